@@ -1,0 +1,341 @@
+//! Running checks: every variant of a model (or a user's policy) through the engine, compared
+//! with the expected verdicts, with counterexamples rebuilt as readable, timed steps.
+
+pub mod engine;
+pub mod report;
+
+use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
+use crate::model::{display, Action, World, WorldConfig};
+use engine::{Cut, Limits};
+use indexmap::IndexMap;
+use serde::Serialize;
+use stateright::Model;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a check found for one property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Found {
+    Holds,
+    Violated,
+    /// Exploration stopped at a limit before a violation was found: no verdict.
+    Unknown,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Found::Holds => "holds",
+            Found::Violated => "violated",
+            Found::Unknown => "unknown (incomplete)",
+        })
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceStep {
+    pub step: usize,
+    /// Model time at this step, in milliseconds since the start.
+    pub time_ms: u64,
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Counterexample {
+    pub steps: Vec<TraceStep>,
+    /// The explorer's path for this trace (`#/steps/...`).
+    pub explorer_path: String,
+    /// How to open it: the command that serves the explorer for this model and policy.
+    pub explore_command: String,
+    pub final_state: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PropertyResult {
+    pub name: PropertyName,
+    pub expected: Verdict,
+    pub found: Found,
+    pub counterexample: Option<Counterexample>,
+}
+
+impl PropertyResult {
+    pub fn as_expected(&self) -> bool {
+        matches!(
+            (self.expected, self.found),
+            (Verdict::Holds, Found::Holds) | (Verdict::Violated, Found::Violated)
+        )
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub model: String,
+    pub file: PathBuf,
+    pub variant: String,
+    pub description: String,
+    pub policy: Vec<(String, String)>,
+    pub properties: Vec<PropertyResult>,
+    pub unique_states: u64,
+    pub transitions: u64,
+    pub max_depth: u32,
+    pub complete: bool,
+    /// Why exploration stopped early, if it did.
+    pub stopped: Option<String>,
+    pub elapsed_ms: u64,
+    pub states_per_second: f64,
+}
+
+impl RunResult {
+    pub fn as_expected(&self) -> bool {
+        self.properties.iter().all(|p| p.as_expected())
+    }
+    pub fn has_unknown(&self) -> bool {
+        self.properties.iter().any(|p| p.found == Found::Unknown)
+    }
+}
+
+/// How a check runs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub threads: usize,
+    pub max_states: Option<u64>,
+    pub progress: Option<fn(&engine::Progress)>,
+    /// The explorer address printed in links.
+    pub explorer_addr: String,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            max_states: None,
+            progress: None,
+            explorer_addr: "127.0.0.1:3000".into(),
+        }
+    }
+}
+
+/// Which policy a run uses: a declared variant, or a user's `--policy` file.
+#[derive(Clone, Debug)]
+pub enum PolicyChoice {
+    Variants(Option<String>),
+    File {
+        path: PathBuf,
+        policy: Box<SourcedPolicy>,
+    },
+}
+
+/// The `.toml` model files named by `paths` (directories are searched one level, sorted).
+pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| ConfigError::new(p, format!("cannot read directory: {e}")))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(ConfigError::new(
+                    p,
+                    "no .toml model files in this directory",
+                ));
+            }
+            out.extend(files);
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(ConfigError::new(p, "no such file or directory"));
+        }
+    }
+    Ok(out)
+}
+
+/// One run to do: a scenario under one policy, with the verdicts it must give.
+pub struct Job {
+    pub scenario: Scenario,
+    pub variant: String,
+    pub description: String,
+    pub policy: SourcedPolicy,
+    pub expect: IndexMap<PropertyName, Verdict>,
+    pub explore_args: String,
+}
+
+/// Load every model and resolve the jobs before anything runs, so bad input fails fast.
+pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, ConfigError> {
+    let mut jobs = Vec::new();
+    for file in files {
+        let scenario = Scenario::load(file)?;
+        match choice {
+            PolicyChoice::Variants(only) => {
+                if let Some(name) = only {
+                    if scenario.variant(name).is_none() {
+                        let names: Vec<&str> =
+                            scenario.variants.iter().map(|v| v.name.as_str()).collect();
+                        return Err(ConfigError::new(
+                            file,
+                            format!("no variant \"{name}\" (variants: {})", names.join(", ")),
+                        ));
+                    }
+                }
+                for v in &scenario.variants {
+                    if only.as_ref().is_some_and(|o| o != &v.name) {
+                        continue;
+                    }
+                    jobs.push(Job {
+                        variant: v.name.clone(),
+                        description: v.description.clone(),
+                        policy: v.policy.clone(),
+                        expect: v.expect.clone(),
+                        explore_args: format!("{} --variant {}", file.display(), v.name),
+                        scenario: scenario.clone(),
+                    });
+                }
+            }
+            PolicyChoice::File { path, policy } => {
+                let merged = scenario.base_policy.then(policy);
+                WorldConfig::new(&scenario, &merged).map_err(|m| {
+                    ConfigError::new(path, format!("against {}: {m}", file.display()))
+                })?;
+                jobs.push(Job {
+                    variant: format!("policy {}", path.display()),
+                    description: "every property must hold".into(),
+                    expect: scenario
+                        .properties
+                        .iter()
+                        .map(|p| (*p, Verdict::Holds))
+                        .collect(),
+                    policy: merged,
+                    explore_args: format!("{} --policy {}", file.display(), path.display()),
+                    scenario: scenario.clone(),
+                });
+            }
+        }
+    }
+    Ok(jobs)
+}
+
+/// Explore one job and compare with its expectations.
+pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
+    let cfg = WorldConfig::new(&job.scenario, &job.policy)
+        .map_err(|m| ConfigError::new(&job.scenario.path, m))?;
+    let world = World::new(cfg);
+    let properties = world.properties();
+    let limits = Limits {
+        max_states: opts.max_states.or(job.scenario.max_states),
+        threads: opts.threads,
+        progress: opts.progress,
+    };
+    let exploration = engine::explore(&world, &properties, &limits);
+    let mut results = Vec::new();
+    for (i, name) in world.cfg.properties.iter().enumerate() {
+        let found = match exploration.discoveries[i] {
+            Some(_) => Found::Violated,
+            None if exploration.complete() => Found::Holds,
+            None => Found::Unknown,
+        };
+        let counterexample = exploration.discoveries[i].map(|index| {
+            counterexample(
+                &world,
+                &engine::path(&world, &exploration, index),
+                &job.explore_args,
+                &opts.explorer_addr,
+            )
+        });
+        results.push(PropertyResult {
+            name: *name,
+            expected: job.expect[name],
+            found,
+            counterexample,
+        });
+    }
+    Ok(RunResult {
+        model: job.scenario.name.clone(),
+        file: job.scenario.path.clone(),
+        variant: job.variant.clone(),
+        description: job.description.clone(),
+        policy: job.policy.effective().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        properties: results,
+        unique_states: exploration.unique_states,
+        transitions: exploration.transitions,
+        max_depth: exploration.max_depth,
+        complete: exploration.complete(),
+        stopped: exploration.cut.as_ref().map(|c| match c {
+            Cut::AllDecided => "every property was violated; the rest of the state space could not change a verdict".to_string(),
+            Cut::StateLimit(n) => format!("state limit of {n} reached"),
+        }),
+        elapsed_ms: exploration.elapsed.as_millis() as u64,
+        states_per_second: exploration.states_per_second(),
+    })
+}
+
+/// A path as timed, readable steps plus its explorer link.
+pub fn counterexample(
+    world: &World,
+    path: &[engine::Step<World>],
+    explore_args: &str,
+    addr: &str,
+) -> Counterexample {
+    let mut time_ms = 0;
+    let mut steps = Vec::new();
+    let mut indices = vec!["0".to_string()];
+    for (n, step) in path.iter().enumerate().skip(1) {
+        let (i, action) = step
+            .action
+            .as_ref()
+            .expect("every step after the first has an action");
+        indices.push(i.to_string());
+        if *action == Action::Tick {
+            time_ms += world.cfg.tick_ms;
+        }
+        steps.push(TraceStep {
+            step: n,
+            time_ms,
+            action: world.format_action(action),
+        });
+    }
+    let final_state = display::state(&world.cfg, &path.last().expect("non-empty").state);
+    Counterexample {
+        steps,
+        explorer_path: format!("http://{addr}/#/steps/{}", indices.join("/")),
+        explore_command: format!("replicheck explore {explore_args} --addr {addr}"),
+        final_state,
+    }
+}
+
+/// Exit code for a set of results: 1 if a verdict differs from what was required, else 3 if a
+/// required "holds" could not be established because exploration was cut short, else 0.
+pub fn exit_code(results: &[RunResult]) -> u8 {
+    let wrong = results
+        .iter()
+        .flat_map(|r| &r.properties)
+        .any(|p| p.found != Found::Unknown && !p.as_expected());
+    if wrong {
+        1
+    } else if results.iter().any(|r| r.has_unknown()) {
+        3
+    } else {
+        0
+    }
+}
+
+pub fn format_duration(d: Duration) -> String {
+    if d.as_secs() >= 1 {
+        format!("{:.2}s", d.as_secs_f64())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// The model files of a directory, for `replicheck models`.
+pub fn describe_models(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, ConfigError> {
+    let files = model_files(&[dir.to_path_buf()])?;
+    files
+        .into_iter()
+        .map(|f| Scenario::load(&f).map(|s| (f, s)))
+        .collect()
+}

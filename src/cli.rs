@@ -1,0 +1,283 @@
+//! The command line: argument definitions and the commands they run. `main.rs` only parses
+//! and maps the outcome to an exit code.
+
+use crate::check::{self, engine, report, PolicyChoice, RunOptions};
+use crate::config::{self, ConfigError, Scenario};
+use crate::model::{World, WorldConfig};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// replicheck: check the replication policies of a key-value store against every behaviour of
+/// a small model, before you roll them out.
+#[derive(Parser, Debug)]
+#[command(name = "replicheck", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+    Junit,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check models: every variant against its declared verdicts, or a policy that must make
+    /// every property hold.
+    Check {
+        /// Model files or directories of them.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Check this policy file instead of the declared variants; every property must hold.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Check only this variant.
+        #[arg(long, conflicts_with = "policy")]
+        variant: Option<String>,
+        #[arg(long, value_enum, default_value = "human")]
+        format: Format,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Stop after this many distinct states (the run is then incomplete, exit 3).
+        #[arg(long)]
+        max_states: Option<u64>,
+        /// Explorer address used in counterexample links.
+        #[arg(long, default_value = "127.0.0.1:3000")]
+        addr: String,
+    },
+    /// Serve the stateright explorer for one model and policy.
+    Explore {
+        model: PathBuf,
+        #[arg(long, conflicts_with = "policy")]
+        variant: Option<String>,
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        #[arg(long, default_value = "127.0.0.1:3000")]
+        addr: String,
+    },
+    /// List the models of a directory, one line each.
+    Models {
+        #[arg(default_value = "models")]
+        dir: PathBuf,
+    },
+    /// Measure every variant: states, time, states/s and peak memory, with 1 and 2 threads.
+    Bench {
+        #[arg(default_value = "models")]
+        paths: Vec<PathBuf>,
+        /// Thread counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        threads: Vec<usize>,
+    },
+    /// (internal) One bench measurement in a fresh process, printed as JSON.
+    #[command(hide = true)]
+    BenchOne {
+        model: PathBuf,
+        variant: String,
+        threads: usize,
+    },
+}
+
+/// What a command ended with, for the exit code.
+pub type ExitCode = u8;
+
+fn progress_line(p: &engine::Progress) {
+    if p.elapsed.as_secs_f64() >= 1.0 {
+        eprint!(
+            "\r  {} states, {:.0} states/s, depth {}, queue {}    ",
+            p.unique_states,
+            p.unique_states as f64 / p.elapsed.as_secs_f64(),
+            p.depth,
+            p.frontier
+        );
+    }
+}
+
+fn policy_choice(
+    policy: Option<PathBuf>,
+    variant: Option<String>,
+) -> Result<PolicyChoice, ConfigError> {
+    Ok(match policy {
+        Some(path) => PolicyChoice::File {
+            policy: Box::new(config::load_policy(&path)?),
+            path,
+        },
+        None => PolicyChoice::Variants(variant),
+    })
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
+    match cli.command {
+        Command::Check {
+            paths,
+            policy,
+            variant,
+            format,
+            threads,
+            max_states,
+            addr,
+        } => {
+            let files = check::model_files(&paths)?;
+            let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
+            let interactive = std::io::stderr().is_terminal() && format == Format::Human;
+            let opts = RunOptions {
+                threads: threads.unwrap_or(RunOptions::default().threads),
+                max_states,
+                progress: if interactive {
+                    Some(progress_line)
+                } else {
+                    None
+                },
+                explorer_addr: addr,
+            };
+            let mut results = Vec::new();
+            for job in &jobs {
+                let r = check::run(job, &opts)?;
+                if interactive {
+                    eprint!("\r\x1b[K");
+                }
+                if format == Format::Human {
+                    // One line per run as it finishes, the full report at the end.
+                    let verdict = if r.as_expected() { "ok" } else { "FAIL" };
+                    eprintln!(
+                        "{verdict}: {} / {} ({} states, {:.2}s)",
+                        r.model,
+                        r.variant,
+                        r.unique_states,
+                        r.elapsed_ms as f64 / 1000.0
+                    );
+                }
+                results.push(r);
+            }
+            let code = check::exit_code(&results);
+            match format {
+                Format::Human => print!("{}", report::human(&results)),
+                Format::Json => println!("{}", report::json(&results, code)),
+                Format::Junit => print!("{}", report::junit(&results)),
+            }
+            Ok(code)
+        }
+        Command::Explore {
+            model,
+            variant,
+            policy,
+            addr,
+        } => {
+            let scenario = Scenario::load(&model)?;
+            let sourced = match policy {
+                Some(path) => scenario.base_policy.then(&config::load_policy(&path)?),
+                None => {
+                    let name = variant.unwrap_or_else(|| scenario.variants[0].name.clone());
+                    scenario
+                        .variant(&name)
+                        .ok_or_else(|| ConfigError::new(&model, format!("no variant \"{name}\"")))?
+                        .policy
+                        .clone()
+                }
+            };
+            let cfg =
+                WorldConfig::new(&scenario, &sourced).map_err(|m| ConfigError::new(&model, m))?;
+            eprintln!(
+                "explorer for {} at http://{addr}/ (Ctrl-C to stop)",
+                scenario.name
+            );
+            use stateright::Model;
+            // Serves until interrupted.
+            let _checker = World::new(cfg).checker().serve(addr.as_str());
+            Ok(0)
+        }
+        Command::Models { dir } => {
+            for (file, s) in check::describe_models(&dir)? {
+                let variants: Vec<&str> = s.variants.iter().map(|v| v.name.as_str()).collect();
+                println!(
+                    "{:<40} {} [variants: {}]",
+                    file.display(),
+                    s.description.lines().next().unwrap_or(""),
+                    variants.join(", ")
+                );
+            }
+            Ok(0)
+        }
+        Command::Bench { paths, threads } => bench(&paths, &threads),
+        Command::BenchOne {
+            model,
+            variant,
+            threads,
+        } => {
+            let scenario = Scenario::load(&model)?;
+            let jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
+            let opts = RunOptions {
+                threads,
+                ..RunOptions::default()
+            };
+            let start = Instant::now();
+            let r = check::run(&jobs[0], &opts)?;
+            let doc = serde_json::json!({
+                "model": scenario.name,
+                "variant": r.variant,
+                "threads": threads,
+                "unique_states": r.unique_states,
+                "transitions": r.transitions,
+                "complete": r.complete,
+                "wall_ms": start.elapsed().as_millis() as u64,
+                "explore_ms": r.elapsed_ms,
+                "states_per_second": r.states_per_second,
+                "peak_memory_bytes": engine::peak_memory_bytes(),
+            });
+            println!("{doc}");
+            Ok(0)
+        }
+    }
+}
+
+/// Each measurement runs in its own process so peak memory is that run's alone.
+fn bench(paths: &[PathBuf], threads: &[usize]) -> Result<ExitCode, ConfigError> {
+    let files = check::model_files(paths)?;
+    let jobs = check::plan(&files, &PolicyChoice::Variants(None))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| ConfigError::new(&PathBuf::from("replicheck"), e.to_string()))?;
+    println!(
+        "{:<28} {:<22} {:>7} {:>11} {:>12} {:>9} {:>13} {:>10}",
+        "model", "variant", "threads", "states", "transitions", "wall", "states/s", "peak MiB"
+    );
+    for job in &jobs {
+        for &t in threads {
+            let out = std::process::Command::new(&exe)
+                .args([
+                    "bench-one",
+                    &job.scenario.path.display().to_string(),
+                    &job.variant,
+                    &t.to_string(),
+                ])
+                .output()
+                .map_err(|e| {
+                    ConfigError::new(&job.scenario.path, format!("bench run failed: {e}"))
+                })?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+                ConfigError::new(&job.scenario.path, format!("bench run gave no result: {e}"))
+            })?;
+            println!(
+                "{:<28} {:<22} {:>7} {:>11} {:>12} {:>8.2}s {:>13.0} {:>10.1}{}",
+                job.scenario.name,
+                job.variant,
+                t,
+                v["unique_states"],
+                v["transitions"],
+                v["wall_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                v["states_per_second"].as_f64().unwrap_or(0.0),
+                v["peak_memory_bytes"].as_u64().unwrap_or(0) as f64 / (1024.0 * 1024.0),
+                if v["complete"].as_bool() == Some(true) {
+                    ""
+                } else {
+                    "  (stopped early: all decided)"
+                }
+            );
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,170 @@
+//! Durations as users write them ("500ms", "2s", "5m") and latency ranges ("300ms..700ms").
+
+use serde::{Deserialize, Deserializer};
+use std::fmt;
+
+/// A duration from a config file, in whole milliseconds, with the text it was written as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dur {
+    pub ms: u64,
+    pub text: String,
+}
+
+impl Dur {
+    pub fn parse(text: &str) -> Result<Dur, String> {
+        let trimmed = text.trim();
+        if trimmed.starts_with('-') {
+            return Err(format!(
+                "invalid duration \"{text}\": durations cannot be negative"
+            ));
+        }
+        if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return Err(format!(
+                "invalid duration \"{text}\": a duration needs a unit, e.g. \"{trimmed}ms\" or \"{trimmed}s\""
+            ));
+        }
+        let parsed = humantime::parse_duration(trimmed).map_err(|e| {
+            format!("invalid duration \"{text}\": {e} (write e.g. \"500ms\", \"2s\", \"5m\")")
+        })?;
+        if parsed.subsec_nanos() % 1_000_000 != 0 {
+            return Err(format!(
+                "invalid duration \"{text}\": finer than a millisecond"
+            ));
+        }
+        let ms = u64::try_from(parsed.as_millis())
+            .map_err(|_| format!("invalid duration \"{text}\": too long"))?;
+        Ok(Dur {
+            ms,
+            text: text.to_string(),
+        })
+    }
+
+    /// This duration as a whole number of ticks of `tick_ms`, or an error naming the value.
+    pub fn ticks(&self, tick_ms: u64) -> Result<u32, String> {
+        assert!(tick_ms > 0);
+        if !self.ms.is_multiple_of(tick_ms) {
+            return Err(format!(
+                "\"{}\" is not a whole number of ticks (tick = {})",
+                self.text,
+                format_ms(tick_ms)
+            ));
+        }
+        let ticks = self.ms / tick_ms;
+        let max = u64::from(crate::policy::TICKS_MAX);
+        if ticks > max {
+            return Err(format!(
+                "\"{}\" is {ticks} ticks, more than the limit of {max} ticks (tick = {}); use a coarser tick",
+                self.text,
+                format_ms(tick_ms)
+            ));
+        }
+        Ok(ticks as u32)
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration string with a unit, e.g. \"500ms\" or \"2s\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Dur, E> {
+                Dur::parse(s).map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Dur, E> {
+                Err(E::custom(format!(
+                    "invalid duration {n}: a duration is a string with a unit, e.g. \"{n}ms\""
+                )))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Dur, E> {
+                self.visit_i64(n as i64)
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Dur, E> {
+                Err(E::custom(format!(
+                    "invalid duration {n}: a duration is a string with a unit, e.g. \"{n}s\""
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A one-way latency range: "100ms" (fixed) or "300ms..700ms".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LatencyRange {
+    pub lo: Dur,
+    pub hi: Dur,
+}
+
+impl LatencyRange {
+    pub fn parse(text: &str) -> Result<LatencyRange, String> {
+        let (lo, hi) = match text.split_once("..") {
+            Some((lo, hi)) => (Dur::parse(lo)?, Dur::parse(hi)?),
+            None => {
+                let d = Dur::parse(text)?;
+                (d.clone(), d)
+            }
+        };
+        if lo.ms > hi.ms {
+            return Err(format!(
+                "invalid latency \"{text}\": the lower bound exceeds the upper"
+            ));
+        }
+        Ok(LatencyRange { lo, hi })
+    }
+}
+
+impl<'de> Deserialize<'de> for LatencyRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        LatencyRange::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+pub fn format_ms(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_rejects_bare_numbers() {
+        assert_eq!(Dur::parse("500ms").unwrap().ms, 500);
+        assert_eq!(Dur::parse("2s").unwrap().ms, 2000);
+        assert_eq!(Dur::parse("5m").unwrap().ms, 300_000);
+        assert!(Dur::parse("5").unwrap_err().contains("needs a unit"));
+        assert!(Dur::parse("-5s").unwrap_err().contains("negative"));
+        assert!(Dur::parse("fast").is_err());
+    }
+
+    #[test]
+    fn ticks_must_divide() {
+        let d = Dur::parse("550ms").unwrap();
+        assert!(d
+            .ticks(100)
+            .unwrap_err()
+            .contains("not a whole number of ticks"));
+        assert_eq!(Dur::parse("2s").unwrap().ticks(100), Ok(20));
+    }
+
+    #[test]
+    fn latency_ranges() {
+        let r = LatencyRange::parse("300ms..700ms").unwrap();
+        assert_eq!((r.lo.ms, r.hi.ms), (300, 700));
+        assert!(LatencyRange::parse("700ms..300ms").is_err());
+    }
+}

@@ -1,0 +1,309 @@
+//! The policy: the knobs an operator changes. Written as a patch (every key optional) in a
+//! scenario's `[policy]`, in each variant, and in a `--policy` file; patches apply key by key
+//! over the defaults, and the result is resolved into ticks for one scenario.
+
+use super::duration::Dur;
+use crate::policy::detector::FailureDetection;
+use crate::policy::eviction::EvictionPolicy;
+use crate::policy::retry::{Backoff, RetryPolicy};
+use crate::policy::{Ticks, MAX_ATTEMPTS_MAX, REPLICATION_FACTOR_MAX};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// Declares the policy patch once: its fields, their TOML keys and how patches merge.
+macro_rules! policy_patch {
+    ($($field:ident : $ty:ty),* $(,)?) => {
+        /// Policy knobs as written in one place; absent keys leave the value below unchanged.
+        #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+        #[serde(deny_unknown_fields)]
+        pub struct PolicyPatch {
+            $(pub $field: Option<$ty>,)*
+        }
+
+        impl PolicyPatch {
+            /// Every key this patch sets, in declaration order.
+            pub fn keys(&self) -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $(if self.$field.is_some() { keys.push(stringify!($field)); })*
+                keys
+            }
+
+            /// `self` with every key that `over` sets replaced by `over`'s value.
+            pub fn merged(&self, over: &PolicyPatch) -> PolicyPatch {
+                PolicyPatch { $($field: over.$field.clone().or_else(|| self.$field.clone()),)* }
+            }
+
+            /// The value of every set key, as TOML text, for reports and certificates.
+            pub fn describe(&self) -> Vec<(&'static str, String)> {
+                let mut out = Vec::new();
+                $(if let Some(v) = &self.$field { out.push((stringify!($field), DescribeValue::describe(v))); })*
+                out
+            }
+        }
+    };
+}
+
+policy_patch! {
+    replication_factor: u8,
+    write_quorum: u8,
+    read_quorum: u8,
+    replica_ack_timeout: Dur,
+    failure_detection: FailureDetection,
+    heartbeat_interval: Dur,
+    suspect_after: Dur,
+    dead_after: Dur,
+    eviction_enabled: bool,
+    max_dead_fraction: f64,
+    max_concurrent_evictions: u8,
+    max_attempts: u8,
+    backoff: Backoff,
+    backoff_base: Dur,
+    backoff_max: Dur,
+    retry_budget: u8,
+    idempotency_tokens: bool,
+}
+
+trait DescribeValue {
+    fn describe(&self) -> String;
+}
+impl DescribeValue for u8 {
+    fn describe(&self) -> String {
+        self.to_string()
+    }
+}
+impl DescribeValue for bool {
+    fn describe(&self) -> String {
+        self.to_string()
+    }
+}
+impl DescribeValue for f64 {
+    fn describe(&self) -> String {
+        format!("{self}")
+    }
+}
+impl DescribeValue for Dur {
+    fn describe(&self) -> String {
+        format!("\"{}\"", self.text)
+    }
+}
+impl DescribeValue for FailureDetection {
+    fn describe(&self) -> String {
+        match self {
+            FailureDetection::Coupled => "\"coupled\"".into(),
+            FailureDetection::Independent => "\"independent\"".into(),
+        }
+    }
+}
+impl DescribeValue for Backoff {
+    fn describe(&self) -> String {
+        match self {
+            Backoff::Fixed => "\"fixed\"".into(),
+            Backoff::ExponentialJitter => "\"exponential_jitter\"".into(),
+        }
+    }
+}
+
+/// Where each key of a merged patch was set, for error messages ("prod.toml", or
+/// "models/x.toml [variants.incident.policy]").
+pub type Origins = BTreeMap<&'static str, String>;
+
+/// A patch together with the origin of each key it sets.
+#[derive(Clone, Debug, Default)]
+pub struct SourcedPolicy {
+    pub patch: PolicyPatch,
+    pub origins: Origins,
+}
+
+impl SourcedPolicy {
+    pub fn new(patch: PolicyPatch, origin: &str) -> SourcedPolicy {
+        let origins = patch
+            .keys()
+            .into_iter()
+            .map(|k| (k, origin.to_string()))
+            .collect();
+        SourcedPolicy { patch, origins }
+    }
+
+    pub fn then(&self, over: &SourcedPolicy) -> SourcedPolicy {
+        let mut origins = self.origins.clone();
+        origins.extend(over.origins.iter().map(|(k, v)| (*k, v.clone())));
+        SourcedPolicy {
+            patch: self.patch.merged(&over.patch),
+            origins,
+        }
+    }
+}
+
+/// A complete policy resolved against a scenario's tick: every value checked and in ticks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Policy {
+    pub replication_factor: u8,
+    pub write_quorum: u8,
+    pub read_quorum: u8,
+    pub replica_ack_timeout_ticks: Ticks,
+    pub failure_detection: FailureDetection,
+    pub heartbeat_interval_ticks: Ticks,
+    pub suspect_after_ticks: Ticks,
+    pub dead_after_ticks: Ticks,
+    pub eviction: EvictionPolicy,
+    pub retry: RetryPolicy,
+}
+
+/// Defaults for keys no patch sets: a conservative production policy.
+fn defaults() -> PolicyPatch {
+    let d = |s: &str| Some(Dur::parse(s).expect("default durations parse"));
+    PolicyPatch {
+        replication_factor: Some(3),
+        write_quorum: Some(2),
+        read_quorum: Some(2),
+        replica_ack_timeout: d("2s"),
+        failure_detection: Some(FailureDetection::Coupled),
+        heartbeat_interval: d("1s"),
+        suspect_after: d("3s"),
+        dead_after: d("5s"),
+        eviction_enabled: Some(true),
+        max_dead_fraction: Some(1.0),
+        max_concurrent_evictions: Some(1),
+        max_attempts: Some(3),
+        backoff: Some(Backoff::Fixed),
+        backoff_base: d("1s"),
+        backoff_max: d("1s"),
+        retry_budget: None,
+        idempotency_tokens: Some(false),
+    }
+}
+
+impl SourcedPolicy {
+    /// Resolve against a scenario with `tick_ms` and `node_count` nodes. Errors name the key,
+    /// its value and the file (and table) that set it.
+    pub fn resolve(&self, tick_ms: u64, node_count: usize) -> Result<Policy, String> {
+        let p = defaults().merged(&self.patch);
+        let origin = |key: &str| match self.origins.get(key) {
+            Some(o) => o.clone(),
+            None => "defaults".to_string(),
+        };
+        let err = |key: &str, value: String, why: String| {
+            format!("{}: key `{key}` = {value}: {why}", origin(key))
+        };
+        let ticks = |key: &str, d: &Option<Dur>| -> Result<Ticks, String> {
+            let d = d.as_ref().expect("defaults set every duration");
+            d.ticks(tick_ms)
+                .map_err(|why| err(key, format!("\"{}\"", d.text), why))
+        };
+        let rf = p.replication_factor.expect("default");
+        let w = p.write_quorum.expect("default");
+        let r = p.read_quorum.expect("default");
+        if rf == 0 || rf > REPLICATION_FACTOR_MAX {
+            return Err(err(
+                "replication_factor",
+                rf.to_string(),
+                format!("must be 1 to {REPLICATION_FACTOR_MAX}"),
+            ));
+        }
+        if usize::from(rf) > node_count {
+            return Err(err(
+                "replication_factor",
+                rf.to_string(),
+                format!("exceeds the scenario's {node_count} nodes"),
+            ));
+        }
+        for (key, q) in [("write_quorum", w), ("read_quorum", r)] {
+            if q == 0 {
+                return Err(err(key, q.to_string(), "must be at least 1".into()));
+            }
+            if q > rf {
+                return Err(err(
+                    key,
+                    q.to_string(),
+                    format!("must not exceed replication_factor = {rf}"),
+                ));
+            }
+        }
+        let replica_ack_timeout_ticks = ticks("replica_ack_timeout", &p.replica_ack_timeout)?;
+        if replica_ack_timeout_ticks == 0 {
+            return Err(err(
+                "replica_ack_timeout",
+                format!("\"{}\"", p.replica_ack_timeout.as_ref().unwrap().text),
+                "must be positive".into(),
+            ));
+        }
+        let heartbeat_interval_ticks = ticks("heartbeat_interval", &p.heartbeat_interval)?;
+        let suspect_after_ticks = ticks("suspect_after", &p.suspect_after)?;
+        let dead_after_ticks = ticks("dead_after", &p.dead_after)?;
+        let failure_detection = p.failure_detection.expect("default");
+        if failure_detection == FailureDetection::Independent && heartbeat_interval_ticks == 0 {
+            return Err(err(
+                "heartbeat_interval",
+                format!("\"{}\"", p.heartbeat_interval.as_ref().unwrap().text),
+                "must be positive with independent failure detection".into(),
+            ));
+        }
+        if suspect_after_ticks > dead_after_ticks {
+            return Err(err(
+                "suspect_after",
+                format!("\"{}\"", p.suspect_after.as_ref().unwrap().text),
+                format!(
+                    "must not exceed dead_after = \"{}\"",
+                    p.dead_after.as_ref().unwrap().text
+                ),
+            ));
+        }
+        let fraction = p.max_dead_fraction.expect("default");
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(err(
+                "max_dead_fraction",
+                format!("{fraction}"),
+                "must be between 0 and 1".into(),
+            ));
+        }
+        let max_attempts = p.max_attempts.expect("default");
+        if max_attempts == 0 || max_attempts > MAX_ATTEMPTS_MAX {
+            return Err(err(
+                "max_attempts",
+                max_attempts.to_string(),
+                format!("must be 1 to {MAX_ATTEMPTS_MAX}"),
+            ));
+        }
+        let backoff_base_ticks = ticks("backoff_base", &p.backoff_base)?;
+        let backoff_max_ticks = ticks("backoff_max", &p.backoff_max)?;
+        if backoff_base_ticks > backoff_max_ticks {
+            return Err(err(
+                "backoff_base",
+                format!("\"{}\"", p.backoff_base.as_ref().unwrap().text),
+                format!(
+                    "must not exceed backoff_max = \"{}\"",
+                    p.backoff_max.as_ref().unwrap().text
+                ),
+            ));
+        }
+        let max_concurrent_evictions = p.max_concurrent_evictions.expect("default");
+        Ok(Policy {
+            replication_factor: rf,
+            write_quorum: w,
+            read_quorum: r,
+            replica_ack_timeout_ticks,
+            failure_detection,
+            heartbeat_interval_ticks,
+            suspect_after_ticks,
+            dead_after_ticks,
+            eviction: EvictionPolicy {
+                enabled: p.eviction_enabled.expect("default"),
+                max_dead_fraction_permille: (fraction * 1000.0).round() as u16,
+                max_concurrent_evictions,
+            },
+            retry: RetryPolicy {
+                max_attempts,
+                backoff: p.backoff.expect("default"),
+                backoff_base_ticks,
+                backoff_max_ticks,
+                retry_budget: p.retry_budget,
+                idempotency_tokens: p.idempotency_tokens.expect("default"),
+            },
+        })
+    }
+
+    /// The full merged policy (defaults included) as key = value lines.
+    pub fn effective(&self) -> Vec<(&'static str, String)> {
+        defaults().merged(&self.patch).describe()
+    }
+}

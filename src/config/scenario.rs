@@ -1,0 +1,658 @@
+//! The scenario: cluster, environment, workload, fault budget, variants and expectations.
+
+use super::duration::{Dur, LatencyRange};
+use super::policy::{PolicyPatch, SourcedPolicy};
+use super::{parse_toml, read_file, ConfigError};
+use crate::policy::{
+    NodeId, Ticks, CLIENT_COUNT_MAX, CLIENT_OPS_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX,
+    ZONE_COUNT_MAX,
+};
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The properties replicheck checks, by the names reports and expectations use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PropertyName {
+    AckedWritesPersist,
+    Linearizable,
+    NoDuplicateEffects,
+    NoHealthyEviction,
+    ChurnBounded,
+}
+
+impl PropertyName {
+    pub const ALL: [PropertyName; 5] = [
+        PropertyName::AckedWritesPersist,
+        PropertyName::Linearizable,
+        PropertyName::NoDuplicateEffects,
+        PropertyName::NoHealthyEviction,
+        PropertyName::ChurnBounded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PropertyName::AckedWritesPersist => "acked_writes_persist",
+            PropertyName::Linearizable => "linearizable",
+            PropertyName::NoDuplicateEffects => "no_duplicate_effects",
+            PropertyName::NoHealthyEviction => "no_healthy_eviction",
+            PropertyName::ChurnBounded => "churn_bounded",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<PropertyName> {
+        PropertyName::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+impl fmt::Display for PropertyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A property's verdict, as declared in a model file and as found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Holds,
+    Violated,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Holds => "holds",
+            Verdict::Violated => "violated",
+        })
+    }
+}
+
+/// A client operation in the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Write,
+    Read,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw TOML.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    description: Option<String>,
+    tick: Dur,
+    zones: Vec<String>,
+    nodes: Vec<RawNode>,
+    shards: Vec<RawShard>,
+    network: RawNetwork,
+    coordinator: RawCoordinator,
+    clients: Vec<RawClient>,
+    #[serde(default)]
+    faults: RawFaults,
+    properties: Option<Vec<String>>,
+    #[serde(default)]
+    policy: PolicyPatch,
+    #[serde(default)]
+    expect: IndexMap<String, Verdict>,
+    #[serde(default)]
+    variants: IndexMap<String, RawVariant>,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    name: String,
+    zone: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShard {
+    name: String,
+    replicas: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    latency: Option<LatencyRange>,
+    #[serde(default)]
+    lossy: bool,
+    #[serde(default)]
+    links: Vec<RawLink>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    zones: [String; 2],
+    latency: Option<LatencyRange>,
+    lossy: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCoordinator {
+    zone: String,
+    membership_queue_capacity: u8,
+    membership_update_time: Dur,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClient {
+    name: String,
+    zone: String,
+    shard: Option<String>,
+    ops: Vec<OpKind>,
+    request_timeout: Dur,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFaults {
+    #[serde(default)]
+    budget: u8,
+    #[serde(default)]
+    crash: Vec<String>,
+    #[serde(default)]
+    partition: Vec<String>,
+    #[serde(default)]
+    degrade: Vec<RawDegrade>,
+    #[serde(default)]
+    drop: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDegrade {
+    zones: [String; 2],
+    latency: LatencyRange,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVariant {
+    description: Option<String>,
+    #[serde(default)]
+    policy: PolicyPatch,
+    #[serde(default)]
+    expect: IndexMap<String, Verdict>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_states: Option<u64>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validated scenario.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    pub name: String,
+    pub zone: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSpec {
+    pub name: String,
+    /// The initial replica set, if the scenario names it; otherwise the first
+    /// `replication_factor` nodes.
+    pub replicas: Option<Vec<NodeId>>,
+}
+
+/// One-way latency between two zones, in ticks, inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LatencyTicks {
+    pub lo: Ticks,
+    pub hi: Ticks,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordinatorSpec {
+    pub zone: u8,
+    pub membership_queue_capacity: u8,
+    pub membership_update_ticks: Ticks,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientSpec {
+    pub name: String,
+    pub zone: u8,
+    pub shard: u8,
+    pub ops: Vec<OpKind>,
+    pub request_timeout_ticks: Ticks,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DegradeSpec {
+    pub zones: (u8, u8),
+    pub latency: LatencyTicks,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultSpec {
+    pub budget: u8,
+    pub crash: Vec<NodeId>,
+    pub partition: Vec<u8>,
+    pub degrade: Vec<DegradeSpec>,
+    pub drop: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub name: String,
+    pub description: String,
+    /// The scenario's `[policy]` with this variant's overrides on top.
+    pub policy: SourcedPolicy,
+    pub expect: IndexMap<PropertyName, Verdict>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub path: PathBuf,
+    pub name: String,
+    pub description: String,
+    pub tick_ms: u64,
+    pub zones: Vec<String>,
+    pub nodes: Vec<NodeSpec>,
+    pub shards: Vec<ShardSpec>,
+    /// `latency[a][b]`: one-way latency from zone a to zone b (symmetric).
+    pub latency: Vec<Vec<LatencyTicks>>,
+    pub lossy: Vec<Vec<bool>>,
+    pub coordinator: CoordinatorSpec,
+    pub clients: Vec<ClientSpec>,
+    pub faults: FaultSpec,
+    pub properties: Vec<PropertyName>,
+    /// The scenario's own `[policy]`, the base every variant and `--policy` file patches.
+    pub base_policy: SourcedPolicy,
+    pub variants: Vec<Variant>,
+    pub max_states: Option<u64>,
+}
+
+pub const FAULT_BUDGET_MAX: u8 = 4;
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, ConfigError> {
+        let text = read_file(path)?;
+        let raw: RawScenario = parse_toml(path, &text)?;
+        validate(path, raw).map_err(|message| ConfigError::new(path, message))
+    }
+
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// The worst one-way latency between two zones, degradations in the fault menu included.
+    pub fn worst_latency_ticks(&self, a: u8, b: u8) -> Ticks {
+        let mut worst = self.latency[usize::from(a)][usize::from(b)].hi;
+        for d in &self.faults.degrade {
+            if d.zones == (a, b) || d.zones == (b, a) {
+                worst = worst.max(d.latency.hi);
+            }
+        }
+        worst
+    }
+}
+
+fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
+    let tick_ms = raw.tick.ms;
+    if tick_ms == 0 {
+        return Err(format!(
+            "key `tick` = \"{}\": must be positive",
+            raw.tick.text
+        ));
+    }
+    let ticks = |key: &str, d: &Dur| {
+        d.ticks(tick_ms)
+            .map_err(|why| format!("key `{key}` = \"{}\": {why}", d.text))
+    };
+    let latency_ticks = |key: &str, r: &LatencyRange| -> Result<LatencyTicks, String> {
+        Ok(LatencyTicks {
+            lo: ticks(key, &r.lo)?,
+            hi: ticks(key, &r.hi)?,
+        })
+    };
+
+    // Zones.
+    if raw.zones.is_empty() || raw.zones.len() > ZONE_COUNT_MAX {
+        return Err(format!(
+            "key `zones` lists {} zones: must be 1 to {ZONE_COUNT_MAX}",
+            raw.zones.len()
+        ));
+    }
+    for (i, z) in raw.zones.iter().enumerate() {
+        if raw.zones[..i].contains(z) {
+            return Err(format!("key `zones`: zone \"{z}\" is listed twice"));
+        }
+    }
+    let zone = |key: &str, name: &str| -> Result<u8, String> {
+        raw.zones
+            .iter()
+            .position(|z| z == name)
+            .map(|i| i as u8)
+            .ok_or_else(|| {
+                format!(
+                    "key `{key}` = \"{name}\": no such zone (zones: {})",
+                    raw.zones.join(", ")
+                )
+            })
+    };
+
+    // Nodes.
+    if raw.nodes.is_empty() || raw.nodes.len() > NODE_COUNT_MAX {
+        return Err(format!(
+            "key `nodes` has {} entries: must be 1 to {NODE_COUNT_MAX}",
+            raw.nodes.len()
+        ));
+    }
+    let mut nodes = Vec::new();
+    for (i, n) in raw.nodes.iter().enumerate() {
+        if raw.nodes[..i].iter().any(|m| m.name == n.name) {
+            return Err(format!(
+                "key `nodes[{i}].name` = \"{}\": node listed twice",
+                n.name
+            ));
+        }
+        nodes.push(NodeSpec {
+            name: n.name.clone(),
+            zone: zone(&format!("nodes[{i}].zone"), &n.zone)?,
+        });
+    }
+    let node = |key: &str, name: &str| -> Result<NodeId, String> {
+        raw.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| i as NodeId)
+            .ok_or_else(|| format!("key `{key}` = \"{name}\": no such node"))
+    };
+
+    // Shards.
+    if raw.shards.is_empty() || raw.shards.len() > SHARD_COUNT_MAX {
+        return Err(format!(
+            "key `shards` has {} entries: must be 1 to {SHARD_COUNT_MAX}",
+            raw.shards.len()
+        ));
+    }
+    let mut shards = Vec::new();
+    for (i, s) in raw.shards.iter().enumerate() {
+        if raw.shards[..i].iter().any(|t| t.name == s.name) {
+            return Err(format!(
+                "key `shards[{i}].name` = \"{}\": shard listed twice",
+                s.name
+            ));
+        }
+        let replicas = match &s.replicas {
+            None => None,
+            Some(names) => {
+                let mut ids = Vec::new();
+                for (j, name) in names.iter().enumerate() {
+                    let id = node(&format!("shards[{i}].replicas[{j}]"), name)?;
+                    if ids.contains(&id) {
+                        return Err(format!("key `shards[{i}].replicas` lists \"{name}\" twice"));
+                    }
+                    ids.push(id);
+                }
+                Some(ids)
+            }
+        };
+        shards.push(ShardSpec {
+            name: s.name.clone(),
+            replicas,
+        });
+    }
+
+    // Network.
+    let zone_count = raw.zones.len();
+    let mut latency = vec![vec![None; zone_count]; zone_count];
+    let mut lossy = vec![vec![raw.network.lossy; zone_count]; zone_count];
+    if let Some(r) = &raw.network.latency {
+        let l = latency_ticks("network.latency", r)?;
+        latency = vec![vec![Some(l); zone_count]; zone_count];
+    }
+    for (i, link) in raw.network.links.iter().enumerate() {
+        let a = zone(&format!("network.links[{i}].zones"), &link.zones[0])?;
+        let b = zone(&format!("network.links[{i}].zones"), &link.zones[1])?;
+        let (a, b) = (usize::from(a), usize::from(b));
+        if let Some(r) = &link.latency {
+            let l = latency_ticks(&format!("network.links[{i}].latency"), r)?;
+            latency[a][b] = Some(l);
+            latency[b][a] = Some(l);
+        }
+        if let Some(x) = link.lossy {
+            lossy[a][b] = x;
+            lossy[b][a] = x;
+        }
+    }
+    let mut latency_full = Vec::new();
+    for (a, row) in latency.iter().enumerate() {
+        let mut out = Vec::new();
+        for (b, l) in row.iter().enumerate() {
+            out.push(l.ok_or_else(|| {
+                format!(
+                    "no latency between zones \"{}\" and \"{}\": set `network.latency` or add a `[[network.links]]` entry",
+                    raw.zones[a], raw.zones[b]
+                )
+            })?);
+        }
+        latency_full.push(out);
+    }
+
+    // Coordinator.
+    let coordinator = CoordinatorSpec {
+        zone: zone("coordinator.zone", &raw.coordinator.zone)?,
+        membership_queue_capacity: raw.coordinator.membership_queue_capacity,
+        membership_update_ticks: ticks(
+            "coordinator.membership_update_time",
+            &raw.coordinator.membership_update_time,
+        )?,
+    };
+    if coordinator.membership_queue_capacity == 0 {
+        return Err("key `coordinator.membership_queue_capacity` = 0: must be at least 1".into());
+    }
+    if coordinator.membership_update_ticks == 0 {
+        return Err(format!(
+            "key `coordinator.membership_update_time` = \"{}\": must be at least one tick",
+            raw.coordinator.membership_update_time.text
+        ));
+    }
+
+    // Clients.
+    if raw.clients.is_empty() || raw.clients.len() > CLIENT_COUNT_MAX {
+        return Err(format!(
+            "key `clients` has {} entries: must be 1 to {CLIENT_COUNT_MAX}",
+            raw.clients.len()
+        ));
+    }
+    let mut clients = Vec::new();
+    for (i, c) in raw.clients.iter().enumerate() {
+        if c.ops.is_empty() || c.ops.len() > CLIENT_OPS_MAX {
+            return Err(format!(
+                "key `clients[{i}].ops` has {} operations: must be 1 to {CLIENT_OPS_MAX}",
+                c.ops.len()
+            ));
+        }
+        let shard = match &c.shard {
+            None => 0,
+            Some(name) => raw
+                .shards
+                .iter()
+                .position(|s| &s.name == name)
+                .ok_or_else(|| format!("key `clients[{i}].shard` = \"{name}\": no such shard"))?
+                as u8,
+        };
+        let request_timeout_ticks =
+            ticks(&format!("clients[{i}].request_timeout"), &c.request_timeout)?;
+        if request_timeout_ticks == 0 {
+            return Err(format!(
+                "key `clients[{i}].request_timeout` = \"{}\": must be positive",
+                c.request_timeout.text
+            ));
+        }
+        clients.push(ClientSpec {
+            name: c.name.clone(),
+            zone: zone(&format!("clients[{i}].zone"), &c.zone)?,
+            shard,
+            ops: c.ops.clone(),
+            request_timeout_ticks,
+        });
+    }
+
+    // Faults.
+    if raw.faults.budget > FAULT_BUDGET_MAX {
+        return Err(format!(
+            "key `faults.budget` = {}: must be 0 to {FAULT_BUDGET_MAX}",
+            raw.faults.budget
+        ));
+    }
+    let mut faults = FaultSpec {
+        budget: raw.faults.budget,
+        crash: Vec::new(),
+        partition: Vec::new(),
+        degrade: Vec::new(),
+        drop: raw.faults.drop,
+    };
+    for (i, n) in raw.faults.crash.iter().enumerate() {
+        faults.crash.push(node(&format!("faults.crash[{i}]"), n)?);
+    }
+    for (i, z) in raw.faults.partition.iter().enumerate() {
+        faults
+            .partition
+            .push(zone(&format!("faults.partition[{i}]"), z)?);
+    }
+    for (i, d) in raw.faults.degrade.iter().enumerate() {
+        let key = format!("faults.degrade[{i}]");
+        faults.degrade.push(DegradeSpec {
+            zones: (
+                zone(&format!("{key}.zones"), &d.zones[0])?,
+                zone(&format!("{key}.zones"), &d.zones[1])?,
+            ),
+            latency: latency_ticks(&format!("{key}.latency"), &d.latency)?,
+            text: format!("{}..{}", d.latency.lo.text, d.latency.hi.text),
+        });
+    }
+    if faults.drop && !lossy.iter().flatten().any(|l| *l) {
+        return Err(
+            "key `faults.drop` = true: no link is lossy (set `network.lossy` or a link's `lossy`)"
+                .into(),
+        );
+    }
+
+    // Properties and expectations.
+    let properties = match &raw.properties {
+        None => PropertyName::ALL.to_vec(),
+        Some(names) => {
+            let mut out = Vec::new();
+            for (i, n) in names.iter().enumerate() {
+                out.push(property(&format!("properties[{i}]"), n)?);
+            }
+            out
+        }
+    };
+    let file = path.display().to_string();
+    let base_policy = SourcedPolicy::new(raw.policy.clone(), &format!("{file} [policy]"));
+    let expectations = |table: &str,
+                        raw: &IndexMap<String, Verdict>|
+     -> Result<IndexMap<PropertyName, Verdict>, String> {
+        let mut out = IndexMap::new();
+        for (k, v) in raw {
+            let p = property(&format!("{table}.{k}"), k)?;
+            if !properties.contains(&p) {
+                return Err(format!(
+                    "key `{table}.{k}`: property `{k}` is not in this model's `properties`"
+                ));
+            }
+            out.insert(p, *v);
+        }
+        for p in &properties {
+            if !out.contains_key(p) {
+                return Err(format!("table `[{table}]` declares no verdict for property `{p}` (add `{p} = \"holds\"` or `\"violated\"`)"));
+            }
+        }
+        Ok(out)
+    };
+    let mut variants = Vec::new();
+    if !raw.expect.is_empty() {
+        variants.push(Variant {
+            name: "default".into(),
+            description: "the scenario's own [policy]".into(),
+            policy: base_policy.clone(),
+            expect: expectations("expect", &raw.expect)?,
+        });
+    }
+    for (name, v) in &raw.variants {
+        if name == "default" {
+            return Err("key `variants.default`: the name `default` is the scenario's own [policy] and [expect]".into());
+        }
+        let over = SourcedPolicy::new(
+            v.policy.clone(),
+            &format!("{file} [variants.{name}.policy]"),
+        );
+        variants.push(Variant {
+            name: name.clone(),
+            description: v.description.clone().unwrap_or_default(),
+            policy: base_policy.then(&over),
+            expect: expectations(&format!("variants.{name}.expect"), &v.expect)?,
+        });
+    }
+    if variants.is_empty() {
+        return Err("the model declares no expectations: add `[expect]` or a `[variants.NAME.expect]` table".into());
+    }
+
+    let name = raw.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let scenario = Scenario {
+        path: path.to_path_buf(),
+        name,
+        description: raw.description.clone().unwrap_or_default(),
+        tick_ms,
+        zones: raw.zones.clone(),
+        nodes,
+        shards,
+        latency: latency_full,
+        lossy,
+        coordinator,
+        clients,
+        faults,
+        properties,
+        base_policy,
+        variants,
+        max_states: raw.limits.max_states,
+    };
+    // Every variant's policy must resolve against this scenario; report the first that does not.
+    for v in &scenario.variants {
+        crate::model::WorldConfig::new(&scenario, &v.policy)?;
+    }
+    Ok(scenario)
+}
+
+fn property(key: &str, name: &str) -> Result<PropertyName, String> {
+    PropertyName::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = PropertyName::ALL.iter().map(|p| p.as_str()).collect();
+        let hint = names
+            .iter()
+            .map(|n| (strsim::damerau_levenshtein(name, n), *n))
+            .min()
+            .filter(|(d, _)| *d <= 4)
+            .map(|(_, n)| format!(" (did you mean `{n}`?)"))
+            .unwrap_or_default();
+        format!(
+            "key `{key}` = \"{name}\": no such property{hint}; properties are {}",
+            names.join(", ")
+        )
+    })
+}

@@ -1,0 +1,142 @@
+//! The environment: links with latency, partitions, degradations, crashes, message loss.
+
+use super::{Action, Endpoint, Envelope, Msg, WorldConfig, WorldState};
+use crate::config::LatencyTicks;
+
+/// Whether zones `a` and `b` can talk: a partitioned zone talks only to itself.
+pub fn connected(s: &WorldState, a: u8, b: u8) -> bool {
+    a == b || (s.env.partitioned & (1 << a) == 0 && s.env.partitioned & (1 << b) == 0)
+}
+
+/// The one-way latency window from zone a to zone b now, degradations included.
+pub fn latency(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> LatencyTicks {
+    for (i, d) in cfg.faults.degrade.iter().enumerate() {
+        if s.env.degraded & (1 << i) != 0 && (d.zones == (a, b) || d.zones == (b, a)) {
+            return d.latency;
+        }
+    }
+    cfg.latency[usize::from(a)][usize::from(b)]
+}
+
+/// Put a message on the wire. Across a cut it is lost at once.
+pub fn send(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, dst: Endpoint, msg: Msg) {
+    let (za, zb) = (cfg.zone_of(src), cfg.zone_of(dst));
+    if !connected(s, za, zb) {
+        return;
+    }
+    let l = latency(cfg, s, za, zb);
+    let sender_epoch = match src {
+        Endpoint::Node(n) => s.ghost.fault_epoch[usize::from(n)],
+        _ => 0,
+    };
+    s.net.push(Envelope {
+        earliest_ticks: l.lo as u8,
+        latest_ticks: l.hi as u8,
+        src,
+        dst,
+        msg,
+        sender_epoch,
+    });
+}
+
+/// Whether a message arriving now reaches its receiver's handler.
+pub fn deliverable(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> bool {
+    let up = |ep: Endpoint| match ep {
+        Endpoint::Node(n) => s.nodes[usize::from(n)].up,
+        _ => true,
+    };
+    up(e.dst) && connected(s, cfg.zone_of(e.src), cfg.zone_of(e.dst))
+}
+
+pub fn tick(s: &mut WorldState) {
+    for e in &mut s.net {
+        assert!(
+            e.latest_ticks > 0,
+            "Tick is disabled while a message is due"
+        );
+        e.earliest_ticks = e.earliest_ticks.saturating_sub(1);
+        e.latest_ticks -= 1;
+    }
+}
+
+pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
+    let budget = s.env.faults_left > 0;
+    for &n in &cfg.faults.crash {
+        let up = s.nodes[usize::from(n)].up;
+        if up && budget {
+            actions.push(Action::Crash(n));
+        }
+        if !up {
+            actions.push(Action::Restart(n));
+        }
+    }
+    for &z in &cfg.faults.partition {
+        let cut = s.env.partitioned & (1 << z) != 0;
+        if !cut && budget {
+            actions.push(Action::Partition(z));
+        }
+        if cut {
+            actions.push(Action::Heal(z));
+        }
+    }
+    for i in 0..cfg.faults.degrade.len() as u8 {
+        let on = s.env.degraded & (1 << i) != 0;
+        if !on && budget {
+            actions.push(Action::Degrade(i));
+        }
+        if on {
+            actions.push(Action::Restore(i));
+        }
+    }
+    if cfg.faults.drop && budget {
+        let mut last = None;
+        for e in &s.net {
+            let lossy = cfg.lossy[usize::from(cfg.zone_of(e.src))][usize::from(cfg.zone_of(e.dst))];
+            if lossy && last != Some(e) {
+                actions.push(Action::Lose(*e));
+            }
+            last = Some(e);
+        }
+    }
+}
+
+pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
+    match fault {
+        Action::Crash(n) => {
+            s.env.faults_left -= 1;
+            s.nodes[usize::from(n)].up = false;
+            mark_faulted(s, n);
+        }
+        Action::Restart(n) => s.nodes[usize::from(n)].up = true,
+        Action::Partition(z) => {
+            s.env.faults_left -= 1;
+            let coord_zone = cfg.coordinator.zone;
+            let was_connected: Vec<bool> = cfg
+                .nodes
+                .iter()
+                .map(|n| connected(s, n.zone, coord_zone))
+                .collect();
+            s.env.partitioned |= 1 << z;
+            for (i, n) in cfg.nodes.iter().enumerate() {
+                if was_connected[i] && !connected(s, n.zone, coord_zone) {
+                    mark_faulted(s, i as u8);
+                }
+            }
+        }
+        Action::Heal(z) => s.env.partitioned &= !(1 << z),
+        Action::Degrade(i) => {
+            s.env.faults_left -= 1;
+            s.env.degraded |= 1 << i;
+        }
+        Action::Restore(i) => s.env.degraded &= !(1 << i),
+        other => unreachable!("not a fault: {other:?}"),
+    }
+}
+
+/// Ghost: node `n` had a fault; until the coordinator hears from its new epoch, evicting it is
+/// not evicting a healthy replica.
+fn mark_faulted(s: &mut WorldState, n: u8) {
+    let i = usize::from(n);
+    s.ghost.faulted_since_heard[i] = true;
+    s.ghost.fault_epoch[i] += 1;
+}

@@ -1,0 +1,92 @@
+//! Failure detection: when does the coordinator take a replica for dead?
+//!
+//! The ack-timeout incident came from `Coupled` detection: the request deadline doubled as the
+//! failure detector, so a replica that was merely slow (a round trip longer than the deadline)
+//! was declared dead. `Independent` detection only looks at how long a node has been silent,
+//! with thresholds of its own.
+
+use super::Ticks;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureDetection {
+    /// A replica that misses a request's ack deadline is dead.
+    Coupled,
+    /// Health comes from heartbeats: `suspect_after` / `dead_after` of silence.
+    Independent,
+}
+
+/// What the coordinator believes about one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    Alive,
+    Suspect,
+    Dead,
+}
+
+/// The health implied by a replica missing a request's ack deadline, or `None` when the
+/// detector does not take deadline misses as evidence.
+pub fn health_after_deadline_miss(detection: FailureDetection) -> Option<Health> {
+    match detection {
+        FailureDetection::Coupled => Some(Health::Dead),
+        FailureDetection::Independent => None,
+    }
+}
+
+/// The health implied by `silence_ticks` without hearing from a node.
+pub fn health_from_silence(
+    silence_ticks: Ticks,
+    suspect_after_ticks: Ticks,
+    dead_after_ticks: Ticks,
+) -> Health {
+    assert!(suspect_after_ticks <= dead_after_ticks);
+    if silence_ticks >= dead_after_ticks {
+        Health::Dead
+    } else if silence_ticks >= suspect_after_ticks {
+        Health::Suspect
+    } else {
+        Health::Alive
+    }
+}
+
+/// Any message from a node is proof of life, whichever detector is in use.
+pub fn health_after_hearing_from() -> Health {
+    Health::Alive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn coupled_takes_a_deadline_miss_as_death_and_independent_does_not() {
+        assert_eq!(
+            health_after_deadline_miss(FailureDetection::Coupled),
+            Some(Health::Dead)
+        );
+        assert_eq!(
+            health_after_deadline_miss(FailureDetection::Independent),
+            None
+        );
+    }
+
+    #[test]
+    fn silence_thresholds_are_inclusive() {
+        assert_eq!(health_from_silence(19, 20, 30), Health::Alive);
+        assert_eq!(health_from_silence(20, 20, 30), Health::Suspect);
+        assert_eq!(health_from_silence(30, 20, 30), Health::Dead);
+    }
+
+    proptest! {
+        /// More silence never makes a node look healthier.
+        #[test]
+        fn health_is_monotone_in_silence(a in 0u32..100, b in 0u32..100, s in 0u32..50, d in 0u32..50) {
+            prop_assume!(s <= d);
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            prop_assert!(health_from_silence(lo, s, d) <= health_from_silence(hi, s, d));
+        }
+    }
+}

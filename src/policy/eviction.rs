@@ -1,0 +1,221 @@
+//! Eviction of dead replicas and the choice of their replacement.
+
+use super::detector::Health;
+use super::NodeId;
+
+/// The eviction knobs, already validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EvictionPolicy {
+    pub enabled: bool,
+    /// Circuit breaker: no eviction while more than this share of all nodes (in thousandths)
+    /// looks dead. Many nodes "dying" at once is more likely a network event than failures.
+    pub max_dead_fraction_permille: u16,
+    pub max_concurrent_evictions: u8,
+}
+
+/// What the coordinator knows about one node when it looks for a replacement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub node: NodeId,
+    pub zone: u8,
+    pub health: Health,
+    /// Already in the shard's replica set (or joining it).
+    pub is_member: bool,
+}
+
+/// Why an eviction did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Suppressed {
+    Disabled,
+    CircuitBreaker,
+    ConcurrencyLimit,
+    NoReplacement,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EvictionDecision {
+    Evict { replacement: NodeId },
+    Suppressed(Suppressed),
+}
+
+/// The cluster-wide counts the circuit breaker and the concurrency limit look at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterView {
+    pub dead_nodes: usize,
+    pub total_nodes: usize,
+    pub evictions_in_progress: usize,
+}
+
+/// Whether the correlated-eviction circuit breaker lets evictions through.
+pub fn breaker_allows(view: ClusterView, max_dead_fraction_permille: u16) -> bool {
+    assert!(view.total_nodes > 0);
+    assert!(view.dead_nodes <= view.total_nodes);
+    view.dead_nodes * 1000 <= view.total_nodes * usize::from(max_dead_fraction_permille)
+}
+
+/// The replacement for a replica evicted from `evicted_zone`: a node outside the replica set
+/// that looks alive, preferring the evicted replica's zone (to keep the zone spread), then the
+/// lowest node id (an explicit tie-break, so model and store choose alike).
+pub fn choose_replacement(evicted_zone: u8, candidates: &[Candidate]) -> Option<NodeId> {
+    candidates
+        .iter()
+        .filter(|c| !c.is_member && c.health == Health::Alive)
+        .min_by_key(|c| (c.zone != evicted_zone, c.node))
+        .map(|c| c.node)
+}
+
+/// Decide whether a replica the detector declared dead is evicted now, and by whom it is
+/// replaced. Without a replacement the replica stays: evicting it would only shrink the set.
+pub fn decide_eviction(
+    policy: EvictionPolicy,
+    view: ClusterView,
+    evicted_zone: u8,
+    candidates: &[Candidate],
+) -> EvictionDecision {
+    if !policy.enabled {
+        return EvictionDecision::Suppressed(Suppressed::Disabled);
+    }
+    if !breaker_allows(view, policy.max_dead_fraction_permille) {
+        return EvictionDecision::Suppressed(Suppressed::CircuitBreaker);
+    }
+    if view.evictions_in_progress >= usize::from(policy.max_concurrent_evictions) {
+        return EvictionDecision::Suppressed(Suppressed::ConcurrencyLimit);
+    }
+    match choose_replacement(evicted_zone, candidates) {
+        Some(replacement) => {
+            assert!(candidates
+                .iter()
+                .any(|c| c.node == replacement && !c.is_member));
+            EvictionDecision::Evict { replacement }
+        }
+        None => EvictionDecision::Suppressed(Suppressed::NoReplacement),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn candidate(node: NodeId, zone: u8, health: Health, is_member: bool) -> Candidate {
+        Candidate {
+            node,
+            zone,
+            health,
+            is_member,
+        }
+    }
+
+    const OPEN: EvictionPolicy = EvictionPolicy {
+        enabled: true,
+        max_dead_fraction_permille: 1000,
+        max_concurrent_evictions: 1,
+    };
+
+    fn view(dead_nodes: usize, total_nodes: usize) -> ClusterView {
+        ClusterView {
+            dead_nodes,
+            total_nodes,
+            evictions_in_progress: 0,
+        }
+    }
+
+    #[test]
+    fn replacement_prefers_same_zone_then_lowest_id() {
+        let c = [
+            candidate(4, 0, Health::Alive, false),
+            candidate(3, 1, Health::Alive, false),
+            candidate(5, 1, Health::Alive, false),
+            candidate(1, 1, Health::Alive, true),
+        ];
+        assert_eq!(choose_replacement(1, &c), Some(3));
+        assert_eq!(choose_replacement(0, &c), Some(4));
+        assert_eq!(choose_replacement(2, &c), Some(3));
+    }
+
+    #[test]
+    fn breaker_stops_correlated_evictions() {
+        let policy = EvictionPolicy {
+            max_dead_fraction_permille: 340,
+            ..OPEN
+        };
+        let spare = [candidate(3, 0, Health::Alive, false)];
+        assert_eq!(
+            decide_eviction(policy, view(1, 4), 0, &spare),
+            EvictionDecision::Evict { replacement: 3 }
+        );
+        assert_eq!(
+            decide_eviction(policy, view(2, 4), 0, &spare),
+            EvictionDecision::Suppressed(Suppressed::CircuitBreaker)
+        );
+    }
+
+    #[test]
+    fn no_replacement_means_no_eviction() {
+        let none = [candidate(0, 0, Health::Dead, false)];
+        assert_eq!(
+            decide_eviction(OPEN, view(1, 3), 0, &none),
+            EvictionDecision::Suppressed(Suppressed::NoReplacement)
+        );
+    }
+
+    #[test]
+    fn concurrency_limit_and_switch_are_respected() {
+        let spare = [candidate(3, 0, Health::Alive, false)];
+        let busy = ClusterView {
+            evictions_in_progress: 1,
+            ..view(1, 4)
+        };
+        assert_eq!(
+            decide_eviction(OPEN, busy, 0, &spare),
+            EvictionDecision::Suppressed(Suppressed::ConcurrencyLimit)
+        );
+        let off = EvictionPolicy {
+            enabled: false,
+            ..OPEN
+        };
+        assert_eq!(
+            decide_eviction(off, view(1, 4), 0, &spare),
+            EvictionDecision::Suppressed(Suppressed::Disabled)
+        );
+    }
+
+    fn arb_health() -> impl Strategy<Value = Health> {
+        prop_oneof![
+            Just(Health::Alive),
+            Just(Health::Suspect),
+            Just(Health::Dead)
+        ]
+    }
+
+    proptest! {
+        /// A chosen replacement is never a member and never looks unhealthy.
+        #[test]
+        fn replacement_is_an_alive_non_member(
+            zone in 0u8..3,
+            raw in proptest::collection::vec((0u8..3, arb_health(), any::<bool>()), 0..8),
+        ) {
+            let candidates: Vec<Candidate> = raw.iter().enumerate()
+                .map(|(i, (z, h, m))| candidate(i as NodeId, *z, *h, *m)).collect();
+            match choose_replacement(zone, &candidates) {
+                Some(node) => {
+                    let c = candidates[usize::from(node)];
+                    prop_assert!(!c.is_member && c.health == Health::Alive);
+                    let same_zone_exists = candidates.iter().any(|c| !c.is_member && c.health == Health::Alive && c.zone == zone);
+                    prop_assert_eq!(c.zone == zone, same_zone_exists);
+                }
+                None => prop_assert!(candidates.iter().all(|c| c.is_member || c.health != Health::Alive)),
+            }
+        }
+
+        /// The breaker is monotone: more dead nodes never re-open it.
+        #[test]
+        fn breaker_is_monotone(total in 1usize..9, a in 0usize..9, b in 0usize..9, permille in 0u16..=1000) {
+            prop_assume!(a <= total && b <= total);
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            if breaker_allows(view(hi, total), permille) {
+                prop_assert!(breaker_allows(view(lo, total), permille));
+            }
+        }
+    }
+}

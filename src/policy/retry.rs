@@ -1,0 +1,196 @@
+//! Client retries: when to try again, and whether a retry may repeat a write's effect.
+
+use super::{Ticks, Version};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    /// Every retry waits exactly `backoff_base`: clients that failed together retry together.
+    Fixed,
+    /// The n-th retry waits somewhere in `[backoff_base, min(backoff_max, backoff_base * 2^(n-1))]`.
+    ExponentialJitter,
+}
+
+/// The client's retry knobs, in ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RetryPolicy {
+    /// Attempts per operation, the first included.
+    pub max_attempts: u8,
+    pub backoff: Backoff,
+    pub backoff_base_ticks: Ticks,
+    pub backoff_max_ticks: Ticks,
+    /// Retries a client may spend over its whole run; `None` is unlimited.
+    pub retry_budget: Option<u8>,
+    pub idempotency_tokens: bool,
+}
+
+/// What a client does after attempt number `attempts_made` of an operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RetryDecision {
+    GiveUp,
+    /// Retry after a delay anywhere in `[earliest_ticks, latest_ticks]` (the jitter window).
+    RetryAfter {
+        earliest_ticks: Ticks,
+        latest_ticks: Ticks,
+    },
+}
+
+/// Decide whether and when to retry. `retries_used` counts the client's retries so far,
+/// over all its operations, for the retry budget.
+pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) -> RetryDecision {
+    assert!(attempts_made >= 1);
+    assert!(policy.backoff_base_ticks <= policy.backoff_max_ticks);
+    if attempts_made >= policy.max_attempts {
+        return RetryDecision::GiveUp;
+    }
+    if let Some(budget) = policy.retry_budget {
+        if retries_used >= budget {
+            return RetryDecision::GiveUp;
+        }
+    }
+    let base = policy.backoff_base_ticks;
+    match policy.backoff {
+        Backoff::Fixed => RetryDecision::RetryAfter {
+            earliest_ticks: base,
+            latest_ticks: base,
+        },
+        Backoff::ExponentialJitter => {
+            let doublings = u32::from(attempts_made - 1).min(16);
+            let cap = base
+                .saturating_mul(1 << doublings)
+                .min(policy.backoff_max_ticks);
+            RetryDecision::RetryAfter {
+                earliest_ticks: base,
+                latest_ticks: cap,
+            }
+        }
+    }
+}
+
+/// The version a write attempt is stored under. With idempotency tokens, a retry of a write
+/// the coordinator already sequenced reuses that version, so replicas that applied the first
+/// attempt apply nothing new; without tokens every attempt is a new write.
+pub fn version_for_attempt(
+    idempotency_tokens: bool,
+    version_of_token: Option<Version>,
+    next_version: Version,
+) -> Version {
+    match (idempotency_tokens, version_of_token) {
+        (true, Some(version)) => {
+            assert!(version < next_version);
+            version
+        }
+        _ => next_version,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn policy(backoff: Backoff) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 4,
+            backoff,
+            backoff_base_ticks: 2,
+            backoff_max_ticks: 6,
+            retry_budget: None,
+            idempotency_tokens: false,
+        }
+    }
+
+    #[test]
+    fn fixed_backoff_waits_exactly_the_base() {
+        let p = policy(Backoff::Fixed);
+        assert_eq!(
+            after_failure(&p, 1, 0),
+            RetryDecision::RetryAfter {
+                earliest_ticks: 2,
+                latest_ticks: 2
+            }
+        );
+        assert_eq!(
+            after_failure(&p, 3, 0),
+            RetryDecision::RetryAfter {
+                earliest_ticks: 2,
+                latest_ticks: 2
+            }
+        );
+        assert_eq!(after_failure(&p, 4, 0), RetryDecision::GiveUp);
+    }
+
+    #[test]
+    fn exponential_backoff_doubles_up_to_the_cap() {
+        let p = policy(Backoff::ExponentialJitter);
+        assert_eq!(
+            after_failure(&p, 1, 0),
+            RetryDecision::RetryAfter {
+                earliest_ticks: 2,
+                latest_ticks: 2
+            }
+        );
+        assert_eq!(
+            after_failure(&p, 2, 0),
+            RetryDecision::RetryAfter {
+                earliest_ticks: 2,
+                latest_ticks: 4
+            }
+        );
+        assert_eq!(
+            after_failure(&p, 3, 0),
+            RetryDecision::RetryAfter {
+                earliest_ticks: 2,
+                latest_ticks: 6
+            }
+        );
+    }
+
+    #[test]
+    fn retry_budget_is_shared_across_operations() {
+        let p = RetryPolicy {
+            retry_budget: Some(1),
+            ..policy(Backoff::Fixed)
+        };
+        assert!(matches!(
+            after_failure(&p, 1, 0),
+            RetryDecision::RetryAfter { .. }
+        ));
+        assert_eq!(after_failure(&p, 1, 1), RetryDecision::GiveUp);
+    }
+
+    #[test]
+    fn tokens_reuse_the_first_version() {
+        assert_eq!(version_for_attempt(true, Some(2), 4), 2);
+        assert_eq!(version_for_attempt(false, Some(2), 4), 4);
+        assert_eq!(version_for_attempt(true, None, 4), 4);
+    }
+
+    proptest! {
+        /// Attempts never exceed `max_attempts`, and every retry window is non-empty and capped.
+        #[test]
+        fn retry_windows_are_bounded(
+            max_attempts in 1u8..8, attempts in 1u8..10, base in 0u32..20, extra in 0u32..40,
+            used in 0u8..10, budget in proptest::option::of(0u8..10), jitter in any::<bool>(),
+        ) {
+            let p = RetryPolicy {
+                max_attempts,
+                backoff: if jitter { Backoff::ExponentialJitter } else { Backoff::Fixed },
+                backoff_base_ticks: base,
+                backoff_max_ticks: base + extra,
+                retry_budget: budget,
+                idempotency_tokens: false,
+            };
+            match after_failure(&p, attempts, used) {
+                RetryDecision::GiveUp => prop_assert!(attempts >= max_attempts || budget.is_some_and(|b| used >= b)),
+                RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
+                    prop_assert!(attempts < max_attempts);
+                    prop_assert!(earliest_ticks <= latest_ticks);
+                    prop_assert!(latest_ticks <= base + extra);
+                    prop_assert_eq!(earliest_ticks, base);
+                }
+            }
+        }
+    }
+}
