@@ -51,6 +51,27 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
+    /// Check a config change: the same models under a base and a candidate policy, side by
+    /// side. Exit 1 if the candidate breaks a property the base keeps.
+    Diff {
+        /// Model files or directories of them.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The policy in production now.
+        #[arg(long)]
+        base: PathBuf,
+        /// The proposed policy.
+        #[arg(long)]
+        candidate: PathBuf,
+        #[arg(long, value_enum, default_value = "human")]
+        format: Format,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long)]
+        max_states: Option<u64>,
+        #[arg(long, default_value = "127.0.0.1:3000")]
+        addr: String,
+    },
     /// Serve the stateright explorer for one model and policy.
     Explore {
         model: PathBuf,
@@ -162,6 +183,47 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             }
             Ok(code)
         }
+        Command::Diff {
+            paths,
+            base,
+            candidate,
+            format,
+            threads,
+            max_states,
+            addr,
+        } => {
+            let files = check::model_files(&paths)?;
+            let base_choice = policy_choice(Some(base.clone()), None)?;
+            let candidate_choice = policy_choice(Some(candidate.clone()), None)?;
+            let interactive = std::io::stderr().is_terminal() && format == Format::Human;
+            let opts = RunOptions {
+                threads: threads.unwrap_or(RunOptions::default().threads),
+                max_states,
+                progress: if interactive {
+                    Some(progress_line)
+                } else {
+                    None
+                },
+                explorer_addr: addr,
+            };
+            let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts)?;
+            if interactive {
+                eprint!("\r\x1b[K");
+            }
+            let code = check::diff::exit_code(&diffs);
+            match format {
+                Format::Json => println!("{}", check::diff::json(&diffs, code)),
+                Format::Human | Format::Junit => print!(
+                    "{}",
+                    check::diff::human(
+                        &diffs,
+                        &base.display().to_string(),
+                        &candidate.display().to_string()
+                    )
+                ),
+            }
+            Ok(code)
+        }
         Command::Explore {
             model,
             variant,
@@ -210,7 +272,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             threads,
         } => {
             let scenario = Scenario::load(&model)?;
-            let jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
+            let jobs = check::plan(
+                std::slice::from_ref(&model),
+                &PolicyChoice::Variants(Some(variant)),
+            )?;
             let opts = RunOptions {
                 threads,
                 ..RunOptions::default()

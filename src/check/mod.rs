@@ -1,6 +1,7 @@
 //! Running checks: every variant of a model (or a user's policy) through the engine, compared
 //! with the expected verdicts, with counterexamples rebuilt as readable, timed steps.
 
+pub mod diff;
 pub mod engine;
 pub mod report;
 

@@ -2,6 +2,7 @@
 //! typed values in ticks. Every error names the file, the key and the value.
 
 pub mod duration;
+mod locate;
 pub mod policy;
 mod scenario;
 
@@ -21,7 +22,18 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
+        let path = self.path.display().to_string();
+        // Messages about a policy key already start with where the key was set
+        // ("models/x.toml [policy]: key ..."): do not name the same file twice.
+        let named = self
+            .message
+            .strip_prefix(&path)
+            .is_some_and(|rest| rest.starts_with(" [") || rest.starts_with(": "));
+        if named {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{path}: {}", self.message)
+        }
     }
 }
 
@@ -42,18 +54,83 @@ pub fn read_file(path: &Path) -> Result<String, ConfigError> {
         .map_err(|e| ConfigError::new(path, format!("cannot read file: {e}")))
 }
 
-/// Parse TOML into `T`, turning serde's messages into ones that suggest the key meant.
+/// Parse TOML into `T`. Errors give the line and column, the dotted key (`policy.write_quorum`,
+/// `nodes[2].zone`) and the value as written, then the line itself, and for an unknown key or
+/// value the closest known one:
+///
+/// ```text
+/// line 53, column 1: key `policy.replica_ack_timout` = "1s": unknown key `replica_ack_timout`, expected one of ...
+///    |
+/// 53 | replica_ack_timout = "1s"
+///    | ^^^^^^^^^^^^^^^^^^
+/// help: did you mean `replica_ack_timeout`?
+/// ```
 pub fn parse_toml<T: serde::de::DeserializeOwned>(
     path: &Path,
     text: &str,
 ) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| {
-        let mut message = e.to_string().trim_end().to_string();
-        if let Some(hint) = did_you_mean(&message) {
-            message.push_str(&format!("\n{hint}"));
+    toml::from_str(text).map_err(|e| ConfigError::new(path, toml_message(text, &e)))
+}
+
+fn toml_message(text: &str, e: &toml::de::Error) -> String {
+    let raw = e.message().trim();
+    let hint = did_you_mean(raw);
+    let message = plain_words(&raw.lines().collect::<Vec<_>>().join(": "));
+    let Some(span) = e.span() else {
+        let mut out = e.to_string().trim_end().to_string();
+        if let Some(hint) = hint {
+            out.push_str(&format!("\n{hint}"));
         }
-        ConfigError::new(path, message)
-    })
+        return out;
+    };
+    let at = locate::locate(text, span.clone());
+    let mut out = format!("line {}, column {}: ", at.line, at.column);
+    let missing = raw
+        .strip_prefix("missing field `")
+        .and_then(|r| r.split('`').next());
+    // A key missing from the top level is reported with an empty span at the start, or one
+    // over the first keys; a table's span starts at its header.
+    let root = span.start == 0 && (span.is_empty() || !text.starts_with('['));
+    let table = if missing.is_some() && root {
+        None
+    } else {
+        at.key()
+    };
+    match (missing, table) {
+        (Some(field), Some(table)) => {
+            out.push_str(&format!("key `{table}.{field}` is missing"));
+        }
+        (Some(field), None) => out.push_str(&format!("key `{field}` is missing")),
+        (None, Some(key)) => {
+            out.push_str(&format!("key `{key}`"));
+            if let Some(value) = &at.value {
+                out.push_str(&format!(" = {value}"));
+            }
+            out.push_str(&format!(": {message}"));
+        }
+        (None, None) => out.push_str(&message),
+    }
+    out.push('\n');
+    out.push_str(&locate::snippet(text, span));
+    if let Some(hint) = hint {
+        out.push_str(&format!("\n{hint}"));
+    }
+    out
+}
+
+/// serde's words in the user's: a TOML file has keys and values, not fields and variants
+/// (and "variant" means something else here), and `u8` is an integer from 0 to 255.
+fn plain_words(message: &str) -> String {
+    message
+        .replace("unknown field `", "unknown key `")
+        .replace("missing field `", "missing key `")
+        .replace("unknown variant `", "unknown value `")
+        .replace("expected u8", "expected an integer from 0 to 255")
+        .replace("expected u64", "expected a non-negative integer")
+        .replace("expected f64", "expected a number")
+        .replace("expected a sequence", "expected an array")
+        .replace("expected a map", "expected a table")
+        .replace("there are no fields", "no keys are allowed here")
 }
 
 /// Load a `--policy` file: policy keys only, top level.
@@ -77,7 +154,9 @@ pub fn did_you_mean(message: &str) -> Option<String> {
     let rest = &message[start..];
     let end = rest.find('`')?;
     let unknown = &rest[..end];
-    let expected_part = &rest[end..];
+    // After the closing quote: ", expected one of `a`, `b`" (or "expected `a` or `b`"): the
+    // names are every other piece between backquotes.
+    let expected_part = &rest[end + 1..];
     let candidates: Vec<&str> = expected_part.split('`').skip(1).step_by(2).collect();
     let best = candidates
         .iter()
@@ -103,5 +182,64 @@ mod tests {
             "help: did you mean `replica_ack_timeout`?"
         );
         assert!(did_you_mean("unknown field `zzzzzzzzzz`, expected `a` or `b`").is_none());
+        assert_eq!(
+            did_you_mean("unknown variant `coupld`, expected `coupled` or `independent`").unwrap(),
+            "help: did you mean `coupled`?"
+        );
+        assert!(did_you_mean("unknown field `x`, there are no fields").is_none());
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Doc {
+        tick: Dur,
+        #[serde(default)]
+        policy: PolicyPatch,
+    }
+
+    fn message(text: &str) -> String {
+        parse_toml::<Doc>(Path::new("x.toml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn toml_errors_name_file_key_and_value() {
+        let m = message("tick = \"100ms\"\n[policy]\nreplica_ack_timout = \"1s\"\n");
+        assert!(m.starts_with("x.toml: line 3, column 1: key `policy.replica_ack_timout` = \"1s\": unknown key `replica_ack_timout`, expected one of"), "{m}");
+        assert!(
+            m.ends_with("help: did you mean `replica_ack_timeout`?"),
+            "{m}"
+        );
+
+        let m = message("tick = \"100ms\"\n[policy]\nfailure_detection = \"coupld\"\n");
+        assert!(
+            m.contains("key `policy.failure_detection` = \"coupld\": unknown value `coupld`"),
+            "{m}"
+        );
+        assert!(m.ends_with("help: did you mean `coupled`?"), "{m}");
+
+        let m = message("tick = 5\n");
+        assert!(
+            m.contains("line 1, column 8: key `tick` = 5: invalid duration 5"),
+            "{m}"
+        );
+
+        let m = message("[policy]\nwrite_quorum = 2\n");
+        assert!(m.contains("key `tick` is missing"), "{m}");
+
+        let m = message("tick = \"100ms\"\n[policy]\nwrite_quorum = 300\n");
+        assert!(m.contains("key `policy.write_quorum` = 300: invalid value: integer `300`, expected an integer from 0 to 255"), "{m}");
+    }
+
+    #[test]
+    fn the_file_is_named_once() {
+        let e = ConfigError::new(Path::new("m.toml"), "m.toml [policy]: key `w` = 0: bad");
+        assert_eq!(e.to_string(), "m.toml [policy]: key `w` = 0: bad");
+        let e = ConfigError::new(Path::new("m.toml"), "key `w` = 0: bad");
+        assert_eq!(e.to_string(), "m.toml: key `w` = 0: bad");
+        let e = ConfigError::new(Path::new("m.toml"), "m.tomlx: odd");
+        assert_eq!(e.to_string(), "m.toml: m.tomlx: odd");
     }
 }

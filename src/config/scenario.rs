@@ -154,6 +154,9 @@ struct RawClient {
     shard: Option<String>,
     ops: Vec<OpKind>,
     request_timeout: Dur,
+    /// When the client starts each operation after the previous one: "0ms" (at once) or a
+    /// window such as "0ms..1s".
+    think_time: Option<LatencyRange>,
 }
 
 #[derive(Deserialize, Default)]
@@ -232,6 +235,7 @@ pub struct ClientSpec {
     pub shard: u8,
     pub ops: Vec<OpKind>,
     pub request_timeout_ticks: Ticks,
+    pub think_ticks: LatencyTicks,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -506,6 +510,10 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
             shard,
             ops: c.ops.clone(),
             request_timeout_ticks,
+            think_ticks: match &c.think_time {
+                Some(r) => latency_ticks(&format!("clients[{i}].think_time"), r)?,
+                None => LatencyTicks { lo: 0, hi: 0 },
+            },
         });
     }
 
@@ -567,7 +575,13 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
      -> Result<IndexMap<PropertyName, Verdict>, String> {
         let mut out = IndexMap::new();
         for (k, v) in raw {
-            let p = property(&format!("{table}.{k}"), k)?;
+            let p = PropertyName::parse(k).ok_or_else(|| {
+                format!(
+                    "key `{table}.{k}` = \"{v}\": no such property `{k}`{}; properties are {}",
+                    property_hint(k),
+                    property_names().join(", ")
+                )
+            })?;
             if !properties.contains(&p) {
                 return Err(format!(
                     "key `{table}.{k}`: property `{k}` is not in this model's `properties`"
@@ -577,7 +591,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
         }
         for p in &properties {
             if !out.contains_key(p) {
-                return Err(format!("table `[{table}]` declares no verdict for property `{p}` (add `{p} = \"holds\"` or `\"violated\"`)"));
+                return Err(format!("key `{table}.{p}` is missing: table `[{table}]` declares no verdict for property `{p}` (add `{p} = \"holds\"` or `\"violated\"`)"));
             }
         }
         Ok(out)
@@ -642,17 +656,25 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
 
 fn property(key: &str, name: &str) -> Result<PropertyName, String> {
     PropertyName::parse(name).ok_or_else(|| {
-        let names: Vec<&str> = PropertyName::ALL.iter().map(|p| p.as_str()).collect();
-        let hint = names
-            .iter()
-            .map(|n| (strsim::damerau_levenshtein(name, n), *n))
-            .min()
-            .filter(|(d, _)| *d <= 4)
-            .map(|(_, n)| format!(" (did you mean `{n}`?)"))
-            .unwrap_or_default();
         format!(
-            "key `{key}` = \"{name}\": no such property{hint}; properties are {}",
-            names.join(", ")
+            "key `{key}` = \"{name}\": no such property{}; properties are {}",
+            property_hint(name),
+            property_names().join(", ")
         )
     })
+}
+
+fn property_names() -> Vec<&'static str> {
+    PropertyName::ALL.iter().map(|p| p.as_str()).collect()
+}
+
+/// " (did you mean `x`?)" for the property nearest to `name`, if one is near.
+fn property_hint(name: &str) -> String {
+    property_names()
+        .iter()
+        .map(|n| (strsim::damerau_levenshtein(name, n), *n))
+        .min()
+        .filter(|(d, _)| *d <= 4)
+        .map(|(_, n)| format!(" (did you mean `{n}`?)"))
+        .unwrap_or_default()
 }

@@ -12,7 +12,8 @@ pub fn no_timer_due(s: &WorldState) -> bool {
     s.clients.iter().all(|c| match c.phase {
         ClientPhase::Waiting { timeout_ticks, .. } => timeout_ticks > 0,
         ClientPhase::Backoff { latest_ticks, .. } => latest_ticks > 0,
-        ClientPhase::Idle | ClientPhase::Done => true,
+        ClientPhase::Idle { latest_ticks, .. } => latest_ticks > 0,
+        ClientPhase::Done => true,
     })
 }
 
@@ -20,8 +21,11 @@ pub fn actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
     for (i, c) in s.clients.iter().enumerate() {
         let i = i as u8;
         match c.phase {
-            // A client may start its next operation at any moment.
-            ClientPhase::Idle if usize::from(c.next_op) < cfg.clients[usize::from(i)].ops.len() => {
+            // The next operation starts anywhere in the think-time window.
+            ClientPhase::Idle {
+                earliest_ticks: 0, ..
+            } => {
+                assert!(usize::from(c.next_op) < cfg.clients[usize::from(i)].ops.len());
                 actions.push(Action::ClientInvoke(i))
             }
             ClientPhase::Waiting {
@@ -39,7 +43,11 @@ pub fn tick(s: &mut WorldState) {
     for c in &mut s.clients {
         match &mut c.phase {
             ClientPhase::Waiting { timeout_ticks, .. } => *timeout_ticks -= 1,
-            ClientPhase::Backoff {
+            ClientPhase::Idle {
+                earliest_ticks,
+                latest_ticks,
+            }
+            | ClientPhase::Backoff {
                 earliest_ticks,
                 latest_ticks,
                 ..
@@ -47,7 +55,7 @@ pub fn tick(s: &mut WorldState) {
                 *earliest_ticks = earliest_ticks.saturating_sub(1);
                 *latest_ticks -= 1;
             }
-            ClientPhase::Idle | ClientPhase::Done => {}
+            ClientPhase::Done => {}
         }
     }
 }
@@ -154,7 +162,7 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
             let client = &mut s.clients[usize::from(c)];
             client.next_op += 1;
             client.phase = if usize::from(client.next_op) < cfg.clients[usize::from(c)].ops.len() {
-                ClientPhase::Idle
+                idle(cfg, c)
             } else {
                 ClientPhase::Done
             };
@@ -169,5 +177,14 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
             failed(cfg, s, c, attempt);
         }
         _ => {}
+    }
+}
+
+/// A client between operations, waiting out its think time.
+pub fn idle(cfg: &WorldConfig, c: u8) -> ClientPhase {
+    let think = cfg.clients[usize::from(c)].think_ticks;
+    ClientPhase::Idle {
+        earliest_ticks: think.lo as u8,
+        latest_ticks: think.hi as u8,
     }
 }

@@ -92,7 +92,11 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, e: &Envelope) {
             };
             on_answer(cfg, s, op, attempt, n, Some(Stored { version, value }));
         }
-        Msg::CopyAck { shard, from } => on_copy_ack(cfg, s, shard, from),
+        Msg::CopyAck {
+            shard,
+            from,
+            version,
+        } => on_copy_ack(cfg, s, shard, from, version),
         Msg::Pong => {}
         Msg::Response { .. }
         | Msg::Replicate { .. }
@@ -218,6 +222,8 @@ fn on_answer(
             OpKind::Read => best.value,
         };
         if kind == OpKind::Write {
+            let view = &mut s.coord.shards[usize::from(shard)];
+            view.acked_version = view.acked_version.max(version);
             let acked = &mut s.ghost.acked_version[usize::from(shard)];
             *acked = (*acked).max(version);
         }
@@ -394,37 +400,59 @@ pub fn on_apply_membership(cfg: &WorldConfig, s: &mut WorldState) {
         evicted: u.evicted,
         replacement: u.replacement,
         copied_from: 0,
+        replacement_version: 0,
     });
-    // Catch-up copy: a read quorum of the remaining members sends its data to the replacement.
+    request_copies(cfg, s, u.shard);
+}
+
+/// Catch-up copy: every remaining member sends its data to the replacement; a read quorum of
+/// them is enough.
+fn request_copies(cfg: &WorldConfig, s: &mut WorldState, shard: u8) {
+    let view = &s.coord.shards[usize::from(shard)];
+    let join = view.join.as_ref().expect("a join is in progress");
+    let to = join.replacement;
     let sources: Vec<NodeId> = view
         .members
         .iter()
         .copied()
-        .filter(|&m| m != u.evicted)
+        .filter(|&m| m != join.evicted)
         .collect();
     for src in sources {
-        let msg = Msg::CopyRequest {
-            shard: u.shard,
-            to: u.replacement,
-        };
-        send(cfg, s, Endpoint::Coordinator, Endpoint::Node(src), msg);
+        send(
+            cfg,
+            s,
+            Endpoint::Coordinator,
+            Endpoint::Node(src),
+            Msg::CopyRequest { shard, to },
+        );
     }
 }
 
-fn on_copy_ack(cfg: &WorldConfig, s: &mut WorldState, shard: u8, from: NodeId) {
+/// The replacement takes the evicted replica's place once a read quorum of copies reached it
+/// and it holds every acknowledged write. A write acknowledged while the copies were on their
+/// way may be missing from them: then copy again.
+fn on_copy_ack(cfg: &WorldConfig, s: &mut WorldState, shard: u8, from: NodeId, version: u8) {
     let view = &mut s.coord.shards[usize::from(shard)];
+    let acked_version = view.acked_version;
+    let needed = usize::from(cfg.policy.read_quorum)
+        .min(view.members.len() - 1)
+        .max(1);
     let Some(join) = view.join.as_mut() else {
         return;
     };
     join.copied_from |= bit(from);
-    let needed = usize::from(cfg.policy.read_quorum)
-        .min(view.members.len() - 1)
-        .max(1);
-    if join.copied_from.count_ones() as usize >= needed {
-        let (evicted, replacement) = (join.evicted, join.replacement);
-        view.members.retain(|&m| m != evicted);
-        view.members.push(replacement);
-        view.members.sort();
-        view.join = None;
+    join.replacement_version = join.replacement_version.max(version);
+    if (join.copied_from.count_ones() as usize) < needed {
+        return;
     }
+    if join.replacement_version < acked_version {
+        join.copied_from = 0;
+        request_copies(cfg, s, shard);
+        return;
+    }
+    let (evicted, replacement) = (join.evicted, join.replacement);
+    view.members.retain(|&m| m != evicted);
+    view.members.push(replacement);
+    view.members.sort();
+    view.join = None;
 }

@@ -89,7 +89,11 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
             value,
             ..
         } => format!("CopyData {} v{version}={value}", shard(s)),
-        Msg::CopyAck { shard: s, from } => format!("CopyAck {} from {}", shard(s), node(from)),
+        Msg::CopyAck {
+            shard: s,
+            from,
+            version,
+        } => format!("CopyAck {} from {} (now v{version})", shard(s), node(from)),
         Msg::Ping => "Ping".into(),
         Msg::Pong => "Pong".into(),
     }
@@ -194,7 +198,12 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
     );
     for (i, c) in s.clients.iter().enumerate() {
         let phase = match c.phase {
-            ClientPhase::Idle => "idle".to_string(),
+            ClientPhase::Idle {
+                earliest_ticks,
+                latest_ticks,
+            } => {
+                format!("idle (next op in {earliest_ticks}..{latest_ticks} ticks)")
+            }
             ClientPhase::Waiting {
                 attempt,
                 timeout_ticks,

@@ -178,6 +178,7 @@ impl World {
                         members: m.clone(),
                         join: None,
                         next_version: 1,
+                        acked_version: 0,
                     })
                     .collect(),
                 health: vec![Health::Alive; node_count],
@@ -195,9 +196,10 @@ impl World {
             clients: cfg
                 .clients
                 .iter()
-                .map(|_| ClientState {
+                .enumerate()
+                .map(|(i, _)| ClientState {
                     next_op: 0,
-                    phase: ClientPhase::Idle,
+                    phase: client::idle(cfg, i as u8),
                     retries_used: 0,
                 })
                 .collect(),

@@ -57,13 +57,13 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, n: NodeId, src: Endpoint, m
             value,
         } => {
             store(s, n, shard, Stored { version, value });
-            send(
-                cfg,
-                s,
-                me,
-                Endpoint::Coordinator,
-                Msg::CopyAck { shard, from },
-            );
+            let version = s.nodes[usize::from(n)].shards[usize::from(shard)].version;
+            let ack = Msg::CopyAck {
+                shard,
+                from,
+                version,
+            };
+            send(cfg, s, me, Endpoint::Coordinator, ack);
         }
         Msg::Ping => send(cfg, s, me, src, Msg::Pong),
         Msg::Request { .. }

@@ -77,10 +77,11 @@ pub enum Msg {
         version: Version,
         value: u8,
     },
-    /// Replacement -> coordinator: the copy from `from` is applied.
+    /// Replacement -> coordinator: the copy from `from` is applied; it now holds `version`.
     CopyAck {
         shard: u8,
         from: NodeId,
+        version: Version,
     },
     Ping,
     Pong,
@@ -120,6 +121,8 @@ pub struct Join {
     pub replacement: NodeId,
     /// Bit i set: the copy from node i reached the replacement.
     pub copied_from: u8,
+    /// The newest version the replacement reported holding.
+    pub replacement_version: Version,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -128,6 +131,8 @@ pub struct ShardView {
     pub members: Vec<NodeId>,
     pub join: Option<Join>,
     pub next_version: Version,
+    /// The newest version the coordinator acknowledged to a client.
+    pub acked_version: Version,
 }
 
 /// A membership update waiting in the coordinator's bounded queue.
@@ -174,8 +179,12 @@ pub struct CoordState {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClientPhase {
-    /// Between operations (or before the first).
-    Idle,
+    /// Between operations (or before the first): the next one starts somewhere in the
+    /// client's think-time window.
+    Idle {
+        earliest_ticks: u8,
+        latest_ticks: u8,
+    },
     /// An attempt is outstanding; the request timeout fires in `timeout_ticks`.
     Waiting { attempt: u8, timeout_ticks: u8 },
     /// Backing off before attempt `attempt + 1`, in the jitter window.

@@ -1,0 +1,479 @@
+//! Bad input through the real binary: every malformed model, policy file or argument must end
+//! with exit code 2 (never a panic, never a report on stdout) and an error that names the file,
+//! the offending key and the offending value, so a user can fix it without reading the source.
+//!
+//! The malformed models in `tests/data/bad/` are `models/basic-quorum.toml` with one thing
+//! changed each (the first comment line of every file says what).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BAD: &str = "tests/data/bad";
+const MODEL: &str = "models/basic-quorum.toml";
+
+/// Run replicheck from the crate root, so paths in messages are the relative ones passed here.
+fn replicheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .expect("run replicheck")
+}
+
+fn bad(name: &str) -> String {
+    format!("{BAD}/{name}")
+}
+
+/// What a rejection must say.
+struct Rejection<'a> {
+    /// The file (or directory) the error is about; the message must start with it.
+    file: &'a str,
+    /// The offending key, as the message quotes it.
+    key: &'a str,
+    /// The offending value, as the message quotes it.
+    value: &'a str,
+    /// Anything else the message must say (the reason, a suggestion).
+    also: &'a [&'a str],
+}
+
+/// Assert `args` are rejected as bad input as described; returns stderr.
+fn rejects(args: &[&str], want: Rejection) -> String {
+    let out = replicheck(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let context = format!(
+        "replicheck {}\n--- exit: {:?}\n--- stderr:\n{stderr}\n--- stdout:\n{stdout}",
+        args.join(" "),
+        out.status.code()
+    );
+    assert!(!stderr.contains("panicked"), "panicked:\n{context}");
+    assert_eq!(out.status.code(), Some(2), "exit code:\n{context}");
+    assert!(stdout.is_empty(), "bad input printed a report:\n{context}");
+    let prefix = format!("replicheck: error: {}", want.file);
+    assert!(
+        stderr.starts_with(&prefix),
+        "the error does not start with {prefix:?}:\n{context}"
+    );
+    for (what, needle) in [("key", want.key), ("value", want.value)]
+        .into_iter()
+        .chain(want.also.iter().map(|s| ("text", *s)))
+    {
+        assert!(
+            stderr.contains(needle),
+            "the error does not name the {what} {needle:?}:\n{context}"
+        );
+    }
+    stderr
+}
+
+/// `replicheck check FILE` where FILE is one of the bad models.
+fn rejects_model(name: &str, key: &str, value: &str, also: &[&str]) -> String {
+    let file = bad(name);
+    rejects(
+        &["check", &file],
+        Rejection {
+            file: &file,
+            key,
+            value,
+            also,
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// TOML syntax and shape: errors from parsing, with line, dotted key, value and the line itself.
+
+#[test]
+fn invalid_toml_syntax() {
+    let stderr = rejects_model(
+        "syntax-error.toml",
+        "key `policy.replica_ack_timeout`",
+        "\"1s",
+        &["line 53, column 26", "invalid basic string"],
+    );
+    // The offending line is quoted with a caret under the error.
+    assert!(
+        stderr.contains("53 | replica_ack_timeout = \"1s\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unknown_top_level_key_suggests_the_nearest() {
+    rejects_model(
+        "unknown-top-level-key.toml",
+        "key `descripton`",
+        "= \"3 nodes in 3 zones",
+        &[
+            "unknown key `descripton`",
+            "help: did you mean `description`?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_policy_key_suggests_the_nearest() {
+    rejects_model(
+        "unknown-policy-key.toml",
+        "key `policy.replica_ack_timout`",
+        "= \"1s\"",
+        &[
+            "unknown key `replica_ack_timout`",
+            "help: did you mean `replica_ack_timeout`?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_key_in_a_variant_inline_policy() {
+    rejects_model(
+        "unknown-variant-policy-key.toml",
+        "key `variants.write-quorum-1.policy.write_qourum`",
+        "= 1",
+        &["help: did you mean `write_quorum`?"],
+    );
+}
+
+#[test]
+fn unknown_enum_value_suggests_the_nearest() {
+    rejects_model(
+        "unknown-enum-value.toml",
+        "key `policy.failure_detection`",
+        "= \"coupld\"",
+        &[
+            "unknown value `coupld`, expected `coupled` or `independent`",
+            "help: did you mean `coupled`?",
+        ],
+    );
+}
+
+#[test]
+fn value_of_the_wrong_type() {
+    rejects_model(
+        "wrong-type.toml",
+        "key `policy.write_quorum`",
+        "= \"2\"",
+        &["expected an integer from 0 to 255"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durations.
+
+#[test]
+fn duration_not_a_whole_number_of_ticks() {
+    rejects_model(
+        "duration-not-tick-multiple.toml",
+        "key `replica_ack_timeout`",
+        "\"550ms\"",
+        // The message says which table set the key.
+        &[
+            "duration-not-tick-multiple.toml [policy]",
+            "not a whole number of ticks (tick = 100ms)",
+        ],
+    );
+}
+
+#[test]
+fn unitless_duration_string() {
+    rejects_model(
+        "duration-unitless-string.toml",
+        "key `policy.replica_ack_timeout`",
+        "= \"5\"",
+        &["a duration needs a unit, e.g. \"5ms\" or \"5s\""],
+    );
+}
+
+#[test]
+fn unitless_duration_integer() {
+    rejects_model(
+        "duration-unitless-integer.toml",
+        "key `policy.replica_ack_timeout`",
+        "= 5:",
+        &["a duration is a string with a unit, e.g. \"5ms\""],
+    );
+}
+
+#[test]
+fn negative_duration() {
+    rejects_model(
+        "duration-negative.toml",
+        "key `policy.replica_ack_timeout`",
+        "= \"-5s\"",
+        &["durations cannot be negative"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policy values that parse but make no sense.
+
+#[test]
+fn write_quorum_above_replication_factor() {
+    rejects_model(
+        "write-quorum-exceeds-rf.toml",
+        "key `write_quorum`",
+        "= 4",
+        &[
+            "write-quorum-exceeds-rf.toml [policy]",
+            "must not exceed replication_factor = 3",
+        ],
+    );
+}
+
+#[test]
+fn read_quorum_zero() {
+    rejects_model(
+        "read-quorum-zero.toml",
+        "key `read_quorum`",
+        "= 0",
+        &["read-quorum-zero.toml [policy]", "must be at least 1"],
+    );
+}
+
+#[test]
+fn suspect_after_above_dead_after() {
+    rejects_model(
+        "suspect-after-exceeds-dead-after.toml",
+        "key `suspect_after`",
+        "= \"6s\"",
+        &["must not exceed dead_after = \"5s\""],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names that refer to nothing.
+
+#[test]
+fn node_in_an_unknown_zone() {
+    rejects_model(
+        "unknown-zone.toml",
+        "key `nodes[2].zone`",
+        "= \"d\"",
+        &["no such zone (zones: a, b, c)"],
+    );
+}
+
+#[test]
+fn fault_menu_names_an_unknown_node() {
+    rejects_model(
+        "unknown-crash-node.toml",
+        "key `faults.crash[2]`",
+        "= \"n4\"",
+        &["no such node"],
+    );
+}
+
+#[test]
+fn unknown_property_in_expect_suggests_the_nearest() {
+    rejects_model(
+        "unknown-property.toml",
+        "key `expect.acked_write_persist`",
+        "= \"holds\"",
+        &[
+            "no such property `acked_write_persist`",
+            "did you mean `acked_writes_persist`?",
+        ],
+    );
+}
+
+#[test]
+fn property_without_a_declared_verdict() {
+    // The value is what is missing: the message says which key to add and what it may be.
+    rejects_model(
+        "missing-verdict.toml",
+        "key `expect.churn_bounded` is missing",
+        "`churn_bounded = \"holds\"` or `\"violated\"`",
+        &["table `[expect]` declares no verdict for property `churn_bounded`"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files and directories that are not there, or hold no models.
+
+#[test]
+fn missing_model_file() {
+    let file = bad("does-not-exist.toml");
+    // The path is the offending value; there is no key.
+    rejects(
+        &["check", &file],
+        Rejection {
+            file: &file,
+            key: "",
+            value: &file,
+            also: &["no such file or directory"],
+        },
+    );
+}
+
+#[test]
+fn directory_without_models() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("notes.txt"), "not a model\n").expect("write");
+    let path = dir.path().display().to_string();
+    rejects(
+        &["check", &path],
+        Rejection {
+            file: &path,
+            key: "",
+            value: &path,
+            also: &["no .toml model files in this directory"],
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `--policy` files and `--variant` names.
+
+#[test]
+fn policy_file_with_an_unknown_key() {
+    let policy = bad("policy-unknown-key.toml");
+    rejects(
+        &["check", MODEL, "--policy", &policy],
+        Rejection {
+            file: &policy,
+            key: "key `write_quorom`",
+            value: "= 2",
+            also: &[
+                "line 2, column 1",
+                "unknown key `write_quorom`",
+                "help: did you mean `write_quorum`?",
+            ],
+        },
+    );
+}
+
+#[test]
+fn policy_file_duration_not_a_whole_number_of_ticks() {
+    let policy = bad("policy-duration-not-tick-multiple.toml");
+    rejects(
+        &["check", MODEL, "--policy", &policy],
+        Rejection {
+            file: &policy,
+            key: "key `replica_ack_timeout`",
+            value: "\"550ms\"",
+            also: &[
+                // The model whose tick it does not divide.
+                MODEL,
+                "not a whole number of ticks (tick = 100ms)",
+            ],
+        },
+    );
+}
+
+#[test]
+fn missing_policy_file() {
+    let policy = bad("no-such-policy.toml");
+    rejects(
+        &["check", MODEL, "--policy", &policy],
+        Rejection {
+            file: &policy,
+            key: "",
+            value: &policy,
+            also: &["cannot read file"],
+        },
+    );
+}
+
+#[test]
+fn unknown_variant_name() {
+    rejects(
+        &["check", MODEL, "--variant", "incidnt"],
+        Rejection {
+            file: MODEL,
+            key: "variant",
+            value: "\"incidnt\"",
+            // The variants there are, so the user can pick one.
+            also: &["variants: default"],
+        },
+    );
+}
+
+/// Every file under tests/data/bad stays bad: rejected with exit code 2, without a panic,
+/// naming itself (a policy file given as a model lacks the model's keys).
+#[test]
+fn every_bad_file_is_rejected() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(BAD);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("tests/data/bad")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 17, "only {} bad files", names.len());
+    for name in names {
+        let file = bad(&name);
+        rejects(
+            &["check", &file],
+            Rejection {
+                file: &file,
+                key: "key `",
+                value: "",
+                also: &[],
+            },
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A state limit: the run is incomplete (exit 3), and no property is reported to hold.
+
+#[test]
+fn state_limit_gives_incomplete_and_no_holds() {
+    let args = [
+        "check",
+        MODEL,
+        "--variant",
+        "default",
+        "--max-states",
+        "1000",
+    ];
+    let out = replicheck(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let context = format!(
+        "exit: {:?}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}",
+        out.status.code()
+    );
+    assert!(!stderr.contains("panicked"), "{context}");
+    assert_eq!(out.status.code(), Some(3), "{context}");
+    assert!(
+        stdout.contains("exploration INCOMPLETE: state limit of 1000 reached"),
+        "{context}"
+    );
+    // Property lines: "    ??   linearizable   unknown (incomplete)   (expected: holds)". The
+    // found verdict is what precedes "(expected: ...)".
+    let mut properties = 0;
+    for line in stdout.lines() {
+        let Some((before, _expected)) = line.split_once("(expected:") else {
+            continue;
+        };
+        properties += 1;
+        let found = before
+            .split_whitespace()
+            .skip(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            found == "unknown (incomplete)" || found == "violated",
+            "an incomplete run reported {found:?} in {line:?}\n{context}"
+        );
+        assert!(!found.contains("holds"), "{line:?}\n{context}");
+    }
+    assert!(properties >= 5, "no property lines\n{context}");
+
+    // The same in JSON: incomplete, and "unknown" (never "holds") for every property not
+    // violated.
+    let mut json_args = args.to_vec();
+    json_args.extend(["--format", "json"]);
+    let out = replicheck(&json_args);
+    assert_eq!(out.status.code(), Some(3));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(doc["exit_code"], 3);
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["complete"], false);
+    for p in runs[0]["properties"].as_array().expect("properties") {
+        let found = p["found"].as_str().expect("found");
+        assert!(found == "unknown" || found == "violated", "{p}");
+    }
+}
