@@ -95,13 +95,28 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', default_value = "1,2")]
         threads: Vec<usize>,
     },
+    /// Write a verification certificate per model variant under --out (what was checked, at
+    /// which scope, with what result), or with --verify re-run every certificate and exit 1
+    /// naming each that no longer matches.
+    Prove {
+        /// Model files or directories of them.
+        #[arg(default_value = "models")]
+        paths: Vec<PathBuf>,
+        /// Re-run the certificates instead of writing them: exit 0 if all match, 1 naming each
+        /// that does not (verdict, state count, model, policy or policy code changed; missing
+        /// or stale certificate).
+        #[arg(long)]
+        verify: bool,
+        /// The certificate directory: one file per variant, OUT/MODEL/VARIANT.toml.
+        #[arg(long, default_value = "proofs")]
+        out: PathBuf,
+        /// Worker threads (default: all cores; results do not depend on it).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
-    BenchOne {
-        model: PathBuf,
-        variant: String,
-        threads: usize,
-    },
+    BenchOne { model: PathBuf, variant: String, threads: usize },
 }
 
 /// What a command ended with, for the exit code.
@@ -119,41 +134,23 @@ fn progress_line(p: &engine::Progress) {
     }
 }
 
-fn policy_choice(
-    policy: Option<PathBuf>,
-    variant: Option<String>,
-) -> Result<PolicyChoice, ConfigError> {
+fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<PolicyChoice, ConfigError> {
     Ok(match policy {
-        Some(path) => PolicyChoice::File {
-            policy: Box::new(config::load_policy(&path)?),
-            path,
-        },
+        Some(path) => PolicyChoice::File { policy: Box::new(config::load_policy(&path)?), path },
         None => PolicyChoice::Variants(variant),
     })
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
     match cli.command {
-        Command::Check {
-            paths,
-            policy,
-            variant,
-            format,
-            threads,
-            max_states,
-            addr,
-        } => {
+        Command::Check { paths, policy, variant, format, threads, max_states, addr } => {
             let files = check::model_files(&paths)?;
             let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
             let interactive = std::io::stderr().is_terminal() && format == Format::Human;
             let opts = RunOptions {
                 threads: threads.unwrap_or(RunOptions::default().threads),
                 max_states,
-                progress: if interactive {
-                    Some(progress_line)
-                } else {
-                    None
-                },
+                progress: if interactive { Some(progress_line) } else { None },
                 explorer_addr: addr,
             };
             let mut results = Vec::new();
@@ -183,15 +180,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             }
             Ok(code)
         }
-        Command::Diff {
-            paths,
-            base,
-            candidate,
-            format,
-            threads,
-            max_states,
-            addr,
-        } => {
+        Command::Diff { paths, base, candidate, format, threads, max_states, addr } => {
             let files = check::model_files(&paths)?;
             let base_choice = policy_choice(Some(base.clone()), None)?;
             let candidate_choice = policy_choice(Some(candidate.clone()), None)?;
@@ -199,11 +188,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             let opts = RunOptions {
                 threads: threads.unwrap_or(RunOptions::default().threads),
                 max_states,
-                progress: if interactive {
-                    Some(progress_line)
-                } else {
-                    None
-                },
+                progress: if interactive { Some(progress_line) } else { None },
                 explorer_addr: addr,
             };
             let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts)?;
@@ -215,21 +200,12 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 Format::Json => println!("{}", check::diff::json(&diffs, code)),
                 Format::Human | Format::Junit => print!(
                     "{}",
-                    check::diff::human(
-                        &diffs,
-                        &base.display().to_string(),
-                        &candidate.display().to_string()
-                    )
+                    check::diff::human(&diffs, &base.display().to_string(), &candidate.display().to_string())
                 ),
             }
             Ok(code)
         }
-        Command::Explore {
-            model,
-            variant,
-            policy,
-            addr,
-        } => {
+        Command::Explore { model, variant, policy, addr } => {
             let scenario = Scenario::load(&model)?;
             let sourced = match policy {
                 Some(path) => scenario.base_policy.then(&config::load_policy(&path)?),
@@ -242,12 +218,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                         .clone()
                 }
             };
-            let cfg =
-                WorldConfig::new(&scenario, &sourced).map_err(|m| ConfigError::new(&model, m))?;
-            eprintln!(
-                "explorer for {} at http://{addr}/ (Ctrl-C to stop)",
-                scenario.name
-            );
+            let cfg = WorldConfig::new(&scenario, &sourced).map_err(|m| ConfigError::new(&model, m))?;
+            eprintln!("explorer for {} at http://{addr}/ (Ctrl-C to stop)", scenario.name);
             use stateright::Model;
             // Serves until interrupted.
             let _checker = World::new(cfg).checker().serve(addr.as_str());
@@ -266,20 +238,33 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             Ok(0)
         }
         Command::Bench { paths, threads } => bench(&paths, &threads),
-        Command::BenchOne {
-            model,
-            variant,
-            threads,
-        } => {
-            let scenario = Scenario::load(&model)?;
-            let jobs = check::plan(
-                std::slice::from_ref(&model),
-                &PolicyChoice::Variants(Some(variant)),
-            )?;
+        Command::Prove { paths, verify, out, threads } => {
+            let interactive = std::io::stderr().is_terminal();
             let opts = RunOptions {
-                threads,
+                threads: threads.unwrap_or(RunOptions::default().threads),
+                progress: if interactive { Some(progress_line) } else { None },
                 ..RunOptions::default()
             };
+            let mut on_run = |line: &str| {
+                if interactive {
+                    eprint!("\r\x1b[K");
+                }
+                eprintln!("{line}");
+            };
+            if verify {
+                let report = check::proofs::verify(&paths, &out, &opts, &mut on_run)?;
+                print!("{}", report.human());
+                Ok(report.exit_code())
+            } else {
+                let report = check::proofs::prove(&paths, &out, &opts, &mut on_run)?;
+                print!("{}", report.human());
+                Ok(report.exit_code())
+            }
+        }
+        Command::BenchOne { model, variant, threads } => {
+            let scenario = Scenario::load(&model)?;
+            let jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
+            let opts = RunOptions { threads, ..RunOptions::default() };
             let start = Instant::now();
             let r = check::run(&jobs[0], &opts)?;
             let doc = serde_json::json!({
@@ -304,8 +289,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
 fn bench(paths: &[PathBuf], threads: &[usize]) -> Result<ExitCode, ConfigError> {
     let files = check::model_files(paths)?;
     let jobs = check::plan(&files, &PolicyChoice::Variants(None))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| ConfigError::new(&PathBuf::from("replicheck"), e.to_string()))?;
+    let exe =
+        std::env::current_exe().map_err(|e| ConfigError::new(&PathBuf::from("replicheck"), e.to_string()))?;
     println!(
         "{:<28} {:<22} {:>7} {:>11} {:>12} {:>9} {:>13} {:>10}",
         "model", "variant", "threads", "states", "transitions", "wall", "states/s", "peak MiB"
@@ -313,16 +298,9 @@ fn bench(paths: &[PathBuf], threads: &[usize]) -> Result<ExitCode, ConfigError> 
     for job in &jobs {
         for &t in threads {
             let out = std::process::Command::new(&exe)
-                .args([
-                    "bench-one",
-                    &job.scenario.path.display().to_string(),
-                    &job.variant,
-                    &t.to_string(),
-                ])
+                .args(["bench-one", &job.scenario.path.display().to_string(), &job.variant, &t.to_string()])
                 .output()
-                .map_err(|e| {
-                    ConfigError::new(&job.scenario.path, format!("bench run failed: {e}"))
-                })?;
+                .map_err(|e| ConfigError::new(&job.scenario.path, format!("bench run failed: {e}")))?;
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
                 ConfigError::new(&job.scenario.path, format!("bench run gave no result: {e}"))
             })?;
@@ -336,11 +314,7 @@ fn bench(paths: &[PathBuf], threads: &[usize]) -> Result<ExitCode, ConfigError> 
                 v["wall_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
                 v["states_per_second"].as_f64().unwrap_or(0.0),
                 v["peak_memory_bytes"].as_u64().unwrap_or(0) as f64 / (1024.0 * 1024.0),
-                if v["complete"].as_bool() == Some(true) {
-                    ""
-                } else {
-                    "  (stopped early: all decided)"
-                }
+                if v["complete"].as_bool() == Some(true) { "" } else { "  (stopped early: all decided)" }
             );
         }
     }

@@ -50,18 +50,11 @@ fn rejects(args: &[&str], want: Rejection) -> String {
     assert_eq!(out.status.code(), Some(2), "exit code:\n{context}");
     assert!(stdout.is_empty(), "bad input printed a report:\n{context}");
     let prefix = format!("replicheck: error: {}", want.file);
-    assert!(
-        stderr.starts_with(&prefix),
-        "the error does not start with {prefix:?}:\n{context}"
-    );
-    for (what, needle) in [("key", want.key), ("value", want.value)]
-        .into_iter()
-        .chain(want.also.iter().map(|s| ("text", *s)))
+    assert!(stderr.starts_with(&prefix), "the error does not start with {prefix:?}:\n{context}");
+    for (what, needle) in
+        [("key", want.key), ("value", want.value)].into_iter().chain(want.also.iter().map(|s| ("text", *s)))
     {
-        assert!(
-            stderr.contains(needle),
-            "the error does not name the {what} {needle:?}:\n{context}"
-        );
+        assert!(stderr.contains(needle), "the error does not name the {what} {needle:?}:\n{context}");
     }
     stderr
 }
@@ -69,15 +62,7 @@ fn rejects(args: &[&str], want: Rejection) -> String {
 /// `replicheck check FILE` where FILE is one of the bad models.
 fn rejects_model(name: &str, key: &str, value: &str, also: &[&str]) -> String {
     let file = bad(name);
-    rejects(
-        &["check", &file],
-        Rejection {
-            file: &file,
-            key,
-            value,
-            also,
-        },
-    )
+    rejects(&["check", &file], Rejection { file: &file, key, value, also })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -92,10 +77,7 @@ fn invalid_toml_syntax() {
         &["line 53, column 26", "invalid basic string"],
     );
     // The offending line is quoted with a caret under the error.
-    assert!(
-        stderr.contains("53 | replica_ack_timeout = \"1s\n"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("53 | replica_ack_timeout = \"1s\n"), "{stderr}");
 }
 
 #[test]
@@ -104,10 +86,7 @@ fn unknown_top_level_key_suggests_the_nearest() {
         "unknown-top-level-key.toml",
         "key `descripton`",
         "= \"3 nodes in 3 zones",
-        &[
-            "unknown key `descripton`",
-            "help: did you mean `description`?",
-        ],
+        &["unknown key `descripton`", "help: did you mean `description`?"],
     );
 }
 
@@ -117,10 +96,7 @@ fn unknown_policy_key_suggests_the_nearest() {
         "unknown-policy-key.toml",
         "key `policy.replica_ack_timout`",
         "= \"1s\"",
-        &[
-            "unknown key `replica_ack_timout`",
-            "help: did you mean `replica_ack_timeout`?",
-        ],
+        &["unknown key `replica_ack_timout`", "help: did you mean `replica_ack_timeout`?"],
     );
 }
 
@@ -140,10 +116,7 @@ fn unknown_enum_value_suggests_the_nearest() {
         "unknown-enum-value.toml",
         "key `policy.failure_detection`",
         "= \"coupld\"",
-        &[
-            "unknown value `coupld`, expected `coupled` or `independent`",
-            "help: did you mean `coupled`?",
-        ],
+        &["unknown value `coupld`, expected `coupled` or `independent`", "help: did you mean `coupled`?"],
     );
 }
 
@@ -167,10 +140,7 @@ fn duration_not_a_whole_number_of_ticks() {
         "key `replica_ack_timeout`",
         "\"550ms\"",
         // The message says which table set the key.
-        &[
-            "duration-not-tick-multiple.toml [policy]",
-            "not a whole number of ticks (tick = 100ms)",
-        ],
+        &["duration-not-tick-multiple.toml [policy]", "not a whole number of ticks (tick = 100ms)"],
     );
 }
 
@@ -213,10 +183,7 @@ fn write_quorum_above_replication_factor() {
         "write-quorum-exceeds-rf.toml",
         "key `write_quorum`",
         "= 4",
-        &[
-            "write-quorum-exceeds-rf.toml [policy]",
-            "must not exceed replication_factor = 3",
-        ],
+        &["write-quorum-exceeds-rf.toml [policy]", "must not exceed replication_factor = 3"],
     );
 }
 
@@ -245,22 +212,12 @@ fn suspect_after_above_dead_after() {
 
 #[test]
 fn node_in_an_unknown_zone() {
-    rejects_model(
-        "unknown-zone.toml",
-        "key `nodes[2].zone`",
-        "= \"d\"",
-        &["no such zone (zones: a, b, c)"],
-    );
+    rejects_model("unknown-zone.toml", "key `nodes[2].zone`", "= \"d\"", &["no such zone (zones: a, b, c)"]);
 }
 
 #[test]
 fn fault_menu_names_an_unknown_node() {
-    rejects_model(
-        "unknown-crash-node.toml",
-        "key `faults.crash[2]`",
-        "= \"n4\"",
-        &["no such node"],
-    );
+    rejects_model("unknown-crash-node.toml", "key `faults.crash[2]`", "= \"n4\"", &["no such node"]);
 }
 
 #[test]
@@ -269,10 +226,7 @@ fn unknown_property_in_expect_suggests_the_nearest() {
         "unknown-property.toml",
         "key `expect.acked_write_persist`",
         "= \"holds\"",
-        &[
-            "no such property `acked_write_persist`",
-            "did you mean `acked_writes_persist`?",
-        ],
+        &["no such property `acked_write_persist`", "did you mean `acked_writes_persist`?"],
     );
 }
 
@@ -296,12 +250,7 @@ fn missing_model_file() {
     // The path is the offending value; there is no key.
     rejects(
         &["check", &file],
-        Rejection {
-            file: &file,
-            key: "",
-            value: &file,
-            also: &["no such file or directory"],
-        },
+        Rejection { file: &file, key: "", value: &file, also: &["no such file or directory"] },
     );
 }
 
@@ -312,12 +261,7 @@ fn directory_without_models() {
     let path = dir.path().display().to_string();
     rejects(
         &["check", &path],
-        Rejection {
-            file: &path,
-            key: "",
-            value: &path,
-            also: &["no .toml model files in this directory"],
-        },
+        Rejection { file: &path, key: "", value: &path, also: &["no .toml model files in this directory"] },
     );
 }
 
@@ -333,11 +277,7 @@ fn policy_file_with_an_unknown_key() {
             file: &policy,
             key: "key `write_quorom`",
             value: "= 2",
-            also: &[
-                "line 2, column 1",
-                "unknown key `write_quorom`",
-                "help: did you mean `write_quorum`?",
-            ],
+            also: &["line 2, column 1", "unknown key `write_quorom`", "help: did you mean `write_quorum`?"],
         },
     );
 }
@@ -365,12 +305,7 @@ fn missing_policy_file() {
     let policy = bad("no-such-policy.toml");
     rejects(
         &["check", MODEL, "--policy", &policy],
-        Rejection {
-            file: &policy,
-            key: "",
-            value: &policy,
-            also: &["cannot read file"],
-        },
+        Rejection { file: &policy, key: "", value: &policy, also: &["cannot read file"] },
     );
 }
 
@@ -402,15 +337,7 @@ fn every_bad_file_is_rejected() {
     assert!(names.len() >= 17, "only {} bad files", names.len());
     for name in names {
         let file = bad(&name);
-        rejects(
-            &["check", &file],
-            Rejection {
-                file: &file,
-                key: "key `",
-                value: "",
-                also: &[],
-            },
-        );
+        rejects(&["check", &file], Rejection { file: &file, key: "key `", value: "", also: &[] });
     }
 }
 
@@ -419,27 +346,14 @@ fn every_bad_file_is_rejected() {
 
 #[test]
 fn state_limit_gives_incomplete_and_no_holds() {
-    let args = [
-        "check",
-        MODEL,
-        "--variant",
-        "default",
-        "--max-states",
-        "1000",
-    ];
+    let args = ["check", MODEL, "--variant", "default", "--max-states", "1000"];
     let out = replicheck(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let context = format!(
-        "exit: {:?}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}",
-        out.status.code()
-    );
+    let context = format!("exit: {:?}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}", out.status.code());
     assert!(!stderr.contains("panicked"), "{context}");
     assert_eq!(out.status.code(), Some(3), "{context}");
-    assert!(
-        stdout.contains("exploration INCOMPLETE: state limit of 1000 reached"),
-        "{context}"
-    );
+    assert!(stdout.contains("exploration INCOMPLETE: state limit of 1000 reached"), "{context}");
     // Property lines: "    ??   linearizable   unknown (incomplete)   (expected: holds)". The
     // found verdict is what precedes "(expected: ...)".
     let mut properties = 0;
@@ -448,11 +362,7 @@ fn state_limit_gives_incomplete_and_no_holds() {
             continue;
         };
         properties += 1;
-        let found = before
-            .split_whitespace()
-            .skip(2)
-            .collect::<Vec<_>>()
-            .join(" ");
+        let found = before.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
         assert!(
             found == "unknown (incomplete)" || found == "violated",
             "an incomplete run reported {found:?} in {line:?}\n{context}"

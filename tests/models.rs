@@ -18,25 +18,14 @@ fn small_model() -> PathBuf {
 }
 
 fn jobs(variant: &str) -> Vec<check::Job> {
-    check::plan(
-        &[small_model()],
-        &PolicyChoice::Variants(Some(variant.to_string())),
-    )
-    .expect("the small model loads")
+    check::plan(&[small_model()], &PolicyChoice::Variants(Some(variant.to_string())))
+        .expect("the small model loads")
 }
 
-fn run_variant(
-    variant: &str,
-    threads: usize,
-    progress: Option<fn(&engine::Progress)>,
-) -> RunResult {
+fn run_variant(variant: &str, threads: usize, progress: Option<fn(&engine::Progress)>) -> RunResult {
     let jobs = jobs(variant);
     assert_eq!(jobs.len(), 1);
-    let opts = RunOptions {
-        threads,
-        progress,
-        ..RunOptions::default()
-    };
+    let opts = RunOptions { threads, progress, ..RunOptions::default() };
     check::run(&jobs[0], &opts).expect("the small model runs")
 }
 
@@ -60,13 +49,7 @@ fn outcome(r: &RunResult) -> Outcome {
         verdicts: r
             .properties
             .iter()
-            .map(|p| {
-                (
-                    p.name,
-                    p.found,
-                    p.counterexample.as_ref().map(|c| c.explorer_path.clone()),
-                )
-            })
+            .map(|p| (p.name, p.found, p.counterexample.as_ref().map(|c| c.explorer_path.clone())))
             .collect(),
     }
 }
@@ -87,10 +70,7 @@ fn exploration_is_deterministic_across_runs_and_threads() {
         let parallel_again = outcome(&run_variant(variant, 2, None));
         assert_eq!(first, again, "{variant}: two single-threaded runs differ");
         assert_eq!(first, parallel, "{variant}: threads=1 and threads=2 differ");
-        assert_eq!(
-            parallel, parallel_again,
-            "{variant}: two runs with threads=2 differ"
-        );
+        assert_eq!(parallel, parallel_again, "{variant}: two runs with threads=2 differ");
     }
     // The engine expands a level on one thread when it has fewer than 256 states; some level
     // of the small model must be wider, or threads=2 was never exercised.
@@ -105,31 +85,14 @@ fn small_model_state_space_is_pinned() {
     let default = run_variant("default", 1, None);
     assert!(default.complete);
     // re-pin deliberately when the model changes
-    assert_eq!(
-        (
-            default.unique_states,
-            default.transitions,
-            default.max_depth
-        ),
-        (6_341, 17_124, 37)
-    );
+    assert_eq!((default.unique_states, default.transitions, default.max_depth), (6_341, 17_124, 37));
     let w1 = run_variant("write-quorum-1", 1, None);
     assert!(w1.complete);
     // re-pin deliberately when the model changes
-    assert_eq!(
-        (w1.unique_states, w1.transitions, w1.max_depth),
-        (6_377, 17_183, 35)
-    );
+    assert_eq!((w1.unique_states, w1.transitions, w1.max_depth), (6_377, 17_183, 35));
     for r in [&default, &w1] {
         for p in &r.properties {
-            assert!(
-                p.as_expected(),
-                "{} / {}: {:?} found {:?}",
-                r.variant,
-                p.name,
-                p.expected,
-                p.found
-            );
+            assert!(p.as_expected(), "{} / {}: {:?} found {:?}", r.variant, p.name, p.expected, p.found);
         }
     }
 }
@@ -143,22 +106,13 @@ fn write_quorum_1_loses_an_acknowledged_write() {
         .find(|p| p.name == PropertyName::AckedWritesPersist)
         .expect("the model checks acked_writes_persist");
     assert_eq!(p.found, Found::Violated);
-    let cx = p
-        .counterexample
-        .as_ref()
-        .expect("a violation has a counterexample");
+    let cx = p.counterexample.as_ref().expect("a violation has a counterexample");
     assert!(
-        cx.steps
-            .iter()
-            .any(|s| s.action.starts_with("deliver") && s.action.contains("Ack")),
+        cx.steps.iter().any(|s| s.action.starts_with("deliver") && s.action.contains("Ack")),
         "the trace delivers a replica's acknowledgement: {:#?}",
         cx.steps
     );
-    assert!(
-        cx.explorer_path.starts_with(EXPLORER_PREFIX),
-        "explorer path {}",
-        cx.explorer_path
-    );
+    assert!(cx.explorer_path.starts_with(EXPLORER_PREFIX), "explorer path {}", cx.explorer_path);
     assert_eq!(
         cx.explore_command,
         format!(
@@ -167,9 +121,7 @@ fn write_quorum_1_loses_an_acknowledged_write() {
         )
     );
     // One index for the initial state, then one action index per step.
-    let indices = cx
-        .explorer_path
-        .trim_start_matches("http://127.0.0.1:3000/#/steps/");
+    let indices = cx.explorer_path.trim_start_matches("http://127.0.0.1:3000/#/steps/");
     assert_eq!(indices.split('/').count(), cx.steps.len() + 1);
 }
 
@@ -194,15 +146,8 @@ fn explorer_link_replays_to_the_violation() {
         .collect();
 
     let world = World::new(WorldConfig::new(&job.scenario, &job.policy).expect("resolves"));
-    let mut state = world
-        .init_states()
-        .into_iter()
-        .nth(indices[0])
-        .expect("the initial-state index exists");
-    assert!(
-        acked_writes_persist(&world.cfg, &state),
-        "the initial state is fine"
-    );
+    let mut state = world.init_states().into_iter().nth(indices[0]).expect("the initial-state index exists");
+    assert!(acked_writes_persist(&world.cfg, &state), "the initial state is fine");
     for (n, &i) in indices[1..].iter().enumerate() {
         let mut actions = Vec::new();
         world.actions(&state, &mut actions);

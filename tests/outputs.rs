@@ -34,10 +34,7 @@ fn json_report_of_the_small_model() {
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is JSON");
     assert_eq!(doc["exit_code"], 0);
     let runs = doc["runs"].as_array().expect("runs is an array");
-    let variants: Vec<&str> = runs
-        .iter()
-        .map(|r| r["variant"].as_str().unwrap())
-        .collect();
+    let variants: Vec<&str> = runs.iter().map(|r| r["variant"].as_str().unwrap()).collect();
     assert_eq!(variants, ["default", "write-quorum-1"]);
     for run in runs {
         assert_eq!(run["model"], "small-quorum");
@@ -46,11 +43,7 @@ fn json_report_of_the_small_model() {
         let properties = run["properties"].as_array().expect("properties");
         assert_eq!(properties.len(), 5);
         for p in properties {
-            assert_eq!(
-                p["found"], p["expected"],
-                "{} / {}",
-                run["variant"], p["name"]
-            );
+            assert_eq!(p["found"], p["expected"], "{} / {}", run["variant"], p["name"]);
             // A counterexample comes with every violation and only then.
             assert_eq!(p["counterexample"].is_null(), p["found"] == "holds");
         }
@@ -81,8 +74,7 @@ fn junit_report_of_the_small_model() {
             "no_healthy_eviction",
             "churn_bounded",
         ] {
-            let case =
-                format!("<testcase classname=\"small-quorum.{variant}\" name=\"{property}\"");
+            let case = format!("<testcase classname=\"small-quorum.{variant}\" name=\"{property}\"");
             assert_eq!(xml.matches(&case).count(), 1, "{case} in {xml}");
         }
     }
@@ -96,10 +88,7 @@ fn wrong_expectation_fails_with_exit_1_and_a_junit_failure() {
     assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
     let xml = stdout(&out);
     assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
-    assert!(
-        xml.contains("<failure message=\"expected holds, found violated\">"),
-        "{xml}"
-    );
+    assert!(xml.contains("<failure message=\"expected holds, found violated\">"), "{xml}");
     // The failure carries the trace and the explorer link.
     assert!(xml.contains("http://127.0.0.1:3000/#/steps/0/"), "{xml}");
 
@@ -126,20 +115,14 @@ fn policy_that_breaks_a_property_exits_1_with_a_counterexample() {
     assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("FAIL acked_writes_persist"), "{text}");
-    assert!(
-        text.contains("counterexample for acked_writes_persist"),
-        "{text}"
-    );
+    assert!(text.contains("counterexample for acked_writes_persist"), "{text}");
     assert!(
         text.contains(&format!(
             "explore: replicheck explore {SMALL} --policy {POLICY_W1} --addr 127.0.0.1:3000"
         )),
         "{text}"
     );
-    assert!(
-        text.contains("then open http://127.0.0.1:3000/#/steps/0/"),
-        "{text}"
-    );
+    assert!(text.contains("then open http://127.0.0.1:3000/#/steps/0/"), "{text}");
 }
 
 /// Kills the explorer when the test ends, pass or fail.
@@ -172,10 +155,7 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
 
 #[test]
 fn explorer_serves_the_model() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
     let addr = format!("127.0.0.1:{port}");
     let mut child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_replicheck"))
@@ -194,10 +174,7 @@ fn explorer_serves_the_model() {
                 if let Some(exit) = child.0.try_wait().expect("child status") {
                     panic!("the explorer exited ({exit}) before answering");
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "no answer from {addr} in 20s: {e}"
-                );
+                assert!(Instant::now() < deadline, "no answer from {addr} in 20s: {e}");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }

@@ -55,11 +55,7 @@ pub fn diff(
 ) -> Result<Vec<ModelDiff>, ConfigError> {
     let base_jobs = plan(files, base)?;
     let candidate_jobs = plan(files, candidate)?;
-    assert_eq!(
-        base_jobs.len(),
-        candidate_jobs.len(),
-        "one job per model and policy"
-    );
+    assert_eq!(base_jobs.len(), candidate_jobs.len(), "one job per model and policy");
     let mut out = Vec::new();
     for (b, c) in base_jobs.iter().zip(&candidate_jobs) {
         let base = run(b, opts)?;
@@ -78,13 +74,7 @@ pub fn diff(
                 }
             })
             .collect();
-        out.push(ModelDiff {
-            model: base.model.clone(),
-            file: base.file.clone(),
-            rows,
-            base,
-            candidate,
-        });
+        out.push(ModelDiff { model: base.model.clone(), file: base.file.clone(), rows, base, candidate });
     }
     Ok(out)
 }
@@ -109,27 +99,15 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
             out,
             "  base:      {base_name} ({} states, {})",
             d.base.unique_states,
-            if d.base.complete {
-                "complete"
-            } else {
-                "incomplete"
-            }
+            if d.base.complete { "complete" } else { "incomplete" }
         );
         let _ = writeln!(
             out,
             "  candidate: {candidate_name} ({} states, {})",
             d.candidate.unique_states,
-            if d.candidate.complete {
-                "complete"
-            } else {
-                "incomplete"
-            }
+            if d.candidate.complete { "complete" } else { "incomplete" }
         );
-        let _ = writeln!(
-            out,
-            "    {:<22} {:<22} {:<22} change",
-            "property", "base", "candidate"
-        );
+        let _ = writeln!(out, "    {:<22} {:<22} {:<22} change", "property", "base", "candidate");
         for r in &d.rows {
             let mark = match r.change {
                 Change::Same => "",
@@ -146,12 +124,7 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
             );
         }
         for r in d.rows.iter().filter(|r| r.change == Change::Regression) {
-            let p = d
-                .candidate
-                .properties
-                .iter()
-                .find(|p| p.name == r.property)
-                .expect("row has a result");
+            let p = d.candidate.properties.iter().find(|p| p.name == r.property).expect("row has a result");
             if let Some(cx) = &p.counterexample {
                 let _ = writeln!(
                     out,
@@ -160,27 +133,15 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
                     cx.steps.len()
                 );
                 for s in &cx.steps {
-                    let _ = writeln!(
-                        out,
-                        "    {:>3}. [t={:>5}ms] {}",
-                        s.step, s.time_ms, s.action
-                    );
+                    let _ = writeln!(out, "    {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
                 }
                 let _ = writeln!(out, "    explore: {}", cx.explore_command);
                 let _ = writeln!(out, "    then open {}", cx.explorer_path);
             }
         }
     }
-    let regressions = diffs
-        .iter()
-        .flat_map(|d| &d.rows)
-        .filter(|r| r.change == Change::Regression)
-        .count();
-    let fixes = diffs
-        .iter()
-        .flat_map(|d| &d.rows)
-        .filter(|r| r.change == Change::Fix)
-        .count();
+    let regressions = diffs.iter().flat_map(|d| &d.rows).filter(|r| r.change == Change::Regression).count();
+    let fixes = diffs.iter().flat_map(|d| &d.rows).filter(|r| r.change == Change::Fix).count();
     let _ = writeln!(out, "{regressions} regression(s), {fixes} fix(es)");
     out
 }
@@ -194,7 +155,12 @@ pub fn json(diffs: &[ModelDiff], code: u8) -> String {
                 .iter()
                 .filter(|r| r.change == Change::Regression)
                 .map(|r| {
-                    let p = d.candidate.properties.iter().find(|p| p.name == r.property).expect("row has a result");
+                    let p = d
+                        .candidate
+                        .properties
+                        .iter()
+                        .find(|p| p.name == r.property)
+                        .expect("row has a result");
                     serde_json::json!({ "property": r.property, "counterexample": p.counterexample })
                 })
                 .collect();

@@ -31,10 +31,10 @@ type SeenMap = HashMap<u64, u32, BuildHasherDefault<PassThrough>>;
 
 /// A stable 64-bit fingerprint of a state (same value on every run and machine of one build).
 pub fn fingerprint<T: Hash>(value: &T) -> u64 {
-    // DefaultHasher::new() has fixed keys: stable across runs, unlike RandomState.
-    let mut h = std::hash::DefaultHasher::new();
-    value.hash(&mut h);
-    h.finish()
+    // A fixed seed: the same state has the same fingerprint on every run and thread count.
+    use std::hash::BuildHasher;
+    const SEED: u64 = 0x5245_504c_4943_4845;
+    foldhash::quality::FixedState::with_seed(SEED).hash_one(value)
 }
 
 #[derive(Clone, Debug)]
@@ -44,15 +44,13 @@ pub struct Limits {
     pub threads: usize,
     /// Called after each BFS level with the running statistics.
     pub progress: Option<fn(&Progress)>,
+    /// Keep every transition (as state indices) for cycle analysis.
+    pub record_edges: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_states: None,
-            threads: 1,
-            progress: None,
-        }
+        Limits { max_states: None, threads: 1, progress: None, record_edges: false }
     }
 }
 
@@ -86,6 +84,27 @@ pub struct Exploration {
     pub discoveries: Vec<Option<u32>>,
     fingerprints: Vec<u64>,
     parents: Vec<u32>,
+    /// The explored transitions, when `Limits::record_edges` asked for them.
+    pub graph: Option<Graph>,
+}
+
+/// The state graph in compressed rows: the successors of state `i` (by index, in the order of
+/// the model's actions) are `targets[offsets[i]..offsets[i + 1]]`. Only states that were
+/// expanded have rows.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub offsets: Vec<u64>,
+    pub targets: Vec<u32>,
+}
+
+impl Graph {
+    pub fn successors(&self, i: u32) -> &[u32] {
+        let i = i as usize;
+        if i + 1 >= self.offsets.len() {
+            return &[];
+        }
+        &self.targets[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
 }
 
 impl Exploration {
@@ -125,20 +144,14 @@ where
     M::State: Hash + Clone,
     M::Action: Clone,
 {
-    let fps: Vec<u64> = exploration
-        .chain(index)
-        .into_iter()
-        .map(|i| exploration.fingerprints[i as usize])
-        .collect();
+    let fps: Vec<u64> =
+        exploration.chain(index).into_iter().map(|i| exploration.fingerprints[i as usize]).collect();
     let inits = model.init_states();
     let init = inits
         .into_iter()
         .find(|s| fingerprint(s) == fps[0])
         .expect("the model's initial states are deterministic");
-    let mut steps = vec![Step {
-        action: None,
-        state: init,
-    }];
+    let mut steps = vec![Step { action: None, state: init }];
     for &fp in &fps[1..] {
         let last = &steps.last().expect("path has a start").state;
         let mut actions = Vec::new();
@@ -151,22 +164,28 @@ where
                 (fingerprint(&next) == fp).then_some((i, a, next))
             })
             .expect("the model's transitions are deterministic");
-        steps.push(Step {
-            action: Some((i, action)),
-            state: next,
-        });
+        steps.push(Step { action: Some((i, action)), state: next });
     }
     steps
+}
+
+/// A successor as a worker reports it: a state seen at an earlier level (by index), or a
+/// candidate new state (it may still be a duplicate within this level).
+enum Successor<S> {
+    Known(u32),
+    New(u64, S),
 }
 
 /// What one worker learns about one frontier state.
 struct Expanded<S> {
     /// Bit p: property p is "discovered" in this state.
     discovered: u64,
-    successors: Vec<(u64, S)>,
+    successors: Vec<Successor<S>>,
 }
 
-fn expand<M>(model: &M, properties: &[Property<M>], state: &M::State) -> Expanded<M::State>
+/// Workers look successors up in the seen-set of earlier levels (read-only while they run), so
+/// most duplicate detection happens in parallel and the sequential merge sees only candidates.
+fn expand<M>(model: &M, properties: &[Property<M>], seen: &SeenMap, state: &M::State) -> Expanded<M::State>
 where
     M: Model,
     M::State: Hash,
@@ -190,12 +209,15 @@ where
     let successors = actions
         .into_iter()
         .filter_map(|a| model.next_state(state, a))
-        .map(|s| (fingerprint(&s), s))
+        .map(|s| {
+            let fp = fingerprint(&s);
+            match seen.get(&fp) {
+                Some(&i) => Successor::Known(i),
+                None => Successor::New(fp, s),
+            }
+        })
         .collect();
-    Expanded {
-        discovered,
-        successors,
-    }
+    Expanded { discovered, successors }
 }
 
 /// Explore every state reachable from the model's initial states, checking `properties`.
@@ -220,6 +242,7 @@ where
         }
     }
     let mut discoveries: Vec<Option<u32>> = vec![None; properties.len()];
+    let mut edges = limits.record_edges.then(Graph::default);
     let mut transitions = 0u64;
     let mut depth = 0u32;
     let mut cut = None;
@@ -228,27 +251,20 @@ where
 
     while !frontier.is_empty() {
         let expanded: Vec<Expanded<M::State>> = if threads == 1 || frontier.len() < 256 {
-            frontier
-                .iter()
-                .map(|(_, s)| expand(model, properties, s))
-                .collect()
+            frontier.iter().map(|(_, s)| expand(model, properties, &seen, s)).collect()
         } else {
             let chunk = frontier.len().div_ceil(threads);
+            let seen = &seen;
             std::thread::scope(|scope| {
                 let handles: Vec<_> = frontier
                     .chunks(chunk)
                     .map(|part| {
                         scope.spawn(move || {
-                            part.iter()
-                                .map(|(_, s)| expand(model, properties, s))
-                                .collect::<Vec<_>>()
+                            part.iter().map(|(_, s)| expand(model, properties, seen, s)).collect::<Vec<_>>()
                         })
                     })
                     .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|h| h.join().expect("worker panicked"))
-                    .collect()
+                handles.into_iter().flat_map(|h| h.join().expect("worker panicked")).collect()
             })
         };
         let mut next = Vec::new();
@@ -259,13 +275,26 @@ where
                 }
             }
             transitions += e.successors.len() as u64;
-            for (fp, s) in e.successors {
-                if let std::collections::hash_map::Entry::Vacant(v) = seen.entry(fp) {
-                    let i = fingerprints.len() as u32;
-                    v.insert(i);
-                    fingerprints.push(fp);
-                    parents.push(*index);
-                    next.push((i, s));
+            if let Some(edges) = edges.as_mut() {
+                edges.offsets.push(edges.targets.len() as u64);
+            }
+            for succ in e.successors {
+                let target = match succ {
+                    Successor::Known(i) => i,
+                    Successor::New(fp, s) => match seen.entry(fp) {
+                        std::collections::hash_map::Entry::Occupied(o) => *o.get(),
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            let i = fingerprints.len() as u32;
+                            v.insert(i);
+                            fingerprints.push(fp);
+                            parents.push(*index);
+                            next.push((i, s));
+                            i
+                        }
+                    },
+                };
+                if let Some(edges) = edges.as_mut() {
+                    edges.targets.push(target);
                 }
             }
         }
@@ -303,6 +332,10 @@ where
         discoveries,
         fingerprints,
         parents,
+        graph: edges.map(|mut g| {
+            g.offsets.push(g.targets.len() as u64);
+            g
+        }),
     }
 }
 
@@ -335,11 +368,7 @@ mod tests {
             }
         }
         fn next_state(&self, s: &(u8, u8), a: u8) -> Option<(u8, u8)> {
-            Some(if a == 0 {
-                (s.0 + 1, s.1)
-            } else {
-                (s.0, s.1 + 1)
-            })
+            Some(if a == 0 { (s.0 + 1, s.1) } else { (s.0, s.1 + 1) })
         }
     }
 
@@ -352,9 +381,7 @@ mod tests {
 
     #[test]
     fn finds_shortest_counterexample_and_rebuilds_it() {
-        let props = [Property::<Counters>::always("sum below 3", |_, s| {
-            s.0 + s.1 < 3
-        })];
+        let props = [Property::<Counters>::always("sum below 3", |_, s| s.0 + s.1 < 3)];
         let e = explore(&Counters, &props, &Limits::default());
         let index = e.discoveries[0].expect("violated");
         let p = path(&Counters, &e, index);
@@ -364,15 +391,17 @@ mod tests {
     }
 
     #[test]
+    fn records_every_transition_as_edges() {
+        let e = explore(&Counters, &[], &Limits { record_edges: true, ..Limits::default() });
+        let g = e.graph.as_ref().expect("edges recorded");
+        assert_eq!(g.targets.len() as u64, e.transitions);
+        // State 0 is (0,0): its successors are (1,0) and (0,1), states 1 and 2.
+        assert_eq!(g.successors(0), &[1, 2]);
+    }
+
+    #[test]
     fn state_limit_makes_exploration_incomplete() {
-        let e = explore(
-            &Counters,
-            &[],
-            &Limits {
-                max_states: Some(5),
-                ..Limits::default()
-            },
-        );
+        let e = explore(&Counters, &[], &Limits { max_states: Some(5), ..Limits::default() });
         assert_eq!(e.cut, Some(Cut::StateLimit(5)));
         assert!(!e.complete());
     }

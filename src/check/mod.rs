@@ -3,6 +3,7 @@
 
 pub mod diff;
 pub mod engine;
+pub mod proofs;
 pub mod report;
 
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
@@ -109,9 +110,7 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
-            threads: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             max_states: None,
             progress: None,
             explorer_addr: "127.0.0.1:3000".into(),
@@ -123,10 +122,7 @@ impl Default for RunOptions {
 #[derive(Clone, Debug)]
 pub enum PolicyChoice {
     Variants(Option<String>),
-    File {
-        path: PathBuf,
-        policy: Box<SourcedPolicy>,
-    },
+    File { path: PathBuf, policy: Box<SourcedPolicy> },
 }
 
 /// The `.toml` model files named by `paths` (directories are searched one level, sorted).
@@ -141,10 +137,7 @@ pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(ConfigError::new(
-                    p,
-                    "no .toml model files in this directory",
-                ));
+                return Err(ConfigError::new(p, "no .toml model files in this directory"));
             }
             out.extend(files);
         } else if p.exists() {
@@ -175,8 +168,7 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
             PolicyChoice::Variants(only) => {
                 if let Some(name) = only {
                     if scenario.variant(name).is_none() {
-                        let names: Vec<&str> =
-                            scenario.variants.iter().map(|v| v.name.as_str()).collect();
+                        let names: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
                         return Err(ConfigError::new(
                             file,
                             format!("no variant \"{name}\" (variants: {})", names.join(", ")),
@@ -199,17 +191,12 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
             }
             PolicyChoice::File { path, policy } => {
                 let merged = scenario.base_policy.then(policy);
-                WorldConfig::new(&scenario, &merged).map_err(|m| {
-                    ConfigError::new(path, format!("against {}: {m}", file.display()))
-                })?;
+                WorldConfig::new(&scenario, &merged)
+                    .map_err(|m| ConfigError::new(path, format!("against {}: {m}", file.display())))?;
                 jobs.push(Job {
                     variant: format!("policy {}", path.display()),
                     description: "every property must hold".into(),
-                    expect: scenario
-                        .properties
-                        .iter()
-                        .map(|p| (*p, Verdict::Holds))
-                        .collect(),
+                    expect: scenario.properties.iter().map(|p| (*p, Verdict::Holds)).collect(),
                     policy: merged,
                     explore_args: format!("{} --policy {}", file.display(), path.display()),
                     scenario: scenario.clone(),
@@ -222,14 +209,15 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
 
 /// Explore one job and compare with its expectations.
 pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
-    let cfg = WorldConfig::new(&job.scenario, &job.policy)
-        .map_err(|m| ConfigError::new(&job.scenario.path, m))?;
+    let cfg =
+        WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
     let world = World::new(cfg);
     let properties = world.properties();
     let limits = Limits {
         max_states: opts.max_states.or(job.scenario.max_states),
         threads: opts.threads,
         progress: opts.progress,
+        record_edges: false,
     };
     let exploration = engine::explore(&world, &properties, &limits);
     let mut results = Vec::new();
@@ -247,12 +235,7 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
                 &opts.explorer_addr,
             )
         });
-        results.push(PropertyResult {
-            name: *name,
-            expected: job.expect[name],
-            found,
-            counterexample,
-        });
+        results.push(PropertyResult { name: *name, expected: job.expect[name], found, counterexample });
     }
     Ok(RunResult {
         model: job.scenario.name.clone(),
@@ -266,7 +249,10 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
         max_depth: exploration.max_depth,
         complete: exploration.complete(),
         stopped: exploration.cut.as_ref().map(|c| match c {
-            Cut::AllDecided => "every property was violated; the rest of the state space could not change a verdict".to_string(),
+            Cut::AllDecided => {
+                "every property was violated; the rest of the state space could not change a verdict"
+                    .to_string()
+            }
             Cut::StateLimit(n) => format!("state limit of {n} reached"),
         }),
         elapsed_ms: exploration.elapsed.as_millis() as u64,
@@ -285,19 +271,12 @@ pub fn counterexample(
     let mut steps = Vec::new();
     let mut indices = vec!["0".to_string()];
     for (n, step) in path.iter().enumerate().skip(1) {
-        let (i, action) = step
-            .action
-            .as_ref()
-            .expect("every step after the first has an action");
+        let (i, action) = step.action.as_ref().expect("every step after the first has an action");
         indices.push(i.to_string());
         if *action == Action::Tick {
             time_ms += world.cfg.tick_ms;
         }
-        steps.push(TraceStep {
-            step: n,
-            time_ms,
-            action: world.format_action(action),
-        });
+        steps.push(TraceStep { step: n, time_ms, action: world.format_action(action) });
     }
     let final_state = display::state(&world.cfg, &path.last().expect("non-empty").state);
     Counterexample {
@@ -311,10 +290,8 @@ pub fn counterexample(
 /// Exit code for a set of results: 1 if a verdict differs from what was required, else 3 if a
 /// required "holds" could not be established because exploration was cut short, else 0.
 pub fn exit_code(results: &[RunResult]) -> u8 {
-    let wrong = results
-        .iter()
-        .flat_map(|r| &r.properties)
-        .any(|p| p.found != Found::Unknown && !p.as_expected());
+    let wrong =
+        results.iter().flat_map(|r| &r.properties).any(|p| p.found != Found::Unknown && !p.as_expected());
     if wrong {
         1
     } else if results.iter().any(|r| r.has_unknown()) {
@@ -335,8 +312,5 @@ pub fn format_duration(d: Duration) -> String {
 /// The model files of a directory, for `replicheck models`.
 pub fn describe_models(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, ConfigError> {
     let files = model_files(&[dir.to_path_buf()])?;
-    files
-        .into_iter()
-        .map(|f| Scenario::load(&f).map(|s| (f, s)))
-        .collect()
+    files.into_iter().map(|f| Scenario::load(&f).map(|s| (f, s))).collect()
 }

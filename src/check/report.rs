@@ -19,10 +19,7 @@ pub fn human(results: &[RunResult]) -> String {
         let exploration = if r.complete {
             "complete".to_string()
         } else {
-            format!(
-                "INCOMPLETE: {}",
-                r.stopped.as_deref().unwrap_or("stopped early")
-            )
+            format!("INCOMPLETE: {}", r.stopped.as_deref().unwrap_or("stopped early"))
         };
         let _ = writeln!(
             out,
@@ -56,18 +53,9 @@ pub fn human(results: &[RunResult]) -> String {
         }
         for p in &r.properties {
             if let Some(cx) = &p.counterexample {
-                let _ = writeln!(
-                    out,
-                    "    counterexample for {} ({} steps):",
-                    p.name,
-                    cx.steps.len()
-                );
+                let _ = writeln!(out, "    counterexample for {} ({} steps):", p.name, cx.steps.len());
                 for s in &cx.steps {
-                    let _ = writeln!(
-                        out,
-                        "      {:>3}. [t={:>5}ms] {}",
-                        s.step, s.time_ms, s.action
-                    );
+                    let _ = writeln!(out, "      {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
                 }
                 let _ = writeln!(out, "      final state:");
                 for line in cx.final_state.lines() {
@@ -90,25 +78,15 @@ pub fn json(results: &[RunResult], exit_code: u8) -> String {
 }
 
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// One test case per model/variant/property.
 pub fn junit(results: &[RunResult]) -> String {
     let cases: usize = results.iter().map(|r| r.properties.len()).sum();
-    let failures = results
-        .iter()
-        .flat_map(|r| &r.properties)
-        .filter(|p| !p.as_expected())
-        .count();
+    let failures = results.iter().flat_map(|r| &r.properties).filter(|p| !p.as_expected()).count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"replicheck\" tests=\"{cases}\" failures=\"{failures}\">"
-    );
+    let _ = writeln!(out, "<testsuites name=\"replicheck\" tests=\"{cases}\" failures=\"{failures}\">");
     for r in results {
         let suite_failures = r.properties.iter().filter(|p| !p.as_expected()).count();
         let _ = writeln!(

@@ -14,9 +14,7 @@ impl Dur {
     pub fn parse(text: &str) -> Result<Dur, String> {
         let trimmed = text.trim();
         if trimmed.starts_with('-') {
-            return Err(format!(
-                "invalid duration \"{text}\": durations cannot be negative"
-            ));
+            return Err(format!("invalid duration \"{text}\": durations cannot be negative"));
         }
         if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
             return Err(format!(
@@ -27,16 +25,11 @@ impl Dur {
             format!("invalid duration \"{text}\": {e} (write e.g. \"500ms\", \"2s\", \"5m\")")
         })?;
         if parsed.subsec_nanos() % 1_000_000 != 0 {
-            return Err(format!(
-                "invalid duration \"{text}\": finer than a millisecond"
-            ));
+            return Err(format!("invalid duration \"{text}\": finer than a millisecond"));
         }
         let ms = u64::try_from(parsed.as_millis())
             .map_err(|_| format!("invalid duration \"{text}\": too long"))?;
-        Ok(Dur {
-            ms,
-            text: text.to_string(),
-        })
+        Ok(Dur { ms, text: text.to_string() })
     }
 
     /// This duration as a whole number of ticks of `tick_ms`, or an error naming the value.
@@ -114,9 +107,7 @@ impl LatencyRange {
             }
         };
         if lo.ms > hi.ms {
-            return Err(format!(
-                "invalid latency \"{text}\": the lower bound exceeds the upper"
-            ));
+            return Err(format!("invalid latency \"{text}\": the lower bound exceeds the upper"));
         }
         Ok(LatencyRange { lo, hi })
     }
@@ -154,10 +145,7 @@ mod tests {
     #[test]
     fn ticks_must_divide() {
         let d = Dur::parse("550ms").unwrap();
-        assert!(d
-            .ticks(100)
-            .unwrap_err()
-            .contains("not a whole number of ticks"));
+        assert!(d.ticks(100).unwrap_err().contains("not a whole number of ticks"));
         assert_eq!(Dur::parse("2s").unwrap().ticks(100), Ok(20));
     }
 

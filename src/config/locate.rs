@@ -63,13 +63,7 @@ pub(crate) fn locate(text: &str, span: Range<usize>) -> Located {
     let end = floor_char_boundary(text, span.end.clamp(start, text.len()));
     let (line, column) = line_column(text, start);
     let whole_document = start == 0 && end >= text.trim_end().len();
-    let mut located = Located {
-        line,
-        column,
-        target: Target::Other,
-        path: Vec::new(),
-        value: None,
-    };
+    let mut located = Located { line, column, target: Target::Other, path: Vec::new(), value: None };
     if whole_document {
         located.target = Target::Table;
         return located;
@@ -138,17 +132,11 @@ pub(crate) fn locate(text: &str, span: Range<usize>) -> Located {
             }
             Mode::Value => match c {
                 b'[' => {
-                    frames.push(Frame {
-                        key: std::mem::take(&mut cur_key),
-                        index: Some(0),
-                    });
+                    frames.push(Frame { key: std::mem::take(&mut cur_key), index: Some(0) });
                     i += 1;
                 }
                 b'{' => {
-                    frames.push(Frame {
-                        key: std::mem::take(&mut cur_key),
-                        index: None,
-                    });
+                    frames.push(Frame { key: std::mem::take(&mut cur_key), index: None });
                     mode = Mode::Key;
                     i += 1;
                 }
@@ -480,11 +468,7 @@ pub(crate) fn snippet(text: &str, span: Range<usize>) -> String {
     let line_text = text[line_start..line_end].replace('\t', " ");
     let width = text[start..end.min(line_end)].chars().count().max(1);
     let gutter = " ".repeat(line.to_string().len());
-    format!(
-        "{gutter} |\n{line} | {line_text}\n{gutter} | {}{}",
-        " ".repeat(column - 1),
-        "^".repeat(width)
-    )
+    format!("{gutter} |\n{line} | {line_text}\n{gutter} | {}{}", " ".repeat(column - 1), "^".repeat(width))
 }
 
 #[cfg(test)]
@@ -571,9 +555,6 @@ ops = ["write",
     fn snippet_points_at_the_span() {
         let text = "a = 1\nwrite_quorum = \"2\"\n";
         let i = text.find("\"2\"").unwrap();
-        assert_eq!(
-            snippet(text, i..i + 3),
-            "  |\n2 | write_quorum = \"2\"\n  |                ^^^"
-        );
+        assert_eq!(snippet(text, i..i + 3), "  |\n2 | write_quorum = \"2\"\n  |                ^^^");
     }
 }

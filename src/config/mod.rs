@@ -41,17 +41,13 @@ impl std::error::Error for ConfigError {}
 
 impl ConfigError {
     pub fn new(path: &Path, message: impl Into<String>) -> ConfigError {
-        ConfigError {
-            path: path.to_path_buf(),
-            message: message.into(),
-        }
+        ConfigError { path: path.to_path_buf(), message: message.into() }
     }
 }
 
 /// Read a file, naming it in the error.
 pub fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new(path, format!("cannot read file: {e}")))
+    std::fs::read_to_string(path).map_err(|e| ConfigError::new(path, format!("cannot read file: {e}")))
 }
 
 /// Parse TOML into `T`. Errors give the line and column, the dotted key (`policy.write_quorum`,
@@ -65,10 +61,7 @@ pub fn read_file(path: &Path) -> Result<String, ConfigError> {
 ///    | ^^^^^^^^^^^^^^^^^^
 /// help: did you mean `replica_ack_timeout`?
 /// ```
-pub fn parse_toml<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    text: &str,
-) -> Result<T, ConfigError> {
+pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::new(path, toml_message(text, &e)))
 }
 
@@ -85,17 +78,11 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
     };
     let at = locate::locate(text, span.clone());
     let mut out = format!("line {}, column {}: ", at.line, at.column);
-    let missing = raw
-        .strip_prefix("missing field `")
-        .and_then(|r| r.split('`').next());
+    let missing = raw.strip_prefix("missing field `").and_then(|r| r.split('`').next());
     // A key missing from the top level is reported with an empty span at the start, or one
     // over the first keys; a table's span starts at its header.
     let root = span.start == 0 && (span.is_empty() || !text.starts_with('['));
-    let table = if missing.is_some() && root {
-        None
-    } else {
-        at.key()
-    };
+    let table = if missing.is_some() && root { None } else { at.key() };
     match (missing, table) {
         (Some(field), Some(table)) => {
             out.push_str(&format!("key `{table}.{field}` is missing"));
@@ -146,11 +133,7 @@ pub fn did_you_mean(message: &str) -> Option<String> {
     let start = message
         .find("unknown field `")
         .map(|i| i + "unknown field `".len())
-        .or_else(|| {
-            message
-                .find("unknown variant `")
-                .map(|i| i + "unknown variant `".len())
-        })?;
+        .or_else(|| message.find("unknown variant `").map(|i| i + "unknown variant `".len()))?;
     let rest = &message[start..];
     let end = rest.find('`')?;
     let unknown = &rest[..end];
@@ -158,10 +141,7 @@ pub fn did_you_mean(message: &str) -> Option<String> {
     // names are every other piece between backquotes.
     let expected_part = &rest[end + 1..];
     let candidates: Vec<&str> = expected_part.split('`').skip(1).step_by(2).collect();
-    let best = candidates
-        .iter()
-        .map(|c| (strsim::damerau_levenshtein(unknown, c), *c))
-        .min()?;
+    let best = candidates.iter().map(|c| (strsim::damerau_levenshtein(unknown, c), *c)).min()?;
     let limit = (unknown.len() / 3).max(2);
     if best.0 <= limit {
         Some(format!("help: did you mean `{}`?", best.1))
@@ -176,11 +156,9 @@ mod tests {
 
     #[test]
     fn suggests_nearest_field() {
-        let msg = "unknown field `replica_ack_timout`, expected one of `replication_factor`, `replica_ack_timeout`";
-        assert_eq!(
-            did_you_mean(msg).unwrap(),
-            "help: did you mean `replica_ack_timeout`?"
-        );
+        let msg =
+            "unknown field `replica_ack_timout`, expected one of `replication_factor`, `replica_ack_timeout`";
+        assert_eq!(did_you_mean(msg).unwrap(), "help: did you mean `replica_ack_timeout`?");
         assert!(did_you_mean("unknown field `zzzzzzzzzz`, expected `a` or `b`").is_none());
         assert_eq!(
             did_you_mean("unknown variant `coupld`, expected `coupled` or `independent`").unwrap(),
@@ -199,32 +177,21 @@ mod tests {
     }
 
     fn message(text: &str) -> String {
-        parse_toml::<Doc>(Path::new("x.toml"), text)
-            .unwrap_err()
-            .to_string()
+        parse_toml::<Doc>(Path::new("x.toml"), text).unwrap_err().to_string()
     }
 
     #[test]
     fn toml_errors_name_file_key_and_value() {
         let m = message("tick = \"100ms\"\n[policy]\nreplica_ack_timout = \"1s\"\n");
         assert!(m.starts_with("x.toml: line 3, column 1: key `policy.replica_ack_timout` = \"1s\": unknown key `replica_ack_timout`, expected one of"), "{m}");
-        assert!(
-            m.ends_with("help: did you mean `replica_ack_timeout`?"),
-            "{m}"
-        );
+        assert!(m.ends_with("help: did you mean `replica_ack_timeout`?"), "{m}");
 
         let m = message("tick = \"100ms\"\n[policy]\nfailure_detection = \"coupld\"\n");
-        assert!(
-            m.contains("key `policy.failure_detection` = \"coupld\": unknown value `coupld`"),
-            "{m}"
-        );
+        assert!(m.contains("key `policy.failure_detection` = \"coupld\": unknown value `coupld`"), "{m}");
         assert!(m.ends_with("help: did you mean `coupled`?"), "{m}");
 
         let m = message("tick = 5\n");
-        assert!(
-            m.contains("line 1, column 8: key `tick` = 5: invalid duration 5"),
-            "{m}"
-        );
+        assert!(m.contains("line 1, column 8: key `tick` = 5: invalid duration 5"), "{m}");
 
         let m = message("[policy]\nwrite_quorum = 2\n");
         assert!(m.contains("key `tick` is missing"), "{m}");

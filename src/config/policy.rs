@@ -116,21 +116,14 @@ pub struct SourcedPolicy {
 
 impl SourcedPolicy {
     pub fn new(patch: PolicyPatch, origin: &str) -> SourcedPolicy {
-        let origins = patch
-            .keys()
-            .into_iter()
-            .map(|k| (k, origin.to_string()))
-            .collect();
+        let origins = patch.keys().into_iter().map(|k| (k, origin.to_string())).collect();
         SourcedPolicy { patch, origins }
     }
 
     pub fn then(&self, over: &SourcedPolicy) -> SourcedPolicy {
         let mut origins = self.origins.clone();
         origins.extend(over.origins.iter().map(|(k, v)| (*k, v.clone())));
-        SourcedPolicy {
-            patch: self.patch.merged(&over.patch),
-            origins,
-        }
+        SourcedPolicy { patch: self.patch.merged(&over.patch), origins }
     }
 }
 
@@ -182,13 +175,11 @@ impl SourcedPolicy {
             Some(o) => o.clone(),
             None => "defaults".to_string(),
         };
-        let err = |key: &str, value: String, why: String| {
-            format!("{}: key `{key}` = {value}: {why}", origin(key))
-        };
+        let err =
+            |key: &str, value: String, why: String| format!("{}: key `{key}` = {value}: {why}", origin(key));
         let ticks = |key: &str, d: &Option<Dur>| -> Result<Ticks, String> {
             let d = d.as_ref().expect("defaults set every duration");
-            d.ticks(tick_ms)
-                .map_err(|why| err(key, format!("\"{}\"", d.text), why))
+            d.ticks(tick_ms).map_err(|why| err(key, format!("\"{}\"", d.text), why))
         };
         let rf = p.replication_factor.expect("default");
         let w = p.write_quorum.expect("default");
@@ -212,11 +203,7 @@ impl SourcedPolicy {
                 return Err(err(key, q.to_string(), "must be at least 1".into()));
             }
             if q > rf {
-                return Err(err(
-                    key,
-                    q.to_string(),
-                    format!("must not exceed replication_factor = {rf}"),
-                ));
+                return Err(err(key, q.to_string(), format!("must not exceed replication_factor = {rf}")));
             }
         }
         let replica_ack_timeout_ticks = ticks("replica_ack_timeout", &p.replica_ack_timeout)?;
@@ -242,19 +229,12 @@ impl SourcedPolicy {
             return Err(err(
                 "suspect_after",
                 format!("\"{}\"", p.suspect_after.as_ref().unwrap().text),
-                format!(
-                    "must not exceed dead_after = \"{}\"",
-                    p.dead_after.as_ref().unwrap().text
-                ),
+                format!("must not exceed dead_after = \"{}\"", p.dead_after.as_ref().unwrap().text),
             ));
         }
         let fraction = p.max_dead_fraction.expect("default");
         if !(0.0..=1.0).contains(&fraction) {
-            return Err(err(
-                "max_dead_fraction",
-                format!("{fraction}"),
-                "must be between 0 and 1".into(),
-            ));
+            return Err(err("max_dead_fraction", format!("{fraction}"), "must be between 0 and 1".into()));
         }
         let max_attempts = p.max_attempts.expect("default");
         if max_attempts == 0 || max_attempts > MAX_ATTEMPTS_MAX {
@@ -270,10 +250,7 @@ impl SourcedPolicy {
             return Err(err(
                 "backoff_base",
                 format!("\"{}\"", p.backoff_base.as_ref().unwrap().text),
-                format!(
-                    "must not exceed backoff_max = \"{}\"",
-                    p.backoff_max.as_ref().unwrap().text
-                ),
+                format!("must not exceed backoff_max = \"{}\"", p.backoff_max.as_ref().unwrap().text),
             ));
         }
         let max_concurrent_evictions = p.max_concurrent_evictions.expect("default");

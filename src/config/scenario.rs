@@ -4,8 +4,7 @@ use super::duration::{Dur, LatencyRange};
 use super::policy::{PolicyPatch, SourcedPolicy};
 use super::{parse_toml, read_file, ConfigError};
 use crate::policy::{
-    NodeId, Ticks, CLIENT_COUNT_MAX, CLIENT_OPS_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX,
-    ZONE_COUNT_MAX,
+    NodeId, Ticks, CLIENT_COUNT_MAX, CLIENT_OPS_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX, ZONE_COUNT_MAX,
 };
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -313,28 +312,17 @@ impl Scenario {
 fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     let tick_ms = raw.tick.ms;
     if tick_ms == 0 {
-        return Err(format!(
-            "key `tick` = \"{}\": must be positive",
-            raw.tick.text
-        ));
+        return Err(format!("key `tick` = \"{}\": must be positive", raw.tick.text));
     }
-    let ticks = |key: &str, d: &Dur| {
-        d.ticks(tick_ms)
-            .map_err(|why| format!("key `{key}` = \"{}\": {why}", d.text))
-    };
+    let ticks =
+        |key: &str, d: &Dur| d.ticks(tick_ms).map_err(|why| format!("key `{key}` = \"{}\": {why}", d.text));
     let latency_ticks = |key: &str, r: &LatencyRange| -> Result<LatencyTicks, String> {
-        Ok(LatencyTicks {
-            lo: ticks(key, &r.lo)?,
-            hi: ticks(key, &r.hi)?,
-        })
+        Ok(LatencyTicks { lo: ticks(key, &r.lo)?, hi: ticks(key, &r.hi)? })
     };
 
     // Zones.
     if raw.zones.is_empty() || raw.zones.len() > ZONE_COUNT_MAX {
-        return Err(format!(
-            "key `zones` lists {} zones: must be 1 to {ZONE_COUNT_MAX}",
-            raw.zones.len()
-        ));
+        return Err(format!("key `zones` lists {} zones: must be 1 to {ZONE_COUNT_MAX}", raw.zones.len()));
     }
     for (i, z) in raw.zones.iter().enumerate() {
         if raw.zones[..i].contains(z) {
@@ -342,37 +330,21 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
         }
     }
     let zone = |key: &str, name: &str| -> Result<u8, String> {
-        raw.zones
-            .iter()
-            .position(|z| z == name)
-            .map(|i| i as u8)
-            .ok_or_else(|| {
-                format!(
-                    "key `{key}` = \"{name}\": no such zone (zones: {})",
-                    raw.zones.join(", ")
-                )
-            })
+        raw.zones.iter().position(|z| z == name).map(|i| i as u8).ok_or_else(|| {
+            format!("key `{key}` = \"{name}\": no such zone (zones: {})", raw.zones.join(", "))
+        })
     };
 
     // Nodes.
     if raw.nodes.is_empty() || raw.nodes.len() > NODE_COUNT_MAX {
-        return Err(format!(
-            "key `nodes` has {} entries: must be 1 to {NODE_COUNT_MAX}",
-            raw.nodes.len()
-        ));
+        return Err(format!("key `nodes` has {} entries: must be 1 to {NODE_COUNT_MAX}", raw.nodes.len()));
     }
     let mut nodes = Vec::new();
     for (i, n) in raw.nodes.iter().enumerate() {
         if raw.nodes[..i].iter().any(|m| m.name == n.name) {
-            return Err(format!(
-                "key `nodes[{i}].name` = \"{}\": node listed twice",
-                n.name
-            ));
+            return Err(format!("key `nodes[{i}].name` = \"{}\": node listed twice", n.name));
         }
-        nodes.push(NodeSpec {
-            name: n.name.clone(),
-            zone: zone(&format!("nodes[{i}].zone"), &n.zone)?,
-        });
+        nodes.push(NodeSpec { name: n.name.clone(), zone: zone(&format!("nodes[{i}].zone"), &n.zone)? });
     }
     let node = |key: &str, name: &str| -> Result<NodeId, String> {
         raw.nodes
@@ -384,18 +356,12 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
 
     // Shards.
     if raw.shards.is_empty() || raw.shards.len() > SHARD_COUNT_MAX {
-        return Err(format!(
-            "key `shards` has {} entries: must be 1 to {SHARD_COUNT_MAX}",
-            raw.shards.len()
-        ));
+        return Err(format!("key `shards` has {} entries: must be 1 to {SHARD_COUNT_MAX}", raw.shards.len()));
     }
     let mut shards = Vec::new();
     for (i, s) in raw.shards.iter().enumerate() {
         if raw.shards[..i].iter().any(|t| t.name == s.name) {
-            return Err(format!(
-                "key `shards[{i}].name` = \"{}\": shard listed twice",
-                s.name
-            ));
+            return Err(format!("key `shards[{i}].name` = \"{}\": shard listed twice", s.name));
         }
         let replicas = match &s.replicas {
             None => None,
@@ -411,10 +377,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
                 Some(ids)
             }
         };
-        shards.push(ShardSpec {
-            name: s.name.clone(),
-            replicas,
-        });
+        shards.push(ShardSpec { name: s.name.clone(), replicas });
     }
 
     // Network.
@@ -496,8 +459,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
                 .ok_or_else(|| format!("key `clients[{i}].shard` = \"{name}\": no such shard"))?
                 as u8,
         };
-        let request_timeout_ticks =
-            ticks(&format!("clients[{i}].request_timeout"), &c.request_timeout)?;
+        let request_timeout_ticks = ticks(&format!("clients[{i}].request_timeout"), &c.request_timeout)?;
         if request_timeout_ticks == 0 {
             return Err(format!(
                 "key `clients[{i}].request_timeout` = \"{}\": must be positive",
@@ -519,10 +481,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
 
     // Faults.
     if raw.faults.budget > FAULT_BUDGET_MAX {
-        return Err(format!(
-            "key `faults.budget` = {}: must be 0 to {FAULT_BUDGET_MAX}",
-            raw.faults.budget
-        ));
+        return Err(format!("key `faults.budget` = {}: must be 0 to {FAULT_BUDGET_MAX}", raw.faults.budget));
     }
     let mut faults = FaultSpec {
         budget: raw.faults.budget,
@@ -535,25 +494,19 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
         faults.crash.push(node(&format!("faults.crash[{i}]"), n)?);
     }
     for (i, z) in raw.faults.partition.iter().enumerate() {
-        faults
-            .partition
-            .push(zone(&format!("faults.partition[{i}]"), z)?);
+        faults.partition.push(zone(&format!("faults.partition[{i}]"), z)?);
     }
     for (i, d) in raw.faults.degrade.iter().enumerate() {
         let key = format!("faults.degrade[{i}]");
         faults.degrade.push(DegradeSpec {
-            zones: (
-                zone(&format!("{key}.zones"), &d.zones[0])?,
-                zone(&format!("{key}.zones"), &d.zones[1])?,
-            ),
+            zones: (zone(&format!("{key}.zones"), &d.zones[0])?, zone(&format!("{key}.zones"), &d.zones[1])?),
             latency: latency_ticks(&format!("{key}.latency"), &d.latency)?,
             text: format!("{}..{}", d.latency.lo.text, d.latency.hi.text),
         });
     }
     if faults.drop && !lossy.iter().flatten().any(|l| *l) {
         return Err(
-            "key `faults.drop` = true: no link is lossy (set `network.lossy` or a link's `lossy`)"
-                .into(),
+            "key `faults.drop` = true: no link is lossy (set `network.lossy` or a link's `lossy`)".into()
         );
     }
 
@@ -583,9 +536,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
                 )
             })?;
             if !properties.contains(&p) {
-                return Err(format!(
-                    "key `{table}.{k}`: property `{k}` is not in this model's `properties`"
-                ));
+                return Err(format!("key `{table}.{k}`: property `{k}` is not in this model's `properties`"));
             }
             out.insert(p, *v);
         }
@@ -607,12 +558,12 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     }
     for (name, v) in &raw.variants {
         if name == "default" {
-            return Err("key `variants.default`: the name `default` is the scenario's own [policy] and [expect]".into());
+            return Err(
+                "key `variants.default`: the name `default` is the scenario's own [policy] and [expect]"
+                    .into(),
+            );
         }
-        let over = SourcedPolicy::new(
-            v.policy.clone(),
-            &format!("{file} [variants.{name}.policy]"),
-        );
+        let over = SourcedPolicy::new(v.policy.clone(), &format!("{file} [variants.{name}.policy]"));
         variants.push(Variant {
             name: name.clone(),
             description: v.description.clone().unwrap_or_default(),
@@ -621,14 +572,15 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
         });
     }
     if variants.is_empty() {
-        return Err("the model declares no expectations: add `[expect]` or a `[variants.NAME.expect]` table".into());
+        return Err(
+            "the model declares no expectations: add `[expect]` or a `[variants.NAME.expect]` table".into()
+        );
     }
 
-    let name = raw.name.clone().unwrap_or_else(|| {
-        path.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
+    let name = raw
+        .name
+        .clone()
+        .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
     let scenario = Scenario {
         path: path.to_path_buf(),
         name,

@@ -2,11 +2,10 @@
 //! policy, and record the history the `linearizable` property checks.
 
 use super::env::send;
+use super::history::RegisterOp;
 use super::{Action, ClientPhase, Endpoint, Msg, OpId, WorldConfig, WorldState};
 use crate::config::OpKind;
 use crate::policy::retry::{self, RetryDecision};
-use stateright::semantics::register::{RegisterOp, RegisterRet};
-use stateright::semantics::ConsistencyTester;
 
 pub fn no_timer_due(s: &WorldState) -> bool {
     s.clients.iter().all(|c| match c.phase {
@@ -22,18 +21,12 @@ pub fn actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
         let i = i as u8;
         match c.phase {
             // The next operation starts anywhere in the think-time window.
-            ClientPhase::Idle {
-                earliest_ticks: 0, ..
-            } => {
+            ClientPhase::Idle { earliest_ticks: 0, .. } => {
                 assert!(usize::from(c.next_op) < cfg.clients[usize::from(i)].ops.len());
                 actions.push(Action::ClientInvoke(i))
             }
-            ClientPhase::Waiting {
-                timeout_ticks: 0, ..
-            } => actions.push(Action::ClientTimeout(i)),
-            ClientPhase::Backoff {
-                earliest_ticks: 0, ..
-            } => actions.push(Action::ClientRetry(i)),
+            ClientPhase::Waiting { timeout_ticks: 0, .. } => actions.push(Action::ClientTimeout(i)),
+            ClientPhase::Backoff { earliest_ticks: 0, .. } => actions.push(Action::ClientRetry(i)),
             _ => {}
         }
     }
@@ -43,15 +36,8 @@ pub fn tick(s: &mut WorldState) {
     for c in &mut s.clients {
         match &mut c.phase {
             ClientPhase::Waiting { timeout_ticks, .. } => *timeout_ticks -= 1,
-            ClientPhase::Idle {
-                earliest_ticks,
-                latest_ticks,
-            }
-            | ClientPhase::Backoff {
-                earliest_ticks,
-                latest_ticks,
-                ..
-            } => {
+            ClientPhase::Idle { earliest_ticks, latest_ticks }
+            | ClientPhase::Backoff { earliest_ticks, latest_ticks, .. } => {
                 *earliest_ticks = earliest_ticks.saturating_sub(1);
                 *latest_ticks -= 1;
             }
@@ -62,27 +48,16 @@ pub fn tick(s: &mut WorldState) {
 
 fn current(cfg: &WorldConfig, s: &WorldState, c: u8) -> (OpId, OpKind) {
     let seq = s.clients[usize::from(c)].next_op;
-    (
-        OpId { client: c, seq },
-        cfg.clients[usize::from(c)].ops[usize::from(seq)],
-    )
+    (OpId { client: c, seq }, cfg.clients[usize::from(c)].ops[usize::from(seq)])
 }
 
 fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let (op, kind) = current(cfg, s, c);
     let spec = &cfg.clients[usize::from(c)];
-    let msg = Msg::Request {
-        op,
-        attempt,
-        kind,
-        shard: spec.shard,
-        value: cfg.value_of(op),
-    };
+    let msg = Msg::Request { op, attempt, kind, shard: spec.shard, value: cfg.value_of(op) };
     send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator, msg);
-    s.clients[usize::from(c)].phase = ClientPhase::Waiting {
-        attempt,
-        timeout_ticks: spec.request_timeout_ticks as u8,
-    };
+    s.clients[usize::from(c)].phase =
+        ClientPhase::Waiting { attempt, timeout_ticks: spec.request_timeout_ticks as u8 };
 }
 
 pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
@@ -90,26 +65,22 @@ pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
     let shard = usize::from(cfg.clients[usize::from(c)].shard);
     let register_op = match kind {
         OpKind::Write => RegisterOp::Write(cfg.value_of(op)),
-        OpKind::Read => RegisterOp::Read,
+        OpKind::Read => RegisterOp::Read(0),
     };
     // The tester rejects only malformed histories (two ops in flight on one client), which
     // the client's phases rule out.
-    let _ = s.ghost.history[shard].on_invoke(c, register_op);
+    std::sync::Arc::make_mut(&mut s.ghost.history)[shard].invoke(c, op.seq, register_op);
     send_attempt(cfg, s, c, 1);
 }
 
 pub fn on_retry(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
-    let ClientPhase::Backoff { attempt, .. } = s.clients[usize::from(c)].phase else {
-        unreachable!()
-    };
+    let ClientPhase::Backoff { attempt, .. } = s.clients[usize::from(c)].phase else { unreachable!() };
     s.clients[usize::from(c)].retries_used += 1;
     send_attempt(cfg, s, c, attempt + 1);
 }
 
 pub fn on_timeout(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
-    let ClientPhase::Waiting { attempt, .. } = s.clients[usize::from(c)].phase else {
-        unreachable!()
-    };
+    let ClientPhase::Waiting { attempt, .. } = s.clients[usize::from(c)].phase else { unreachable!() };
     failed(cfg, s, c, attempt);
 }
 
@@ -120,10 +91,7 @@ fn failed(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let client = &mut s.clients[usize::from(c)];
     client.phase = match retry::after_failure(&cfg.policy.retry, attempt, client.retries_used) {
         RetryDecision::GiveUp => ClientPhase::Done,
-        RetryDecision::RetryAfter {
-            earliest_ticks,
-            latest_ticks,
-        } => ClientPhase::Backoff {
+        RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => ClientPhase::Backoff {
             attempt,
             earliest_ticks: earliest_ticks as u8,
             latest_ticks: latest_ticks as u8,
@@ -132,13 +100,7 @@ fn failed(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
 }
 
 pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
-    let Msg::Response {
-        op,
-        attempt,
-        ok,
-        value,
-    } = msg
-    else {
+    let Msg::Response { op, attempt, ok, value } = msg else {
         unreachable!("a client is only sent responses")
     };
     let client = &s.clients[usize::from(c)];
@@ -150,14 +112,14 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
         (ClientPhase::Waiting { .. } | ClientPhase::Backoff { .. }, true) => {
             let (_, kind) = current(cfg, s, c);
             let shard = usize::from(cfg.clients[usize::from(c)].shard);
-            let ret = match kind {
-                OpKind::Write => RegisterRet::WriteOk,
-                OpKind::Read => RegisterRet::ReadOk(value),
+            let read_value = match kind {
+                OpKind::Write => 0,
+                OpKind::Read => value,
             };
-            let _ = s.ghost.history[shard].on_return(c, ret);
+            std::sync::Arc::make_mut(&mut s.ghost.history)[shard].ret(c, read_value);
             // Once a history has no linearization, no extension gets one back.
             if s.ghost.linearizable {
-                s.ghost.linearizable = s.ghost.history[shard].serialized_history().is_some();
+                s.ghost.linearizable = s.ghost.history[shard].linearizable();
             }
             let client = &mut s.clients[usize::from(c)];
             client.next_op += 1;
@@ -167,13 +129,7 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
                 ClientPhase::Done
             };
         }
-        (
-            ClientPhase::Waiting {
-                attempt: current_attempt,
-                ..
-            },
-            false,
-        ) if current_attempt == attempt => {
+        (ClientPhase::Waiting { attempt: current_attempt, .. }, false) if current_attempt == attempt => {
             failed(cfg, s, c, attempt);
         }
         _ => {}
@@ -183,8 +139,5 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
 /// A client between operations, waiting out its think time.
 pub fn idle(cfg: &WorldConfig, c: u8) -> ClientPhase {
     let think = cfg.clients[usize::from(c)].think_ticks;
-    ClientPhase::Idle {
-        earliest_ticks: think.lo as u8,
-        latest_ticks: think.hi as u8,
-    }
+    ClientPhase::Idle { earliest_ticks: think.lo as u8, latest_ticks: think.hi as u8 }
 }

@@ -3,8 +3,7 @@
 
 use super::env::{connected, send};
 use super::{
-    Action, CoordOp, Endpoint, Envelope, Join, MembershipUpdate, Msg, OpId, Stored, WorldConfig,
-    WorldState,
+    Action, CoordOp, Endpoint, Envelope, Join, MembershipUpdate, Msg, OpId, Stored, WorldConfig, WorldState,
 };
 use crate::config::OpKind;
 use crate::policy::detector::{self, FailureDetection, Health};
@@ -30,10 +29,7 @@ pub fn timer_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
     let c = &s.coord;
     for o in &c.ops {
         if o.deadline_ticks == 0 {
-            actions.push(Action::AckDeadline {
-                op: o.op,
-                attempt: o.attempt,
-            });
+            actions.push(Action::AckDeadline { op: o.op, attempt: o.attempt });
         }
     }
     if !c.queue.is_empty() && c.queue_ticks == 0 {
@@ -67,36 +63,18 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, e: &Envelope) {
         heard_from(cfg, s, n, e.sender_epoch);
     }
     match e.msg {
-        Msg::Request {
-            op,
-            attempt,
-            kind,
-            shard,
-            value,
-        } => on_request(cfg, s, op, attempt, kind, shard, value),
+        Msg::Request { op, attempt, kind, shard, value } => {
+            on_request(cfg, s, op, attempt, kind, shard, value)
+        }
         Msg::ReplicateAck { op, attempt, .. } => {
-            let Endpoint::Node(n) = e.src else {
-                unreachable!()
-            };
+            let Endpoint::Node(n) = e.src else { unreachable!() };
             on_answer(cfg, s, op, attempt, n, None);
         }
-        Msg::ReadReply {
-            op,
-            attempt,
-            version,
-            value,
-            ..
-        } => {
-            let Endpoint::Node(n) = e.src else {
-                unreachable!()
-            };
+        Msg::ReadReply { op, attempt, version, value, .. } => {
+            let Endpoint::Node(n) = e.src else { unreachable!() };
             on_answer(cfg, s, op, attempt, n, Some(Stored { version, value }));
         }
-        Msg::CopyAck {
-            shard,
-            from,
-            version,
-        } => on_copy_ack(cfg, s, shard, from, version),
+        Msg::CopyAck { shard, from, version } => on_copy_ack(cfg, s, shard, from, version),
         Msg::Pong => {}
         Msg::Response { .. }
         | Msg::Replicate { .. }
@@ -134,12 +112,7 @@ fn on_request(
     let learner = view.join.as_ref().map(|j| j.replacement);
     let mut version = 0;
     if kind == OpKind::Write {
-        let known = s
-            .coord
-            .tokens
-            .iter()
-            .find(|(o, _)| *o == op)
-            .map(|(_, v)| *v);
+        let known = s.coord.tokens.iter().find(|(o, _)| *o == op).map(|(_, v)| *v);
         let next = view.next_version;
         version = retry::version_for_attempt(p.retry.idempotency_tokens, known, next);
         if version == next {
@@ -153,13 +126,7 @@ fn on_request(
     let members = s.coord.shards[usize::from(shard)].members.clone();
     for n in members.into_iter().chain(learner) {
         let msg = match kind {
-            OpKind::Write => Msg::Replicate {
-                op,
-                attempt,
-                shard,
-                version,
-                value,
-            },
+            OpKind::Write => Msg::Replicate { op, attempt, shard, version, value },
             OpKind::Read => Msg::ReadReq { op, attempt, shard },
         };
         // Reads go to members only; writes also reach a joining replica so it misses nothing.
@@ -183,21 +150,9 @@ fn on_request(
     });
 }
 
-fn on_answer(
-    cfg: &WorldConfig,
-    s: &mut WorldState,
-    op: OpId,
-    attempt: u8,
-    n: NodeId,
-    read: Option<Stored>,
-) {
+fn on_answer(cfg: &WorldConfig, s: &mut WorldState, op: OpId, attempt: u8, n: NodeId, read: Option<Stored>) {
     // An answer after the deadline finds no request: it only proved the node alive.
-    let Some(i) = s
-        .coord
-        .ops
-        .iter()
-        .position(|o| o.op == op && o.attempt == attempt)
-    else {
+    let Some(i) = s.coord.ops.iter().position(|o| o.op == op && o.attempt == attempt) else {
         return;
     };
     let o = &mut s.coord.ops[i];
@@ -233,12 +188,7 @@ fn on_answer(
             s,
             Endpoint::Coordinator,
             client,
-            Msg::Response {
-                op,
-                attempt,
-                ok: true,
-                value: response_value,
-            },
+            Msg::Response { op, attempt, ok: true, value: response_value },
         );
     }
     let o = &s.coord.ops[i];
@@ -258,18 +208,7 @@ pub fn on_deadline(cfg: &WorldConfig, s: &mut WorldState, op: OpId, attempt: u8)
     let o = s.coord.ops.remove(i);
     if !o.responded {
         let client = Endpoint::Client(op.client);
-        send(
-            cfg,
-            s,
-            Endpoint::Coordinator,
-            client,
-            Msg::Response {
-                op,
-                attempt,
-                ok: false,
-                value: 0,
-            },
-        );
+        send(cfg, s, Endpoint::Coordinator, client, Msg::Response { op, attempt, ok: false, value: 0 });
     }
     let missing = o.asked & !o.answered;
     if let Some(h) = detector::health_after_deadline_miss(cfg.policy.failure_detection) {
@@ -287,15 +226,8 @@ pub fn on_heartbeat(cfg: &WorldConfig, s: &mut WorldState) {
     s.coord.heartbeat_ticks = p.heartbeat_interval_ticks as u8;
     for n in 0..cfg.nodes.len() {
         let silence = u32::from(s.coord.silence_ticks[n]);
-        s.coord.health[n] =
-            detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks);
-        send(
-            cfg,
-            s,
-            Endpoint::Coordinator,
-            Endpoint::Node(n as NodeId),
-            Msg::Ping,
-        );
+        s.coord.health[n] = detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks);
+        send(cfg, s, Endpoint::Coordinator, Endpoint::Node(n as NodeId), Msg::Ping);
     }
     consider_evictions(cfg, s);
 }
@@ -316,34 +248,16 @@ fn consider_evictions(cfg: &WorldConfig, s: &mut WorldState) {
             .collect();
         for m in dead {
             let cluster = ClusterView {
-                dead_nodes: s
-                    .coord
-                    .health
-                    .iter()
-                    .filter(|h| **h == Health::Dead)
-                    .count(),
+                dead_nodes: s.coord.health.iter().filter(|h| **h == Health::Dead).count(),
                 total_nodes: cfg.nodes.len(),
                 evictions_in_progress: s.coord.queue.len()
                     + s.coord.shards.iter().filter(|v| v.join.is_some()).count(),
             };
             let candidates = candidates(cfg, s, shard);
-            match eviction::decide_eviction(
-                cfg.policy.eviction,
-                cluster,
-                cfg.node_zone(m),
-                &candidates,
-            ) {
+            match eviction::decide_eviction(cfg.policy.eviction, cluster, cfg.node_zone(m), &candidates) {
                 EvictionDecision::Suppressed(_) => continue,
                 EvictionDecision::Evict { replacement } => {
-                    enqueue(
-                        cfg,
-                        s,
-                        MembershipUpdate {
-                            shard,
-                            evicted: m,
-                            replacement,
-                        },
-                    );
+                    enqueue(cfg, s, MembershipUpdate { shard, evicted: m, replacement });
                     break;
                 }
             }
@@ -360,10 +274,7 @@ fn candidates(cfg: &WorldConfig, s: &WorldState, shard: u8) -> Vec<Candidate> {
             health: s.coord.health[usize::from(n)],
             is_member: view.members.contains(&n)
                 || view.join.as_ref().is_some_and(|j| j.replacement == n)
-                || s.coord
-                    .queue
-                    .iter()
-                    .any(|u| u.shard == shard && u.replacement == n),
+                || s.coord.queue.iter().any(|u| u.shard == shard && u.replacement == n),
         })
         .collect()
 }
@@ -396,12 +307,8 @@ pub fn on_apply_membership(cfg: &WorldConfig, s: &mut WorldState) {
     }
     let view = &mut s.coord.shards[usize::from(u.shard)];
     assert!(view.join.is_none());
-    view.join = Some(Join {
-        evicted: u.evicted,
-        replacement: u.replacement,
-        copied_from: 0,
-        replacement_version: 0,
-    });
+    view.join =
+        Some(Join { evicted: u.evicted, replacement: u.replacement, copied_from: 0, replacement_version: 0 });
     request_copies(cfg, s, u.shard);
 }
 
@@ -411,20 +318,9 @@ fn request_copies(cfg: &WorldConfig, s: &mut WorldState, shard: u8) {
     let view = &s.coord.shards[usize::from(shard)];
     let join = view.join.as_ref().expect("a join is in progress");
     let to = join.replacement;
-    let sources: Vec<NodeId> = view
-        .members
-        .iter()
-        .copied()
-        .filter(|&m| m != join.evicted)
-        .collect();
+    let sources: Vec<NodeId> = view.members.iter().copied().filter(|&m| m != join.evicted).collect();
     for src in sources {
-        send(
-            cfg,
-            s,
-            Endpoint::Coordinator,
-            Endpoint::Node(src),
-            Msg::CopyRequest { shard, to },
-        );
+        send(cfg, s, Endpoint::Coordinator, Endpoint::Node(src), Msg::CopyRequest { shard, to });
     }
 }
 
@@ -434,9 +330,7 @@ fn request_copies(cfg: &WorldConfig, s: &mut WorldState, shard: u8) {
 fn on_copy_ack(cfg: &WorldConfig, s: &mut WorldState, shard: u8, from: NodeId, version: u8) {
     let view = &mut s.coord.shards[usize::from(shard)];
     let acked_version = view.acked_version;
-    let needed = usize::from(cfg.policy.read_quorum)
-        .min(view.members.len() - 1)
-        .max(1);
+    let needed = usize::from(cfg.policy.read_quorum).min(view.members.len() - 1).max(1);
     let Some(join) = view.join.as_mut() else {
         return;
     };
@@ -451,7 +345,7 @@ fn on_copy_ack(cfg: &WorldConfig, s: &mut WorldState, shard: u8, from: NodeId, v
         return;
     }
     let (evicted, replacement) = (join.evicted, join.replacement);
-    view.members.retain(|&m| m != evicted);
+    view.members.retain(|m| *m != evicted);
     view.members.push(replacement);
     view.members.sort();
     view.join = None;

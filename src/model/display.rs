@@ -26,86 +26,43 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
     let shard = |s: u8| cfg.shard_names[usize::from(s)].clone();
     let node = |n: u8| cfg.nodes[usize::from(n)].name.clone();
     match *m {
-        Msg::Request {
-            op,
-            attempt,
-            value,
-            kind,
-            ..
-        } => match kind {
-            OpKind::Write => format!(
-                "Request {} value={value} attempt={attempt}",
-                op_name(cfg, op)
-            ),
+        Msg::Request { op, attempt, value, kind, .. } => match kind {
+            OpKind::Write => format!("Request {} value={value} attempt={attempt}", op_name(cfg, op)),
             OpKind::Read => format!("Request {} attempt={attempt}", op_name(cfg, op)),
         },
-        Msg::Response {
-            op,
-            attempt,
-            ok,
-            value,
-        } => {
+        Msg::Response { op, attempt, ok, value } => {
             let verdict = if ok { "ok" } else { "FAILED (503)" };
             match cfg.clients[usize::from(op.client)].ops[usize::from(op.seq)] {
-                OpKind::Read if ok => format!(
-                    "Response {} attempt={attempt} {verdict} value={value}",
-                    op_name(cfg, op)
-                ),
+                OpKind::Read if ok => {
+                    format!("Response {} attempt={attempt} {verdict} value={value}", op_name(cfg, op))
+                }
                 _ => format!("Response {} attempt={attempt} {verdict}", op_name(cfg, op)),
             }
         }
-        Msg::Replicate {
-            op,
-            attempt,
-            shard: s,
-            version,
-            value,
-        } => {
-            format!(
-                "Replicate {} v{version}={value} ({} attempt={attempt})",
-                shard(s),
-                op_name(cfg, op)
-            )
+        Msg::Replicate { op, attempt, shard: s, version, value } => {
+            format!("Replicate {} v{version}={value} ({} attempt={attempt})", shard(s), op_name(cfg, op))
         }
         Msg::ReplicateAck { op, attempt, .. } => {
             format!("ReplicateAck ({} attempt={attempt})", op_name(cfg, op))
         }
-        Msg::ReadReq {
-            op,
-            attempt,
-            shard: s,
-        } => format!(
-            "ReadReq {} ({} attempt={attempt})",
-            shard(s),
-            op_name(cfg, op)
-        ),
-        Msg::ReadReply {
-            version, value, op, ..
-        } => format!("ReadReply v{version}={value} ({})", op_name(cfg, op)),
+        Msg::ReadReq { op, attempt, shard: s } => {
+            format!("ReadReq {} ({} attempt={attempt})", shard(s), op_name(cfg, op))
+        }
+        Msg::ReadReply { version, value, op, .. } => {
+            format!("ReadReply v{version}={value} ({})", op_name(cfg, op))
+        }
         Msg::CopyRequest { shard: s, to } => format!("CopyRequest {} to {}", shard(s), node(to)),
-        Msg::CopyData {
-            shard: s,
-            version,
-            value,
-            ..
-        } => format!("CopyData {} v{version}={value}", shard(s)),
-        Msg::CopyAck {
-            shard: s,
-            from,
-            version,
-        } => format!("CopyAck {} from {} (now v{version})", shard(s), node(from)),
+        Msg::CopyData { shard: s, version, value, .. } => format!("CopyData {} v{version}={value}", shard(s)),
+        Msg::CopyAck { shard: s, from, version } => {
+            format!("CopyAck {} from {} (now v{version})", shard(s), node(from))
+        }
         Msg::Ping => "Ping".into(),
         Msg::Pong => "Pong".into(),
     }
 }
 
 fn envelope(cfg: &WorldConfig, e: &Envelope) -> String {
-    format!(
-        "{} -> {}: {}",
-        endpoint(cfg, e.src),
-        endpoint(cfg, e.dst),
-        msg(cfg, &e.msg)
-    )
+    format!("{} -> {}: {}", endpoint(cfg, e.src), endpoint(cfg, e.dst), msg(cfg, &e.msg))
 }
 
 pub fn action(cfg: &WorldConfig, a: &Action) -> String {
@@ -132,12 +89,7 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
         Action::Heal(z) => format!("zone {} heals", zone(*z)),
         Action::Degrade(i) => {
             let d = &cfg.faults.degrade[usize::from(*i)];
-            format!(
-                "FAULT: link {}<->{} degrades to {} one-way",
-                zone(d.zones.0),
-                zone(d.zones.1),
-                d.text
-            )
+            format!("FAULT: link {}<->{} degrades to {} one-way", zone(d.zones.0), zone(d.zones.1), d.text)
         }
         Action::Restore(i) => {
             let d = &cfg.faults.degrade[usize::from(*i)];
@@ -169,11 +121,8 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         );
     }
     for (k, v) in s.coord.shards.iter().enumerate() {
-        let members: Vec<String> = v
-            .members
-            .iter()
-            .map(|&m| cfg.nodes[usize::from(m)].name.clone())
-            .collect();
+        let members: Vec<String> =
+            v.members.iter().map(|&m| cfg.nodes[usize::from(m)].name.clone()).collect();
         let join = match &v.join {
             Some(j) => format!(
                 " joining: {} replaces {}",
@@ -182,12 +131,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
             ),
             None => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "shard {}: replicas [{}]{join}",
-            cfg.shard_names[k],
-            members.join(", ")
-        );
+        let _ = writeln!(out, "shard {}: replicas [{}]{join}", cfg.shard_names[k], members.join(", "));
     }
     let _ = writeln!(
         out,
@@ -198,35 +142,20 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
     );
     for (i, c) in s.clients.iter().enumerate() {
         let phase = match c.phase {
-            ClientPhase::Idle {
-                earliest_ticks,
-                latest_ticks,
-            } => {
+            ClientPhase::Idle { earliest_ticks, latest_ticks } => {
                 format!("idle (next op in {earliest_ticks}..{latest_ticks} ticks)")
             }
-            ClientPhase::Waiting {
-                attempt,
-                timeout_ticks,
-            } => format!("waiting (attempt {attempt}, timeout in {timeout_ticks} ticks)"),
-            ClientPhase::Backoff {
-                attempt,
-                earliest_ticks,
-                latest_ticks,
-            } => {
-                format!(
-                    "backing off after attempt {attempt} ({earliest_ticks}..{latest_ticks} ticks)"
-                )
+            ClientPhase::Waiting { attempt, timeout_ticks } => {
+                format!("waiting (attempt {attempt}, timeout in {timeout_ticks} ticks)")
+            }
+            ClientPhase::Backoff { attempt, earliest_ticks, latest_ticks } => {
+                format!("backing off after attempt {attempt} ({earliest_ticks}..{latest_ticks} ticks)")
             }
             ClientPhase::Done => "done".to_string(),
         };
         let _ = writeln!(out, "{}: op {} {phase}", cfg.clients[i].name, c.next_op + 1);
     }
-    let _ = writeln!(
-        out,
-        "in flight: {} messages, faults left: {}",
-        s.net.len(),
-        s.env.faults_left
-    );
+    let _ = writeln!(out, "in flight: {} messages, faults left: {}", s.net.len(), s.env.faults_left);
     out
 }
 
@@ -244,7 +173,10 @@ pub fn svg(cfg: &WorldConfig, path: stateright::Path<WorldState, Action>) -> Str
     out.push_str("<defs><marker class='svg-event-shape' id='arrow' markerWidth='12' markerHeight='10' refX='12' refY='5' orient='auto'><polygon points='0 0, 12 5, 0 10' /></marker></defs>");
     for &l in &lanes {
         let x = lane_x(l);
-        let _ = write!(out, "<line x1='{x}' y1='30' x2='{x}' y2='{height}' class='svg-actor-timeline' stroke='black' />");
+        let _ = write!(
+            out,
+            "<line x1='{x}' y1='30' x2='{x}' y2='{height}' class='svg-actor-timeline' stroke='black' />"
+        );
         let _ = write!(
             out,
             "<text x='{x}' y='20' class='svg-actor-label' text-anchor='middle'>{}</text>",
@@ -282,11 +214,7 @@ pub fn svg(cfg: &WorldConfig, path: stateright::Path<WorldState, Action>) -> Str
                     .find(|(x, _)| x.src == e.src && x.dst == e.dst && x.msg == e.msg)
                     .map(|(_, y)| *y)
                     .unwrap_or(y);
-                let color = if matches!(action, Some(Action::Lose(_))) {
-                    "red"
-                } else {
-                    "black"
-                };
+                let color = if matches!(action, Some(Action::Lose(_))) { "red" } else { "black" };
                 let _ = write!(
                     out,
                     "<line x1='{}' x2='{}' y1='{from_y}' y2='{y}' stroke='{color}' marker-end='url(#arrow)' class='svg-event-line' />",
@@ -309,11 +237,7 @@ pub fn svg(cfg: &WorldConfig, path: stateright::Path<WorldState, Action>) -> Str
                     Action::Crash(n) | Action::Restart(n) => Endpoint::Node(*n),
                     _ => Endpoint::Coordinator,
                 };
-                let _ = write!(
-                    out,
-                    "<circle cx='{}' cy='{y}' r='4' fill='orange' />",
-                    lane_x(lane)
-                );
+                let _ = write!(out, "<circle cx='{}' cy='{y}' r='4' fill='orange' />", lane_x(lane));
                 let _ = write!(
                     out,
                     "<text x='{}' y='{}' font-size='9'>{}</text>",
@@ -334,7 +258,5 @@ fn action_short(cfg: &WorldConfig, a: &Action) -> String {
 }
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }

@@ -50,10 +50,7 @@ pub fn deliverable(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> bool {
 
 pub fn tick(s: &mut WorldState) {
     for e in &mut s.net {
-        assert!(
-            e.latest_ticks > 0,
-            "Tick is disabled while a message is due"
-        );
+        assert!(e.latest_ticks > 0, "Tick is disabled while a message is due");
         e.earliest_ticks = e.earliest_ticks.saturating_sub(1);
         e.latest_ticks -= 1;
     }
@@ -111,11 +108,8 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
         Action::Partition(z) => {
             s.env.faults_left -= 1;
             let coord_zone = cfg.coordinator.zone;
-            let was_connected: Vec<bool> = cfg
-                .nodes
-                .iter()
-                .map(|n| connected(s, n.zone, coord_zone))
-                .collect();
+            let was_connected: Vec<bool> =
+                cfg.nodes.iter().map(|n| connected(s, n.zone, coord_zone)).collect();
             s.env.partitioned |= 1 << z;
             for (i, n) in cfg.nodes.iter().enumerate() {
                 if was_connected[i] && !connected(s, n.zone, coord_zone) {

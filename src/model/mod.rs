@@ -11,6 +11,7 @@ mod client;
 mod coordinator;
 pub mod display;
 mod env;
+pub mod history;
 mod node;
 pub mod properties;
 pub mod state;
@@ -23,8 +24,6 @@ use crate::config::{
 };
 use crate::policy::detector::{FailureDetection, Health};
 use crate::policy::{NodeId, Ticks};
-use stateright::semantics::register::Register;
-use stateright::semantics::LinearizabilityTester;
 use stateright::{Model, Property};
 
 /// Everything the world needs, resolved from a scenario and one policy.
@@ -92,10 +91,7 @@ impl WorldConfig {
             ("backoff_max", p.retry.backoff_max_ticks),
         ] {
             if t > STATE_TICKS_MAX - 1 {
-                return Err(format!(
-                    "`{what}` is {t} ticks: at most {} ticks",
-                    STATE_TICKS_MAX - 1
-                ));
+                return Err(format!("`{what}` is {t} ticks: at most {} ticks", STATE_TICKS_MAX - 1));
             }
         }
         Ok(cfg)
@@ -163,31 +159,21 @@ impl World {
         let shard_count = cfg.shard_names.len();
         let independent = cfg.policy.failure_detection == FailureDetection::Independent;
         WorldState {
-            nodes: vec![
-                NodeState {
-                    up: true,
-                    shards: vec![Stored::default(); shard_count]
-                };
-                node_count
-            ],
+            nodes: filled(NodeState { up: true, shards: filled(Stored::default(), shard_count) }, node_count),
             coord: CoordState {
                 shards: cfg
                     .initial_members
                     .iter()
                     .map(|m| ShardView {
-                        members: m.clone(),
+                        members: m.iter().copied().collect(),
                         join: None,
                         next_version: 1,
                         acked_version: 0,
                     })
                     .collect(),
-                health: vec![Health::Alive; node_count],
-                silence_ticks: vec![0; if independent { node_count } else { 0 }],
-                heartbeat_ticks: if independent {
-                    cfg.policy.heartbeat_interval_ticks as u8
-                } else {
-                    0
-                },
+                health: filled(Health::Alive, node_count),
+                silence_ticks: filled(0, if independent { node_count } else { 0 }),
+                heartbeat_ticks: if independent { cfg.policy.heartbeat_interval_ticks as u8 } else { 0 },
                 ops: Vec::new(),
                 tokens: Vec::new(),
                 queue: Vec::new(),
@@ -197,26 +183,18 @@ impl World {
                 .clients
                 .iter()
                 .enumerate()
-                .map(|(i, _)| ClientState {
-                    next_op: 0,
-                    phase: client::idle(cfg, i as u8),
-                    retries_used: 0,
-                })
+                .map(|(i, _)| ClientState { next_op: 0, phase: client::idle(cfg, i as u8), retries_used: 0 })
                 .collect(),
             net: Vec::new(),
-            env: EnvState {
-                faults_left: cfg.faults.budget,
-                partitioned: 0,
-                degraded: 0,
-            },
+            env: EnvState { faults_left: cfg.faults.budget, partitioned: 0, degraded: 0 },
             ghost: Ghost {
-                acked_version: vec![0; shard_count],
-                history: vec![LinearizabilityTester::new(Register(0u8)); shard_count],
+                acked_version: filled(0, shard_count),
+                history: std::sync::Arc::new(filled(history::History::default(), shard_count)),
                 linearizable: true,
                 effects: Vec::new(),
                 duplicate_effect: false,
-                faulted_since_heard: vec![false; node_count],
-                fault_epoch: vec![0; node_count],
+                faulted_since_heard: filled(false, node_count),
+                fault_epoch: filled(0, node_count),
                 healthy_evicted: None,
                 churn_exceeded: false,
             },
@@ -273,9 +251,7 @@ impl Model for World {
                     Endpoint::Client(c) => client::on_msg(cfg, &mut s, c, e.msg),
                 }
             }
-            Action::AckDeadline { op, attempt } => {
-                coordinator::on_deadline(cfg, &mut s, op, attempt)
-            }
+            Action::AckDeadline { op, attempt } => coordinator::on_deadline(cfg, &mut s, op, attempt),
             Action::ApplyMembershipUpdate => coordinator::on_apply_membership(cfg, &mut s),
             Action::Heartbeat => coordinator::on_heartbeat(cfg, &mut s),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
@@ -306,8 +282,7 @@ impl Model for World {
     }
 
     fn format_step(&self, last: &WorldState, action: Action) -> Option<String> {
-        self.next_state(last, action)
-            .map(|s| display::state(&self.cfg, &s))
+        self.next_state(last, action).map(|s| display::state(&self.cfg, &s))
     }
 
     fn as_svg(&self, path: stateright::Path<WorldState, Action>) -> Option<String> {

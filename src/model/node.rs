@@ -8,61 +8,23 @@ use crate::policy::NodeId;
 pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, n: NodeId, src: Endpoint, msg: Msg) {
     let me = Endpoint::Node(n);
     match msg {
-        Msg::Replicate {
-            op,
-            attempt,
-            shard,
-            version,
-            value,
-        } => {
+        Msg::Replicate { op, attempt, shard, version, value } => {
             store(s, n, shard, Stored { version, value });
             record_effect(s, op, version);
             send(cfg, s, me, src, Msg::ReplicateAck { op, attempt, shard });
         }
         Msg::ReadReq { op, attempt, shard } => {
             let Stored { version, value } = s.nodes[usize::from(n)].shards[usize::from(shard)];
-            send(
-                cfg,
-                s,
-                me,
-                src,
-                Msg::ReadReply {
-                    op,
-                    attempt,
-                    shard,
-                    version,
-                    value,
-                },
-            );
+            send(cfg, s, me, src, Msg::ReadReply { op, attempt, shard, version, value });
         }
         Msg::CopyRequest { shard, to } => {
             let Stored { version, value } = s.nodes[usize::from(n)].shards[usize::from(shard)];
-            send(
-                cfg,
-                s,
-                me,
-                Endpoint::Node(to),
-                Msg::CopyData {
-                    shard,
-                    from: n,
-                    version,
-                    value,
-                },
-            );
+            send(cfg, s, me, Endpoint::Node(to), Msg::CopyData { shard, from: n, version, value });
         }
-        Msg::CopyData {
-            shard,
-            from,
-            version,
-            value,
-        } => {
+        Msg::CopyData { shard, from, version, value } => {
             store(s, n, shard, Stored { version, value });
             let version = s.nodes[usize::from(n)].shards[usize::from(shard)].version;
-            let ack = Msg::CopyAck {
-                shard,
-                from,
-                version,
-            };
+            let ack = Msg::CopyAck { shard, from, version };
             send(cfg, s, me, Endpoint::Coordinator, ack);
         }
         Msg::Ping => send(cfg, s, me, src, Msg::Pong),

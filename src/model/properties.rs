@@ -10,21 +10,15 @@ use stateright::Property;
 /// one) is held, at that version or newer, by enough members of the current replica set that
 /// every read quorum sees it.
 pub fn acked_writes_persist(cfg: &WorldConfig, s: &WorldState) -> bool {
-    s.ghost
-        .acked_version
-        .iter()
-        .enumerate()
-        .all(|(shard, &acked)| {
-            if acked == 0 {
-                return true;
-            }
-            let members = &s.coord.shards[shard].members;
-            let holders = members
-                .iter()
-                .filter(|&&m| s.nodes[usize::from(m)].shards[shard].version >= acked)
-                .count();
-            holders >= quorum::holders_needed_for_reads(members.len(), cfg.policy.read_quorum)
-        })
+    s.ghost.acked_version.iter().enumerate().all(|(shard, &acked)| {
+        if acked == 0 {
+            return true;
+        }
+        let members = &s.coord.shards[shard].members;
+        let holders =
+            members.iter().filter(|&&m| s.nodes[usize::from(m)].shards[shard].version >= acked).count();
+        holders >= quorum::holders_needed_for_reads(members.len(), cfg.policy.read_quorum)
+    })
 }
 
 /// `linearizable`: every shard's history of strong reads and writes has a linearization.
@@ -65,9 +59,7 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
         .iter()
         .map(|name| match name {
             PropertyName::AckedWritesPersist => {
-                Property::always("acked_writes_persist", |w: &World, s| {
-                    acked_writes_persist(&w.cfg, s)
-                })
+                Property::always("acked_writes_persist", |w: &World, s| acked_writes_persist(&w.cfg, s))
             }
             PropertyName::Linearizable => Property::always("linearizable", |_, s| linearizable(s)),
             PropertyName::NoDuplicateEffects => {
@@ -76,9 +68,7 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
             PropertyName::NoHealthyEviction => {
                 Property::always("no_healthy_eviction", |_, s| no_healthy_eviction(s))
             }
-            PropertyName::ChurnBounded => {
-                Property::always("churn_bounded", |_, s| churn_bounded(s))
-            }
+            PropertyName::ChurnBounded => Property::always("churn_bounded", |_, s| churn_bounded(s)),
         })
         .collect()
 }

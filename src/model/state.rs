@@ -3,9 +3,20 @@
 
 use crate::config::OpKind;
 use crate::policy::detector::Health;
-use crate::policy::{NodeId, Version};
-use stateright::semantics::register::Register;
-use stateright::semantics::LinearizabilityTester;
+use crate::policy::{NodeId, Version, CLIENT_COUNT_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX};
+use arrayvec::ArrayVec;
+
+/// Fixed-capacity vectors for what every state has: cloning a state allocates only for the
+/// messages and requests in flight.
+pub type PerNode<T> = ArrayVec<T, NODE_COUNT_MAX>;
+pub type PerShard<T> = ArrayVec<T, SHARD_COUNT_MAX>;
+pub type PerClient<T> = ArrayVec<T, CLIENT_COUNT_MAX>;
+
+/// `n` copies of `value`.
+pub fn filled<T: Clone, const N: usize>(value: T, n: usize) -> ArrayVec<T, N> {
+    assert!(n <= N);
+    std::iter::repeat_n(value, n).collect()
+}
 
 /// A client operation: (client index, index of the op in that client's workload).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,7 +122,7 @@ pub struct Stored {
 pub struct NodeState {
     pub up: bool,
     /// Durable: survives crash and restart.
-    pub shards: Vec<Stored>,
+    pub shards: PerShard<Stored>,
 }
 
 /// A replica joining a shard's replica set in place of an evicted one.
@@ -128,7 +139,7 @@ pub struct Join {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ShardView {
     /// The replica set, sorted by node id.
-    pub members: Vec<NodeId>,
+    pub members: PerNode<NodeId>,
     pub join: Option<Join>,
     pub next_version: Version,
     /// The newest version the coordinator acknowledged to a client.
@@ -164,10 +175,10 @@ pub struct CoordOp {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CoordState {
-    pub shards: Vec<ShardView>,
-    pub health: Vec<Health>,
+    pub shards: PerShard<ShardView>,
+    pub health: PerNode<Health>,
     /// Independent detection: ticks since the node was last heard from (saturating).
-    pub silence_ticks: Vec<u8>,
+    pub silence_ticks: PerNode<u8>,
     pub heartbeat_ticks: u8,
     pub ops: Vec<CoordOp>,
     /// Idempotency tokens: the version each write operation was sequenced at.
@@ -181,18 +192,11 @@ pub struct CoordState {
 pub enum ClientPhase {
     /// Between operations (or before the first): the next one starts somewhere in the
     /// client's think-time window.
-    Idle {
-        earliest_ticks: u8,
-        latest_ticks: u8,
-    },
+    Idle { earliest_ticks: u8, latest_ticks: u8 },
     /// An attempt is outstanding; the request timeout fires in `timeout_ticks`.
     Waiting { attempt: u8, timeout_ticks: u8 },
     /// Backing off before attempt `attempt + 1`, in the jitter window.
-    Backoff {
-        attempt: u8,
-        earliest_ticks: u8,
-        latest_ticks: u8,
-    },
+    Backoff { attempt: u8, earliest_ticks: u8, latest_ticks: u8 },
     /// Every operation returned, or the client gave up on one.
     Done,
 }
@@ -217,9 +221,11 @@ pub struct EnvState {
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Ghost {
     /// Highest version acknowledged to a client, per shard.
-    pub acked_version: Vec<Version>,
+    pub acked_version: PerShard<Version>,
     /// Per shard, the clients' register history.
-    pub history: Vec<LinearizabilityTester<u8, Register<u8>>>,
+    /// Shared between states until an operation is invoked or returns: most steps copy a
+    /// pointer, not the history.
+    pub history: std::sync::Arc<PerShard<super::history::History>>,
     /// Whether every history so far has a linearization. Re-checked when an operation
     /// returns (the only event that can break it), not on every state.
     pub linearizable: bool,
@@ -228,17 +234,17 @@ pub struct Ghost {
     pub duplicate_effect: bool,
     /// Per node: a fault (crash, or cut from the coordinator) since the coordinator last heard
     /// from it in its current epoch.
-    pub faulted_since_heard: Vec<bool>,
-    pub fault_epoch: Vec<u8>,
+    pub faulted_since_heard: PerNode<bool>,
+    pub fault_epoch: PerNode<u8>,
     pub healthy_evicted: Option<NodeId>,
     pub churn_exceeded: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct WorldState {
-    pub nodes: Vec<NodeState>,
+    pub nodes: PerNode<NodeState>,
     pub coord: CoordState,
-    pub clients: Vec<ClientState>,
+    pub clients: PerClient<ClientState>,
     /// Messages in flight, kept sorted so equal states hash equally.
     pub net: Vec<Envelope>,
     pub env: EnvState,

@@ -63,14 +63,8 @@ mod tests {
 
     #[test]
     fn coupled_takes_a_deadline_miss_as_death_and_independent_does_not() {
-        assert_eq!(
-            health_after_deadline_miss(FailureDetection::Coupled),
-            Some(Health::Dead)
-        );
-        assert_eq!(
-            health_after_deadline_miss(FailureDetection::Independent),
-            None
-        );
+        assert_eq!(health_after_deadline_miss(FailureDetection::Coupled), Some(Health::Dead));
+        assert_eq!(health_after_deadline_miss(FailureDetection::Independent), None);
     }
 
     #[test]

@@ -83,9 +83,7 @@ pub fn decide_eviction(
     }
     match choose_replacement(evicted_zone, candidates) {
         Some(replacement) => {
-            assert!(candidates
-                .iter()
-                .any(|c| c.node == replacement && !c.is_member));
+            assert!(candidates.iter().any(|c| c.node == replacement && !c.is_member));
             EvictionDecision::Evict { replacement }
         }
         None => EvictionDecision::Suppressed(Suppressed::NoReplacement),
@@ -98,26 +96,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn candidate(node: NodeId, zone: u8, health: Health, is_member: bool) -> Candidate {
-        Candidate {
-            node,
-            zone,
-            health,
-            is_member,
-        }
+        Candidate { node, zone, health, is_member }
     }
 
-    const OPEN: EvictionPolicy = EvictionPolicy {
-        enabled: true,
-        max_dead_fraction_permille: 1000,
-        max_concurrent_evictions: 1,
-    };
+    const OPEN: EvictionPolicy =
+        EvictionPolicy { enabled: true, max_dead_fraction_permille: 1000, max_concurrent_evictions: 1 };
 
     fn view(dead_nodes: usize, total_nodes: usize) -> ClusterView {
-        ClusterView {
-            dead_nodes,
-            total_nodes,
-            evictions_in_progress: 0,
-        }
+        ClusterView { dead_nodes, total_nodes, evictions_in_progress: 0 }
     }
 
     #[test]
@@ -135,10 +121,7 @@ mod tests {
 
     #[test]
     fn breaker_stops_correlated_evictions() {
-        let policy = EvictionPolicy {
-            max_dead_fraction_permille: 340,
-            ..OPEN
-        };
+        let policy = EvictionPolicy { max_dead_fraction_permille: 340, ..OPEN };
         let spare = [candidate(3, 0, Health::Alive, false)];
         assert_eq!(
             decide_eviction(policy, view(1, 4), 0, &spare),
@@ -162,18 +145,12 @@ mod tests {
     #[test]
     fn concurrency_limit_and_switch_are_respected() {
         let spare = [candidate(3, 0, Health::Alive, false)];
-        let busy = ClusterView {
-            evictions_in_progress: 1,
-            ..view(1, 4)
-        };
+        let busy = ClusterView { evictions_in_progress: 1, ..view(1, 4) };
         assert_eq!(
             decide_eviction(OPEN, busy, 0, &spare),
             EvictionDecision::Suppressed(Suppressed::ConcurrencyLimit)
         );
-        let off = EvictionPolicy {
-            enabled: false,
-            ..OPEN
-        };
+        let off = EvictionPolicy { enabled: false, ..OPEN };
         assert_eq!(
             decide_eviction(off, view(1, 4), 0, &spare),
             EvictionDecision::Suppressed(Suppressed::Disabled)
@@ -181,11 +158,7 @@ mod tests {
     }
 
     fn arb_health() -> impl Strategy<Value = Health> {
-        prop_oneof![
-            Just(Health::Alive),
-            Just(Health::Suspect),
-            Just(Health::Dead)
-        ]
+        prop_oneof![Just(Health::Alive), Just(Health::Suspect), Just(Health::Dead)]
     }
 
     proptest! {

@@ -4,10 +4,7 @@ use super::Version;
 
 /// A write (or read) is complete once `quorum` distinct replicas answered.
 pub fn quorum_reached(answers: usize, quorum: u8) -> bool {
-    assert!(
-        quorum > 0,
-        "a quorum of zero is rejected by config validation"
-    );
+    assert!(quorum > 0, "a quorum of zero is rejected by config validation");
     answers >= usize::from(quorum)
 }
 

@@ -51,19 +51,11 @@ pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) 
     }
     let base = policy.backoff_base_ticks;
     match policy.backoff {
-        Backoff::Fixed => RetryDecision::RetryAfter {
-            earliest_ticks: base,
-            latest_ticks: base,
-        },
+        Backoff::Fixed => RetryDecision::RetryAfter { earliest_ticks: base, latest_ticks: base },
         Backoff::ExponentialJitter => {
             let doublings = u32::from(attempts_made - 1).min(16);
-            let cap = base
-                .saturating_mul(1 << doublings)
-                .min(policy.backoff_max_ticks);
-            RetryDecision::RetryAfter {
-                earliest_ticks: base,
-                latest_ticks: cap,
-            }
+            let cap = base.saturating_mul(1 << doublings).min(policy.backoff_max_ticks);
+            RetryDecision::RetryAfter { earliest_ticks: base, latest_ticks: cap }
         }
     }
 }
@@ -104,59 +96,23 @@ mod tests {
     #[test]
     fn fixed_backoff_waits_exactly_the_base() {
         let p = policy(Backoff::Fixed);
-        assert_eq!(
-            after_failure(&p, 1, 0),
-            RetryDecision::RetryAfter {
-                earliest_ticks: 2,
-                latest_ticks: 2
-            }
-        );
-        assert_eq!(
-            after_failure(&p, 3, 0),
-            RetryDecision::RetryAfter {
-                earliest_ticks: 2,
-                latest_ticks: 2
-            }
-        );
+        assert_eq!(after_failure(&p, 1, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 2 });
+        assert_eq!(after_failure(&p, 3, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 2 });
         assert_eq!(after_failure(&p, 4, 0), RetryDecision::GiveUp);
     }
 
     #[test]
     fn exponential_backoff_doubles_up_to_the_cap() {
         let p = policy(Backoff::ExponentialJitter);
-        assert_eq!(
-            after_failure(&p, 1, 0),
-            RetryDecision::RetryAfter {
-                earliest_ticks: 2,
-                latest_ticks: 2
-            }
-        );
-        assert_eq!(
-            after_failure(&p, 2, 0),
-            RetryDecision::RetryAfter {
-                earliest_ticks: 2,
-                latest_ticks: 4
-            }
-        );
-        assert_eq!(
-            after_failure(&p, 3, 0),
-            RetryDecision::RetryAfter {
-                earliest_ticks: 2,
-                latest_ticks: 6
-            }
-        );
+        assert_eq!(after_failure(&p, 1, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 2 });
+        assert_eq!(after_failure(&p, 2, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 4 });
+        assert_eq!(after_failure(&p, 3, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 6 });
     }
 
     #[test]
     fn retry_budget_is_shared_across_operations() {
-        let p = RetryPolicy {
-            retry_budget: Some(1),
-            ..policy(Backoff::Fixed)
-        };
-        assert!(matches!(
-            after_failure(&p, 1, 0),
-            RetryDecision::RetryAfter { .. }
-        ));
+        let p = RetryPolicy { retry_budget: Some(1), ..policy(Backoff::Fixed) };
+        assert!(matches!(after_failure(&p, 1, 0), RetryDecision::RetryAfter { .. }));
         assert_eq!(after_failure(&p, 1, 1), RetryDecision::GiveUp);
     }
 
