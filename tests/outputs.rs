@@ -41,7 +41,7 @@ fn json_report_of_the_small_model() {
         assert_eq!(run["complete"], true, "{} is complete", run["variant"]);
         assert!(run["unique_states"].as_u64().unwrap() > 0);
         let properties = run["properties"].as_array().expect("properties");
-        assert_eq!(properties.len(), 5);
+        assert_eq!(properties.len(), 7, "five safety and two liveness properties");
         for p in properties {
             assert_eq!(p["found"], p["expected"], "{} / {}", run["variant"], p["name"]);
             // A counterexample comes with every violation and only then.
@@ -63,8 +63,8 @@ fn junit_report_of_the_small_model() {
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
     let xml = stdout(&out);
     assert!(xml.starts_with("<?xml"));
-    // Two variants, five properties each: one test case per model/variant/property.
-    assert_eq!(xml.matches("<testcase ").count(), 10, "{xml}");
+    // Two variants, seven properties each: one test case per model/variant/property.
+    assert_eq!(xml.matches("<testcase ").count(), 14, "{xml}");
     assert_eq!(xml.matches("<testsuite ").count(), 2, "{xml}");
     for variant in ["default", "write-quorum-1"] {
         for property in [
@@ -73,6 +73,8 @@ fn junit_report_of_the_small_model() {
             "no_duplicate_effects",
             "no_healthy_eviction",
             "churn_bounded",
+            "converges",
+            "ops_complete",
         ] {
             let case = format!("<testcase classname=\"small-quorum.{variant}\" name=\"{property}\"");
             assert_eq!(xml.matches(&case).count(), 1, "{case} in {xml}");

@@ -133,6 +133,9 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
                     cx.steps.len()
                 );
                 for s in &cx.steps {
+                    if cx.loop_from_step == Some(s.step) {
+                        let _ = writeln!(out, "    --- loop: the steps below repeat forever ---");
+                    }
                     let _ = writeln!(out, "    {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
                 }
                 let _ = writeln!(out, "    explore: {}", cx.explore_command);

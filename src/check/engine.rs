@@ -46,11 +46,14 @@ pub struct Limits {
     pub progress: Option<fn(&Progress)>,
     /// Keep every transition (as state indices) for cycle analysis.
     pub record_edges: bool,
+    /// Stop once every property has its verdict. Cycle analysis needs the whole graph, so a
+    /// check with liveness properties turns this off.
+    pub stop_when_decided: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_states: None, threads: 1, progress: None, record_edges: false }
+        Limits { max_states: None, threads: 1, progress: None, record_edges: false, stop_when_decided: true }
     }
 }
 
@@ -95,9 +98,24 @@ pub struct Exploration {
 pub struct Graph {
     pub offsets: Vec<u64>,
     pub targets: Vec<u32>,
+    /// Parallel to `targets` when a labeler was given, else empty.
+    pub labels: Vec<u8>,
 }
 
 impl Graph {
+    /// The range of state `i`'s edges in `targets` (and `labels`).
+    pub fn edge_range(&self, i: u32) -> std::ops::Range<usize> {
+        let i = i as usize;
+        if i + 1 >= self.offsets.len() {
+            return 0..0;
+        }
+        self.offsets[i] as usize..self.offsets[i + 1] as usize
+    }
+
+    pub fn state_count(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
     pub fn successors(&self, i: u32) -> &[u32] {
         let i = i as usize;
         if i + 1 >= self.offsets.len() {
@@ -144,15 +162,40 @@ where
     M::State: Hash + Clone,
     M::Action: Clone,
 {
-    let fps: Vec<u64> =
-        exploration.chain(index).into_iter().map(|i| exploration.fingerprints[i as usize]).collect();
+    let chain = exploration.chain(index);
+    walk(model, exploration, &chain, &vec![0; chain.len().saturating_sub(1)], None)
+}
+
+/// The BFS path to state `index` (state indices from an initial state).
+pub fn shortest_chain(exploration: &Exploration, index: u32) -> Vec<u32> {
+    exploration.chain(index)
+}
+
+/// Replay a walk through the explored graph given as state indices (the first an initial
+/// state, or reachable from one by `chain`). Step k must take an action whose label contains
+/// `labels[k]`, so a walk that needs "time passes" on an edge replays the tick, not another
+/// action between the same two states.
+pub fn walk<M>(
+    model: &M,
+    exploration: &Exploration,
+    indices: &[u32],
+    labels: &[u8],
+    labeler: Option<EdgeLabeler<M>>,
+) -> Vec<Step<M>>
+where
+    M: Model,
+    M::State: Hash + Clone,
+    M::Action: Clone,
+{
+    assert_eq!(labels.len() + 1, indices.len());
+    let fps: Vec<u64> = indices.iter().map(|&i| exploration.fingerprints[i as usize]).collect();
     let inits = model.init_states();
     let init = inits
         .into_iter()
         .find(|s| fingerprint(s) == fps[0])
         .expect("the model's initial states are deterministic");
     let mut steps = vec![Step { action: None, state: init }];
-    for &fp in &fps[1..] {
+    for (k, &fp) in fps[1..].iter().enumerate() {
         let last = &steps.last().expect("path has a start").state;
         let mut actions = Vec::new();
         model.actions(last, &mut actions);
@@ -161,7 +204,11 @@ where
             .enumerate()
             .find_map(|(i, a)| {
                 let next = model.next_state(last, a.clone())?;
-                (fingerprint(&next) == fp).then_some((i, a, next))
+                let label_ok = match labeler {
+                    Some(l) => l(last, &a, &next) & labels[k] == labels[k],
+                    None => true,
+                };
+                (label_ok && fingerprint(&next) == fp).then_some((i, a, next))
             })
             .expect("the model's transitions are deterministic");
         steps.push(Step { action: Some((i, action)), state: next });
@@ -181,14 +228,27 @@ struct Expanded<S> {
     /// Bit p: property p is "discovered" in this state.
     discovered: u64,
     successors: Vec<Successor<S>>,
+    /// Per successor, its edge label (empty unless edges are labelled).
+    labels: Vec<u8>,
 }
+
+/// Labels a transition for cycle analysis (bits chosen by the caller, e.g. "time passes").
+pub type EdgeLabeler<'a, M> =
+    &'a (dyn Fn(&<M as Model>::State, &<M as Model>::Action, &<M as Model>::State) -> u8 + Sync);
 
 /// Workers look successors up in the seen-set of earlier levels (read-only while they run), so
 /// most duplicate detection happens in parallel and the sequential merge sees only candidates.
-fn expand<M>(model: &M, properties: &[Property<M>], seen: &SeenMap, state: &M::State) -> Expanded<M::State>
+fn expand<M>(
+    model: &M,
+    properties: &[Property<M>],
+    seen: &SeenMap,
+    labeler: Option<EdgeLabeler<M>>,
+    state: &M::State,
+) -> Expanded<M::State>
 where
     M: Model,
     M::State: Hash,
+    M::Action: Clone,
 {
     let mut discovered = 0u64;
     for (p, prop) in properties.iter().enumerate() {
@@ -206,9 +266,20 @@ where
     }
     let mut actions = Vec::new();
     model.actions(state, &mut actions);
+    let mut labels = Vec::new();
     let successors = actions
         .into_iter()
-        .filter_map(|a| model.next_state(state, a))
+        .filter_map(|a| {
+            let next = match labeler {
+                Some(label) => {
+                    let next = model.next_state(state, a.clone())?;
+                    labels.push(label(state, &a, &next));
+                    next
+                }
+                None => model.next_state(state, a)?,
+            };
+            Some(next)
+        })
         .map(|s| {
             let fp = fingerprint(&s);
             match seen.get(&fp) {
@@ -217,7 +288,7 @@ where
             }
         })
         .collect();
-    Expanded { discovered, successors }
+    Expanded { discovered, successors, labels }
 }
 
 /// Explore every state reachable from the model's initial states, checking `properties`.
@@ -225,6 +296,23 @@ pub fn explore<M>(model: &M, properties: &[Property<M>], limits: &Limits) -> Exp
 where
     M: Model + Sync,
     M::State: Hash + Clone + Send + Sync,
+    M::Action: Clone,
+{
+    explore_labelled(model, properties, limits, None)
+}
+
+/// `explore`, keeping the labelled state graph when `labeler` is given (edges are recorded
+/// whenever it is, whatever `limits.record_edges` says).
+pub fn explore_labelled<M>(
+    model: &M,
+    properties: &[Property<M>],
+    limits: &Limits,
+    labeler: Option<EdgeLabeler<M>>,
+) -> Exploration
+where
+    M: Model + Sync,
+    M::State: Hash + Clone + Send + Sync,
+    M::Action: Clone,
 {
     assert!(properties.len() <= 64);
     let start = Instant::now();
@@ -242,7 +330,7 @@ where
         }
     }
     let mut discoveries: Vec<Option<u32>> = vec![None; properties.len()];
-    let mut edges = limits.record_edges.then(Graph::default);
+    let mut edges = (limits.record_edges || labeler.is_some()).then(Graph::default);
     let mut transitions = 0u64;
     let mut depth = 0u32;
     let mut cut = None;
@@ -251,7 +339,7 @@ where
 
     while !frontier.is_empty() {
         let expanded: Vec<Expanded<M::State>> = if threads == 1 || frontier.len() < 256 {
-            frontier.iter().map(|(_, s)| expand(model, properties, &seen, s)).collect()
+            frontier.iter().map(|(_, s)| expand(model, properties, &seen, labeler, s)).collect()
         } else {
             let chunk = frontier.len().div_ceil(threads);
             let seen = &seen;
@@ -260,7 +348,9 @@ where
                     .chunks(chunk)
                     .map(|part| {
                         scope.spawn(move || {
-                            part.iter().map(|(_, s)| expand(model, properties, seen, s)).collect::<Vec<_>>()
+                            part.iter()
+                                .map(|(_, s)| expand(model, properties, seen, labeler, s))
+                                .collect::<Vec<_>>()
                         })
                     })
                     .collect();
@@ -277,6 +367,9 @@ where
             transitions += e.successors.len() as u64;
             if let Some(edges) = edges.as_mut() {
                 edges.offsets.push(edges.targets.len() as u64);
+            }
+            if let Some(edges) = edges.as_mut() {
+                edges.labels.extend_from_slice(&e.labels);
             }
             for succ in e.successors {
                 let target = match succ {
@@ -310,7 +403,7 @@ where
                 elapsed: start.elapsed(),
             });
         }
-        if all_decided(&discoveries) && !properties.is_empty() {
+        if limits.stop_when_decided && all_decided(&discoveries) && !properties.is_empty() {
             if !frontier.is_empty() {
                 cut = Some(Cut::AllDecided);
             }

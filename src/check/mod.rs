@@ -1,13 +1,14 @@
 //! Running checks: every variant of a model (or a user's policy) through the engine, compared
 //! with the expected verdicts, with counterexamples rebuilt as readable, timed steps.
 
+pub mod cycles;
 pub mod diff;
 pub mod engine;
 pub mod proofs;
 pub mod report;
 
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
-use crate::model::{display, Action, World, WorldConfig};
+use crate::model::{display, properties, Action, World, WorldConfig, WorldState};
 use engine::{Cut, Limits};
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -51,6 +52,8 @@ pub struct Counterexample {
     /// How to open it: the command that serves the explorer for this model and policy.
     pub explore_command: String,
     pub final_state: String,
+    /// For a liveness violation (a lasso): the steps from this one on repeat forever.
+    pub loop_from_step: Option<usize>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -212,29 +215,52 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
     let cfg =
         WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
     let world = World::new(cfg);
-    let properties = world.properties();
+    let safety = world.properties();
+    let liveness: Vec<PropertyName> =
+        world.cfg.properties.iter().copied().filter(|p| p.is_liveness()).collect();
     let limits = Limits {
         max_states: opts.max_states.or(job.scenario.max_states),
         threads: opts.threads,
         progress: opts.progress,
-        record_edges: false,
+        record_edges: !liveness.is_empty(),
+        stop_when_decided: liveness.is_empty(),
     };
-    let exploration = engine::explore(&world, &properties, &limits);
+    let labeler = |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(a, act, b);
+    let labeler: engine::EdgeLabeler<World> = &labeler;
+    let exploration =
+        engine::explore_labelled(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler));
     let mut results = Vec::new();
-    for (i, name) in world.cfg.properties.iter().enumerate() {
-        let found = match exploration.discoveries[i] {
-            Some(_) => Found::Violated,
-            None if exploration.complete() => Found::Holds,
-            None => Found::Unknown,
+    let mut safety_index = 0;
+    for name in &world.cfg.properties {
+        let (found, counterexample) = if name.is_liveness() {
+            let graph = exploration.graph.as_ref().expect("edges are recorded for liveness");
+            // A cycle among the explored edges is real even if exploration was cut short.
+            match cycles::find(graph, properties::cycle_query(*name)) {
+                Some(lasso) => {
+                    let cx = lasso_counterexample(&world, &exploration, &lasso, labeler, job, opts);
+                    (Found::Violated, Some(cx))
+                }
+                None if exploration.complete() => (Found::Holds, None),
+                None => (Found::Unknown, None),
+            }
+        } else {
+            let discovery = exploration.discoveries[safety_index];
+            safety_index += 1;
+            let found = match discovery {
+                Some(_) => Found::Violated,
+                None if exploration.complete() => Found::Holds,
+                None => Found::Unknown,
+            };
+            let cx = discovery.map(|index| {
+                counterexample(
+                    &world,
+                    &engine::path(&world, &exploration, index),
+                    &job.explore_args,
+                    &opts.explorer_addr,
+                )
+            });
+            (found, cx)
         };
-        let counterexample = exploration.discoveries[i].map(|index| {
-            counterexample(
-                &world,
-                &engine::path(&world, &exploration, index),
-                &job.explore_args,
-                &opts.explorer_addr,
-            )
-        });
         results.push(PropertyResult { name: *name, expected: job.expect[name], found, counterexample });
     }
     Ok(RunResult {
@@ -258,6 +284,26 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
         elapsed_ms: exploration.elapsed.as_millis() as u64,
         states_per_second: exploration.states_per_second(),
     })
+}
+
+/// A lasso as a counterexample: the stem, then the loop (marked), ending where it started.
+fn lasso_counterexample(
+    world: &World,
+    exploration: &engine::Exploration,
+    lasso: &cycles::Lasso,
+    labeler: engine::EdgeLabeler<World>,
+    job: &Job,
+    opts: &RunOptions,
+) -> Counterexample {
+    let stem = engine::shortest_chain(exploration, lasso.stem_end);
+    let mut indices = stem.clone();
+    indices.extend(&lasso.loop_states);
+    let mut labels = vec![0u8; stem.len() - 1];
+    labels.extend(&lasso.loop_labels);
+    let steps = engine::walk(world, exploration, &indices, &labels, Some(labeler));
+    let mut cx = counterexample(world, &steps, &job.explore_args, &opts.explorer_addr);
+    cx.loop_from_step = Some(stem.len());
+    cx
 }
 
 /// A path as timed, readable steps plus its explorer link.
@@ -284,6 +330,7 @@ pub fn counterexample(
         explorer_path: format!("http://{addr}/#/steps/{}", indices.join("/")),
         explore_command: format!("replicheck explore {explore_args} --addr {addr}"),
         final_state,
+        loop_from_step: None,
     }
 }
 

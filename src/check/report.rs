@@ -55,6 +55,9 @@ pub fn human(results: &[RunResult]) -> String {
             if let Some(cx) = &p.counterexample {
                 let _ = writeln!(out, "    counterexample for {} ({} steps):", p.name, cx.steps.len());
                 for s in &cx.steps {
+                    if cx.loop_from_step == Some(s.step) {
+                        let _ = writeln!(out, "      --- loop: the steps below repeat forever ---");
+                    }
                     let _ = writeln!(out, "      {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
                 }
                 let _ = writeln!(out, "      final state:");
@@ -113,6 +116,9 @@ pub fn junit(results: &[RunResult]) -> String {
             let mut body = format!("expected {}, found {}", p.expected, p.found);
             if let Some(cx) = &p.counterexample {
                 for s in &cx.steps {
+                    if cx.loop_from_step == Some(s.step) {
+                        body.push_str("\n--- loop: the steps below repeat forever ---");
+                    }
                     let _ = write!(body, "\n{:>3}. [t={}ms] {}", s.step, s.time_ms, s.action);
                 }
                 let _ = write!(body, "\n{}", cx.explorer_path);

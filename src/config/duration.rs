@@ -34,7 +34,14 @@ impl Dur {
 
     /// This duration as a whole number of ticks of `tick_ms`, or an error naming the value.
     pub fn ticks(&self, tick_ms: u64) -> Result<u32, String> {
+        self.ticks_at_most(tick_ms, u64::from(crate::policy::TICKS_MAX))
+    }
+
+    /// As `ticks`, with `max` ticks instead of the model's limit (for rules that only compare
+    /// durations, where the size of a state space does not matter).
+    pub fn ticks_at_most(&self, tick_ms: u64, max: u64) -> Result<u32, String> {
         assert!(tick_ms > 0);
+        assert!(max <= u64::from(u32::MAX));
         if !self.ms.is_multiple_of(tick_ms) {
             return Err(format!(
                 "\"{}\" is not a whole number of ticks (tick = {})",
@@ -43,7 +50,6 @@ impl Dur {
             ));
         }
         let ticks = self.ms / tick_ms;
-        let max = u64::from(crate::policy::TICKS_MAX);
         if ticks > max {
             return Err(format!(
                 "\"{}\" is {ticks} ticks, more than the limit of {max} ticks (tick = {}); use a coarser tick",

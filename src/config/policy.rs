@@ -6,7 +6,7 @@ use super::duration::Dur;
 use crate::policy::detector::FailureDetection;
 use crate::policy::eviction::EvictionPolicy;
 use crate::policy::retry::{Backoff, RetryPolicy};
-use crate::policy::{Ticks, MAX_ATTEMPTS_MAX, REPLICATION_FACTOR_MAX};
+use crate::policy::{Ticks, MAX_ATTEMPTS_MAX, NODE_COUNT_MAX, REPLICATION_FACTOR_MAX, TICKS_MAX};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -170,6 +170,17 @@ impl SourcedPolicy {
     /// Resolve against a scenario with `tick_ms` and `node_count` nodes. Errors name the key,
     /// its value and the file (and table) that set it.
     pub fn resolve(&self, tick_ms: u64, node_count: usize) -> Result<Policy, String> {
+        self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))
+    }
+
+    /// Resolve without a scenario, for `replicheck lint` without `--model`: every duration in
+    /// milliseconds (a 1ms tick) with no tick limit, and room for the largest replication
+    /// factor. Every other check of `resolve` applies.
+    pub fn resolve_ms(&self) -> Result<Policy, String> {
+        self.resolve_within(1, NODE_COUNT_MAX, u64::from(u32::MAX))
+    }
+
+    fn resolve_within(&self, tick_ms: u64, node_count: usize, ticks_max: u64) -> Result<Policy, String> {
         let p = defaults().merged(&self.patch);
         let origin = |key: &str| match self.origins.get(key) {
             Some(o) => o.clone(),
@@ -179,7 +190,7 @@ impl SourcedPolicy {
             |key: &str, value: String, why: String| format!("{}: key `{key}` = {value}: {why}", origin(key));
         let ticks = |key: &str, d: &Option<Dur>| -> Result<Ticks, String> {
             let d = d.as_ref().expect("defaults set every duration");
-            d.ticks(tick_ms).map_err(|why| err(key, format!("\"{}\"", d.text), why))
+            d.ticks_at_most(tick_ms, ticks_max).map_err(|why| err(key, format!("\"{}\"", d.text), why))
         };
         let rf = p.replication_factor.expect("default");
         let w = p.write_quorum.expect("default");

@@ -20,16 +20,27 @@ pub enum PropertyName {
     NoDuplicateEffects,
     NoHealthyEviction,
     ChurnBounded,
+    /// Liveness: no cycle in which time passes and the topology keeps changing.
+    Converges,
+    /// Liveness: no cycle in which time passes while a client operation stays pending.
+    OpsComplete,
 }
 
 impl PropertyName {
-    pub const ALL: [PropertyName; 5] = [
+    pub const ALL: [PropertyName; 7] = [
         PropertyName::AckedWritesPersist,
         PropertyName::Linearizable,
         PropertyName::NoDuplicateEffects,
         PropertyName::NoHealthyEviction,
         PropertyName::ChurnBounded,
+        PropertyName::Converges,
+        PropertyName::OpsComplete,
     ];
+
+    /// Checked on cycles of the state graph rather than on single states.
+    pub fn is_liveness(self) -> bool {
+        matches!(self, PropertyName::Converges | PropertyName::OpsComplete)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -38,6 +49,8 @@ impl PropertyName {
             PropertyName::NoDuplicateEffects => "no_duplicate_effects",
             PropertyName::NoHealthyEviction => "no_healthy_eviction",
             PropertyName::ChurnBounded => "churn_bounded",
+            PropertyName::Converges => "converges",
+            PropertyName::OpsComplete => "ops_complete",
         }
     }
 

@@ -50,13 +50,53 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
         PropertyName::NoDuplicateEffects => no_duplicate_effects(s),
         PropertyName::NoHealthyEviction => no_healthy_eviction(s),
         PropertyName::ChurnBounded => churn_bounded(s),
+        PropertyName::Converges | PropertyName::OpsComplete => {
+            unreachable!("liveness is a property of cycles, not of a state")
+        }
     }
 }
 
-/// The properties as stateright sees them (the explorer shows these).
+/// Edge labels for cycle analysis.
+pub const EDGE_TICK: u8 = 1;
+/// The replica sets, a join in progress or the membership queue changed.
+pub const EDGE_TOPOLOGY: u8 = 2;
+/// Some client has an operation outstanding (waiting or backing off) in the source state.
+pub const EDGE_PENDING: u8 = 4;
+
+pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) -> u8 {
+    let mut label = 0;
+    if *action == super::Action::Tick {
+        label |= EDGE_TICK;
+    }
+    if from.coord.shards != to.coord.shards || from.coord.queue != to.coord.queue {
+        label |= EDGE_TOPOLOGY;
+    }
+    if from
+        .clients
+        .iter()
+        .any(|c| matches!(c.phase, super::ClientPhase::Waiting { .. } | super::ClientPhase::Backoff { .. }))
+    {
+        label |= EDGE_PENDING;
+    }
+    label
+}
+
+/// The cycle each liveness property forbids.
+pub fn cycle_query(name: PropertyName) -> crate::check::cycles::CycleQuery {
+    use crate::check::cycles::CycleQuery;
+    match name {
+        PropertyName::Converges => CycleQuery { every_edge: 0, some_edge: EDGE_TICK | EDGE_TOPOLOGY },
+        PropertyName::OpsComplete => CycleQuery { every_edge: EDGE_PENDING, some_edge: EDGE_TICK },
+        other => unreachable!("{other} is a safety property"),
+    }
+}
+
+/// The safety properties as stateright sees them (the explorer shows these); liveness is
+/// checked by `check::cycles` on the explored graph.
 pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
     names
         .iter()
+        .filter(|name| !name.is_liveness())
         .map(|name| match name {
             PropertyName::AckedWritesPersist => {
                 Property::always("acked_writes_persist", |w: &World, s| acked_writes_persist(&w.cfg, s))
@@ -69,6 +109,7 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
                 Property::always("no_healthy_eviction", |_, s| no_healthy_eviction(s))
             }
             PropertyName::ChurnBounded => Property::always("churn_bounded", |_, s| churn_bounded(s)),
+            PropertyName::Converges | PropertyName::OpsComplete => unreachable!("filtered above"),
         })
         .collect()
 }

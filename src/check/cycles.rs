@@ -1,0 +1,279 @@
+//! Cycle analysis on the explored state graph: livelocks that stateright's `eventually`
+//! cannot see (it only follows acyclic paths, so a behaviour that loops forever without
+//! reaching the goal is silently accepted).
+//!
+//! A query asks for a reachable cycle whose every edge carries the labels `every_edge`, and
+//! which, for each bit of `some_edge`, takes at least one edge carrying that bit. The timed
+//! world labels `Tick` edges "time passes": a cycle without one is infinitely many steps in
+//! no time, not a behaviour, and is never reported. Actor steps in the timed world are urgent
+//! (a due message or timer blocks `Tick`), so any cycle that lets time pass is fair to the
+//! actors; only the environment (a crashed node that never restarts) may stay unfair, which is
+//! the "after faults stop" of the liveness properties.
+//!
+//! Strongly connected components are found with an iterative Tarjan pass (no recursion, so no
+//! depth limit). A violation is reported as a lasso: the shortest path to the cycle's state
+//! nearest the initial state, then a loop from it through the required edges and back.
+
+use super::engine::Graph;
+
+/// What a violating cycle must look like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CycleQuery {
+    pub every_edge: u8,
+    pub some_edge: u8,
+}
+
+/// A cycle found: the state it starts and ends at, and the loop as (edge index, target) steps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lasso {
+    pub stem_end: u32,
+    /// The loop's states after `stem_end`, ending with `stem_end` again.
+    pub loop_states: Vec<u32>,
+    /// The label each loop step must carry.
+    pub loop_labels: Vec<u8>,
+}
+
+fn edge_ok(graph: &Graph, e: usize, every_edge: u8) -> bool {
+    graph.labels[e] & every_edge == every_edge
+}
+
+/// Strongly connected components of the subgraph of edges carrying `every_edge`.
+/// Returns the component id of every state (iterative Tarjan).
+pub fn components(graph: &Graph, every_edge: u8) -> Vec<u32> {
+    const NONE: u32 = u32::MAX;
+    let n = graph.state_count();
+    let mut index = vec![NONE; n];
+    let mut low = vec![0u32; n];
+    let mut on_stack = vec![false; n];
+    let mut comp = vec![NONE; n];
+    let mut stack: Vec<u32> = Vec::new();
+    let mut next_index = 0u32;
+    let mut next_comp = 0u32;
+    // Explicit DFS stack: (state, position of the next edge to look at).
+    let mut dfs: Vec<(u32, usize)> = Vec::new();
+    for root in 0..n as u32 {
+        if index[root as usize] != NONE {
+            continue;
+        }
+        dfs.push((root, graph.edge_range(root).start));
+        index[root as usize] = next_index;
+        low[root as usize] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root as usize] = true;
+        while let Some(&mut (v, ref mut e)) = dfs.last_mut() {
+            let range = graph.edge_range(v);
+            if *e < range.end {
+                let edge = *e;
+                *e += 1;
+                if !edge_ok(graph, edge, every_edge) {
+                    continue;
+                }
+                let w = graph.targets[edge];
+                if (w as usize) >= n {
+                    continue; // never expanded (exploration cut short)
+                }
+                if index[w as usize] == NONE {
+                    index[w as usize] = next_index;
+                    low[w as usize] = next_index;
+                    next_index += 1;
+                    stack.push(w);
+                    on_stack[w as usize] = true;
+                    dfs.push((w, graph.edge_range(w).start));
+                } else if on_stack[w as usize] {
+                    low[v as usize] = low[v as usize].min(index[w as usize]);
+                }
+            } else {
+                dfs.pop();
+                if let Some(&(parent, _)) = dfs.last() {
+                    low[parent as usize] = low[parent as usize].min(low[v as usize]);
+                }
+                if low[v as usize] == index[v as usize] {
+                    loop {
+                        let w = stack.pop().expect("Tarjan stack holds the component");
+                        on_stack[w as usize] = false;
+                        comp[w as usize] = next_comp;
+                        if w == v {
+                            break;
+                        }
+                    }
+                    next_comp += 1;
+                }
+            }
+        }
+    }
+    comp
+}
+
+/// Find a cycle matching `query`, as a lasso from the state of the cycle nearest the initial
+/// state (states are numbered in BFS order, so the smallest index is the nearest).
+pub fn find(graph: &Graph, query: CycleQuery) -> Option<Lasso> {
+    let comp = components(graph, query.every_edge);
+    let n = graph.state_count();
+    // Per component: which `some_edge` bits its internal edges carry, and its first state.
+    let comp_count = comp.iter().filter(|c| **c != u32::MAX).map(|c| c + 1).max().unwrap_or(0) as usize;
+    let mut bits = vec![0u8; comp_count];
+    let mut internal = vec![false; comp_count];
+    let mut first = vec![u32::MAX; comp_count];
+    for v in 0..n as u32 {
+        let c = comp[v as usize] as usize;
+        first[c] = first[c].min(v);
+        for e in graph.edge_range(v) {
+            let w = graph.targets[e];
+            if (w as usize) < n && comp[w as usize] as usize == c && edge_ok(graph, e, query.every_edge) {
+                // An internal edge lies on a cycle: v and w are strongly connected.
+                bits[c] |= graph.labels[e];
+                internal[c] = true;
+            }
+        }
+    }
+    let best = (0..comp_count)
+        .filter(|&c| internal[c] && bits[c] & query.some_edge == query.some_edge)
+        .min_by_key(|&c| first[c])?;
+    Some(build_loop(graph, &comp, best as u32, first[best], query))
+}
+
+/// A closed walk inside component `c` from `start`, taking an edge with each required bit.
+fn build_loop(graph: &Graph, comp: &[u32], c: u32, start: u32, query: CycleQuery) -> Lasso {
+    let n = graph.state_count();
+    let inside = |e: usize| {
+        let w = graph.targets[e];
+        (w as usize) < n && comp[w as usize] == c && edge_ok(graph, e, query.every_edge)
+    };
+    let mut states = Vec::new();
+    let mut labels = Vec::new();
+    let mut at = start;
+    let mut needed = query.some_edge;
+    // Take the required edges one bit at a time, nearest first, then return to the start.
+    while needed != 0 {
+        let (path, edge) =
+            bfs_to_edge(graph, at, &inside, query.every_edge, |e| graph.labels[e] & needed != 0)
+                .expect("a component carrying a label has an edge with it reachable inside it");
+        for &(w, l) in &path {
+            states.push(w);
+            labels.push(l);
+        }
+        let w = graph.targets[edge];
+        needed &= !graph.labels[edge];
+        states.push(w);
+        labels.push(graph.labels[edge] & (query.some_edge | query.every_edge));
+        at = w;
+    }
+    // Back to the start (for a loop with no required bit, leave it at least once).
+    if at != start || states.is_empty() {
+        let (path, edge) = bfs_to_edge(graph, at, &inside, query.every_edge, |e| graph.targets[e] == start)
+            .expect("the start is reachable inside its component");
+        for &(w, l) in &path {
+            states.push(w);
+            labels.push(l);
+        }
+        states.push(start);
+        labels.push(graph.labels[edge] & query.every_edge);
+    }
+    Lasso { stem_end: start, loop_states: states, loop_labels: labels }
+}
+
+/// Shortest walk (by BFS inside the component) from `from` to the source of an edge that
+/// satisfies `want`; returns the states walked (with the labels their entering edges need)
+/// and that edge.
+fn bfs_to_edge(
+    graph: &Graph,
+    from: u32,
+    inside: &dyn Fn(usize) -> bool,
+    every_edge: u8,
+    want: impl Fn(usize) -> bool,
+) -> Option<(Vec<(u32, u8)>, usize)> {
+    use std::collections::{HashMap, VecDeque};
+    let mut prev: HashMap<u32, (u32, usize)> = HashMap::new();
+    let mut queue = VecDeque::from([from]);
+    let mut visited = std::collections::HashSet::from([from]);
+    while let Some(v) = queue.pop_front() {
+        for e in graph.edge_range(v) {
+            if !inside(e) {
+                continue;
+            }
+            if want(e) {
+                let mut path = Vec::new();
+                let mut at = v;
+                while at != from {
+                    let (p, pe) = prev[&at];
+                    path.push((at, graph.labels[pe] & every_edge));
+                    at = p;
+                }
+                path.reverse();
+                return Some((path, e));
+            }
+            let w = graph.targets[e];
+            if visited.insert(w) {
+                prev.insert(w, (v, e));
+                queue.push_back(w);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TICK: u8 = 1;
+    const MOVE: u8 = 2;
+
+    /// Build a graph from (from, to, label) edges over `n` states.
+    fn graph(n: u32, edges: &[(u32, u32, u8)]) -> Graph {
+        let mut g = Graph::default();
+        let mut sorted = edges.to_vec();
+        sorted.sort_by_key(|e| e.0);
+        let mut k = 0;
+        for v in 0..n {
+            g.offsets.push(g.targets.len() as u64);
+            while k < sorted.len() && sorted[k].0 == v {
+                g.targets.push(sorted[k].1);
+                g.labels.push(sorted[k].2);
+                k += 1;
+            }
+        }
+        g.offsets.push(g.targets.len() as u64);
+        g
+    }
+
+    #[test]
+    fn a_cycle_without_time_is_not_a_behaviour() {
+        // 0 -> 1 -> 2 -> 1: the loop moves but never ticks.
+        let g = graph(3, &[(0, 1, TICK), (1, 2, MOVE), (2, 1, MOVE)]);
+        assert_eq!(find(&g, CycleQuery { every_edge: 0, some_edge: TICK | MOVE }), None);
+        assert!(find(&g, CycleQuery { every_edge: 0, some_edge: MOVE }).is_some());
+    }
+
+    #[test]
+    fn finds_a_ticking_moving_loop_with_its_lasso() {
+        // 0 -> 1 -> 2 -(tick)-> 3 -(move)-> 1, plus a quiet tick self-loop at 4.
+        let g = graph(5, &[(0, 1, 0), (1, 2, 0), (2, 3, TICK), (3, 1, MOVE), (0, 4, 0), (4, 4, TICK)]);
+        let lasso = find(&g, CycleQuery { every_edge: 0, some_edge: TICK | MOVE }).expect("livelock");
+        assert_eq!(lasso.stem_end, 1);
+        assert_eq!(lasso.loop_states, vec![2, 3, 1]);
+        assert_eq!(lasso.loop_labels[1], TICK, "the tick edge 2 -> 3 is required");
+        // Time alone passing in a quiet state is found by a query for ticks only.
+        let quiet = find(&g, CycleQuery { every_edge: 0, some_edge: TICK }).expect("tick loop");
+        assert_eq!(quiet.stem_end, 1, "the moving loop also ticks and is nearer");
+    }
+
+    #[test]
+    fn every_edge_restricts_the_cycle() {
+        const PENDING: u8 = 4;
+        // The loop 1 <-> 2 ticks, but its edge back is not PENDING.
+        let g = graph(3, &[(0, 1, PENDING), (1, 2, TICK | PENDING), (2, 1, TICK)]);
+        assert_eq!(find(&g, CycleQuery { every_edge: PENDING, some_edge: TICK }), None);
+        assert!(find(&g, CycleQuery { every_edge: 0, some_edge: TICK }).is_some());
+    }
+
+    #[test]
+    fn deep_graphs_need_no_recursion() {
+        let n = 200_000;
+        let mut edges: Vec<(u32, u32, u8)> = (0..n - 1).map(|i| (i, i + 1, 0)).collect();
+        edges.push((n - 1, 0, TICK));
+        let g = graph(n, &edges);
+        assert_eq!(components(&g, 0).iter().filter(|c| **c == 0).count(), n as usize);
+    }
+}
