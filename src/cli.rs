@@ -72,6 +72,18 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
+    /// Static rules over a policy, before any exploration: each finding names its rule, what
+    /// the policy risks and where the rule comes from. Exit 1 on an error, 0 with warnings only.
+    Lint {
+        /// A policy file (policy keys only, as for `check --policy`).
+        policy: PathBuf,
+        /// A model: lint its [policy] with the file on top, and also run the rules that compare
+        /// timeouts with its links and fault menu.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "human")]
+        format: crate::lint::Format,
+    },
     /// Serve the stateright explorer for one model and policy.
     Explore {
         model: PathBuf,
@@ -117,6 +129,22 @@ pub enum Command {
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
     BenchOne { model: PathBuf, variant: String, threads: usize },
+    /// Measure the Repl benchmark (`../shared/bench/Repl.tla`): `Durable` over its 2,427,180
+    /// states with replicheck's engine, each run in a fresh process.
+    BenchRepl {
+        /// Thread counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        threads: Vec<usize>,
+        /// Enumerate `Ack(k)` once per witness (v, Q), as TLC does (default: once per v).
+        #[arg(long)]
+        per_witness: bool,
+        /// Runs per thread count; the median is printed.
+        #[arg(long, default_value = "1")]
+        runs: usize,
+        /// (internal) Run one measurement in this process and print it as JSON.
+        #[arg(long, hide = true)]
+        one: bool,
+    },
 }
 
 /// What a command ended with, for the exit code.
@@ -153,6 +181,14 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 progress: if interactive { Some(progress_line) } else { None },
                 explorer_addr: addr,
             };
+            if format == Format::Human {
+                // Static rules first, above the results; they do not change the exit code.
+                for job in &jobs {
+                    for line in crate::lint::job_lines(&job.scenario, &job.variant, &job.policy) {
+                        eprintln!("{line}");
+                    }
+                }
+            }
             let mut results = Vec::new();
             for job in &jobs {
                 let r = check::run(job, &opts)?;
@@ -161,7 +197,13 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 }
                 if format == Format::Human {
                     // One line per run as it finishes, the full report at the end.
-                    let verdict = if r.as_expected() { "ok" } else { "FAIL" };
+                    let verdict = if r.as_expected() {
+                        "ok"
+                    } else if check::exit_code(std::slice::from_ref(&r)) == 3 {
+                        "INCOMPLETE"
+                    } else {
+                        "FAIL"
+                    };
                     eprintln!(
                         "{verdict}: {} / {} ({} states, {:.2}s)",
                         r.model,
@@ -205,6 +247,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             }
             Ok(code)
         }
+        Command::Lint { policy, model, format } => {
+            let linted = crate::lint::lint_file(&policy, model.as_deref())?;
+            print!("{}", linted.render(format));
+            Ok(linted.report.exit_code())
+        }
         Command::Explore { model, variant, policy, addr } => {
             let scenario = Scenario::load(&model)?;
             let sourced = match policy {
@@ -238,6 +285,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             Ok(0)
         }
         Command::Bench { paths, threads } => bench(&paths, &threads),
+        Command::BenchRepl { threads, per_witness, runs, one } => {
+            bench_repl(&threads, per_witness, runs, one)
+        }
         Command::Prove { paths, verify, out, threads } => {
             let interactive = std::io::stderr().is_terminal();
             let opts = RunOptions {
@@ -318,5 +368,37 @@ fn bench(paths: &[PathBuf], threads: &[usize]) -> Result<ExitCode, ConfigError> 
             );
         }
     }
+    Ok(0)
+}
+
+/// `bench-repl`: each measurement in a fresh process (`--one`), so peak memory is that run's.
+fn bench_repl(threads: &[usize], per_witness: bool, runs: usize, one: bool) -> Result<ExitCode, ConfigError> {
+    use crate::bench::{self, repl};
+    let ack = if per_witness { repl::AckEnumeration::PerWitness } else { repl::AckEnumeration::PerValue };
+    let model = repl::Repl { ack, ..repl::Repl::benchmark() };
+    let fail = |m: String| ConfigError::new(&PathBuf::from("bench-repl"), m);
+    if one {
+        let m = bench::measure_repl(&model, threads.first().copied().unwrap_or(1));
+        println!("{}", serde_json::to_string(&m).map_err(|e| fail(e.to_string()))?);
+        return Ok(0);
+    }
+    let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
+    let mut rows = Vec::new();
+    for &t in threads {
+        let mut measured = Vec::new();
+        for _ in 0..runs.max(1) {
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args(["bench-repl", "--one", "--threads", &t.to_string()]);
+            if per_witness {
+                cmd.arg("--per-witness");
+            }
+            let out = cmd.output().map_err(|e| fail(format!("bench run failed: {e}")))?;
+            let m: bench::Measurement = serde_json::from_slice(&out.stdout)
+                .map_err(|e| fail(format!("bench run gave no result: {e}")))?;
+            measured.push(m);
+        }
+        rows.extend(bench::median(measured));
+    }
+    print!("{}", bench::repl_report(&model, &rows, runs.max(1)));
     Ok(0)
 }

@@ -6,5 +6,6 @@
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod lint;
 pub mod model;
 pub mod policy;

@@ -298,6 +298,8 @@ pub struct Scenario {
 }
 
 pub const FAULT_BUDGET_MAX: u8 = 4;
+/// Active degradations are a bit set in a `u8`.
+pub const DEGRADE_MENU_MAX: usize = 8;
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, ConfigError> {
@@ -508,6 +510,12 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     }
     for (i, z) in raw.faults.partition.iter().enumerate() {
         faults.partition.push(zone(&format!("faults.partition[{i}]"), z)?);
+    }
+    if raw.faults.degrade.len() > DEGRADE_MENU_MAX {
+        return Err(format!(
+            "key `faults.degrade` has {} entries: at most {DEGRADE_MENU_MAX}",
+            raw.faults.degrade.len()
+        ));
     }
     for (i, d) in raw.faults.degrade.iter().enumerate() {
         let key = format!("faults.degrade[{i}]");

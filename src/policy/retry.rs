@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 pub enum Backoff {
     /// Every retry waits exactly `backoff_base`: clients that failed together retry together.
     Fixed,
-    /// The n-th retry waits somewhere in `[backoff_base, min(backoff_max, backoff_base * 2^(n-1))]`.
+    /// The n-th retry waits somewhere in `[backoff_base, min(backoff_max, backoff_base * 2^n)]`:
+    /// even the first retry is spread over a window, so clients that failed together do not
+    /// all come back in the same tick.
     ExponentialJitter,
 }
 
@@ -53,7 +55,7 @@ pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) 
     match policy.backoff {
         Backoff::Fixed => RetryDecision::RetryAfter { earliest_ticks: base, latest_ticks: base },
         Backoff::ExponentialJitter => {
-            let doublings = u32::from(attempts_made - 1).min(16);
+            let doublings = u32::from(attempts_made).min(16);
             let cap = base.saturating_mul(1 << doublings).min(policy.backoff_max_ticks);
             RetryDecision::RetryAfter { earliest_ticks: base, latest_ticks: cap }
         }
@@ -104,8 +106,8 @@ mod tests {
     #[test]
     fn exponential_backoff_doubles_up_to_the_cap() {
         let p = policy(Backoff::ExponentialJitter);
-        assert_eq!(after_failure(&p, 1, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 2 });
-        assert_eq!(after_failure(&p, 2, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 4 });
+        assert_eq!(after_failure(&p, 1, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 4 });
+        assert_eq!(after_failure(&p, 2, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 6 });
         assert_eq!(after_failure(&p, 3, 0), RetryDecision::RetryAfter { earliest_ticks: 2, latest_ticks: 6 });
     }
 

@@ -1,0 +1,443 @@
+//! `replicheck lint` through the binary (issue #5): each rule fires on a policy that breaks it
+//! and stays quiet on one that does not, exit codes (1 on an error, 0 with warnings only, 2 on
+//! bad input), the JSON report, the ack-timeout incident's two policies against its model, and
+//! `check` printing lint findings above its results.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const MODEL: &str = "models/ack-timeout-eviction.toml";
+
+/// A policy no rule objects to, with or without the ack-timeout model (worst round trip 1.4s:
+/// 2 x 700ms over the degraded a<->b link). Tests change one key at a time.
+const CLEAN: &str = r#"replication_factor = 3
+write_quorum = 2
+read_quorum = 2
+replica_ack_timeout = "500ms"
+failure_detection = "independent"
+heartbeat_interval = "1s"
+suspect_after = "2500ms"
+dead_after = "3s"
+eviction_enabled = true
+max_dead_fraction = 0.34
+max_attempts = 3
+backoff = "exponential_jitter"
+backoff_base = "500ms"
+backoff_max = "2s"
+retry_budget = 2
+idempotency_tokens = true
+"#;
+
+/// `CLEAN` with each `(key, value)` replacing that key's line; `None` removes the key.
+fn policy(changes: &[(&str, Option<&str>)]) -> String {
+    let mut lines: Vec<String> = CLEAN.lines().map(str::to_string).collect();
+    for (key, value) in changes {
+        let at = lines.iter().position(|l| l.split(" = ").next() == Some(key));
+        match (at, value) {
+            (Some(i), Some(v)) => lines[i] = format!("{key} = {v}"),
+            (Some(i), None) => {
+                lines.remove(i);
+            }
+            (None, Some(v)) => lines.push(format!("{key} = {v}")),
+            (None, None) => {}
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+fn replicheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the replicheck binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+}
+
+/// A policy file in its own temporary directory (kept alive by the returned guard).
+fn policy_file(toml: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, toml).unwrap();
+    (dir, path)
+}
+
+/// The outcome of `lint --format json`: exit code and the parsed report.
+struct Lint {
+    code: Option<i32>,
+    doc: serde_json::Value,
+}
+
+impl Lint {
+    fn ids(&self) -> Vec<String> {
+        self.doc["findings"]
+            .as_array()
+            .expect("findings is an array")
+            .iter()
+            .map(|f| f["id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn count(&self, id: &str) -> usize {
+        self.ids().iter().filter(|i| *i == id).count()
+    }
+
+    fn has(&self, id: &str) -> bool {
+        self.count(id) > 0
+    }
+
+    fn not_run(&self) -> Vec<String> {
+        self.doc["not_run"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+fn lint_path(path: &Path, model: Option<&str>) -> Lint {
+    let path = path.display().to_string();
+    let mut args = vec!["lint", path.as_str(), "--format", "json"];
+    if let Some(m) = model {
+        args.extend(["--model", m]);
+    }
+    let out = replicheck(&args);
+    let stdout = text(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is JSON ({e}):\n{stdout}\nstderr:\n{}", text(&out.stderr)));
+    let code = out.status.code();
+    assert_eq!(doc["exit_code"].as_i64().map(|c| c as i32), code, "exit_code in the report is the exit code");
+    Lint { code, doc }
+}
+
+fn lint(toml: &str, model: Option<&str>) -> Lint {
+    let (_dir, path) = policy_file(toml);
+    lint_path(&path, model)
+}
+
+/// Exit code and stderr of a lint that must be rejected as bad input.
+fn rejected(args: &[&str]) -> String {
+    let out = replicheck(args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "bad input exits 2: {args:?}\nstderr:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn a_clean_policy_has_no_finding_with_or_without_the_model() {
+    let alone = lint(CLEAN, None);
+    assert_eq!(alone.code, Some(0));
+    assert!(alone.ids().is_empty(), "{}", alone.doc);
+    assert_eq!(alone.not_run(), ["RC003", "RC005", "RC006"], "rules that need the environment");
+    let with_model = lint(CLEAN, Some(MODEL));
+    assert_eq!(with_model.code, Some(0));
+    assert!(with_model.ids().is_empty(), "{}", with_model.doc);
+    assert!(with_model.not_run().is_empty());
+}
+
+#[test]
+fn rc001_write_quorum_at_most_half_the_replication_factor() {
+    let w1 = lint(&policy(&[("write_quorum", Some("1")), ("read_quorum", Some("3"))]), None);
+    assert!(w1.has("RC001"), "{}", w1.doc);
+    assert!(!w1.has("RC002"), "W + R = 4 > 3: reads and writes still meet");
+    assert_eq!(w1.code, Some(1), "an error");
+    // With an even replication factor, half is already too few: two halves can both acknowledge.
+    let half = lint(
+        &policy(&[
+            ("replication_factor", Some("4")),
+            ("write_quorum", Some("2")),
+            ("read_quorum", Some("3")),
+        ]),
+        None,
+    );
+    assert!(half.has("RC001"), "{}", half.doc);
+    let majority = lint(
+        &policy(&[
+            ("replication_factor", Some("4")),
+            ("write_quorum", Some("3")),
+            ("read_quorum", Some("2")),
+        ]),
+        None,
+    );
+    assert!(!majority.has("RC001"), "{}", majority.doc);
+    assert!(!lint(CLEAN, None).has("RC001"));
+}
+
+#[test]
+fn rc002_read_and_write_quorums_that_need_not_meet() {
+    let r1 = lint(&policy(&[("read_quorum", Some("1"))]), None);
+    assert!(r1.has("RC002"), "{}", r1.doc);
+    assert!(!r1.has("RC001"), "W = 2 of 3 is a majority");
+    assert_eq!(r1.code, Some(1));
+    let r2 = lint(&policy(&[("read_quorum", Some("2"))]), None);
+    assert!(!r2.has("RC002"), "{}", r2.doc);
+}
+
+#[test]
+fn rc003_the_incident_change_is_an_error_and_production_is_not() {
+    let incident = lint_path(Path::new("examples/policies/ack-timeout-500ms.toml"), Some(MODEL));
+    assert!(incident.has("RC003"), "{}", incident.doc);
+    assert_eq!(incident.code, Some(1));
+    let finding = &incident.doc["findings"][incident.ids().iter().position(|i| i == "RC003").unwrap()];
+    assert_eq!(finding["severity"], "error");
+    let message = finding["message"].as_str().unwrap();
+    for needle in ["500ms", "1400ms", "n2 (zone b)", "a<->b 300ms..700ms"] {
+        assert!(message.contains(needle), "names {needle}: {message}");
+    }
+
+    let production = lint_path(Path::new("examples/policies/production-2s.toml"), Some(MODEL));
+    assert!(!production.has("RC003"), "{}", production.doc);
+    assert_eq!(production.doc["errors"], 0, "{}", production.doc);
+    assert_eq!(production.code, Some(0), "warnings only");
+}
+
+#[test]
+fn rc003_bound_is_the_worst_round_trip_itself() {
+    // Equal is too short: the reply can arrive on the tick the deadline fires (tests/ack_timeout.rs
+    // shows the eviction at 1400ms, none at 1500ms).
+    let coupled = |timeout: &str| {
+        policy(&[("failure_detection", Some("\"coupled\"")), ("replica_ack_timeout", Some(timeout))])
+    };
+    assert!(lint(&coupled("\"1400ms\""), Some(MODEL)).has("RC003"));
+    let above = lint(&coupled("\"1500ms\""), Some(MODEL));
+    assert!(!above.has("RC003"), "{}", above.doc);
+    assert_eq!(above.code, Some(0));
+}
+
+#[test]
+fn rc003_needs_coupled_detection_eviction_and_a_model() {
+    // Independent detection: a missed deadline is not evidence of death.
+    assert!(!lint(CLEAN, Some(MODEL)).has("RC003"));
+    let coupled_no_eviction =
+        policy(&[("failure_detection", Some("\"coupled\"")), ("eviction_enabled", Some("false"))]);
+    assert!(!lint(&coupled_no_eviction, Some(MODEL)).has("RC003"), "nothing is evicted");
+    let alone = lint_path(Path::new("examples/policies/ack-timeout-500ms.toml"), None);
+    assert!(!alone.has("RC003"));
+    assert!(alone.not_run().contains(&"RC003".to_string()));
+}
+
+#[test]
+fn rc004_detection_thresholds_not_above_the_request_deadline() {
+    let both = lint(
+        &policy(&[
+            ("replica_ack_timeout", Some("\"2s\"")),
+            ("suspect_after", Some("\"1s\"")),
+            ("dead_after", Some("\"2s\"")),
+        ]),
+        None,
+    );
+    assert_eq!(both.count("RC004"), 2, "dead_after and suspect_after, each a finding: {}", both.doc);
+    assert_eq!(both.code, Some(0), "a warning");
+    let suspect_only = lint(
+        &policy(&[
+            ("replica_ack_timeout", Some("\"2s\"")),
+            ("suspect_after", Some("\"2s\"")),
+            ("dead_after", Some("\"5s\"")),
+        ]),
+        None,
+    );
+    assert_eq!(suspect_only.count("RC004"), 1, "{}", suspect_only.doc);
+    assert!(!lint(CLEAN, None).has("RC004"), "2.5s and 3s are above 500ms");
+    let coupled = lint(
+        &policy(&[
+            ("failure_detection", Some("\"coupled\"")),
+            ("replica_ack_timeout", Some("\"2s\"")),
+            ("suspect_after", Some("\"1s\"")),
+            ("dead_after", Some("\"2s\"")),
+        ]),
+        None,
+    );
+    assert!(!coupled.has("RC004"), "the thresholds are unused under coupled detection");
+}
+
+#[test]
+fn rc005_dead_after_within_a_heartbeat_and_a_worst_round_trip() {
+    // heartbeat 1s + worst round trip 1.4s = 2.4s of normal silence.
+    let short =
+        lint(&policy(&[("suspect_after", Some("\"1s\"")), ("dead_after", Some("\"2400ms\""))]), Some(MODEL));
+    assert!(short.has("RC005"), "{}", short.doc);
+    assert_eq!(short.code, Some(1), "an error");
+    let message = short.doc["findings"][0]["message"].as_str().unwrap();
+    assert!(message.contains("1s + 1400ms = 2400ms"), "{message}");
+    // 2.5s: tests/ack_timeout.rs checks that no healthy replica is evicted.
+    let enough =
+        lint(&policy(&[("suspect_after", Some("\"1s\"")), ("dead_after", Some("\"2500ms\""))]), Some(MODEL));
+    assert!(!enough.has("RC005"), "{}", enough.doc);
+    let alone = lint(&policy(&[("suspect_after", Some("\"1s\"")), ("dead_after", Some("\"2400ms\""))]), None);
+    assert!(!alone.has("RC005") && alone.not_run().contains(&"RC005".to_string()));
+}
+
+#[test]
+fn rc006_suspect_after_within_a_heartbeat_and_a_worst_round_trip() {
+    // The ack-timeout model's `fixed` variant: suspect after 2s, dead after 3s.
+    let fixed = lint(&policy(&[("suspect_after", Some("\"2s\""))]), Some(MODEL));
+    assert!(fixed.has("RC006"), "{}", fixed.doc);
+    assert!(!fixed.has("RC005"));
+    assert_eq!(fixed.code, Some(0), "a warning");
+    assert!(!lint(CLEAN, Some(MODEL)).has("RC006"), "2.5s is above 2.4s");
+}
+
+#[test]
+fn rc007_eviction_without_a_circuit_breaker() {
+    let open = lint(&policy(&[("max_dead_fraction", Some("1.0"))]), None);
+    assert!(open.has("RC007"), "{}", open.doc);
+    assert_eq!(open.code, Some(0));
+    assert!(!lint(CLEAN, None).has("RC007"), "0.34 trips");
+    let disabled =
+        lint(&policy(&[("max_dead_fraction", Some("1.0")), ("eviction_enabled", Some("false"))]), None);
+    assert!(!disabled.has("RC007"), "no eviction, nothing to break");
+}
+
+#[test]
+fn rc008_retries_without_jitter() {
+    let fixed = lint(&policy(&[("backoff", Some("\"fixed\"")), ("backoff_max", Some("\"500ms\""))]), None);
+    assert!(fixed.has("RC008"), "{}", fixed.doc);
+    assert_eq!(fixed.code, Some(0));
+    // Jitter in name only: the window never widens.
+    let flat = lint(&policy(&[("backoff_max", Some("\"500ms\""))]), None);
+    assert!(flat.has("RC008"), "{}", flat.doc);
+    // Even a single retry is jittered: the first retry's window is [base, 2 x base].
+    let one_retry = lint(&policy(&[("max_attempts", Some("2"))]), None);
+    assert!(!one_retry.has("RC008"), "{}", one_retry.doc);
+    assert!(!lint(CLEAN, None).has("RC008"), "the first retry waits 500ms..1s");
+    let no_retries = lint(&policy(&[("backoff", Some("\"fixed\"")), ("max_attempts", Some("1"))]), None);
+    assert!(!no_retries.has("RC008"), "nothing is retried");
+}
+
+#[test]
+fn rc009_retries_without_a_budget() {
+    let unbudgeted = lint(&policy(&[("retry_budget", None)]), None);
+    assert!(unbudgeted.has("RC009"), "{}", unbudgeted.doc);
+    assert_eq!(unbudgeted.code, Some(0));
+    assert!(!lint(CLEAN, None).has("RC009"));
+    // A budget of 0 allows no retry at all: no retry rule applies.
+    let zero = lint(
+        &policy(&[
+            ("retry_budget", Some("0")),
+            ("backoff", Some("\"fixed\"")),
+            ("idempotency_tokens", Some("false")),
+        ]),
+        None,
+    );
+    for id in ["RC008", "RC009", "RC010"] {
+        assert!(!zero.has(id), "{id}: {}", zero.doc);
+    }
+}
+
+#[test]
+fn rc010_retries_without_idempotency_tokens() {
+    let tokenless = lint(&policy(&[("idempotency_tokens", Some("false"))]), None);
+    assert!(tokenless.has("RC010"), "{}", tokenless.doc);
+    assert_eq!(tokenless.code, Some(0));
+    assert!(!lint(CLEAN, None).has("RC010"));
+    let single = lint(&policy(&[("idempotency_tokens", Some("false")), ("max_attempts", Some("1"))]), None);
+    assert!(!single.has("RC010"), "no retry, no duplicate");
+}
+
+#[test]
+fn every_finding_is_reported_not_just_the_first() {
+    let bad = policy(&[
+        ("write_quorum", Some("1")),
+        ("read_quorum", Some("1")),
+        ("failure_detection", Some("\"coupled\"")),
+        ("max_dead_fraction", Some("1.0")),
+        ("backoff", Some("\"fixed\"")),
+        ("retry_budget", None),
+        ("idempotency_tokens", Some("false")),
+    ]);
+    let l = lint(&bad, Some(MODEL));
+    assert_eq!(l.ids(), ["RC001", "RC002", "RC003", "RC007", "RC008", "RC009", "RC010"], "{}", l.doc);
+    assert_eq!(l.doc["errors"], 3);
+    assert_eq!(l.doc["warnings"], 4);
+    assert_eq!(l.code, Some(1));
+}
+
+#[test]
+fn json_findings_carry_the_rule() {
+    let l = lint_path(Path::new("examples/policies/ack-timeout-500ms.toml"), Some(MODEL));
+    assert_eq!(l.doc["policy"], "examples/policies/ack-timeout-500ms.toml");
+    assert_eq!(l.doc["model"], MODEL);
+    for f in l.doc["findings"].as_array().unwrap() {
+        for key in ["id", "name", "severity", "message", "origin", "explanation"] {
+            assert!(f[key].as_str().is_some_and(|s| !s.is_empty()), "{key} in {f}");
+        }
+        assert!(!f["protects"].as_array().unwrap().is_empty(), "{f}");
+    }
+    let rc003 = &l.doc["findings"][0];
+    assert_eq!(rc003["id"], "RC003");
+    assert_eq!(rc003["protects"][0], "no_healthy_eviction");
+    assert!(rc003["origin"].as_str().unwrap().contains("ack-timeout-eviction-storm.md"));
+}
+
+#[test]
+fn human_report_explains_each_rule() {
+    let out = replicheck(&["lint", "examples/policies/ack-timeout-500ms.toml", "--model", MODEL]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("error[RC003] ack-deadline-within-round-trip: replica_ack_timeout = 500ms"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("protects: no_healthy_eviction"), "{stdout}");
+    assert!(stdout.contains("origin: ../shared/incidents/ack-timeout-eviction-storm.md"), "{stdout}");
+    assert!(stdout.contains("1 error(s), 4 warning(s)"), "{stdout}");
+
+    let out = replicheck(&["lint", "examples/policies/production-2s.toml"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("not run: RC003, RC005, RC006"), "{stdout}");
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let (_dir, unknown) = policy_file("replica_ack_timout = \"1s\"\n");
+    let stderr = rejected(&["lint", unknown.to_str().unwrap()]);
+    assert!(stderr.contains("did you mean `replica_ack_timeout`?"), "{stderr}");
+
+    let (_dir, inverted) = policy_file("suspect_after = \"5s\"\ndead_after = \"1s\"\n");
+    let stderr = rejected(&["lint", inverted.to_str().unwrap()]);
+    assert!(stderr.contains("suspect_after"), "{stderr}");
+
+    let (_dir, over) = policy_file("write_quorum = 4\n");
+    rejected(&["lint", over.to_str().unwrap()]);
+
+    // Valid alone, not against the model's tick.
+    let (_dir, off_tick) = policy_file("replica_ack_timeout = \"450ms\"\n");
+    assert_eq!(replicheck(&["lint", off_tick.to_str().unwrap()]).status.code(), Some(0));
+    let stderr = rejected(&["lint", off_tick.to_str().unwrap(), "--model", MODEL]);
+    assert!(stderr.contains("not a whole number of ticks"), "{stderr}");
+
+    rejected(&["lint", "no/such/policy.toml"]);
+    rejected(&["lint", "examples/policies/production-2s.toml", "--model", "no/such/model.toml"]);
+    rejected(&["lint", "examples/policies/production-2s.toml", "--format", "junit"]);
+}
+
+#[test]
+fn long_durations_lint_without_a_model() {
+    // 300 of the finest tick that divides them: too many for a model, fine for lint.
+    let l = lint(&policy(&[("backoff_base", Some("\"100ms\"")), ("backoff_max", Some("\"30s\""))]), None);
+    assert_eq!(l.code, Some(0), "{}", l.doc);
+}
+
+#[test]
+fn check_prints_lint_findings_above_the_results() {
+    let out = replicheck(&["check", "tests/data/small-quorum.toml"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "lint findings do not change check's exit code:\n{stderr}");
+    let first_lint = stderr.find("lint small-quorum / write-quorum-1: error[RC001] write-quorum-minority:");
+    let first_run = stderr.find("ok: small-quorum /");
+    assert!(first_lint.is_some() && first_run.is_some(), "{stderr}");
+    assert!(first_lint < first_run, "lint comes first:\n{stderr}");
+    assert!(stderr.contains("lint small-quorum / write-quorum-1: error[RC002]"), "{stderr}");
+    assert!(!stderr.contains("lint small-quorum / default: error"), "{stderr}");
+    assert!(!text(&out.stdout).contains("lint "), "the report on stdout is unchanged");
+
+    let json = replicheck(&["check", "tests/data/small-quorum.toml", "--format", "json"]);
+    assert!(!text(&json.stderr).contains("lint "), "human format only");
+    serde_json::from_slice::<serde_json::Value>(&json.stdout).expect("stdout stays one JSON document");
+}
