@@ -96,3 +96,39 @@ fn a_cycle_in_which_no_time_passes_is_not_reported() {
     assert!(cycles::find(graph, CycleQuery { every_edge: 0, some_edge: MOVE }).is_some(), "the loop exists");
     assert_eq!(cycles::find(graph, CycleQuery { every_edge: 0, some_edge: TICK | MOVE }), None);
 }
+
+mod rebalancer_incident {
+    use replicheck::check::{plan, run, Found, PolicyChoice, RunOptions};
+    use replicheck::config::PropertyName;
+    use std::path::PathBuf;
+
+    fn variant(name: &str) -> replicheck::check::RunResult {
+        let jobs = plan(&[PathBuf::from("models/rebalancer-compaction.toml")], &PolicyChoice::Variants(Some(name.into())))
+            .unwrap();
+        run(&jobs[0], &RunOptions { threads: 2, ..RunOptions::default() }).unwrap()
+    }
+
+    #[test]
+    fn the_lasso_shows_the_hot_shard_moving_back_and_forth() {
+        let r = variant("incident");
+        assert!(r.complete);
+        let converges = r.properties.iter().find(|p| p.name == PropertyName::Converges).unwrap();
+        assert_eq!(converges.found, Found::Violated);
+        let cx = converges.counterexample.as_ref().unwrap();
+        let loop_from = cx.loop_from_step.expect("a liveness counterexample is a lasso");
+        let looped: Vec<&str> = cx.steps.iter().filter(|s| s.step >= loop_from).map(|s| s.action.as_str()).collect();
+        assert!(looped.iter().any(|a| a.contains("queued: move hot n1 -> n2")), "{looped:#?}");
+        assert!(looped.iter().any(|a| a.contains("queued: move hot n2 -> n1")), "{looped:#?}");
+        assert!(looped.iter().any(|a| a.starts_with("tick")), "time passes on the loop");
+    }
+
+    #[test]
+    fn a_capped_cooldown_slows_the_oscillation_without_ending_it() {
+        let r = variant("cooldown-only");
+        let found = |p: PropertyName| r.properties.iter().find(|x| x.name == p).unwrap().found;
+        assert_eq!(found(PropertyName::ChurnBounded), Found::Holds);
+        assert_eq!(found(PropertyName::Converges), Found::Violated);
+        let fixed = variant("fixed");
+        assert!(fixed.properties.iter().all(|p| p.found == Found::Holds));
+    }
+}

@@ -322,7 +322,12 @@ pub fn counterexample(
         if *action == Action::Tick {
             time_ms += world.cfg.tick_ms;
         }
-        steps.push(TraceStep { step: n, time_ms, action: world.format_action(action) });
+        let mut text = world.format_action(action);
+        let changes = display::topology_changes(&world.cfg, &path[n - 1].state, &step.state);
+        if !changes.is_empty() {
+            text.push_str(&format!(" => {changes}"));
+        }
+        steps.push(TraceStep { step: n, time_ms, action: text });
     }
     let final_state = display::state(&world.cfg, &path.last().expect("non-empty").state);
     Counterexample {

@@ -5,6 +5,7 @@
 use super::duration::Dur;
 use crate::policy::detector::FailureDetection;
 use crate::policy::eviction::EvictionPolicy;
+use crate::policy::rebalancer::{RebalancePolicy, Scoring};
 use crate::policy::retry::{Backoff, RetryPolicy};
 use crate::policy::{Ticks, MAX_ATTEMPTS_MAX, NODE_COUNT_MAX, REPLICATION_FACTOR_MAX, TICKS_MAX};
 use serde::Deserialize;
@@ -61,6 +62,14 @@ policy_patch! {
     backoff_max: Dur,
     retry_budget: u8,
     idempotency_tokens: bool,
+    rebalance_enabled: bool,
+    rebalance_interval: Dur,
+    disk_high_watermark: u8,
+    scoring: Scoring,
+    compaction_debt_max: u8,
+    move_cooldown: Dur,
+    cooldown_backoff: u8,
+    cooldown_max: Dur,
 }
 
 trait DescribeValue {
@@ -91,6 +100,14 @@ impl DescribeValue for FailureDetection {
         match self {
             FailureDetection::Coupled => "\"coupled\"".into(),
             FailureDetection::Independent => "\"independent\"".into(),
+        }
+    }
+}
+impl DescribeValue for Scoring {
+    fn describe(&self) -> String {
+        match self {
+            Scoring::Disk => "\"disk\"".into(),
+            Scoring::DiskAndCompaction => "\"disk_and_compaction\"".into(),
         }
     }
 }
@@ -140,6 +157,18 @@ pub struct Policy {
     pub dead_after_ticks: Ticks,
     pub eviction: EvictionPolicy,
     pub retry: RetryPolicy,
+    /// `None` when `rebalance_enabled = false`.
+    pub rebalance: Option<Rebalance>,
+}
+
+/// The rebalancer's knobs, in ticks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rebalance {
+    pub interval_ticks: Ticks,
+    pub policy: RebalancePolicy,
+    pub move_cooldown_ticks: Ticks,
+    pub cooldown_backoff: u8,
+    pub cooldown_max_ticks: Ticks,
 }
 
 /// Defaults for keys no patch sets: a conservative production policy.
@@ -163,6 +192,14 @@ fn defaults() -> PolicyPatch {
         backoff_max: d("1s"),
         retry_budget: None,
         idempotency_tokens: Some(false),
+        rebalance_enabled: Some(false),
+        rebalance_interval: d("1s"),
+        disk_high_watermark: Some(80),
+        scoring: Some(Scoring::DiskAndCompaction),
+        compaction_debt_max: Some(50),
+        move_cooldown: d("0ms"),
+        cooldown_backoff: Some(1),
+        cooldown_max: d("0ms"),
     }
 }
 
@@ -265,6 +302,40 @@ impl SourcedPolicy {
             ));
         }
         let max_concurrent_evictions = p.max_concurrent_evictions.expect("default");
+        let rebalance = if p.rebalance_enabled.expect("default") {
+            let interval_ticks = ticks("rebalance_interval", &p.rebalance_interval)?;
+            if interval_ticks == 0 {
+                return Err(err(
+                    "rebalance_interval",
+                    format!("\"{}\"", p.rebalance_interval.as_ref().unwrap().text),
+                    "must be positive when rebalance_enabled = true".into(),
+                ));
+            }
+            for key in ["disk_high_watermark", "compaction_debt_max"] {
+                let v =
+                    if key == "disk_high_watermark" { p.disk_high_watermark } else { p.compaction_debt_max };
+                if v.expect("default") > 100 {
+                    return Err(err(key, v.unwrap().to_string(), "a percentage: 0 to 100".into()));
+                }
+            }
+            let cooldown_backoff = p.cooldown_backoff.expect("default");
+            if cooldown_backoff == 0 {
+                return Err(err("cooldown_backoff", "0".into(), "a multiplier: at least 1".into()));
+            }
+            Some(Rebalance {
+                interval_ticks,
+                policy: RebalancePolicy {
+                    disk_high_watermark_pct: p.disk_high_watermark.expect("default"),
+                    scoring: p.scoring.expect("default"),
+                    compaction_debt_max_pct: p.compaction_debt_max.expect("default"),
+                },
+                move_cooldown_ticks: ticks("move_cooldown", &p.move_cooldown)?,
+                cooldown_backoff,
+                cooldown_max_ticks: ticks("cooldown_max", &p.cooldown_max)?,
+            })
+        } else {
+            None
+        };
         Ok(Policy {
             replication_factor: rf,
             write_quorum: w,
@@ -287,6 +358,7 @@ impl SourcedPolicy {
                 retry_budget: p.retry_budget,
                 idempotency_tokens: p.idempotency_tokens.expect("default"),
             },
+            rebalance,
         })
     }
 

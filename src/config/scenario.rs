@@ -104,7 +104,11 @@ struct RawScenario {
     shards: Vec<RawShard>,
     network: RawNetwork,
     coordinator: RawCoordinator,
+    #[serde(default)]
     clients: Vec<RawClient>,
+    /// Above this compaction debt, a node hosting a hot shard falls behind and is slow.
+    #[serde(default = "default_slow_debt")]
+    slow_compaction_debt_pct: u8,
     #[serde(default)]
     faults: RawFaults,
     properties: Option<Vec<String>>,
@@ -123,6 +127,13 @@ struct RawScenario {
 struct RawNode {
     name: String,
     zone: String,
+    /// Disk used by data outside the modelled shards, in percent.
+    #[serde(default)]
+    disk_used_pct: u8,
+    /// Compaction backlog, in percent: invisible in raw disk use, it makes the node slow
+    /// once a hot shard's write amplification lands on it.
+    #[serde(default)]
+    compaction_debt_pct: u8,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +141,12 @@ struct RawNode {
 struct RawShard {
     name: String,
     replicas: Option<Vec<String>>,
+    /// Disk the shard takes on each replica, in percent of a node's disk.
+    #[serde(default)]
+    size_pct: u8,
+    /// A hot shard takes most of the writes.
+    #[serde(default)]
+    hot: bool,
 }
 
 #[derive(Deserialize)]
@@ -156,6 +173,10 @@ struct RawCoordinator {
     zone: String,
     membership_queue_capacity: u8,
     membership_update_time: Dur,
+    /// Churn budget: at most this many membership changes (evictions and moves) in any
+    /// `change_window`.
+    max_changes_per_window: Option<u8>,
+    change_window: Option<Dur>,
 }
 
 #[derive(Deserialize)]
@@ -216,6 +237,8 @@ struct RawLimits {
 pub struct NodeSpec {
     pub name: String,
     pub zone: u8,
+    pub disk_used_pct: u8,
+    pub compaction_debt_pct: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -224,6 +247,8 @@ pub struct ShardSpec {
     /// The initial replica set, if the scenario names it; otherwise the first
     /// `replication_factor` nodes.
     pub replicas: Option<Vec<NodeId>>,
+    pub size_pct: u8,
+    pub hot: bool,
 }
 
 /// One-way latency between two zones, in ticks, inclusive.
@@ -238,6 +263,8 @@ pub struct CoordinatorSpec {
     pub zone: u8,
     pub membership_queue_capacity: u8,
     pub membership_update_ticks: Ticks,
+    /// (changes, window ticks): the churn budget, if the scenario sets one.
+    pub churn_budget: Option<(u8, Ticks)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -295,6 +322,11 @@ pub struct Scenario {
     pub base_policy: SourcedPolicy,
     pub variants: Vec<Variant>,
     pub max_states: Option<u64>,
+    pub slow_compaction_debt_pct: u8,
+}
+
+fn default_slow_debt() -> u8 {
+    50
 }
 
 pub const FAULT_BUDGET_MAX: u8 = 4;
@@ -359,7 +391,17 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
         if raw.nodes[..i].iter().any(|m| m.name == n.name) {
             return Err(format!("key `nodes[{i}].name` = \"{}\": node listed twice", n.name));
         }
-        nodes.push(NodeSpec { name: n.name.clone(), zone: zone(&format!("nodes[{i}].zone"), &n.zone)? });
+        for (key, v) in [("disk_used_pct", n.disk_used_pct), ("compaction_debt_pct", n.compaction_debt_pct)] {
+            if v > 100 {
+                return Err(format!("key `nodes[{i}].{key}` = {v}: a percentage, 0 to 100"));
+            }
+        }
+        nodes.push(NodeSpec {
+            name: n.name.clone(),
+            zone: zone(&format!("nodes[{i}].zone"), &n.zone)?,
+            disk_used_pct: n.disk_used_pct,
+            compaction_debt_pct: n.compaction_debt_pct,
+        });
     }
     let node = |key: &str, name: &str| -> Result<NodeId, String> {
         raw.nodes
@@ -392,7 +434,10 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
                 Some(ids)
             }
         };
-        shards.push(ShardSpec { name: s.name.clone(), replicas });
+        if s.size_pct > 100 {
+            return Err(format!("key `shards[{i}].size_pct` = {}: a percentage, 0 to 100", s.size_pct));
+        }
+        shards.push(ShardSpec { name: s.name.clone(), replicas, size_pct: s.size_pct, hot: s.hot });
     }
 
     // Network.
@@ -439,6 +484,25 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
             "coordinator.membership_update_time",
             &raw.coordinator.membership_update_time,
         )?,
+        churn_budget: match (raw.coordinator.max_changes_per_window, &raw.coordinator.change_window) {
+            (None, None) => None,
+            (Some(n), Some(w)) => {
+                let window = ticks("coordinator.change_window", w)?;
+                if n == 0 || window == 0 {
+                    return Err(format!(
+                        "keys `coordinator.max_changes_per_window` = {n}, `coordinator.change_window` = \"{}\": both must be positive",
+                        w.text
+                    ));
+                }
+                Some((n, window))
+            }
+            _ => {
+                return Err(
+                    "keys `coordinator.max_changes_per_window` and `coordinator.change_window` go together: set both or neither"
+                        .into(),
+                )
+            }
+        },
     };
     if coordinator.membership_queue_capacity == 0 {
         return Err("key `coordinator.membership_queue_capacity` = 0: must be at least 1".into());
@@ -451,11 +515,8 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     }
 
     // Clients.
-    if raw.clients.is_empty() || raw.clients.len() > CLIENT_COUNT_MAX {
-        return Err(format!(
-            "key `clients` has {} entries: must be 1 to {CLIENT_COUNT_MAX}",
-            raw.clients.len()
-        ));
+    if raw.clients.len() > CLIENT_COUNT_MAX {
+        return Err(format!("key `clients` has {} entries: at most {CLIENT_COUNT_MAX}", raw.clients.len()));
     }
     let mut clients = Vec::new();
     for (i, c) in raw.clients.iter().enumerate() {
@@ -619,6 +680,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
         base_policy,
         variants,
         max_states: raw.limits.max_states,
+        slow_compaction_debt_pct: raw.slow_compaction_debt_pct,
     };
     // Every variant's policy must resolve against this scenario; report the first that does not.
     for v in &scenario.variants {

@@ -8,6 +8,7 @@ use super::{
 use crate::config::OpKind;
 use crate::policy::detector::{self, FailureDetection, Health};
 use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision};
+use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
 use crate::policy::{quorum, retry, NodeId};
 
 fn bit(n: NodeId) -> u8 {
@@ -23,6 +24,7 @@ pub fn no_timer_due(cfg: &WorldConfig, s: &WorldState) -> bool {
     c.ops.iter().all(|o| o.deadline_ticks > 0)
         && (c.queue.is_empty() || c.queue_ticks > 0)
         && (!independent(cfg) || c.heartbeat_ticks > 0)
+        && (cfg.policy.rebalance.is_none() || c.rebalance_ticks > 0)
 }
 
 pub fn timer_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
@@ -37,6 +39,9 @@ pub fn timer_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
     }
     if independent(cfg) && c.heartbeat_ticks == 0 {
         actions.push(Action::Heartbeat);
+    }
+    if cfg.policy.rebalance.is_some() && c.rebalance_ticks == 0 {
+        actions.push(Action::Rebalance);
     }
 }
 
@@ -56,6 +61,76 @@ pub fn tick(cfg: &WorldConfig, s: &mut WorldState) {
             *t = (*t + 1).min(cap);
         }
     }
+    if cfg.policy.rebalance.is_some() {
+        c.rebalance_ticks -= 1;
+    }
+    for v in &mut c.shards {
+        v.cooldown_ticks = v.cooldown_ticks.saturating_sub(1);
+    }
+    // Ghost: changes older than the churn window no longer count.
+    if let Some((_, window)) = cfg.coordinator.churn_budget {
+        for age in &mut s.ghost.change_ages {
+            *age += 1;
+        }
+        s.ghost.change_ages.retain(|a| u32::from(*a) < window);
+    }
+}
+
+/// Disk use (outside data plus the shards a node holds or is receiving), compaction debt and
+/// slowness of every node, as the coordinator knows them.
+pub fn node_loads(cfg: &WorldConfig, s: &WorldState) -> Vec<NodeLoad> {
+    let holds = |s: &WorldState, shard: usize, n: NodeId| {
+        let v = &s.coord.shards[shard];
+        v.members.contains(&n) || v.join.as_ref().is_some_and(|j| j.replacement == n)
+    };
+    (0..cfg.nodes.len() as NodeId)
+        .map(|n| {
+            let spec = &cfg.nodes[usize::from(n)];
+            let held = (0..cfg.shards.len()).filter(|&k| holds(s, k, n));
+            let disk_pct = u16::from(spec.disk_used_pct)
+                + held.clone().map(|k| u16::from(cfg.shards[k].size_pct)).sum::<u16>();
+            let hosts_hot = held.clone().any(|k| cfg.shards[k].hot);
+            NodeLoad {
+                node: n,
+                disk_pct,
+                compaction_debt_pct: spec.compaction_debt_pct,
+                slow: rebalancer::is_slow(hosts_hot, spec.compaction_debt_pct, cfg.slow_compaction_debt_pct),
+            }
+        })
+        .collect()
+}
+
+/// The rebalancer: sees disk use, compaction debt and latency per node as the coordinator
+/// knows them, asks the policy for a move, and queues it as a membership change.
+pub fn on_rebalance(cfg: &WorldConfig, s: &mut WorldState) {
+    let r = cfg.policy.rebalance.as_ref().expect("the rebalancer runs only when enabled");
+    s.coord.rebalance_ticks = r.interval_ticks as u8;
+    let nodes = node_loads(cfg, s);
+    let shards: Vec<ShardLoad> = (0..cfg.shards.len())
+        .map(|k| {
+            let v = &s.coord.shards[k];
+            ShardLoad {
+                shard: k as u8,
+                holders: v.members.iter().copied().chain(v.join.as_ref().map(|j| j.replacement)).collect(),
+                size_pct: cfg.shards[k].size_pct,
+                hot: cfg.shards[k].hot,
+                resting: v.cooldown_ticks > 0
+                    || v.join.is_some()
+                    || s.coord.queue.iter().any(|u| usize::from(u.shard) == k),
+            }
+        })
+        .collect();
+    let Some(m) = rebalancer::choose_move(&nodes, &shards, &r.policy) else { return };
+    let v = &mut s.coord.shards[usize::from(m.shard)];
+    let len = rebalancer::next_cooldown_ticks(
+        u32::from(v.cooldown_len_ticks),
+        r.move_cooldown_ticks,
+        r.cooldown_backoff,
+        r.cooldown_max_ticks,
+    );
+    v.cooldown_len_ticks = len as u8;
+    v.cooldown_ticks = len as u8;
+    enqueue(cfg, s, MembershipUpdate { shard: m.shard, evicted: m.from, replacement: m.to, is_move: true });
 }
 
 pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, e: &Envelope) {
@@ -257,7 +332,7 @@ fn consider_evictions(cfg: &WorldConfig, s: &mut WorldState) {
             match eviction::decide_eviction(cfg.policy.eviction, cluster, cfg.node_zone(m), &candidates) {
                 EvictionDecision::Suppressed(_) => continue,
                 EvictionDecision::Evict { replacement } => {
-                    enqueue(cfg, s, MembershipUpdate { shard, evicted: m, replacement });
+                    enqueue(cfg, s, MembershipUpdate { shard, evicted: m, replacement, is_move: false });
                     break;
                 }
             }
@@ -281,13 +356,21 @@ fn candidates(cfg: &WorldConfig, s: &WorldState, shard: u8) -> Vec<Candidate> {
 
 fn enqueue(cfg: &WorldConfig, s: &mut WorldState, update: MembershipUpdate) {
     // Ghost: slow is not failed. Evicting a node that is up, reachable and has had no fault
-    // since the coordinator last heard from it is evicting a healthy replica.
+    // since the coordinator last heard from it is evicting a healthy replica. (A rebalancing
+    // move takes a healthy replica out on purpose: it is no eviction.)
     let n = usize::from(update.evicted);
     let healthy = s.nodes[n].up
         && connected(s, cfg.nodes[n].zone, cfg.coordinator.zone)
         && !s.ghost.faulted_since_heard[n];
-    if healthy && s.ghost.healthy_evicted.is_none() {
+    if !update.is_move && healthy && s.ghost.healthy_evicted.is_none() {
         s.ghost.healthy_evicted = Some(update.evicted);
+    }
+    // Ghost: the churn budget counts every change the coordinator takes on.
+    if let Some((max, _)) = cfg.coordinator.churn_budget {
+        s.ghost.change_ages.push(0);
+        if s.ghost.change_ages.len() > usize::from(max) {
+            s.ghost.churn_exceeded = true;
+        }
     }
     if s.coord.queue.len() >= usize::from(cfg.coordinator.membership_queue_capacity) {
         // The coordinator is saturated: the update is lost and the replica stays dead to it.
@@ -307,18 +390,24 @@ pub fn on_apply_membership(cfg: &WorldConfig, s: &mut WorldState) {
     }
     let view = &mut s.coord.shards[usize::from(u.shard)];
     assert!(view.join.is_none());
-    view.join =
-        Some(Join { evicted: u.evicted, replacement: u.replacement, copied_from: 0, replacement_version: 0 });
+    view.join = Some(Join {
+        evicted: u.evicted,
+        replacement: u.replacement,
+        copied_from: 0,
+        replacement_version: 0,
+        is_move: u.is_move,
+    });
     request_copies(cfg, s, u.shard);
 }
 
 /// Catch-up copy: every remaining member sends its data to the replacement; a read quorum of
-/// them is enough.
+/// them is enough. A moving replica is healthy and sends its copy too.
 fn request_copies(cfg: &WorldConfig, s: &mut WorldState, shard: u8) {
     let view = &s.coord.shards[usize::from(shard)];
     let join = view.join.as_ref().expect("a join is in progress");
     let to = join.replacement;
-    let sources: Vec<NodeId> = view.members.iter().copied().filter(|&m| m != join.evicted).collect();
+    let sources: Vec<NodeId> =
+        view.members.iter().copied().filter(|&m| join.is_move || m != join.evicted).collect();
     for src in sources {
         send(cfg, s, Endpoint::Coordinator, Endpoint::Node(src), Msg::CopyRequest { shard, to });
     }
@@ -330,10 +419,11 @@ fn request_copies(cfg: &WorldConfig, s: &mut WorldState, shard: u8) {
 fn on_copy_ack(cfg: &WorldConfig, s: &mut WorldState, shard: u8, from: NodeId, version: u8) {
     let view = &mut s.coord.shards[usize::from(shard)];
     let acked_version = view.acked_version;
-    let needed = usize::from(cfg.policy.read_quorum).min(view.members.len() - 1).max(1);
     let Some(join) = view.join.as_mut() else {
         return;
     };
+    let sources = if join.is_move { view.members.len() } else { view.members.len() - 1 };
+    let needed = usize::from(cfg.policy.read_quorum).min(sources).max(1);
     join.copied_from |= bit(from);
     join.replacement_version = join.replacement_version.max(version);
     if (join.copied_from.count_ones() as usize) < needed {

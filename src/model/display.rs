@@ -80,6 +80,7 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
             "coordinator: applies the next membership update, starts the catch-up copy".into()
         }
         Action::Heartbeat => "coordinator: heartbeat round (health from silence, pings)".into(),
+        Action::Rebalance => "rebalancer: runs (may move one shard)".into(),
         Action::ClientInvoke(c) => format!("{}: invokes its next operation", client(*c)),
         Action::ClientTimeout(c) => format!("{}: request timeout fires", client(*c)),
         Action::ClientRetry(c) => format!("{}: backoff over, retries", client(*c)),
@@ -103,6 +104,7 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
 /// A compact, readable summary of a state.
 pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
     let mut out = String::new();
+    let loads = cfg.policy.rebalance.as_ref().map(|_| super::coordinator::node_loads(cfg, s));
     for (i, n) in s.nodes.iter().enumerate() {
         let data: Vec<String> = n
             .shards
@@ -119,6 +121,16 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
             data.join(" "),
             s.coord.health[i]
         );
+        if let Some(loads) = &loads {
+            let l = loads[i];
+            let _ = writeln!(
+                out,
+                "    disk {}%, compaction debt {}%{}",
+                l.disk_pct,
+                l.compaction_debt_pct,
+                if l.slow { ", SLOW (hot shard on compaction debt)" } else { "" }
+            );
+        }
     }
     for (k, v) in s.coord.shards.iter().enumerate() {
         let members: Vec<String> =
@@ -259,4 +271,37 @@ fn action_short(cfg: &WorldConfig, a: &Action) -> String {
 
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// What a step changed in the topology, for counterexamples: queued membership changes,
+/// joins started and replica sets switched. Empty when nothing changed.
+pub fn topology_changes(cfg: &WorldConfig, before: &WorldState, after: &WorldState) -> String {
+    let node = |n: u8| cfg.nodes[usize::from(n)].name.clone();
+    let mut notes = Vec::new();
+    for u in after.coord.queue.iter().filter(|u| !before.coord.queue.contains(u)) {
+        let what = if u.is_move { "move" } else { "evict" };
+        notes.push(format!(
+            "queued: {what} {} {} -> {}",
+            cfg.shard_names[usize::from(u.shard)],
+            node(u.evicted),
+            node(u.replacement)
+        ));
+    }
+    if after.ghost.churn_exceeded && !before.ghost.churn_exceeded {
+        notes.push("coordinator over its churn budget".into());
+    }
+    if let (Some(n), None) = (after.ghost.healthy_evicted, before.ghost.healthy_evicted) {
+        notes.push(format!("{} is up and reachable: a healthy replica", node(n)));
+    }
+    for (k, (a, b)) in before.coord.shards.iter().zip(&after.coord.shards).enumerate() {
+        let members =
+            |v: &super::ShardView| v.members.iter().map(|&m| node(m)).collect::<Vec<_>>().join(", ");
+        if a.members != b.members {
+            notes.push(format!("{} replicas now [{}]", cfg.shard_names[k], members(b)));
+        } else if a.join.is_none() && b.join.is_some() {
+            let j = b.join.as_ref().unwrap();
+            notes.push(format!("{} copying to {}", cfg.shard_names[k], node(j.replacement)));
+        }
+    }
+    notes.join("; ")
 }

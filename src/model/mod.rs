@@ -8,7 +8,7 @@
 //! environment action interleaves in every order.
 
 mod client;
-mod coordinator;
+pub(crate) mod coordinator;
 pub mod display;
 mod env;
 pub mod history;
@@ -34,6 +34,8 @@ pub struct WorldConfig {
     pub zones: Vec<String>,
     pub nodes: Vec<NodeSpec>,
     pub shard_names: Vec<String>,
+    pub shards: Vec<crate::config::ShardSpec>,
+    pub slow_compaction_debt_pct: u8,
     pub initial_members: Vec<Vec<NodeId>>,
     pub latency: Vec<Vec<LatencyTicks>>,
     pub lossy: Vec<Vec<bool>>,
@@ -73,6 +75,8 @@ impl WorldConfig {
             zones: scenario.zones.clone(),
             nodes: scenario.nodes.clone(),
             shard_names: scenario.shards.iter().map(|s| s.name.clone()).collect(),
+            shards: scenario.shards.clone(),
+            slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
             initial_members,
             latency: scenario.latency.clone(),
             lossy: scenario.lossy.clone(),
@@ -89,6 +93,11 @@ impl WorldConfig {
             ("heartbeat_interval", p.heartbeat_interval_ticks),
             ("dead_after", p.dead_after_ticks),
             ("backoff_max", p.retry.backoff_max_ticks),
+            ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
+            (
+                "cooldown_max",
+                p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks.max(r.move_cooldown_ticks)),
+            ),
         ] {
             if t > STATE_TICKS_MAX - 1 {
                 return Err(format!("`{what}` is {t} ticks: at most {} ticks", STATE_TICKS_MAX - 1));
@@ -134,6 +143,8 @@ pub enum Action {
     ApplyMembershipUpdate,
     /// The coordinator's heartbeat timer fires (independent failure detection).
     Heartbeat,
+    /// The rebalancer's timer fires: it may move one shard.
+    Rebalance,
     ClientInvoke(u8),
     ClientTimeout(u8),
     ClientRetry(u8),
@@ -169,6 +180,8 @@ impl World {
                         join: None,
                         next_version: 1,
                         acked_version: 0,
+                        cooldown_ticks: 0,
+                        cooldown_len_ticks: 0,
                     })
                     .collect(),
                 health: filled(Health::Alive, node_count),
@@ -178,6 +191,7 @@ impl World {
                 tokens: Vec::new(),
                 queue: Vec::new(),
                 queue_ticks: 0,
+                rebalance_ticks: cfg.policy.rebalance.as_ref().map_or(0, |r| r.interval_ticks as u8),
             },
             clients: cfg
                 .clients
@@ -197,6 +211,7 @@ impl World {
                 fault_epoch: filled(0, node_count),
                 healthy_evicted: None,
                 churn_exceeded: false,
+                change_ages: Vec::new(),
             },
         }
     }
@@ -254,6 +269,7 @@ impl Model for World {
             Action::AckDeadline { op, attempt } => coordinator::on_deadline(cfg, &mut s, op, attempt),
             Action::ApplyMembershipUpdate => coordinator::on_apply_membership(cfg, &mut s),
             Action::Heartbeat => coordinator::on_heartbeat(cfg, &mut s),
+            Action::Rebalance => coordinator::on_rebalance(cfg, &mut s),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
             Action::ClientTimeout(c) => client::on_timeout(cfg, &mut s, c),
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),

@@ -68,7 +68,13 @@ pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) ->
     if *action == super::Action::Tick {
         label |= EDGE_TICK;
     }
-    if from.coord.shards != to.coord.shards || from.coord.queue != to.coord.queue {
+    let replicas_changed = from
+        .coord
+        .shards
+        .iter()
+        .zip(&to.coord.shards)
+        .any(|(a, b)| a.members != b.members || a.join != b.join);
+    if replicas_changed || from.coord.queue != to.coord.queue {
         label |= EDGE_TOPOLOGY;
     }
     if from

@@ -134,6 +134,7 @@ pub struct Join {
     pub copied_from: u8,
     /// The newest version the replacement reported holding.
     pub replacement_version: Version,
+    pub is_move: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -144,14 +145,20 @@ pub struct ShardView {
     pub next_version: Version,
     /// The newest version the coordinator acknowledged to a client.
     pub acked_version: Version,
+    /// Rebalancing: ticks until the shard may move again, and the cooldown its last move got.
+    pub cooldown_ticks: u8,
+    pub cooldown_len_ticks: u8,
 }
 
 /// A membership update waiting in the coordinator's bounded queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MembershipUpdate {
     pub shard: u8,
+    /// The replica leaving: evicted as dead, or the source of a rebalancing move.
     pub evicted: NodeId,
     pub replacement: NodeId,
+    /// A rebalancing move: the leaving replica is healthy and copies its data too.
+    pub is_move: bool,
 }
 
 /// A request the coordinator is working on.
@@ -186,6 +193,8 @@ pub struct CoordState {
     pub queue: Vec<MembershipUpdate>,
     /// Ticks until the head of the queue is applied.
     pub queue_ticks: u8,
+    /// Ticks until the rebalancer runs (when enabled).
+    pub rebalance_ticks: u8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -238,6 +247,8 @@ pub struct Ghost {
     pub fault_epoch: PerNode<u8>,
     pub healthy_evicted: Option<NodeId>,
     pub churn_exceeded: bool,
+    /// Ages in ticks of the membership changes inside the churn window (when one is set).
+    pub change_ages: Vec<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Hash)]

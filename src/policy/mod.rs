@@ -7,6 +7,7 @@
 pub mod detector;
 pub mod eviction;
 pub mod quorum;
+pub mod rebalancer;
 pub mod retry;
 
 /// Index of a storage node in a scenario (0-based, in the order the scenario lists them).
