@@ -3,6 +3,7 @@
 //! Dependency direction: `policy` <- `model` <- `check` <- `cli`. `policy` knows nothing of
 //! stateright; the model's actors and the concrete store call the same policy functions.
 
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod config;

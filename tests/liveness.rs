@@ -103,8 +103,11 @@ mod rebalancer_incident {
     use std::path::PathBuf;
 
     fn variant(name: &str) -> replicheck::check::RunResult {
-        let jobs = plan(&[PathBuf::from("models/rebalancer-compaction.toml")], &PolicyChoice::Variants(Some(name.into())))
-            .unwrap();
+        let jobs = plan(
+            &[PathBuf::from("models/rebalancer-compaction.toml")],
+            &PolicyChoice::Variants(Some(name.into())),
+        )
+        .unwrap();
         run(&jobs[0], &RunOptions { threads: 2, ..RunOptions::default() }).unwrap()
     }
 
@@ -116,7 +119,8 @@ mod rebalancer_incident {
         assert_eq!(converges.found, Found::Violated);
         let cx = converges.counterexample.as_ref().unwrap();
         let loop_from = cx.loop_from_step.expect("a liveness counterexample is a lasso");
-        let looped: Vec<&str> = cx.steps.iter().filter(|s| s.step >= loop_from).map(|s| s.action.as_str()).collect();
+        let looped: Vec<&str> =
+            cx.steps.iter().filter(|s| s.step >= loop_from).map(|s| s.action.as_str()).collect();
         assert!(looped.iter().any(|a| a.contains("queued: move hot n1 -> n2")), "{looped:#?}");
         assert!(looped.iter().any(|a| a.contains("queued: move hot n2 -> n1")), "{looped:#?}");
         assert!(looped.iter().any(|a| a.starts_with("tick")), "time passes on the loop");

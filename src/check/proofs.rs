@@ -34,6 +34,7 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/policy/detector.rs", include_str!("../policy/detector.rs")),
     ("src/policy/eviction.rs", include_str!("../policy/eviction.rs")),
     ("src/policy/mod.rs", include_str!("../policy/mod.rs")),
+    ("src/policy/rebalancer.rs", include_str!("../policy/rebalancer.rs")),
     ("src/policy/quorum.rs", include_str!("../policy/quorum.rs")),
     ("src/policy/retry.rs", include_str!("../policy/retry.rs")),
 ];

@@ -1,0 +1,102 @@
+//! Issue #8: the `Repl.tla` benchmark (`../shared/bench/`) explored by replicheck's engine
+//! reaches exactly the state space the other checkers report.
+//!
+//! Counting conventions: the figures in `../shared/bench/README.md` are TLC's. TLC's
+//! "states generated" includes the initial state, and its search depth counts the initial
+//! state as depth 1; the engine counts transitions (edges) and depth in steps from the initial
+//! state. So TLC's 15,880,951 / 19,065,907 generated states are 15,880,950 / 19,065,906
+//! transitions plus the one initial state, and TLC's depth 21 is 20 steps.
+
+use replicheck::bench::repl::{AckEnumeration, Repl, ReplAction};
+use replicheck::check::engine::{self, Limits};
+use stateright::{Checker, Model};
+
+// The binary explores with mimalloc; so do these tests (they take half the time).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const DISTINCT_STATES: u64 = 2_427_180;
+/// TLC's depth of the complete state graph search (it counts the initial state as 1).
+const TLC_DEPTH: u32 = 21;
+
+fn explore(model: &Repl, threads: usize) -> engine::Exploration {
+    engine::explore(model, &[Repl::durable_property()], &Limits { threads, ..Limits::default() })
+}
+
+#[test]
+fn benchmark_space_is_exact_and_durable_holds() {
+    let model = Repl::benchmark();
+    assert_eq!(model.ack, AckEnumeration::PerValue);
+    let e = explore(&model, 2);
+    assert!(e.complete(), "every reachable state explored");
+    assert_eq!(e.unique_states, DISTINCT_STATES);
+    assert_eq!(e.transitions + 1, 15_880_951, "per-value Ack: transitions + the initial state");
+    assert_eq!(e.transitions, 15_880_950);
+    assert_eq!(e.max_depth + 1, TLC_DEPTH);
+    assert_eq!(e.discoveries, vec![None], "Durable holds on every reachable state");
+}
+
+#[test]
+fn per_witness_ack_generates_tlcs_transitions() {
+    let model = Repl { ack: AckEnumeration::PerWitness, ..Repl::benchmark() };
+    let e = explore(&model, 2);
+    assert!(e.complete());
+    assert_eq!(e.unique_states, DISTINCT_STATES, "witnesses add duplicate successors only");
+    assert_eq!(e.transitions + 1, 19_065_907, "per-(v, Q) Ack, as TLC: transitions + the initial state");
+    assert_eq!(e.max_depth + 1, TLC_DEPTH);
+    assert_eq!(e.discoveries, vec![None]);
+}
+
+#[test]
+fn buggy_ack_violates_durable_with_a_shortest_counterexample() {
+    let model = Repl { buggy: true, ..Repl::benchmark() };
+    let e = explore(&model, 2);
+    let index = e.discoveries[0].expect("Durable is violated with Buggy = TRUE");
+    assert_eq!(e.cut, Some(engine::Cut::AllDecided), "exploration stops at the first violation");
+    let path = engine::path(&model, &e, index);
+    let last = &path.last().expect("a path").state;
+    assert!(!Repl::durable(last), "the final state violates Durable: {last:?}");
+    assert!(path[..path.len() - 1].iter().all(|s| Repl::durable(&s.state)), "only the last state violates");
+    assert!(path[0].action.is_none() && path[1..].iter().all(|s| s.action.is_some()));
+    // Breadth first, so the shortest: write v1, flush it on two nodes, write v2 (in memory
+    // only) and acknowledge v2 on the strength of the two disks holding v1.
+    let actions: Vec<ReplAction> = path[1..].iter().map(|s| s.action.expect("a step").1).collect();
+    assert_eq!(actions.len(), 5, "{actions:?}");
+    assert!(matches!(actions[4], ReplAction::Ack { version: 2, .. }), "{actions:?}");
+    assert_eq!(format!("{:?}", actions[4]), "Ack(k1) with v = 2");
+}
+
+/// stateright's own checker and replicheck's engine agree on a smaller instance.
+#[test]
+fn engine_agrees_with_stateright_on_max_ver_2() {
+    for ack in [AckEnumeration::PerValue, AckEnumeration::PerWitness] {
+        let model = Repl::new(2, false, ack);
+        let e = explore(&model, 1);
+        assert!(e.complete() && e.discoveries == vec![None]);
+        let checker = model.checker().spawn_bfs().join();
+        assert_eq!(e.unique_states, checker.unique_state_count() as u64, "{ack:?}");
+        assert_eq!(e.max_depth as usize + 1, checker.max_depth(), "{ack:?}");
+        checker.assert_properties();
+    }
+}
+
+/// `enabled_classes` (for weak fairness) agrees with the actions offered, on every state of
+/// the `MaxVer = 1` space.
+#[test]
+fn enabled_fairness_classes_match_the_enabled_actions() {
+    let model = Repl::new(1, false, AckEnumeration::PerValue);
+    let mut seen = std::collections::HashSet::new();
+    let mut queue: Vec<_> = model.init_states();
+    while let Some(s) = queue.pop() {
+        if !seen.insert(s) {
+            continue;
+        }
+        let mut actions = Vec::new();
+        model.actions(&s, &mut actions);
+        let from_actions =
+            actions.iter().filter_map(Repl::fair_class).fold(0u8, |bits, class| bits | 1 << class);
+        assert_eq!(model.enabled_classes(&s), from_actions, "{s:?}");
+        queue.extend(actions.into_iter().filter_map(|a| model.next_state(&s, a)));
+    }
+    assert!(seen.len() > 100);
+}
