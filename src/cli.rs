@@ -128,7 +128,15 @@ pub enum Command {
     },
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
-    BenchOne { model: PathBuf, variant: String, threads: usize },
+    BenchOne {
+        model: PathBuf,
+        variant: String,
+        threads: usize,
+        /// Check the safety properties only (no edges, no cycle analysis), to measure what
+        /// liveness costs.
+        #[arg(long)]
+        safety_only: bool,
+    },
     /// Measure the Repl benchmark (`../shared/bench/Repl.tla`): `Durable` over its 2,427,180
     /// states with replicheck's engine, each run in a fresh process.
     BenchRepl {
@@ -311,9 +319,12 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 Ok(report.exit_code())
             }
         }
-        Command::BenchOne { model, variant, threads } => {
+        Command::BenchOne { model, variant, threads, safety_only } => {
             let scenario = Scenario::load(&model)?;
-            let jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
+            let mut jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
+            if safety_only {
+                jobs[0].scenario.properties.retain(|p| !p.is_liveness());
+            }
             let opts = RunOptions { threads, ..RunOptions::default() };
             let start = Instant::now();
             let r = check::run(&jobs[0], &opts)?;
@@ -341,30 +352,53 @@ fn bench(paths: &[PathBuf], threads: &[usize]) -> Result<ExitCode, ConfigError> 
     let jobs = check::plan(&files, &PolicyChoice::Variants(None))?;
     let exe =
         std::env::current_exe().map_err(|e| ConfigError::new(&PathBuf::from("replicheck"), e.to_string()))?;
+    let measure = |job: &check::Job, t: usize, safety_only: bool| -> Result<serde_json::Value, ConfigError> {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["bench-one", &job.scenario.path.display().to_string(), &job.variant, &t.to_string()]);
+        if safety_only {
+            cmd.arg("--safety-only");
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| ConfigError::new(&job.scenario.path, format!("bench run failed: {e}")))?;
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| ConfigError::new(&job.scenario.path, format!("bench run gave no result: {e}")))
+    };
+    let secs = |v: &serde_json::Value| v["wall_ms"].as_u64().unwrap_or(0) as f64 / 1000.0;
     println!(
-        "{:<28} {:<22} {:>7} {:>11} {:>12} {:>9} {:>13} {:>10}",
-        "model", "variant", "threads", "states", "transitions", "wall", "states/s", "peak MiB"
+        "{:<24} {:<16} {:>3} {:>9} {:>11} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}",
+        "model",
+        "variant",
+        "thr",
+        "states",
+        "transitions",
+        "safety",
+        "+cycles",
+        "ratio",
+        "states/s",
+        "peak MiB",
+        "B/st"
     );
     for job in &jobs {
         for &t in threads {
-            let out = std::process::Command::new(&exe)
-                .args(["bench-one", &job.scenario.path.display().to_string(), &job.variant, &t.to_string()])
-                .output()
-                .map_err(|e| ConfigError::new(&job.scenario.path, format!("bench run failed: {e}")))?;
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-                ConfigError::new(&job.scenario.path, format!("bench run gave no result: {e}"))
-            })?;
+            let safety = measure(job, t, true)?;
+            let full = measure(job, t, false)?;
+            let states = full["unique_states"].as_u64().unwrap_or(0);
+            let peak = full["peak_memory_bytes"].as_u64().unwrap_or(0);
             println!(
-                "{:<28} {:<22} {:>7} {:>11} {:>12} {:>8.2}s {:>13.0} {:>10.1}{}",
+                "{:<24} {:<16} {:>3} {:>9} {:>11} {:>7.2}s {:>7.2}s {:>6.2} {:>10.0} {:>8.1} {:>6}{}",
                 job.scenario.name,
                 job.variant,
                 t,
-                v["unique_states"],
-                v["transitions"],
-                v["wall_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
-                v["states_per_second"].as_f64().unwrap_or(0.0),
-                v["peak_memory_bytes"].as_u64().unwrap_or(0) as f64 / (1024.0 * 1024.0),
-                if v["complete"].as_bool() == Some(true) { "" } else { "  (stopped early: all decided)" }
+                states,
+                full["transitions"],
+                secs(&safety),
+                secs(&full),
+                secs(&full) / secs(&safety).max(0.001),
+                full["states_per_second"].as_f64().unwrap_or(0.0),
+                peak as f64 / (1024.0 * 1024.0),
+                peak / states.max(1),
+                if full["complete"].as_bool() == Some(true) { "" } else { "  (stopped early: all decided)" }
             );
         }
     }
