@@ -174,7 +174,17 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
                         let names: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
                         return Err(ConfigError::new(
                             file,
-                            format!("no variant \"{name}\" (variants: {})", names.join(", ")),
+                            format!(
+                                "--variant \"{name}\": no such variant (variants: {}){}",
+                                names.join(", "),
+                                names
+                                    .iter()
+                                    .map(|n| (strsim::damerau_levenshtein(name, n), *n))
+                                    .min()
+                                    .filter(|(d, _)| *d <= 3)
+                                    .map(|(_, n)| format!("; did you mean `{n}`?"))
+                                    .unwrap_or_default()
+                            ),
                         ));
                     }
                 }
@@ -194,8 +204,11 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
             }
             PolicyChoice::File { path, policy } => {
                 let merged = scenario.base_policy.then(policy);
-                WorldConfig::new(&scenario, &merged)
-                    .map_err(|m| ConfigError::new(path, format!("against {}: {m}", file.display())))?;
+                WorldConfig::new(&scenario, &merged).map_err(|m| {
+                    // `m` already starts with the file and table that set the bad key.
+                    let m = m.strip_prefix(&format!("{}: ", path.display())).unwrap_or(&m).to_string();
+                    ConfigError::new(path, format!("{m} (checked against {})", file.display()))
+                })?;
                 jobs.push(Job {
                     variant: format!("policy {}", path.display()),
                     description: "every property must hold".into(),
