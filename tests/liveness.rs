@@ -70,8 +70,11 @@ fn stateright_eventually_misses_the_livelock_and_replicheck_finds_it() {
 
     let e = explore(&model);
     assert!(e.complete());
-    let lasso = cycles::find(e.graph.as_ref().unwrap(), CycleQuery { every_edge: 0, some_edge: TICK | MOVE })
-        .expect("the ping-pong is a livelock");
+    let lasso = cycles::find(
+        e.graph.as_ref().unwrap(),
+        CycleQuery { every_edge: 0, some_edge: TICK | MOVE, ..CycleQuery::default() },
+    )
+    .expect("the ping-pong is a livelock");
     assert_eq!(lasso.stem_end, 0);
     // The loop returns to where it started, through a tick and a move.
     assert_eq!(lasso.loop_states.last(), Some(&0));
@@ -93,8 +96,14 @@ fn a_cycle_in_which_no_time_passes_is_not_reported() {
     let model = PingPong { tick_between_moves: false };
     let e = explore(&model);
     let graph = e.graph.as_ref().unwrap();
-    assert!(cycles::find(graph, CycleQuery { every_edge: 0, some_edge: MOVE }).is_some(), "the loop exists");
-    assert_eq!(cycles::find(graph, CycleQuery { every_edge: 0, some_edge: TICK | MOVE }), None);
+    assert!(
+        cycles::find(graph, CycleQuery { every_edge: 0, some_edge: MOVE, ..CycleQuery::default() }).is_some(),
+        "the loop exists"
+    );
+    assert_eq!(
+        cycles::find(graph, CycleQuery { every_edge: 0, some_edge: TICK | MOVE, ..CycleQuery::default() }),
+        None
+    );
 }
 
 mod rebalancer_incident {

@@ -100,3 +100,41 @@ fn enabled_fairness_classes_match_the_enabled_actions() {
     }
     assert!(seen.len() > 100);
 }
+
+/// Weak fairness in the cycle analysis: under WF on every Flush and every Ack, `Ack(k2)`
+/// cannot stay enabled forever (a fair cycle would have to take it, and taking it raises
+/// `acked[k2]`, which never falls); without WF on `Ack(k2)` a crash/restart loop keeps it
+/// enabled forever, and the analysis gives that lasso.
+#[test]
+fn weak_fairness_on_ack_k2_is_what_makes_it_happen() {
+    use replicheck::check::cycles::{self, CycleQuery};
+    let model = Repl::benchmark();
+    let labeler: engine::EdgeLabeler<Repl> = &Repl::fairness_label;
+    let e = engine::explore_labelled(&model, &[], &Limits { threads: 2, ..Limits::default() }, Some(labeler));
+    assert!(e.complete());
+    let graph = e.graph.as_ref().unwrap();
+    let ack_k2 = Repl::ack_class_bit(1);
+    let all_fair = CycleQuery { fair: 0xFF, every_state_enabled: ack_k2, ..CycleQuery::default() };
+    assert_eq!(cycles::find(graph, all_fair), None, "under WF on every Flush and Ack, Ack(k2) is taken");
+
+    let no_wf_on_ack_k2 = CycleQuery { fair: !ack_k2, every_state_enabled: ack_k2, ..CycleQuery::default() };
+    let lasso =
+        cycles::find(graph, no_wf_on_ack_k2).expect("without WF on Ack(k2) it can stay enabled forever");
+    // Replay the lasso: Ack(k2) is enabled in every state of the loop and never taken.
+    let mut indices = engine::shortest_chain(&e, lasso.stem_end);
+    let mut labels = vec![0; indices.len() - 1];
+    indices.extend(&lasso.loop_states);
+    labels.extend(&lasso.loop_labels);
+    let steps = engine::walk(&model, &e, &indices, &labels, Some(labeler));
+    let loop_steps = &steps[steps.len() - lasso.loop_states.len()..];
+    for step in loop_steps {
+        assert!(model.enabled_classes(&step.state) & ack_k2 != 0, "Ack(k2) stays enabled");
+        let (_, action) = step.action.as_ref().unwrap();
+        assert!(!matches!(action, ReplAction::Ack { key: 1, .. }), "and is never taken");
+    }
+    assert_eq!(
+        loop_steps.last().unwrap().state,
+        steps[steps.len() - lasso.loop_states.len() - 1].state,
+        "a loop"
+    );
+}

@@ -24,6 +24,12 @@ pub struct Measurement {
     pub peak_memory_bytes: Option<u64>,
     /// Whether the peak was reset before the run (else it is the process's peak so far).
     pub peak_is_this_run: bool,
+    /// `Durable` plus the fair-cycle check, in one exploration that records the labelled graph:
+    /// "under WF on every Flush and Ack, `Ack(k2)` cannot stay enabled forever".
+    pub with_cycles: Duration,
+    pub wf_holds: bool,
+    /// The same with the fairness on `Ack(k2)` dropped: must be violated.
+    pub wf_dropped_violated: bool,
 }
 
 impl Measurement {
@@ -46,7 +52,36 @@ pub fn measure_repl(model: &repl::Repl, threads: usize) -> Measurement {
     let peak_is_this_run = reset_peak_memory();
     let properties = [repl::Repl::durable_property()];
     let e = engine::explore(model, &properties, &Limits { threads, ..Limits::default() });
+    let durable_only_peak = engine::peak_memory_bytes();
+    measure_cycles(model, threads, e, durable_only_peak, peak_is_this_run)
+}
+
+/// Time `Durable` plus the fair-cycle queries in a second, labelled exploration. The peak
+/// memory reported stays that of the safety-only run.
+fn measure_cycles(
+    model: &repl::Repl,
+    threads: usize,
+    e: engine::Exploration,
+    peak_memory_bytes: Option<u64>,
+    peak_is_this_run: bool,
+) -> Measurement {
+    use crate::check::cycles::{self, CycleQuery};
+    let start = std::time::Instant::now();
+    let labeler: engine::EdgeLabeler<repl::Repl> = &repl::Repl::fairness_label;
+    let properties = [repl::Repl::durable_property()];
+    let live =
+        engine::explore_labelled(model, &properties, &Limits { threads, ..Limits::default() }, Some(labeler));
+    let graph = live.graph.as_ref().expect("labelled exploration keeps its graph");
+    let ack_k2 = repl::Repl::ack_class_bit(1);
+    let wf = CycleQuery { fair: 0xFF, every_state_enabled: ack_k2, ..CycleQuery::default() };
+    let wf_holds = live.complete() && cycles::find(graph, wf).is_none();
+    let dropped = CycleQuery { fair: !ack_k2, every_state_enabled: ack_k2, ..CycleQuery::default() };
+    let wf_dropped_violated = cycles::find(graph, dropped).is_some();
+    let with_cycles = start.elapsed();
     Measurement {
+        with_cycles,
+        wf_holds,
+        wf_dropped_violated,
         threads,
         unique_states: e.unique_states,
         transitions: e.transitions,
@@ -54,7 +89,7 @@ pub fn measure_repl(model: &repl::Repl, threads: usize) -> Measurement {
         complete: e.complete(),
         durable_holds: e.discoveries[0].is_none(),
         elapsed: e.elapsed,
-        peak_memory_bytes: engine::peak_memory_bytes(),
+        peak_memory_bytes,
         peak_is_this_run,
     }
 }
@@ -76,7 +111,7 @@ pub fn repl_report(model: &repl::Repl, rows: &[Measurement], runs: usize) -> Str
     let _ = writeln!(
         out,
         "Repl.tla: Nodes = {{n1, n2, n3}}, Keys = {{k1, k2}}, MaxVer = {}, Buggy = {}; {ack}; \
-         safety only (Durable); median of {runs} run(s), each in a fresh process",
+         Durable alone, and Durable + fair-cycle check; median of {runs} run(s), each in a fresh process",
         model.max_ver,
         if model.buggy { "TRUE" } else { "FALSE" },
     );
@@ -99,20 +134,26 @@ pub fn repl_report(model: &repl::Repl, rows: &[Measurement], runs: usize) -> Str
     }
     let _ = writeln!(
         out,
-        "{:>7} {:>9} {:>12} {:>10} {:>12}",
-        "threads", "wall", "states/s", "peak MiB", "bytes/state"
+        "{:>7} {:>9} {:>12} {:>10} {:>12} {:>14} {:>6}",
+        "threads", "Durable", "states/s", "peak MiB", "bytes/state", "Durable+WF", "ratio"
     );
     for m in rows {
         let mib = m.peak_memory_bytes.map_or("?".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0));
         let per_state = m.bytes_per_state().map_or("?".to_string(), |b| format!("{b:.0}"));
         let _ = writeln!(
             out,
-            "{:>7} {:>8.2}s {:>12.0} {:>10} {:>12}{}",
+            "{:>7} {:>8.2}s {:>12.0} {:>10} {:>12} {:>13.2}s {:>6.2}{}{}",
             m.threads,
             m.elapsed.as_secs_f64(),
             m.states_per_second(),
             mib,
             per_state,
+            m.with_cycles.as_secs_f64(),
+            m.with_cycles.as_secs_f64() / m.elapsed.as_secs_f64().max(1e-9),
+            match (m.wf_holds, m.wf_dropped_violated) {
+                (true, true) => "",
+                _ => "  (WF VERDICTS WRONG)",
+            },
             if m.peak_is_this_run { "" } else { "  (peak: whole process)" }
         );
     }

@@ -280,6 +280,20 @@ impl Repl {
         }
     }
 
+    /// The edge label for weak-fairness analysis: the action's class bit, or 0 for an unfair
+    /// action or a step that leaves the state unchanged (TLA's `<<A>>_vars` is a change).
+    pub fn fairness_label(from: &ReplState, action: &ReplAction, to: &ReplState) -> u8 {
+        match Repl::fair_class(action) {
+            Some(class) if from != to => 1 << class,
+            _ => 0,
+        }
+    }
+
+    /// The class bit of `Ack(k)`.
+    pub fn ack_class_bit(key: usize) -> u8 {
+        1 << (NODES * KEYS + key)
+    }
+
     /// The fairness classes enabled in `s`, one bit per class (for weak-fairness analysis).
     pub fn enabled_classes(&self, s: &ReplState) -> u8 {
         let mut bits = 0u8;

@@ -17,10 +17,17 @@
 use super::engine::Graph;
 
 /// What a violating cycle must look like.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct CycleQuery {
     pub every_edge: u8,
     pub some_edge: u8,
+    /// Weak fairness: a cycle counts only if every class (label bit) here is taken on it or
+    /// disabled in one of its states. A class is enabled in a state when one of the state's
+    /// edges carries its bit (labelers give state-preserving steps no class, as TLA's
+    /// `ENABLED <<A>>_vars` asks).
+    pub fair: u8,
+    /// Every state on the cycle must have these classes enabled ("stays enabled forever").
+    pub every_state_enabled: u8,
 }
 
 /// A cycle found: the state it starts and ends at, and the loop as (edge index, target) steps.
@@ -37,9 +44,31 @@ fn edge_ok(graph: &Graph, e: usize, every_edge: u8) -> bool {
     graph.labels[e] & every_edge == every_edge
 }
 
+/// The classes enabled in each expanded state: the union of its edges' labels.
+pub fn enabled_classes(graph: &Graph) -> Vec<u8> {
+    (0..graph.state_count() as u32)
+        .map(|v| graph.edge_range(v).fold(0u8, |m, e| m | graph.labels[e]))
+        .collect()
+}
+
+/// The edges a query may use: the label filter, and both ends in states with the required
+/// classes enabled.
+fn usable(graph: &Graph, enabled: &[u8], q: &CycleQuery, v: u32, e: usize) -> bool {
+    let w = graph.targets[e] as usize;
+    w < enabled.len()
+        && edge_ok(graph, e, q.every_edge)
+        && enabled[v as usize] & q.every_state_enabled == q.every_state_enabled
+        && enabled[w] & q.every_state_enabled == q.every_state_enabled
+}
+
 /// Strongly connected components of the subgraph of edges carrying `every_edge`.
 /// Returns the component id of every state (iterative Tarjan).
 pub fn components(graph: &Graph, every_edge: u8) -> Vec<u32> {
+    components_where(graph, &|_, e| edge_ok(graph, e, every_edge))
+}
+
+/// Strongly connected components of the subgraph of edges `(v, e)` that `keep` accepts.
+pub fn components_where(graph: &Graph, keep: &dyn Fn(u32, usize) -> bool) -> Vec<u32> {
     const NONE: u32 = u32::MAX;
     let n = graph.state_count();
     let mut index = vec![NONE; n];
@@ -66,7 +95,7 @@ pub fn components(graph: &Graph, every_edge: u8) -> Vec<u32> {
             if *e < range.end {
                 let edge = *e;
                 *e += 1;
-                if !edge_ok(graph, edge, every_edge) {
+                if !keep(v, edge) {
                     continue;
                 }
                 let w = graph.targets[edge];
@@ -108,58 +137,84 @@ pub fn components(graph: &Graph, every_edge: u8) -> Vec<u32> {
 /// Find a cycle matching `query`, as a lasso from the state of the cycle nearest the initial
 /// state (states are numbered in BFS order, so the smallest index is the nearest).
 pub fn find(graph: &Graph, query: CycleQuery) -> Option<Lasso> {
-    let comp = components(graph, query.every_edge);
+    let enabled = enabled_classes(graph);
+    let keep = |v: u32, e: usize| usable(graph, &enabled, &query, v, e);
+    let comp = components_where(graph, &keep);
     let n = graph.state_count();
-    // Per component: which `some_edge` bits its internal edges carry, and its first state.
     let comp_count = comp.iter().filter(|c| **c != u32::MAX).map(|c| c + 1).max().unwrap_or(0) as usize;
-    let mut bits = vec![0u8; comp_count];
+    // Per component: the labels its internal edges carry, the fair classes disabled in one of
+    // its states, whether it has an internal edge at all, and its first (nearest) state.
+    let mut taken = vec![0u8; comp_count];
+    let mut disabled = vec![0u8; comp_count];
     let mut internal = vec![false; comp_count];
     let mut first = vec![u32::MAX; comp_count];
     for v in 0..n as u32 {
         let c = comp[v as usize] as usize;
         first[c] = first[c].min(v);
+        disabled[c] |= !enabled[v as usize];
         for e in graph.edge_range(v) {
             let w = graph.targets[e];
-            if (w as usize) < n && comp[w as usize] as usize == c && edge_ok(graph, e, query.every_edge) {
+            if (w as usize) < n && comp[w as usize] as usize == c && keep(v, e) {
                 // An internal edge lies on a cycle: v and w are strongly connected.
-                bits[c] |= graph.labels[e];
+                taken[c] |= graph.labels[e];
                 internal[c] = true;
             }
         }
     }
+    // Weak fairness needs no further splitting: if a component fails it, some fair class is
+    // enabled in all its states and taken on none of its edges, and so on every sub-cycle.
     let best = (0..comp_count)
-        .filter(|&c| internal[c] && bits[c] & query.some_edge == query.some_edge)
+        .filter(|&c| internal[c] && taken[c] & query.some_edge == query.some_edge)
+        .filter(|&c| (taken[c] | disabled[c]) & query.fair == query.fair)
         .min_by_key(|&c| first[c])?;
-    Some(build_loop(graph, &comp, best as u32, first[best], query))
+    Some(build_loop(graph, &comp, &enabled, best as u32, first[best], query, taken[best]))
 }
 
-/// A closed walk inside component `c` from `start`, taking an edge with each required bit.
-fn build_loop(graph: &Graph, comp: &[u32], c: u32, start: u32, query: CycleQuery) -> Lasso {
+/// A closed walk inside component `c` from `start`: it takes an edge with each `some_edge`
+/// bit and, for each fair class, takes it or passes a state where it is disabled.
+fn build_loop(
+    graph: &Graph,
+    comp: &[u32],
+    enabled: &[u8],
+    c: u32,
+    start: u32,
+    query: CycleQuery,
+    taken: u8,
+) -> Lasso {
     let n = graph.state_count();
-    let inside = |e: usize| {
+    let inside = |v: u32, e: usize| {
         let w = graph.targets[e];
-        (w as usize) < n && comp[w as usize] == c && edge_ok(graph, e, query.every_edge)
+        (w as usize) < n && comp[w as usize] == c && usable(graph, enabled, &query, v, e)
     };
     let mut states = Vec::new();
     let mut labels = Vec::new();
     let mut at = start;
-    let mut needed = query.some_edge;
-    // Take the required edges one bit at a time, nearest first, then return to the start.
-    while needed != 0 {
-        let (path, edge) =
-            bfs_to_edge(graph, at, &inside, query.every_edge, |e| graph.labels[e] & needed != 0)
-                .expect("a component carrying a label has an edge with it reachable inside it");
+    // Fair classes the start state already has disabled are discharged there.
+    let mut need_take = query.some_edge | (query.fair & taken);
+    let mut need_disabled = query.fair & !taken & enabled[start as usize];
+    need_take &= !(query.fair & !enabled[start as usize] & !query.some_edge);
+    while need_take | need_disabled != 0 {
+        let wanted = |e: usize| {
+            graph.labels[e] & need_take != 0
+                || !enabled[graph.targets[e] as usize] & (need_disabled | (need_take & query.fair)) != 0
+        };
+        let (path, edge) = bfs_to_edge(graph, at, &inside, query.every_edge, wanted)
+            .expect("a qualifying component has every required edge and state inside it");
         for &(w, l) in &path {
             states.push(w);
             labels.push(l);
         }
         let w = graph.targets[edge];
-        needed &= !graph.labels[edge];
+        let l = graph.labels[edge];
+        need_take &= !l;
+        let off = !enabled[w as usize];
+        need_disabled &= !off;
+        need_take &= !(off & query.fair & !query.some_edge);
         states.push(w);
-        labels.push(graph.labels[edge] & (query.some_edge | query.every_edge));
+        labels.push(l & (query.some_edge | query.every_edge | query.fair));
         at = w;
     }
-    // Back to the start (for a loop with no required bit, leave it at least once).
+    // Back to the start (for a loop with nothing required, leave it at least once).
     if at != start || states.is_empty() {
         let (path, edge) = bfs_to_edge(graph, at, &inside, query.every_edge, |e| graph.targets[e] == start)
             .expect("the start is reachable inside its component");
@@ -179,7 +234,7 @@ fn build_loop(graph: &Graph, comp: &[u32], c: u32, start: u32, query: CycleQuery
 fn bfs_to_edge(
     graph: &Graph,
     from: u32,
-    inside: &dyn Fn(usize) -> bool,
+    inside: &dyn Fn(u32, usize) -> bool,
     every_edge: u8,
     want: impl Fn(usize) -> bool,
 ) -> Option<(Vec<(u32, u8)>, usize)> {
@@ -189,7 +244,7 @@ fn bfs_to_edge(
     let mut visited = std::collections::HashSet::from([from]);
     while let Some(v) = queue.pop_front() {
         for e in graph.edge_range(v) {
-            if !inside(e) {
+            if !inside(v, e) {
                 continue;
             }
             if want(e) {
@@ -242,20 +297,25 @@ mod tests {
     fn a_cycle_without_time_is_not_a_behaviour() {
         // 0 -> 1 -> 2 -> 1: the loop moves but never ticks.
         let g = graph(3, &[(0, 1, TICK), (1, 2, MOVE), (2, 1, MOVE)]);
-        assert_eq!(find(&g, CycleQuery { every_edge: 0, some_edge: TICK | MOVE }), None);
-        assert!(find(&g, CycleQuery { every_edge: 0, some_edge: MOVE }).is_some());
+        assert_eq!(
+            find(&g, CycleQuery { every_edge: 0, some_edge: TICK | MOVE, ..CycleQuery::default() }),
+            None
+        );
+        assert!(find(&g, CycleQuery { every_edge: 0, some_edge: MOVE, ..CycleQuery::default() }).is_some());
     }
 
     #[test]
     fn finds_a_ticking_moving_loop_with_its_lasso() {
         // 0 -> 1 -> 2 -(tick)-> 3 -(move)-> 1, plus a quiet tick self-loop at 4.
         let g = graph(5, &[(0, 1, 0), (1, 2, 0), (2, 3, TICK), (3, 1, MOVE), (0, 4, 0), (4, 4, TICK)]);
-        let lasso = find(&g, CycleQuery { every_edge: 0, some_edge: TICK | MOVE }).expect("livelock");
+        let lasso = find(&g, CycleQuery { every_edge: 0, some_edge: TICK | MOVE, ..CycleQuery::default() })
+            .expect("livelock");
         assert_eq!(lasso.stem_end, 1);
         assert_eq!(lasso.loop_states, vec![2, 3, 1]);
         assert_eq!(lasso.loop_labels[1], TICK, "the tick edge 2 -> 3 is required");
         // Time alone passing in a quiet state is found by a query for ticks only.
-        let quiet = find(&g, CycleQuery { every_edge: 0, some_edge: TICK }).expect("tick loop");
+        let quiet = find(&g, CycleQuery { every_edge: 0, some_edge: TICK, ..CycleQuery::default() })
+            .expect("tick loop");
         assert_eq!(quiet.stem_end, 1, "the moving loop also ticks and is nearer");
     }
 
@@ -264,8 +324,11 @@ mod tests {
         const PENDING: u8 = 4;
         // The loop 1 <-> 2 ticks, but its edge back is not PENDING.
         let g = graph(3, &[(0, 1, PENDING), (1, 2, TICK | PENDING), (2, 1, TICK)]);
-        assert_eq!(find(&g, CycleQuery { every_edge: PENDING, some_edge: TICK }), None);
-        assert!(find(&g, CycleQuery { every_edge: 0, some_edge: TICK }).is_some());
+        assert_eq!(
+            find(&g, CycleQuery { every_edge: PENDING, some_edge: TICK, ..CycleQuery::default() }),
+            None
+        );
+        assert!(find(&g, CycleQuery { every_edge: 0, some_edge: TICK, ..CycleQuery::default() }).is_some());
     }
 
     #[test]

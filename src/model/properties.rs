@@ -91,8 +91,12 @@ pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) ->
 pub fn cycle_query(name: PropertyName) -> crate::check::cycles::CycleQuery {
     use crate::check::cycles::CycleQuery;
     match name {
-        PropertyName::Converges => CycleQuery { every_edge: 0, some_edge: EDGE_TICK | EDGE_TOPOLOGY },
-        PropertyName::OpsComplete => CycleQuery { every_edge: EDGE_PENDING, some_edge: EDGE_TICK },
+        PropertyName::Converges => {
+            CycleQuery { every_edge: 0, some_edge: EDGE_TICK | EDGE_TOPOLOGY, ..CycleQuery::default() }
+        }
+        PropertyName::OpsComplete => {
+            CycleQuery { every_edge: EDGE_PENDING, some_edge: EDGE_TICK, ..CycleQuery::default() }
+        }
         other => unreachable!("{other} is a safety property"),
     }
 }
