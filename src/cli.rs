@@ -170,6 +170,22 @@ fn progress_line(p: &engine::Progress) {
     }
 }
 
+/// How `check`, `diff` and `prove` explore: all cores unless told, a progress line only on a
+/// terminal.
+fn run_options(
+    threads: Option<usize>,
+    max_states: Option<u64>,
+    interactive: bool,
+    addr: String,
+) -> RunOptions {
+    RunOptions {
+        threads: threads.unwrap_or(RunOptions::default().threads),
+        max_states,
+        progress: if interactive { Some(progress_line) } else { None },
+        explorer_addr: addr,
+    }
+}
+
 fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<PolicyChoice, ConfigError> {
     Ok(match policy {
         Some(path) => PolicyChoice::File { policy: Box::new(config::load_policy(&path)?), path },
@@ -183,12 +199,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             let files = check::model_files(&paths)?;
             let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
             let interactive = std::io::stderr().is_terminal() && format == Format::Human;
-            let opts = RunOptions {
-                threads: threads.unwrap_or(RunOptions::default().threads),
-                max_states,
-                progress: if interactive { Some(progress_line) } else { None },
-                explorer_addr: addr,
-            };
+            let opts = run_options(threads, max_states, interactive, addr);
             if format == Format::Human {
                 // Static rules first, above the results; they do not change the exit code.
                 for job in &jobs {
@@ -235,12 +246,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             let base_choice = policy_choice(Some(base.clone()), None)?;
             let candidate_choice = policy_choice(Some(candidate.clone()), None)?;
             let interactive = std::io::stderr().is_terminal() && format == Format::Human;
-            let opts = RunOptions {
-                threads: threads.unwrap_or(RunOptions::default().threads),
-                max_states,
-                progress: if interactive { Some(progress_line) } else { None },
-                explorer_addr: addr,
-            };
+            let opts = run_options(threads, max_states, interactive, addr);
             let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts)?;
             if interactive {
                 eprint!("\r\x1b[K");
@@ -298,11 +304,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
         }
         Command::Prove { paths, verify, out, threads } => {
             let interactive = std::io::stderr().is_terminal();
-            let opts = RunOptions {
-                threads: threads.unwrap_or(RunOptions::default().threads),
-                progress: if interactive { Some(progress_line) } else { None },
-                ..RunOptions::default()
-            };
+            let opts = run_options(threads, None, interactive, RunOptions::default().explorer_addr);
             let mut on_run = |line: &str| {
                 if interactive {
                     eprint!("\r\x1b[K");
