@@ -1,0 +1,264 @@
+//! The engine's seen set: every fingerprint explored so far, in an open-addressed table.
+//!
+//! Fingerprints are well-mixed 64-bit hashes, so the table uses their bits directly: the top
+//! [`SHARD_BITS`] bits pick a shard, the low bits the home slot inside it. Each shard is a
+//! power-of-two array of `u64` keys (0 marks an empty slot; [`super::engine::fingerprint`]
+//! never returns 0) probed linearly, and grows by doubling past a 3/4 load. A lookup touches
+//! one cache line in the common case (8 keys per 64-byte line), against two for a
+//! control-byte map.
+//!
+//! Shards let one BFS level's new states be inserted by several threads at once with no lock
+//! and no sequential merge: thread `t` owns a contiguous range of shards and inserts, in the
+//! level's global candidate order, exactly the candidates whose fingerprints fall there. So
+//! which candidate is the first occurrence of a state does not depend on the thread count.
+//!
+//! Values (a `u32` state index per key) are kept only when the caller needs them (edge
+//! recording for the cycle analysis); a safety-only exploration stores 8 bytes per slot.
+
+/// `2^SHARD_BITS` shards: enough to spread a level over the threads evenly, few enough that
+/// every shard holds thousands of states on the spaces worth parallelising.
+pub const SHARD_BITS: u32 = 6;
+pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
+/// Initial slots per shard.
+const SHARD_CAPACITY_MIN: usize = 1 << 10;
+
+const EMPTY: u64 = 0;
+
+/// The shard a fingerprint belongs to.
+#[inline]
+pub fn shard_of(fp: u64) -> usize {
+    (fp >> (64 - SHARD_BITS)) as usize
+}
+
+/// Ask the CPU to start loading a cache line we are about to probe (a hint: no effect on
+/// results, and never a fault).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` is a hint; it never dereferences in a way that can fault.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// One shard: keys, optional values, and the slots inserted since the last
+/// [`Shard::take_pending`] (so their provisional values can be replaced by final ones).
+pub struct Shard {
+    keys: Vec<u64>,
+    values: Vec<u32>,
+    len: usize,
+    /// (slot, provisional value) of keys inserted since the last `take_pending`, kept valid
+    /// across growth. Only used when values are kept.
+    pending: Vec<(u32, u32)>,
+}
+
+impl Shard {
+    fn new(with_values: bool) -> Shard {
+        Shard {
+            keys: vec![EMPTY; SHARD_CAPACITY_MIN],
+            values: if with_values { vec![0; SHARD_CAPACITY_MIN] } else { Vec::new() },
+            len: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.keys.len() - 1
+    }
+
+    /// The slot holding `fp`, or the empty slot where it would go.
+    #[inline]
+    fn find_slot(&self, fp: u64) -> usize {
+        debug_assert!(fp != EMPTY);
+        let mask = self.mask();
+        let mut i = fp as usize & mask;
+        loop {
+            let k = self.keys[i];
+            if k == fp || k == EMPTY {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline]
+    pub fn prefetch(&self, fp: u64) {
+        prefetch(&self.keys[fp as usize & self.mask()]);
+    }
+
+    /// Insert `fp` with `value` if absent: `None` if it was inserted, else the stored value
+    /// (0 when values are not kept).
+    #[inline]
+    pub fn insert(&mut self, fp: u64, value: u32) -> Option<u32> {
+        if (self.len + 1) * 4 > self.keys.len() * 3 {
+            self.grow();
+        }
+        let i = self.find_slot(fp);
+        if self.keys[i] == fp {
+            return Some(self.values.get(i).copied().unwrap_or(0));
+        }
+        self.keys[i] = fp;
+        self.len += 1;
+        if !self.values.is_empty() {
+            self.values[i] = value;
+            let slot = u32::try_from(i).expect("a shard has fewer than 2^32 slots");
+            self.pending.push((slot, value));
+        }
+        None
+    }
+
+    fn grow(&mut self) {
+        let capacity = self.keys.len() * 2;
+        let old_keys = std::mem::replace(&mut self.keys, vec![EMPTY; capacity]);
+        let old_values = std::mem::take(&mut self.values);
+        let with_values = !old_values.is_empty();
+        if with_values {
+            self.values = vec![0; capacity];
+        }
+        for (i, &k) in old_keys.iter().enumerate() {
+            if k != EMPTY {
+                let j = self.find_slot(k);
+                self.keys[j] = k;
+                if with_values {
+                    self.values[j] = old_values[i];
+                }
+            }
+        }
+        // Pending slots moved: find them again by key.
+        let mut pending = std::mem::take(&mut self.pending);
+        for p in &mut pending {
+            p.0 = self.find_slot(old_keys[p.0 as usize]) as u32;
+        }
+        self.pending = pending;
+    }
+
+    /// The keys inserted since the last call, as (slot, provisional value); see [`Shard::set`].
+    pub fn take_pending(&mut self) -> Vec<(u32, u32)> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Replace the value in `slot` (from [`Shard::take_pending`], with no insert in between).
+    pub fn set(&mut self, slot: u32, value: u32) {
+        self.values[slot as usize] = value;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn bytes(&self) -> usize {
+        self.keys.len() * 8 + self.values.len() * 4
+    }
+}
+
+/// The sharded seen set.
+pub struct SeenSet {
+    shards: Vec<Shard>,
+    with_values: bool,
+}
+
+impl SeenSet {
+    pub fn new(with_values: bool) -> SeenSet {
+        SeenSet { shards: (0..SHARD_COUNT).map(|_| Shard::new(with_values)).collect(), with_values }
+    }
+
+    pub fn with_values(&self) -> bool {
+        self.with_values
+    }
+
+    #[inline]
+    pub fn prefetch(&self, fp: u64) {
+        self.shards[shard_of(fp)].prefetch(fp);
+    }
+
+    /// The stored value of `fp` (0 when values are not kept), if it is present.
+    #[inline]
+    pub fn get(&self, fp: u64) -> Option<u32> {
+        let shard = &self.shards[shard_of(fp)];
+        let i = shard.find_slot(fp);
+        (shard.keys[i] == fp).then(|| shard.values.get(i).copied().unwrap_or(0))
+    }
+
+    /// Insert into the right shard (single-threaded use, e.g. initial states).
+    pub fn insert(&mut self, fp: u64, value: u32) -> Option<u32> {
+        self.shards[shard_of(fp)].insert(fp, value)
+    }
+
+    /// The shards, to be split among threads by contiguous ranges.
+    pub fn shards_mut(&mut self) -> &mut [Shard] {
+        &mut self.shards
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(Shard::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held by the table (keys and values).
+    pub fn bytes(&self) -> usize {
+        self.shards.iter().map(Shard::bytes).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(i: u64) -> u64 {
+        // Spread over shards and slots like real fingerprints; never 0.
+        (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i << 7)) | 1
+    }
+
+    #[test]
+    fn inserts_finds_and_grows_without_losing_values() {
+        let mut seen = SeenSet::new(true);
+        for i in 0..200_000u64 {
+            assert_eq!(seen.insert(fp(i), i as u32), None);
+        }
+        for i in 0..200_000u64 {
+            assert_eq!(seen.get(fp(i)), Some(i as u32));
+            assert_eq!(seen.insert(fp(i), 7), Some(i as u32), "a second insert keeps the first value");
+        }
+        assert_eq!(seen.get(fp(200_001)), None);
+        assert_eq!(seen.len(), 200_000);
+        // Every shard stays at most 3/4 full.
+        assert!(seen.shards.iter().all(|s| s.len() * 4 <= s.keys.len() * 3));
+    }
+
+    #[test]
+    fn pending_slots_survive_growth() {
+        let mut seen = SeenSet::new(true);
+        let shard = &mut seen.shards_mut()[0];
+        let keys: Vec<u64> = (1..5000u64).map(|i| i << 8 | 1).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(shard.insert(k, i as u32), None);
+        }
+        let pending = shard.take_pending();
+        assert_eq!(pending.len(), keys.len());
+        for &(slot, provisional) in &pending {
+            shard.set(slot, provisional + 1_000_000);
+        }
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(shard.insert(k, 0), Some(i as u32 + 1_000_000));
+        }
+    }
+
+    #[test]
+    fn without_values_it_is_a_set() {
+        let mut seen = SeenSet::new(false);
+        assert_eq!(seen.insert(fp(3), 9), None);
+        assert_eq!(seen.get(fp(3)), Some(0));
+        assert!(seen.shards_mut()[shard_of(fp(3))].take_pending().is_empty());
+        assert_eq!(seen.bytes(), SHARD_COUNT * SHARD_CAPACITY_MIN * 8);
+    }
+}
