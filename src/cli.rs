@@ -149,6 +149,9 @@ pub enum Command {
         /// Runs per thread count; the median is printed.
         #[arg(long, default_value = "1")]
         runs: usize,
+        /// Identify states up to permutations of the nodes (checks `Durable` only).
+        #[arg(long)]
+        symmetry: bool,
         /// (internal) Run one measurement in this process and print it as JSON.
         #[arg(long, hide = true)]
         one: bool,
@@ -299,8 +302,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             Ok(0)
         }
         Command::Bench { paths, threads } => bench(&paths, &threads),
-        Command::BenchRepl { threads, per_witness, runs, one } => {
-            bench_repl(&threads, per_witness, runs, one)
+        Command::BenchRepl { threads, per_witness, runs, symmetry, one } => {
+            bench_repl(&threads, per_witness, runs, symmetry, one)
         }
         Command::Prove { paths, verify, out, threads } => {
             let interactive = std::io::stderr().is_terminal();
@@ -408,13 +411,19 @@ fn bench(paths: &[PathBuf], threads: &[usize]) -> Result<ExitCode, ConfigError> 
 }
 
 /// `bench-repl`: each measurement in a fresh process (`--one`), so peak memory is that run's.
-fn bench_repl(threads: &[usize], per_witness: bool, runs: usize, one: bool) -> Result<ExitCode, ConfigError> {
+fn bench_repl(
+    threads: &[usize],
+    per_witness: bool,
+    runs: usize,
+    symmetry: bool,
+    one: bool,
+) -> Result<ExitCode, ConfigError> {
     use crate::bench::{self, repl};
     let ack = if per_witness { repl::AckEnumeration::PerWitness } else { repl::AckEnumeration::PerValue };
     let model = repl::Repl { ack, ..repl::Repl::benchmark() };
     let fail = |m: String| ConfigError::new(&PathBuf::from("bench-repl"), m);
     if one {
-        let m = bench::measure_repl(&model, threads.first().copied().unwrap_or(1));
+        let m = bench::measure_repl(&model, threads.first().copied().unwrap_or(1), symmetry);
         println!("{}", serde_json::to_string(&m).map_err(|e| fail(e.to_string()))?);
         return Ok(0);
     }
@@ -427,6 +436,9 @@ fn bench_repl(threads: &[usize], per_witness: bool, runs: usize, one: bool) -> R
             cmd.args(["bench-repl", "--one", "--threads", &t.to_string()]);
             if per_witness {
                 cmd.arg("--per-witness");
+            }
+            if symmetry {
+                cmd.arg("--symmetry");
             }
             let out = cmd.output().map_err(|e| fail(format!("bench run failed: {e}")))?;
             let m: bench::Measurement = serde_json::from_slice(&out.stdout)

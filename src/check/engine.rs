@@ -1,12 +1,23 @@
 //! replicheck's exploration engine: a level-synchronous, multi-threaded breadth-first search
 //! over any `stateright::Model`.
 //!
-//! Each BFS level is expanded in parallel (states split into contiguous chunks, one per
-//! thread), then merged sequentially in frontier order. State numbering, state counts,
-//! depths and the first counterexample found are therefore the same on every run and for
-//! every thread count. The engine keeps one 64-bit fingerprint and one parent index per state
-//! (full states only for the frontier), so any state's path can be rebuilt by replaying the
-//! model from its initial state.
+//! One BFS level runs in three parallel phases, with no sequential merge:
+//! 1. *expand*: the frontier is split into contiguous chunks, one per thread. Each thread
+//!    checks the properties, generates successors, fingerprints them and looks them up in the
+//!    seen set of earlier levels (read-only; lookups are prefetched a batch of states ahead).
+//!    Unknown successors become the level's *candidates*, in frontier order.
+//! 2. *dedup*: the seen set is sharded by the fingerprints' top bits ([`super::seen`]); each
+//!    thread inserts, in the global candidate order, the candidates of its own shards. The
+//!    first occurrence of each new state is therefore the same for any thread count.
+//! 3. *number*: first occurrences get consecutive indices in candidate order (each chunk's
+//!    base is a prefix sum of per-chunk counts), which is exactly the numbering of a plain
+//!    sequential BFS: new states in order of (parent, action). When edges are recorded, the
+//!    candidates' edges and the seen table's provisional values then get their final indices.
+//!
+//! State numbering, state counts, depths, parents and the first counterexample found are
+//! therefore the same on every run and for every thread count. The engine keeps one 64-bit
+//! fingerprint and one `u32` parent index per state (full states only for the frontier), so
+//! any state's path can be rebuilt by replaying the model from its initial state.
 
 use super::seen::{shard_of, SeenSet, Shard, SHARD_COUNT};
 use stateright::{Expectation, Model, Property};
@@ -325,7 +336,40 @@ struct Part<S> {
     cand_fp: Vec<u64>,
     cand_state: Vec<S>,
     cand_parent: Vec<u32>,
+    /// Per candidate, set by [`dedup`].
+    links: Vec<AtomicU32>,
     edges: EdgePart,
+}
+
+impl<S> Part<S> {
+    /// An empty part; parts are reused from level to level, so their buffers' pages stay
+    /// mapped instead of being returned to the system and faulted in (zeroed) again.
+    fn new() -> Part<S> {
+        Part {
+            discoveries: Vec::new(),
+            transitions: 0,
+            cand_fp: Vec::new(),
+            cand_state: Vec::new(),
+            cand_parent: Vec::new(),
+            links: Vec::new(),
+            edges: EdgePart::default(),
+        }
+    }
+
+    fn clear(&mut self, property_count: usize) {
+        self.discoveries.clear();
+        self.discoveries.resize(property_count, None);
+        self.transitions = 0;
+        self.cand_fp.clear();
+        self.cand_state.clear();
+        self.cand_parent.clear();
+        self.links.clear();
+        let e = &mut self.edges;
+        e.row_len.clear();
+        e.targets.clear();
+        e.labels.clear();
+        e.cand_edge.clear();
+    }
 }
 
 /// A chunk's rows of the graph, while its candidates' indices are not known yet.
@@ -367,20 +411,13 @@ fn expand_chunk<M>(
     record: bool,
     states: &[M::State],
     first_index: u32,
-) -> Part<M::State>
-where
+    part: &mut Part<M::State>,
+) where
     M: Model,
     M::State: Hash,
     M::Action: Clone,
 {
-    let mut part = Part {
-        discoveries: vec![None; properties.len()],
-        transitions: 0,
-        cand_fp: Vec::new(),
-        cand_state: Vec::new(),
-        cand_parent: Vec::new(),
-        edges: EdgePart::default(),
-    };
+    part.clear(properties.len());
     let mut actions = Vec::new();
     let mut batch: Vec<(u64, M::State, u8)> = Vec::new();
     let mut rows: Vec<(u32, usize)> = Vec::new();
@@ -450,7 +487,6 @@ where
             }
         }
     }
-    part
 }
 
 /// Split the shards into `n` contiguous ranges (first shard index, shards).
@@ -469,16 +505,10 @@ fn shard_ranges(shards: &mut [Shard], n: usize) -> Vec<(usize, &mut [Shard])> {
 }
 
 /// Insert a level's candidates into the seen set, each thread its own shards, every thread in
-/// the level's global candidate order. `links[w][c]` becomes the candidate's own position if
+/// the level's global candidate order. `parts[w].links[c]` becomes the candidate's own position if
 /// it is the first occurrence of its state, else the position of that first occurrence (or
 /// [`DUPLICATE`] when values are not kept). Returns the first occurrences per part.
-fn dedup<S: Sync>(
-    seen: &mut SeenSet,
-    parts: &[Part<S>],
-    starts: &[usize],
-    links: &[Vec<AtomicU32>],
-    parallel: bool,
-) -> Vec<u64> {
+fn dedup<S: Sync>(seen: &mut SeenSet, parts: &[Part<S>], starts: &[usize], parallel: bool) -> Vec<u64> {
     let with_values = seen.with_values();
     let ranges = shard_ranges(seen.shards_mut(), parts.len());
     let counts = par_map(ranges, parallel, |_, (lo, mine)| {
@@ -506,7 +536,7 @@ fn dedup<S: Sync>(
                     Some(first) if with_values => first,
                     Some(_) => DUPLICATE,
                 };
-                links[w][c].store(link, Ordering::Relaxed);
+                part.links[c].store(link, Ordering::Relaxed);
             }
         }
         counts
@@ -521,7 +551,6 @@ struct Numbered<S> {
     states: Vec<S>,
     /// Per candidate, its state index if it is a first occurrence (edges only).
     finals: Vec<u32>,
-    edges: EdgePart,
 }
 
 /// Explore every state reachable from the model's initial states, checking `properties`.
@@ -600,6 +629,7 @@ where
     let mut depth = 0u32;
     let mut cut = None;
     let mut level_peak_bytes = 0u64;
+    let mut pool: Vec<Part<M::State>> = Vec::new();
     let all_decided = |d: &[Option<u32>]| d.iter().all(|x| x.is_some());
 
     while !frontier.is_empty() {
@@ -607,8 +637,11 @@ where
         let chunk = if parallel { frontier.len().div_ceil(threads) } else { frontier.len() };
         let chunks: Vec<(usize, &[M::State])> =
             frontier.chunks(chunk).enumerate().map(|(i, c)| (i * chunk, c)).collect();
-        let parts = par_map(chunks, parallel, |_, (offset, states)| {
-            expand_chunk(model, properties, &seen, hooks, record, states, frontier_start + offset as u32)
+        let jobs: Vec<_> = chunks.into_iter().map(|c| (c, pool.pop().unwrap_or_else(Part::new))).collect();
+        let mut parts = par_map(jobs, parallel, |_, ((offset, states), mut part)| {
+            let first_index = frontier_start + offset as u32;
+            expand_chunk(model, properties, &seen, hooks, record, states, first_index, &mut part);
+            part
         });
         // Chunks are in frontier order, so the first chunk with a discovery has the first one.
         for part in &parts {
@@ -633,9 +666,10 @@ where
             cut = Some(Cut::StateLimit(state_count_max));
             break;
         }
-        let links: Vec<Vec<AtomicU32>> =
-            parts.iter().map(|p| (0..p.cand_fp.len()).map(|_| AtomicU32::new(0)).collect()).collect();
-        let new_counts = dedup(&mut seen, &parts, &starts, &links, parallel);
+        for part in &mut parts {
+            part.links.resize_with(part.cand_fp.len(), || AtomicU32::new(0));
+        }
+        let new_counts = dedup(&mut seen, &parts, &starts, parallel);
         let mut rank_bases = Vec::with_capacity(parts.len());
         let mut next_index = base;
         for &n in &new_counts {
@@ -647,18 +681,18 @@ where
             cut = Some(Cut::StateLimit(state_count_max));
             break;
         }
-        let numbered = par_map(parts, parallel, |w, part| {
+        let numbered = par_map(parts, parallel, |w, mut part| {
             let mut out = Numbered {
                 fingerprints: Vec::with_capacity(new_counts[w] as usize),
                 parents: Vec::with_capacity(new_counts[w] as usize),
                 states: Vec::with_capacity(new_counts[w] as usize),
                 finals: Vec::new(),
-                edges: part.edges,
             };
             let mut index = rank_bases[w] as u32;
-            let candidates = part.cand_fp.into_iter().zip(part.cand_state).zip(part.cand_parent);
-            for (c, ((fp, state), parent)) in candidates.enumerate() {
-                let first = links[w][c].load(Ordering::Relaxed) == (starts[w] + c) as u32;
+            let links = std::mem::take(&mut part.links);
+            let candidates = part.cand_fp.iter().zip(part.cand_state.drain(..)).zip(&part.cand_parent);
+            for (c, ((&fp, state), &parent)) in candidates.enumerate() {
+                let first = links[c].load(Ordering::Relaxed) == (starts[w] + c) as u32;
                 if record {
                     out.finals.push(if first { index } else { NO_PARENT });
                 }
@@ -669,26 +703,27 @@ where
                     index += 1;
                 }
             }
-            out
+            part.links = links;
+            (out, part)
         });
-        let (mut edge_parts, rest): (Vec<EdgePart>, Vec<_>) =
-            numbered.into_iter().map(|n| (n.edges, (n.fingerprints, n.parents, n.states, n.finals))).unzip();
+        let (rest, mut parts): (Vec<Numbered<_>>, Vec<Part<_>>) = numbered.into_iter().unzip();
         if record {
             // Candidates' edges and the table's provisional values get the final indices.
-            let finals: Vec<&Vec<u32>> = rest.iter().map(|r| &r.3).collect();
+            let finals: Vec<&Vec<u32>> = rest.iter().map(|r| &r.finals).collect();
             let final_of = |pos: u32| {
                 let w = starts.partition_point(|&s| s <= pos as usize) - 1;
                 let f = finals[w][pos as usize - starts[w]];
                 debug_assert!(f != NO_PARENT, "a link points at a first occurrence");
                 f
             };
-            let ranges = shard_ranges(seen.shards_mut(), edge_parts.len());
-            let jobs: Vec<_> = edge_parts.iter_mut().zip(ranges).collect();
-            par_map(jobs, parallel, |w, (edges, (_, shards))| {
+            let ranges = shard_ranges(seen.shards_mut(), parts.len());
+            let jobs: Vec<_> = parts.iter_mut().zip(ranges).collect();
+            par_map(jobs, parallel, |w, (part, (_, shards))| {
+                let edges = &mut part.edges;
                 for (c, &slot) in edges.cand_edge.iter().enumerate() {
                     let f = finals[w][c];
                     edges.targets[slot] =
-                        if f != NO_PARENT { f } else { final_of(links[w][c].load(Ordering::Relaxed)) };
+                        if f != NO_PARENT { f } else { final_of(part.links[c].load(Ordering::Relaxed)) };
                 }
                 for shard in shards.iter_mut() {
                     for (slot, pos) in shard.take_pending() {
@@ -698,23 +733,25 @@ where
             });
         }
         let mut next = Vec::with_capacity((next_index - base) as usize);
-        for (fps, ps, states, _) in rest {
-            fingerprints.extend(fps);
-            parents.extend(ps);
-            next.extend(states);
+        for n in rest {
+            fingerprints.extend(n.fingerprints);
+            parents.extend(n.parents);
+            next.extend(n.states);
         }
         if let Some(g) = graph.as_mut() {
-            for edges in edge_parts {
+            for part in &parts {
+                let edges = &part.edges;
                 let mut at = g.targets.len() as u64;
-                for len in edges.row_len {
+                for &len in &edges.row_len {
                     g.offsets.push(at);
                     at += u64::from(len);
                 }
                 g.targets.extend_from_slice(&edges.targets);
-                g.labels.extend(edges.labels);
+                g.labels.extend_from_slice(&edges.labels);
                 debug_assert_eq!(at, g.targets.len() as u64);
             }
         }
+        pool = parts;
         assert_eq!(fingerprints.len() as u64, next_index);
         if !next.is_empty() {
             depth += 1;

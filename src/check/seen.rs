@@ -17,7 +17,7 @@
 
 /// `2^SHARD_BITS` shards: enough to spread a level over the threads evenly, few enough that
 /// every shard holds thousands of states on the spaces worth parallelising.
-pub const SHARD_BITS: u32 = 6;
+pub const SHARD_BITS: u32 = 3;
 pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
 /// Initial slots per shard.
 const SHARD_CAPACITY_MIN: usize = 1 << 10;
@@ -43,6 +43,28 @@ fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// A zeroed vector of `len` elements whose pages the kernel may back with huge pages: the
+/// table is probed at random, so 4 KiB pages would cost a TLB miss on nearly every probe.
+fn zeroed_table<T: Copy + Default>(len: usize) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(len);
+    let bytes = len * std::mem::size_of::<T>();
+    #[cfg(target_os = "linux")]
+    if bytes >= HUGE_PAGE_BYTES {
+        // Advise the 2 MiB-aligned part before the first touch, so its faults map huge pages.
+        let start = (v.as_ptr() as usize).next_multiple_of(HUGE_PAGE_BYTES);
+        let end = (v.as_ptr() as usize + bytes) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
+        if end > start {
+            // SAFETY: the range lies inside `v`'s allocation; MADV_HUGEPAGE changes no contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v.resize(len, T::default());
+    v
+}
+const HUGE_PAGE_BYTES: usize = 2 << 20;
+
 /// One shard: keys, optional values, and the slots inserted since the last
 /// [`Shard::take_pending`] (so their provisional values can be replaced by final ones).
 pub struct Shard {
@@ -57,8 +79,8 @@ pub struct Shard {
 impl Shard {
     fn new(with_values: bool) -> Shard {
         Shard {
-            keys: vec![EMPTY; SHARD_CAPACITY_MIN],
-            values: if with_values { vec![0; SHARD_CAPACITY_MIN] } else { Vec::new() },
+            keys: zeroed_table(SHARD_CAPACITY_MIN),
+            values: if with_values { zeroed_table(SHARD_CAPACITY_MIN) } else { Vec::new() },
             len: 0,
             pending: Vec::new(),
         }
@@ -86,7 +108,11 @@ impl Shard {
 
     #[inline]
     pub fn prefetch(&self, fp: u64) {
-        prefetch(&self.keys[fp as usize & self.mask()]);
+        let i = fp as usize & self.mask();
+        prefetch(&self.keys[i]);
+        if let Some(v) = self.values.get(i) {
+            prefetch(v);
+        }
     }
 
     /// Insert `fp` with `value` if absent: `None` if it was inserted, else the stored value
@@ -112,11 +138,11 @@ impl Shard {
 
     fn grow(&mut self) {
         let capacity = self.keys.len() * 2;
-        let old_keys = std::mem::replace(&mut self.keys, vec![EMPTY; capacity]);
+        let old_keys = std::mem::replace(&mut self.keys, zeroed_table(capacity));
         let old_values = std::mem::take(&mut self.values);
         let with_values = !old_values.is_empty();
         if with_values {
-            self.values = vec![0; capacity];
+            self.values = zeroed_table(capacity);
         }
         for (i, &k) in old_keys.iter().enumerate() {
             if k != EMPTY {
