@@ -35,6 +35,8 @@ pub struct Measurement {
     pub wf_holds: bool,
     /// The same with the fairness on `Ack(k2)` dropped: must be violated.
     pub wf_dropped_violated: bool,
+    /// Peak resident memory after the fair-cycle check too (the process's peak).
+    pub peak_with_cycles_bytes: Option<u64>,
 }
 
 /// [`engine::MemoryUse`], serializable.
@@ -101,6 +103,7 @@ pub fn measure_repl(model: &repl::Repl, threads: usize, symmetry: bool) -> Measu
             with_cycles: None,
             wf_holds: false,
             wf_dropped_violated: false,
+            peak_with_cycles_bytes: None,
         };
     }
     measure_cycles(model, threads, e, durable_only_peak, peak_is_this_run)
@@ -145,6 +148,7 @@ fn measure_cycles(
         elapsed: e.elapsed,
         peak_memory_bytes,
         peak_is_this_run,
+        peak_with_cycles_bytes: engine::peak_memory_bytes(),
     }
 }
 
