@@ -2,8 +2,8 @@
 //!
 //! Fingerprints are well-mixed 64-bit hashes, so the table uses their bits directly: the top
 //! [`SHARD_BITS`] bits pick a shard, the low bits the home slot inside it. Each shard is a
-//! power-of-two array of `u64` keys (0 marks an empty slot; [`super::engine::fingerprint`]
-//! never returns 0) probed linearly, and grows by doubling past a 3/4 load. A lookup touches
+//! power-of-two array of slots holding `u64` keys (0 marks an empty slot;
+//! [`super::engine::fingerprint`] never returns 0) probed linearly, and grows by doubling past a 3/4 load. A lookup touches
 //! one cache line in the common case (8 keys per 64-byte line), against two for a
 //! control-byte map.
 //!
@@ -12,8 +12,9 @@
 //! level's global candidate order, exactly the candidates whose fingerprints fall there. So
 //! which candidate is the first occurrence of a state does not depend on the thread count.
 //!
-//! Values (a `u32` state index per key) are kept only when the caller needs them (edge
-//! recording for the cycle analysis); a safety-only exploration stores 8 bytes per slot.
+//! Values (a `u32` state index per key, stored next to its key in a 16-byte slot) are kept
+//! only when the caller needs them (edge recording for the cycle analysis); a safety-only
+//! exploration stores 8 bytes per slot.
 
 /// `2^SHARD_BITS` shards: enough to spread a level over the threads evenly, few enough that
 /// every shard holds thousands of states on the spaces worth parallelising.
@@ -65,11 +66,15 @@ fn zeroed_table<T: Copy + Default>(len: usize) -> Vec<T> {
 }
 const HUGE_PAGE_BYTES: usize = 2 << 20;
 
-/// One shard: keys, optional values, and the slots inserted since the last
+/// One shard: a power-of-two number of slots, and the slots inserted since the last
 /// [`Shard::take_pending`] (so their provisional values can be replaced by final ones).
+///
+/// A slot is one `u64` key, or with values a key and its value side by side (16 bytes,
+/// aligned, so both sit in one cache line and a lookup costs one miss, not two).
 pub struct Shard {
-    keys: Vec<u64>,
-    values: Vec<u32>,
+    /// `stride` words per slot: the key, then (stride 2) the value.
+    words: Vec<u64>,
+    stride: usize,
     len: usize,
     /// (slot, provisional value) of keys inserted since the last `take_pending`, kept valid
     /// across growth. Only used when values are kept.
@@ -78,27 +83,37 @@ pub struct Shard {
 
 impl Shard {
     fn new(with_values: bool) -> Shard {
-        Shard {
-            keys: zeroed_table(SHARD_CAPACITY_MIN),
-            values: if with_values { zeroed_table(SHARD_CAPACITY_MIN) } else { Vec::new() },
-            len: 0,
-            pending: Vec::new(),
-        }
+        let stride = if with_values { 2 } else { 1 };
+        Shard { words: zeroed_table(SHARD_CAPACITY_MIN * stride), stride, len: 0, pending: Vec::new() }
     }
 
     #[inline]
-    fn mask(&self) -> usize {
-        self.keys.len() - 1
+    fn capacity(&self) -> usize {
+        self.words.len() / self.stride
+    }
+
+    #[inline]
+    fn key(&self, slot: usize) -> u64 {
+        self.words[slot * self.stride]
+    }
+
+    #[inline]
+    fn value(&self, slot: usize) -> u32 {
+        if self.stride == 2 {
+            self.words[slot * 2 + 1] as u32
+        } else {
+            0
+        }
     }
 
     /// The slot holding `fp`, or the empty slot where it would go.
     #[inline]
     fn find_slot(&self, fp: u64) -> usize {
         debug_assert!(fp != EMPTY);
-        let mask = self.mask();
+        let mask = self.capacity() - 1;
         let mut i = fp as usize & mask;
         loop {
-            let k = self.keys[i];
+            let k = self.key(i);
             if k == fp || k == EMPTY {
                 return i;
             }
@@ -108,28 +123,25 @@ impl Shard {
 
     #[inline]
     pub fn prefetch(&self, fp: u64) {
-        let i = fp as usize & self.mask();
-        prefetch(&self.keys[i]);
-        if let Some(v) = self.values.get(i) {
-            prefetch(v);
-        }
+        let i = fp as usize & (self.capacity() - 1);
+        prefetch(&self.words[i * self.stride]);
     }
 
     /// Insert `fp` with `value` if absent: `None` if it was inserted, else the stored value
     /// (0 when values are not kept).
     #[inline]
     pub fn insert(&mut self, fp: u64, value: u32) -> Option<u32> {
-        if (self.len + 1) * 4 > self.keys.len() * 3 {
+        if (self.len + 1) * 4 > self.capacity() * 3 {
             self.grow();
         }
         let i = self.find_slot(fp);
-        if self.keys[i] == fp {
-            return Some(self.values.get(i).copied().unwrap_or(0));
+        if self.key(i) == fp {
+            return Some(self.value(i));
         }
-        self.keys[i] = fp;
+        self.words[i * self.stride] = fp;
         self.len += 1;
-        if !self.values.is_empty() {
-            self.values[i] = value;
+        if self.stride == 2 {
+            self.words[i * 2 + 1] = u64::from(value);
             let slot = u32::try_from(i).expect("a shard has fewer than 2^32 slots");
             self.pending.push((slot, value));
         }
@@ -137,26 +149,19 @@ impl Shard {
     }
 
     fn grow(&mut self) {
-        let capacity = self.keys.len() * 2;
-        let old_keys = std::mem::replace(&mut self.keys, zeroed_table(capacity));
-        let old_values = std::mem::take(&mut self.values);
-        let with_values = !old_values.is_empty();
-        if with_values {
-            self.values = zeroed_table(capacity);
-        }
-        for (i, &k) in old_keys.iter().enumerate() {
-            if k != EMPTY {
-                let j = self.find_slot(k);
-                self.keys[j] = k;
-                if with_values {
-                    self.values[j] = old_values[i];
-                }
+        let stride = self.stride;
+        let doubled = zeroed_table(self.words.len() * 2);
+        let old = std::mem::replace(&mut self.words, doubled);
+        for slot in old.chunks_exact(stride) {
+            if slot[0] != EMPTY {
+                let j = self.find_slot(slot[0]);
+                self.words[j * stride..(j + 1) * stride].copy_from_slice(slot);
             }
         }
         // Pending slots moved: find them again by key.
         let mut pending = std::mem::take(&mut self.pending);
         for p in &mut pending {
-            p.0 = self.find_slot(old_keys[p.0 as usize]) as u32;
+            p.0 = self.find_slot(old[p.0 as usize * stride]) as u32;
         }
         self.pending = pending;
     }
@@ -168,7 +173,8 @@ impl Shard {
 
     /// Replace the value in `slot` (from [`Shard::take_pending`], with no insert in between).
     pub fn set(&mut self, slot: u32, value: u32) {
-        self.values[slot as usize] = value;
+        assert_eq!(self.stride, 2, "values are kept");
+        self.words[slot as usize * 2 + 1] = u64::from(value);
     }
 
     pub fn len(&self) -> usize {
@@ -180,7 +186,7 @@ impl Shard {
     }
 
     fn bytes(&self) -> usize {
-        self.keys.len() * 8 + self.values.len() * 4
+        self.words.len() * 8
     }
 }
 
@@ -209,7 +215,7 @@ impl SeenSet {
     pub fn get(&self, fp: u64) -> Option<u32> {
         let shard = &self.shards[shard_of(fp)];
         let i = shard.find_slot(fp);
-        (shard.keys[i] == fp).then(|| shard.values.get(i).copied().unwrap_or(0))
+        (shard.key(i) == fp).then(|| shard.value(i))
     }
 
     /// Insert into the right shard (single-threaded use, e.g. initial states).
@@ -258,7 +264,7 @@ mod tests {
         assert_eq!(seen.get(fp(200_001)), None);
         assert_eq!(seen.len(), 200_000);
         // Every shard stays at most 3/4 full.
-        assert!(seen.shards.iter().all(|s| s.len() * 4 <= s.keys.len() * 3));
+        assert!(seen.shards.iter().all(|s| s.len() * 4 <= s.capacity() * 3));
     }
 
     #[test]
