@@ -260,7 +260,10 @@ const PARALLEL_FRONTIER_MIN: usize = 256;
 
 /// Replaces a state by the representative of its symmetry class before it is fingerprinted.
 /// Exploration and counterexamples keep the concrete states; only the seen set identifies
-/// symmetric ones, so a reduced run explores one state per class.
+/// symmetric ones, so a reduced run explores one state per class. Sound only when the
+/// initial states, the transitions and every checked property are invariant under the
+/// symmetry; a graph recorded under it is the quotient graph, whose edge labels are those of
+/// the class's first concrete state (per-process fairness classes are not permuted).
 pub type Canonicalizer<'a, M> = &'a (dyn Fn(&<M as Model>::State) -> <M as Model>::State + Sync);
 
 /// Optional per-model hooks of an exploration.
