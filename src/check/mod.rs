@@ -6,6 +6,7 @@ pub mod diff;
 pub mod engine;
 pub mod proofs;
 pub mod report;
+pub mod seen;
 
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
 use crate::model::{display, properties, Action, World, WorldConfig, WorldState};
