@@ -508,7 +508,7 @@ fn arb_small_history() -> impl Strategy<Value = Vec<RegOp>> {
                 output: (fate > 1).then_some(output),
             }
         });
-    proptest::collection::vec(op, 0..7)
+    proptest::collection::vec(op, 0..8)
 }
 
 proptest! {
