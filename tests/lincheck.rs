@@ -268,6 +268,10 @@ fn a_spent_budget_and_a_malformed_history_are_unknown_not_a_verdict() {
         matches!(check(&Register, &history, Budget::steps(1)), Verdict::Unknown { reason } if reason.contains("1 search steps"))
     );
     assert_eq!(check(&Register, &history, Budget::steps(1_000)), Verdict::Linearizable);
+    let small_cache = Budget { cache_bytes_max: 1, ..Budget::default() };
+    assert!(
+        matches!(check(&Register, &history, small_cache), Verdict::Unknown { reason } if reason.contains("1 cache bytes"))
+    );
     let backwards = [done(1, 10, 5, In::Read, Out::Read(None))];
     assert!(matches!(register(&backwards), Verdict::Unknown { reason } if reason.contains("malformed")));
     assert_eq!(register(&[]), Verdict::Linearizable);

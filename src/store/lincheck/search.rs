@@ -201,6 +201,8 @@ struct Cache<S> {
     next: Vec<u32>,
     bits: Vec<u64>,
     states: Vec<S>,
+    /// Approximate memory held, for the budget.
+    bytes: u64,
 }
 
 impl<S: Clone + Eq> Cache<S> {
@@ -212,7 +214,13 @@ impl<S: Clone + Eq> Cache<S> {
             next: Vec::new(),
             bits: Vec::new(),
             states: Vec::new(),
+            bytes: 0,
         }
+    }
+
+    /// Bytes one entry adds: its bit set, state, chain link and (about) a hash map slot.
+    fn entry_bytes(&self) -> u64 {
+        (self.words * 8 + std::mem::size_of::<S>() + 4 + 16) as u64
     }
 
     /// Record the node; false if a seen node subsumes it.
@@ -237,6 +245,7 @@ impl<S: Clone + Eq> Cache<S> {
         self.bits.extend_from_slice(bits);
         self.states.push(state.clone());
         self.first.insert(hash, index);
+        self.bytes += self.entry_bytes();
         true
     }
 }
@@ -384,6 +393,10 @@ impl<'a, M: SeqModel> Search<'a, M> {
                     linearized_hash ^= zobrist[k as usize];
                     let hash = linearized_hash ^ state_hasher.hash_one(&next_state);
                     if cache.insert(hash, &linearized, &next_state) {
+                        if cache.bytes > self.budget.cache_bytes_max {
+                            let limit = format!("{} cache bytes", self.budget.cache_bytes_max);
+                            return self.out_of_budget(limit, stack.len());
+                        }
                         stack.push((call, std::mem::replace(&mut state, next_state), pass, frontier));
                         self.events.lift(call);
                         if pass == Pass::Completed {
