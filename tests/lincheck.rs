@@ -6,7 +6,9 @@
 use proptest::prelude::*;
 use replicheck::store::lincheck::kv::{self, Kv, KvInput, KvOutput};
 use replicheck::store::lincheck::register::{Register, RegisterInput as In, RegisterOutput as Out};
-use replicheck::store::lincheck::{check, overall, parse, Budget, Operation, SeqModel, Verdict};
+use replicheck::store::lincheck::{
+    check, check_partitions, overall, parse, partition_pairs, Budget, Operation, SeqModel, Verdict,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -255,6 +257,24 @@ fn kv_appends_concatenate_and_partition_indices_refer_to_the_whole_history() {
     let parts = kv::partition_by_key(&history);
     assert_eq!(parts[0].history_index, [0, 2, 4]);
     assert_eq!(parts[1].history_index, [1, 3]);
+}
+
+#[test]
+fn a_store_of_registers_is_checked_per_key() {
+    let history = vec![
+        ("k1", done(1, 0, 10, In::Write(Some(1)), Out::WriteOk)),
+        ("k2", done(2, 0, 10, In::Write(Some(2)), Out::WriteOk)),
+        ("k2", done(2, 20, 30, In::Read, Out::Read(Some(2)))),
+        // Stale on k1 only: k2's value is not k1's.
+        ("k1", done(1, 20, 30, In::Read, Out::Read(Some(2)))),
+    ];
+    let parts = partition_pairs(history);
+    let per_key = check_partitions(&Register, &parts, Budget::default(), 2);
+    assert_eq!(per_key[1], ("k2", Verdict::Linearizable));
+    assert_eq!(
+        overall(&per_key),
+        Some(&("k1", Verdict::NotLinearizable { longest_prefix: vec![0], unplaced_op: 3 }))
+    );
 }
 
 #[test]
@@ -531,6 +551,45 @@ proptest! {
             history.rotate_left(at);
         }
         prop_assert_eq!(check(&Register, &history, Budget::default()), Verdict::Linearizable);
+    }
+
+    /// The same for the kv model, checked per key and whole.
+    #[test]
+    fn kv_histories_of_a_sequential_execution_are_linearizable(
+        plan in proptest::collection::vec(
+            (0u8..3, 0u8..3, prop_oneof!["", "a", "b", "ab"], 0u8..8, 0u64..400, 0u64..400),
+            0..40,
+        ),
+    ) {
+        let mut state = Kv.init();
+        let mut history = Vec::new();
+        for (i, (kind, key, value, fate, before_ns, after_ns)) in plan.into_iter().enumerate() {
+            let at_ns = 100 * i as u64 + 500;
+            let key = key.to_string();
+            let input = match kind {
+                0 => KvInput::Get { key },
+                1 => KvInput::Put { key, value },
+                _ => KvInput::Append { key, value },
+            };
+            let output = match &input {
+                KvInput::Get { key } => KvOutput::Value(state.get(key).to_owned()),
+                _ => KvOutput::Written,
+            };
+            // fate 0: unknown, took effect; 1: unknown, never did; else completed.
+            if fate != 1 {
+                state = Kv.step(&state, &input, &output).expect("the spec accepts its own output");
+            }
+            let completes = fate > 1;
+            history.push(Operation {
+                client: i as u64,
+                call_ns: at_ns - before_ns,
+                return_ns: completes.then_some(at_ns + after_ns),
+                input,
+                output: completes.then_some(output),
+            });
+        }
+        prop_assert!(overall(&kv::check_per_key(&history, Budget::default(), 1)).is_none());
+        prop_assert_eq!(check(&Kv, &history, Budget::default()), Verdict::Linearizable);
     }
 
     /// The search agrees with the definition on small histories, both verdicts included.

@@ -170,6 +170,23 @@ where
     by_key.into_values().collect()
 }
 
+/// Group `(key, operation)` pairs by key, in key order; `history_index` is the position in
+/// `history`. For histories whose model's input carries no key, such as a store of
+/// [`register::Register`]s.
+pub fn partition_pairs<K: Ord + Clone, I, O>(history: Vec<(K, Operation<I, O>)>) -> Vec<Partition<K, I, O>> {
+    let mut by_key: BTreeMap<K, Partition<K, I, O>> = BTreeMap::new();
+    for (index, (key, op)) in history.into_iter().enumerate() {
+        let part = by_key.entry(key.clone()).or_insert_with(|| Partition {
+            key,
+            history_index: Vec::new(),
+            ops: Vec::new(),
+        });
+        part.history_index.push(index);
+        part.ops.push(op);
+    }
+    by_key.into_values().collect()
+}
+
 /// Check every partition, with up to `threads` OS threads (1: on this thread). The budget
 /// applies to each partition. Results are in partition order, and operation indices in a
 /// [`Verdict::NotLinearizable`] refer to the whole history.
