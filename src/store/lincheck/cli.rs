@@ -15,6 +15,7 @@ pub enum HistoryCommand {
     /// Check histories for linearizability, per key. Exit 0 if all are linearizable, 1 if any
     /// is not, 2 if a file cannot be read or parsed, 3 if the search budget ran out.
     Check {
+        /// History files (see --format).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// The history format (default: recognised from the first line).
@@ -33,6 +34,7 @@ pub enum HistoryCommand {
     /// Time the checker on every history of DIR's subdirectories that have a `verdicts.tsv`
     /// (`FILE<TAB>yes|no`), and compare each verdict with it. Exit 1 on any disagreement.
     Bench {
+        /// A directory of history directories, each with its verdicts.tsv.
         #[arg(default_value = "../shared/histories")]
         dir: PathBuf,
         /// Timed runs per file; the median is reported.
