@@ -164,6 +164,11 @@ pub enum Command {
         #[arg(long, hide = true)]
         one: bool,
     },
+    /// Recorded client histories: check them for linearizability, per key.
+    History {
+        #[command(subcommand)]
+        command: crate::store::lincheck::cli::HistoryCommand,
+    },
 }
 
 /// What a command ended with, for the exit code.
@@ -313,6 +318,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
         Command::BenchRepl { threads, per_witness, runs, symmetry, one } => {
             bench_repl(&threads, per_witness, runs, symmetry, one)
         }
+        Command::History { command } => history(command),
         Command::Prove { paths, verify, out, threads } => {
             let interactive = std::io::stderr().is_terminal();
             let opts = run_options(threads, None, interactive, RunOptions::default().explorer_addr);
@@ -357,6 +363,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             Ok(0)
         }
     }
+}
+
+/// `history check` and `history bench`; the checker and its CLI live in `store::lincheck`.
+fn history(command: crate::store::lincheck::cli::HistoryCommand) -> Result<ExitCode, ConfigError> {
+    crate::store::lincheck::cli::run(command)
 }
 
 /// Each measurement runs in its own process so peak memory is that run's alone.

@@ -1,0 +1,2 @@
+//! The concrete store, and the checking of the client histories it records.
+pub mod lincheck;
