@@ -2,3 +2,4 @@
 //! the decision log through which every policy decision is made.
 
 pub mod decision;
+pub mod proxy;
