@@ -126,6 +126,11 @@ pub enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// The concrete store: a local cluster that runs the same policy code.
+    Store {
+        #[command(subcommand)]
+        command: crate::store::cli::StoreCommand,
+    },
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
     BenchOne {
@@ -320,6 +325,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 print!("{}", report.human());
                 Ok(report.exit_code())
             }
+        }
+        Command::Store { command } => {
+            crate::store::cli::run(command).map_err(|e| ConfigError::new(std::path::Path::new("store"), e))
         }
         Command::BenchOne { model, variant, threads, safety_only } => {
             let scenario = Scenario::load(&model)?;

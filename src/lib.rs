@@ -10,3 +10,4 @@ pub mod config;
 pub mod lint;
 pub mod model;
 pub mod policy;
+pub mod store;

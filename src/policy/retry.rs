@@ -1,6 +1,6 @@
 //! Client retries: when to try again, and whether a retry may repeat a write's effect.
 
-use super::{Ticks, Version};
+use super::Ticks;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -64,12 +64,13 @@ pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) 
 
 /// The version a write attempt is stored under. With idempotency tokens, a retry of a write
 /// the coordinator already sequenced reuses that version, so replicas that applied the first
-/// attempt apply nothing new; without tokens every attempt is a new write.
-pub fn version_for_attempt(
+/// attempt apply nothing new; without tokens every attempt is a new write. Generic over the
+/// version type: the model counts in `Version` (u8), the concrete store in u64.
+pub fn version_for_attempt<Ver: Ord + Copy>(
     idempotency_tokens: bool,
-    version_of_token: Option<Version>,
-    next_version: Version,
-) -> Version {
+    version_of_token: Option<Ver>,
+    next_version: Ver,
+) -> Ver {
     match (idempotency_tokens, version_of_token) {
         (true, Some(version)) => {
             assert!(version < next_version);

@@ -1,0 +1,12 @@
+//! The concrete store: storage nodes as OS processes, a coordinator serving RESP, replication
+//! with the quorums, deadlines, failure detection and eviction of `src/policy`.
+
+pub mod cli;
+pub mod cluster;
+pub mod coordinator;
+pub mod decide;
+pub mod link;
+pub mod node;
+pub mod resp;
+pub mod storage;
+pub mod wire;
