@@ -133,6 +133,11 @@ pub enum Command {
         /// A decision log (JSON lines), as written by the store's `--decision-log`.
         log: PathBuf,
     },
+    /// The concrete store: a local cluster that runs the same policy code.
+    Store {
+        #[command(subcommand)]
+        command: crate::store::cli::StoreCommand,
+    },
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
     BenchOne {
@@ -329,6 +334,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             }
         }
         Command::Conform { log } => conform(&log),
+        Command::Store { command } => {
+            crate::store::cli::run(command).map_err(|e| ConfigError::new(std::path::Path::new("store"), e))
+        }
         Command::BenchOne { model, variant, threads, safety_only } => {
             let scenario = Scenario::load(&model)?;
             let mut jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;

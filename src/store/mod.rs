@@ -1,5 +1,16 @@
-//! The concrete store: storage nodes, the coordinator, clients, the fault-injecting proxy, and
-//! the decision log through which every policy decision is made.
+//! The concrete store: storage nodes as OS processes, a coordinator serving RESP, replication
+//! with the quorums, deadlines, failure detection and eviction of `src/policy`; the
+//! fault-injecting proxy, the load-generating client, and the decision log through which every
+//! policy decision is made.
 
+pub mod cli;
+pub mod cluster;
+pub mod coordinator;
+pub mod decide;
 pub mod decision;
+pub mod link;
+pub mod node;
 pub mod proxy;
+pub mod resp;
+pub mod storage;
+pub mod wire;

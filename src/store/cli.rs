@@ -1,0 +1,111 @@
+//! `replicheck store ...`: start a local cluster, run one node (internal), measure.
+
+use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use crate::config::{self, Policy, SourcedPolicy};
+use clap::Subcommand;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// Start a local cluster: node processes and a coordinator serving RESP (redis-cli,
+    /// redis-benchmark) until Ctrl-C, which stops the nodes.
+    Up {
+        /// Storage nodes; those beyond the replication factor are spares for eviction.
+        #[arg(long, default_value = "3")]
+        nodes: usize,
+        /// A policy file (as for `check --policy`); durations are real milliseconds.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Overrides the policy's replication_factor.
+        #[arg(long)]
+        replication_factor: Option<u8>,
+        /// Where nodes keep their data (node-N/ below it); default: a new directory under the
+        /// system's temporary directory.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// The client (RESP) port on 127.0.0.1.
+        #[arg(long, default_value = "6379")]
+        port: u16,
+        /// Largest value (and any argument) a client may send, in bytes.
+        #[arg(long, default_value_t = VALUE_BYTES_MAX_DEFAULT)]
+        value_bytes_max: usize,
+    },
+    /// (internal) One storage node; `store up` spawns these.
+    #[command(hide = true)]
+    Node {
+        #[arg(long)]
+        id: u8,
+        #[arg(long)]
+        listen: SocketAddr,
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
+}
+
+/// The policy for a store of `node_count` nodes: a policy file (or the defaults) with
+/// `replication_factor` optionally overridden, durations in milliseconds.
+pub fn store_policy(
+    path: Option<&Path>,
+    replication_factor: Option<u8>,
+    node_count: usize,
+) -> Result<Policy, String> {
+    let mut sourced = match path {
+        Some(path) => config::load_policy(path).map_err(|e| e.to_string())?,
+        None => SourcedPolicy::default(),
+    };
+    if let Some(rf) = replication_factor {
+        let patch = config::PolicyPatch { replication_factor: Some(rf), ..Default::default() };
+        sourced = sourced.then(&SourcedPolicy::new(patch, "--replication-factor"));
+    }
+    let policy = sourced.resolve_ms()?;
+    if usize::from(policy.replication_factor) > node_count {
+        return Err(format!("replication_factor {} exceeds --nodes {node_count}", policy.replication_factor));
+    }
+    Ok(policy)
+}
+
+pub fn run(command: StoreCommand) -> Result<u8, String> {
+    match command {
+        StoreCommand::Node { id, listen, data_dir } => {
+            super::node::run(id, listen, &data_dir).map_err(|e| format!("node {id}: {e}"))?;
+            Ok(0)
+        }
+        StoreCommand::Up { nodes, policy, replication_factor, data_dir, port, value_bytes_max } => {
+            let policy = store_policy(policy.as_deref(), replication_factor, nodes)?;
+            let data_dir = data_dir.unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
+            });
+            let binary =
+                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let config = ClusterConfig {
+                binary,
+                node_count: nodes,
+                policy,
+                data_dir: data_dir.clone(),
+                client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                value_bytes_max,
+            };
+            let mut cluster = Cluster::start(config)?;
+            let addr = cluster.client_addr();
+            println!("replicheck store: {nodes} nodes, data in {}", data_dir.display());
+            for node in 0..cluster.node_count() {
+                println!("  node {node}: {}", cluster.node_addr(node as u8));
+            }
+            println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
+            println!("Ctrl-C stops the cluster.");
+            wait_for_ctrl_c()?;
+            cluster.stop();
+            println!("replicheck store: stopped");
+            Ok(0)
+        }
+    }
+}
+
+fn wait_for_ctrl_c() -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    runtime.block_on(tokio::signal::ctrl_c()).map_err(|e| format!("cannot wait for Ctrl-C: {e}"))
+}
