@@ -4,6 +4,7 @@
 //! policy decision is made.
 
 pub mod cli;
+pub mod client;
 pub mod cluster;
 pub mod coordinator;
 pub mod decide;
