@@ -126,17 +126,17 @@ pub enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// The concrete store: a local cluster that runs the same policy code.
+    Store {
+        #[command(subcommand)]
+        command: crate::store::cli::StoreCommand,
+    },
     /// Replay a store's decision log through the policy code: exit 0 when every logged output is
     /// the one `src/policy` computes from the logged inputs, 1 naming the first line that is not
     /// (its inputs, the logged and the recomputed output), 2 if a line is not a decision.
     Conform {
         /// A decision log (JSON lines), as written by the store's `--decision-log`.
         log: PathBuf,
-    },
-    /// The concrete store: a local cluster that runs the same policy code.
-    Store {
-        #[command(subcommand)]
-        command: crate::store::cli::StoreCommand,
     },
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
@@ -333,10 +333,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 Ok(report.exit_code())
             }
         }
-        Command::Conform { log } => conform(&log),
         Command::Store { command } => {
             crate::store::cli::run(command).map_err(|e| ConfigError::new(std::path::Path::new("store"), e))
         }
+        Command::Conform { log } => conform(&log),
         Command::BenchOne { model, variant, threads, safety_only } => {
             let scenario = Scenario::load(&model)?;
             let mut jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;

@@ -25,8 +25,8 @@ pub fn holders_needed_for_reads(member_count: usize, read_quorum: u8) -> usize {
 
 /// The answer of a strong read: the newest version among the replies, with its value.
 /// Ties on version cannot disagree on value (one version is written once), so the first wins.
-/// Generic over the version type: the model counts in `Version` (u8), the concrete store in
-/// u64.
+/// Generic over the version type: the model counts versions in a `u8` per shard
+/// (`policy::Version`), the store in a `u64` per key.
 pub fn read_result<Ver: Ord + Copy, V: Copy>(replies: &[(Ver, V)]) -> Option<(Ver, V)> {
     let mut best: Option<(Ver, V)> = None;
     for &(version, value) in replies {
@@ -41,7 +41,6 @@ pub fn read_result<Ver: Ord + Copy, V: Copy>(replies: &[(Ver, V)]) -> Option<(Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Version;
     use proptest::prelude::*;
 
     #[test]
@@ -62,7 +61,7 @@ mod tests {
     #[test]
     fn read_result_takes_newest_version() {
         assert_eq!(read_result(&[(1, 'a'), (3, 'c'), (2, 'b')]), Some((3, 'c')));
-        assert_eq!(read_result::<Version, char>(&[]), None);
+        assert_eq!(read_result::<u8, char>(&[]), None);
     }
 
     proptest! {

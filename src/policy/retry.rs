@@ -66,7 +66,7 @@ pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) 
 /// The version a write attempt is stored under. With idempotency tokens, a retry of a write
 /// the coordinator already sequenced reuses that version, so replicas that applied the first
 /// attempt apply nothing new; without tokens every attempt is a new write. Generic over the
-/// version type: the model counts in `Version` (u8), the concrete store in u64.
+/// version type: the model counts versions in a `u8` per shard, the store in a `u64` per key.
 pub fn version_for_attempt<Ver: Ord + Copy>(
     idempotency_tokens: bool,
     version_of_token: Option<Ver>,

@@ -30,6 +30,9 @@ pub enum StoreCommand {
         /// Largest value (and any argument) a client may send, in bytes.
         #[arg(long, default_value_t = VALUE_BYTES_MAX_DEFAULT)]
         value_bytes_max: usize,
+        /// Log every policy decision to this file (JSON lines) for `replicheck conform`.
+        #[arg(long)]
+        decision_log: Option<PathBuf>,
     },
     /// (internal) One storage node; `store up` spawns these.
     #[command(hide = true)]
@@ -71,7 +74,15 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             super::node::run(id, listen, &data_dir).map_err(|e| format!("node {id}: {e}"))?;
             Ok(0)
         }
-        StoreCommand::Up { nodes, policy, replication_factor, data_dir, port, value_bytes_max } => {
+        StoreCommand::Up {
+            nodes,
+            policy,
+            replication_factor,
+            data_dir,
+            port,
+            value_bytes_max,
+            decision_log,
+        } => {
             let policy = store_policy(policy.as_deref(), replication_factor, nodes)?;
             let data_dir = data_dir.unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
@@ -85,6 +96,7 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
                 data_dir: data_dir.clone(),
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
                 value_bytes_max,
+                decision_log,
             };
             let mut cluster = Cluster::start(config)?;
             let addr = cluster.client_addr();

@@ -13,6 +13,7 @@
 //! Dropping the `Cluster` kills every node process and stops the coordinator.
 
 use super::coordinator::Coordinator;
+use super::decision::DecisionLog;
 use crate::config::Policy;
 use crate::policy::NodeId;
 use std::io::{BufRead, BufReader};
@@ -37,6 +38,9 @@ pub struct ClusterConfig {
     /// Where clients connect; port 0 picks a free port (see `client_addr`).
     pub client_addr: SocketAddr,
     pub value_bytes_max: usize,
+    /// Where the coordinator logs every policy decision (JSON lines, for `replicheck
+    /// conform`); `None`: not logged.
+    pub decision_log: Option<PathBuf>,
 }
 
 struct NodeProcess {
@@ -52,6 +56,7 @@ pub struct Cluster {
     coordinator: Arc<Coordinator>,
     client_addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
+    log: DecisionLog,
 }
 
 impl Cluster {
@@ -85,9 +90,15 @@ impl Cluster {
             nodes.push(node);
         }
         let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        let log = match &config.decision_log {
+            Some(path) => DecisionLog::create(path, "coordinator")
+                .map_err(|e| format!("cannot create the decision log {}: {e}", path.display()))?,
+            None => DecisionLog::off(),
+        };
         let (coordinator, listener) = runtime.block_on(async {
             let coordinator =
-                Coordinator::start(config.policy.clone(), &addrs, config.value_bytes_max).await?;
+                Coordinator::start(config.policy.clone(), &addrs, config.value_bytes_max, log.clone())
+                    .await?;
             let listener = tokio::net::TcpListener::bind(config.client_addr)
                 .await
                 .map_err(|e| format!("cannot listen for clients on {}: {e}", config.client_addr))?;
@@ -95,7 +106,7 @@ impl Cluster {
         })?;
         let client_addr = listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
         runtime.spawn(Arc::clone(&coordinator).serve(listener));
-        Ok(Cluster { config, nodes, coordinator, client_addr, runtime: Some(runtime) })
+        Ok(Cluster { config, nodes, coordinator, client_addr, runtime: Some(runtime), log })
     }
 
     /// Where clients speak RESP.
@@ -153,6 +164,9 @@ impl Cluster {
         }
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
+        }
+        if let Err(e) = self.log.flush() {
+            eprintln!("replicheck store: {e}");
         }
     }
 }

@@ -9,7 +9,7 @@
 //! answering (ABD's read phase two): once a reader saw a value, every later read quorum
 //! meets a member that holds it.
 
-use super::decide;
+use super::decision::{self, DecisionLog};
 use super::link::{LinkError, NodeLink};
 use super::resp;
 use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
@@ -108,6 +108,8 @@ pub struct Coordinator {
     pub counters: Counters,
     value_bytes_max: usize,
     started: Instant,
+    /// Every policy decision goes through `decision::*` and is logged here.
+    log: DecisionLog,
 }
 
 impl Coordinator {
@@ -118,6 +120,7 @@ impl Coordinator {
         policy: Policy,
         node_addrs: &[SocketAddr],
         value_bytes_max: usize,
+        log: DecisionLog,
     ) -> Result<Arc<Coordinator>, String> {
         let rf = usize::from(policy.replication_factor);
         if rf > node_addrs.len() {
@@ -161,6 +164,7 @@ impl Coordinator {
             counters: Counters::default(),
             value_bytes_max,
             started: now,
+            log,
         });
         for node in 0..coordinator.links.len() {
             tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
@@ -195,11 +199,13 @@ impl Coordinator {
         let state = &mut membership.nodes[usize::from(node)];
         match result {
             Ok(_) | Err(LinkError::Node(_)) => {
-                state.health = decide::health_after_hearing_from();
+                state.health = crate::policy::detector::health_after_hearing_from();
                 state.last_heard = Instant::now();
             }
             Err(LinkError::Deadline) | Err(LinkError::Unreachable(_)) => {
-                if let Some(health) = decide::health_after_deadline_miss(self.policy.failure_detection) {
+                if let Some(health) =
+                    decision::health_after_deadline_miss(&self.log, node, self.policy.failure_detection)
+                {
                     state.health = health;
                 }
             }
@@ -256,7 +262,7 @@ impl Coordinator {
                 if member.caught_up && matches!(reply, NodeReply::Stored { .. }) {
                     acks += 1;
                 }
-                reached = decide::quorum_reached(acks, w);
+                reached = decision::quorum_reached(&self.log, acks, w);
                 reached
             })
             .await;
@@ -283,7 +289,12 @@ impl Coordinator {
             Some(token) => {
                 let mut tokens = self.tokens.lock().expect("tokens lock");
                 let known = tokens.version_of(token, key);
-                let version = decide::version_for_attempt(self.policy.retry.idempotency_tokens, known, next);
+                let version = decision::version_for_attempt(
+                    &self.log,
+                    self.policy.retry.idempotency_tokens,
+                    known,
+                    next,
+                );
                 tokens.remember(token.to_vec(), key.to_vec(), version);
                 version
             }
@@ -310,10 +321,10 @@ impl Coordinator {
                 if let (true, NodeReply::Value { version, value }) = (member.caught_up, reply) {
                     replies.push((*version, value.clone()));
                 }
-                decide::quorum_reached(replies.len(), r)
+                decision::quorum_reached(&self.log, replies.len(), r)
             })
             .await;
-        if !decide::quorum_reached(replies.len(), r) {
+        if replies.len() < usize::from(r) {
             return Err(format!(
                 "read quorum not reached: {} of {r} replies within replica_ack_timeout {} ms ({})",
                 replies.len(),
@@ -321,11 +332,9 @@ impl Coordinator {
                 failures.join("; ")
             ));
         }
-        let indexed: Vec<(u64, usize)> = replies.iter().enumerate().map(|(i, (v, _))| (*v, i)).collect();
-        let (version, index) = decide::read_result(&indexed).expect("a quorum is never empty");
-        let value = replies[index].1.clone();
+        let (version, value) = decision::read_result(&self.log, &replies).expect("a quorum is never empty");
         let holders = replies.iter().filter(|(v, _)| *v == version).count();
-        if version > 0 && !decide::quorum_reached(holders, self.policy.write_quorum) {
+        if version > 0 && !decision::quorum_reached(&self.log, holders, self.policy.write_quorum) {
             self.replicate(key, version, &value).await.map_err(|e| format!("read repair failed: {e}"))?;
             bump(&self.counters.read_repairs);
         }
@@ -354,10 +363,12 @@ impl Coordinator {
             if self.policy.failure_detection == FailureDetection::Independent {
                 let mut membership = self.membership.lock().expect("membership lock");
                 let now = Instant::now();
-                for state in &mut membership.nodes {
+                for (node, state) in membership.nodes.iter_mut().enumerate() {
                     let silence_ms =
                         u32::try_from(now.duration_since(state.last_heard).as_millis()).unwrap_or(u32::MAX);
-                    state.health = decide::health_from_silence(
+                    state.health = decision::health_from_silence(
+                        &self.log,
+                        node as NodeId,
                         silence_ms,
                         self.policy.suspect_after_ticks,
                         self.policy.dead_after_ticks,
@@ -393,7 +404,7 @@ impl Coordinator {
                     is_member: membership.members.iter().any(|m| usize::from(m.node) == n),
                 })
                 .collect();
-            match decide::eviction(self.policy.eviction, view, 0, &candidates) {
+            match decision::decide_eviction(&self.log, dead, self.policy.eviction, view, 0, &candidates) {
                 EvictionDecision::Evict { replacement } => {
                     let slot = membership.members.iter().position(|m| m.node == dead).expect("a member");
                     membership.members[slot] = Member { node: replacement, caught_up: false };

@@ -1,13 +1,11 @@
 //! The concrete store: storage nodes as OS processes, a coordinator serving RESP, replication
-//! with the quorums, deadlines, failure detection and eviction of `src/policy`; the
-//! fault-injecting proxy, the load-generating client, and the decision log through which every
-//! policy decision is made.
+//! with the quorums, deadlines, failure detection and eviction of `src/policy`; clients, the
+//! fault-injecting proxy, and the decision log through which every policy decision is made.
 
 pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod coordinator;
-pub mod decide;
 pub mod decision;
 pub mod link;
 pub mod node;
