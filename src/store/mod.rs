@@ -7,6 +7,7 @@ pub mod client;
 pub mod cluster;
 pub mod coordinator;
 pub mod decision;
+pub mod lincheck;
 pub mod link;
 pub mod node;
 pub mod proxy;
