@@ -8,6 +8,7 @@ pub mod coordinator;
 pub mod decision;
 pub mod link;
 pub mod node;
+pub mod proxy;
 pub mod resp;
 pub mod storage;
 pub mod wire;
