@@ -165,6 +165,11 @@ pub enum Command {
         #[arg(long, hide = true)]
         one: bool,
     },
+    /// Recorded client histories: check them for linearizability, per key.
+    History {
+        #[command(subcommand)]
+        command: crate::store::lincheck::cli::HistoryCommand,
+    },
 }
 
 /// What a command ended with, for the exit code.
@@ -314,6 +319,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
         Command::BenchRepl { threads, per_witness, runs, one } => {
             bench_repl(&threads, per_witness, runs, one)
         }
+        Command::History { command } => history(command),
         Command::Prove { paths, verify, out, threads } => {
             let interactive = std::io::stderr().is_terminal();
             let opts = run_options(threads, None, interactive, RunOptions::default().explorer_addr);
@@ -383,6 +389,11 @@ fn conform(path: &std::path::Path) -> Result<ExitCode, ConfigError> {
             Ok(1)
         }
     }
+}
+
+/// `history check` and `history bench`; the checker and its CLI live in `store::lincheck`.
+fn history(command: crate::store::lincheck::cli::HistoryCommand) -> Result<ExitCode, ConfigError> {
+    crate::store::lincheck::cli::run(command)
 }
 
 /// Each measurement runs in its own process so peak memory is that run's alone.

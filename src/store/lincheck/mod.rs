@@ -1,0 +1,219 @@
+//! Linearizability checking of recorded client histories.
+//!
+//! A history is a list of [`Operation`]s: who called what, when it was called, when (if ever)
+//! it returned and what it returned. [`check`] decides whether some total order of the
+//! operations (a *linearization*) is consistent with both the real-time order (an operation
+//! that returned before another was called comes first) and a sequential specification
+//! ([`SeqModel`]). It is the Wing & Gong search with Lowe's just-in-time refinement, as in
+//! Porcupine: see [`search`] for the algorithm and its limits.
+//!
+//! Operations whose outcome is unknown (the client crashed or timed out) have no return time:
+//! they may take effect at any time after their call, or never. Linearizability is
+//! compositional, so a history over independent keys can be split with [`partition`] and each
+//! key checked alone ([`check_partitions`], in parallel if asked); that is exponentially cheaper
+//! than checking the whole history at once.
+//!
+//! Models: [`register::Register`] (one register with read/write/delete/compare-and-set, as in
+//! the Jepsen etcd histories) and [`kv::Kv`] (get/put/append over string values). Parsers for
+//! recorded histories are in [`parse`]; `replicheck history check` is in [`cli`].
+
+pub mod cli;
+pub mod kv;
+pub mod parse;
+pub mod register;
+pub mod search;
+
+use std::collections::BTreeMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub use search::check;
+
+/// A sequential specification: what a single copy of the object does, one operation at a time.
+///
+/// Specifications are deterministic: an input applied to a state has one effect. `step` says
+/// whether an observed output is possible; `apply` gives the effect when the output was not
+/// observed (the operation timed out or its client crashed).
+pub trait SeqModel {
+    /// Hashed and compared by the checker's cache; keep it small.
+    type State: Clone + Eq + Hash;
+    /// Equal inputs must have equal effects: the checker treats operations with equal inputs
+    /// and unknown outcomes as interchangeable.
+    type Input: Eq;
+    type Output;
+
+    fn init(&self) -> Self::State;
+
+    /// None if `output` is impossible for `input` in `state`; else the next state.
+    fn step(&self, state: &Self::State, input: &Self::Input, output: &Self::Output) -> Option<Self::State>;
+
+    /// The state after `input` takes effect in `state`, whatever it returned (its output was
+    /// not observed).
+    fn apply(&self, state: &Self::State, input: &Self::Input) -> Self::State;
+
+    /// True if `input` never changes the state (a read). An operation with such an input and
+    /// no observed output constrains nothing, so the checker drops it instead of searching
+    /// over where to place it.
+    fn is_read_only(&self, _input: &Self::Input) -> bool {
+        false
+    }
+}
+
+/// One client operation of a history. Times are in nanoseconds on any clock shared by all
+/// clients (a logical clock such as a log line number works too).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Operation<I, O> {
+    pub client: u64,
+    pub call_ns: u64,
+    /// None: outcome unknown (crashed/timed out): may take effect at any time after the call,
+    /// or never.
+    pub return_ns: Option<u64>,
+    pub input: I,
+    /// None when unknown. An operation with a return time but no output must still be placed
+    /// within its interval, with the effect [`SeqModel::apply`] gives.
+    pub output: Option<O>,
+}
+
+/// What [`check`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Linearizable,
+    NotLinearizable {
+        /// Indices into the checked history: the longest partial linearization the search
+        /// reached, in linearization order.
+        longest_prefix: Vec<usize>,
+        /// Index of a completed operation that could not be linearized after that prefix
+        /// before it returned: no order of the operations concurrent with it explains its
+        /// output and the outputs already placed.
+        unplaced_op: usize,
+    },
+    /// The search budget ran out before a verdict; says which limit and how far it got.
+    Unknown {
+        reason: String,
+    },
+}
+
+impl Verdict {
+    pub fn is_linearizable(&self) -> bool {
+        matches!(self, Verdict::Linearizable)
+    }
+}
+
+/// Limits on one search. The search is exponential in the worst case (linearizability
+/// checking is NP-complete); a budget turns a runaway search into [`Verdict::Unknown`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Search steps (an operation tried or undone) per checked history.
+    pub steps_max: u64,
+    /// Wall-clock time per checked history, if limited.
+    pub time_max: Option<Duration>,
+}
+
+impl Budget {
+    /// Enough for any history in `../shared/histories` by two orders of magnitude.
+    pub const STEPS_MAX_DEFAULT: u64 = 100_000_000;
+
+    pub fn unlimited() -> Budget {
+        Budget { steps_max: u64::MAX, time_max: None }
+    }
+
+    pub fn steps(steps_max: u64) -> Budget {
+        Budget { steps_max, time_max: None }
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget::steps(Budget::STEPS_MAX_DEFAULT)
+    }
+}
+
+/// The operations of a history that touch one key, with their indices in the whole history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition<K, I, O> {
+    pub key: K,
+    /// `history_index[i]` is the index in the whole history of `ops[i]`.
+    pub history_index: Vec<usize>,
+    pub ops: Vec<Operation<I, O>>,
+}
+
+/// Split a history by key, in key order. Sound whenever operations on different keys are
+/// independent (linearizability is compositional: a history is linearizable iff each
+/// per-object sub-history is).
+pub fn partition<K, I, O>(history: &[Operation<I, O>], key_of: impl Fn(&I) -> K) -> Vec<Partition<K, I, O>>
+where
+    K: Ord + Clone,
+    I: Clone,
+    O: Clone,
+{
+    let mut by_key: BTreeMap<K, Partition<K, I, O>> = BTreeMap::new();
+    for (index, op) in history.iter().enumerate() {
+        let key = key_of(&op.input);
+        let part = by_key.entry(key.clone()).or_insert_with(|| Partition {
+            key,
+            history_index: Vec::new(),
+            ops: Vec::new(),
+        });
+        part.history_index.push(index);
+        part.ops.push(op.clone());
+    }
+    by_key.into_values().collect()
+}
+
+/// Check every partition, with up to `threads` OS threads (1: on this thread). The budget
+/// applies to each partition. Results are in partition order, and operation indices in a
+/// [`Verdict::NotLinearizable`] refer to the whole history.
+pub fn check_partitions<M, K>(
+    model: &M,
+    partitions: &[Partition<K, M::Input, M::Output>],
+    budget: Budget,
+    threads: usize,
+) -> Vec<(K, Verdict)>
+where
+    M: SeqModel + Sync,
+    M::Input: Sync,
+    M::Output: Sync,
+    K: Clone + Sync,
+{
+    let check_one = |part: &Partition<K, M::Input, M::Output>| -> Verdict {
+        match check(model, &part.ops, budget) {
+            Verdict::NotLinearizable { longest_prefix, unplaced_op } => Verdict::NotLinearizable {
+                longest_prefix: longest_prefix.into_iter().map(|i| part.history_index[i]).collect(),
+                unplaced_op: part.history_index[unplaced_op],
+            },
+            other => other,
+        }
+    };
+    let threads = threads.clamp(1, partitions.len().max(1));
+    let verdicts: Vec<Verdict> = if threads == 1 {
+        partitions.iter().map(check_one).collect()
+    } else {
+        // Work stealing by index: partitions differ in cost by orders of magnitude.
+        let next = AtomicUsize::new(0);
+        let done: Mutex<Vec<Option<Verdict>>> = Mutex::new(vec![None; partitions.len()]);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(part) = partitions.get(i) else { break };
+                    let verdict = check_one(part);
+                    done.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(verdict);
+                });
+            }
+        });
+        let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+        done.into_iter().map(|v| v.expect("every partition checked by a worker")).collect()
+    };
+    partitions.iter().map(|p| p.key.clone()).zip(verdicts).collect()
+}
+
+/// The verdict of a whole history from its per-key verdicts: the first non-linearizable key if
+/// any, else the first key the budget stopped, else linearizable.
+pub fn overall<K>(per_key: &[(K, Verdict)]) -> Option<&(K, Verdict)> {
+    per_key
+        .iter()
+        .find(|(_, v)| matches!(v, Verdict::NotLinearizable { .. }))
+        .or_else(|| per_key.iter().find(|(_, v)| matches!(v, Verdict::Unknown { .. })))
+}
