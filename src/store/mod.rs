@@ -4,6 +4,7 @@
 //! the checking of the client histories it records.
 
 pub mod cli;
+pub mod client;
 pub mod cluster;
 pub mod coordinator;
 pub mod decision;
