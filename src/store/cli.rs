@@ -172,12 +172,14 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
                 value_bytes_max,
                 decision_log,
+                proxy_seed: 0,
             };
             let mut cluster = Cluster::start(config)?;
             let addr = cluster.client_addr();
             println!("replicheck store: {nodes} nodes, data in {}", data_dir.display());
             for node in 0..cluster.node_count() {
-                println!("  node {node}: {}", cluster.node_addr(node as u8));
+                let node = node as u8;
+                println!("  node {node}: {} (coordinator link via proxy)", cluster.node_addr(node));
             }
             println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
             println!("Ctrl-C stops the cluster.");

@@ -8,12 +8,14 @@
 //! let addr = cluster.client_addr(); // speak RESP to it
 //! cluster.kill(1)?;                  // SIGKILL node 1's process
 //! cluster.restart(1)?;               // same address, same data directory
+//! cluster.proxy(2).set_partitioned(true); // the coordinator<->node 2 link drops everything
 //! # Ok(()) }
 //! ```
 //! Dropping the `Cluster` kills every node process and stops the coordinator.
 
 use super::coordinator::Coordinator;
 use super::decision::DecisionLog;
+use super::proxy::{Proxy, ProxyHandle};
 use crate::config::Policy;
 use crate::policy::NodeId;
 use std::io::{BufRead, BufReader};
@@ -38,9 +40,28 @@ pub struct ClusterConfig {
     /// Where clients connect; port 0 picks a free port (see `client_addr`).
     pub client_addr: SocketAddr,
     pub value_bytes_max: usize,
+    /// Seed of the proxies' random draws (latency, loss), for repeatable fault runs.
+    pub proxy_seed: u64,
     /// Where the coordinator logs every policy decision (JSON lines, for `replicheck
     /// conform`); `None`: not logged.
     pub decision_log: Option<PathBuf>,
+}
+
+impl ClusterConfig {
+    /// A cluster on 127.0.0.1 with an ephemeral client port, the default value limit, no
+    /// decision log and proxy seed 0.
+    pub fn local(binary: PathBuf, node_count: usize, policy: Policy, data_dir: PathBuf) -> ClusterConfig {
+        ClusterConfig {
+            binary,
+            node_count,
+            policy,
+            data_dir,
+            client_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
+            proxy_seed: 0,
+            decision_log: None,
+        }
+    }
 }
 
 struct NodeProcess {
@@ -48,6 +69,9 @@ struct NodeProcess {
     /// Fixed after the first start, so a restarted node is where the coordinator dials.
     addr: SocketAddr,
     data_dir: PathBuf,
+    /// The coordinator's link to this node goes through here (a plain relay until faults
+    /// are set through its handle).
+    proxy: Option<Proxy>,
 }
 
 pub struct Cluster {
@@ -85,11 +109,20 @@ impl Cluster {
         let mut nodes = Vec::new();
         for id in 0..config.node_count {
             let data_dir = config.data_dir.join(format!("node-{id}"));
-            let mut node = NodeProcess { child: None, addr: SocketAddr::from(([127, 0, 0, 1], 0)), data_dir };
+            let mut node = NodeProcess {
+                child: None,
+                addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                data_dir,
+                proxy: None,
+            };
             spawn_node(&config, id as NodeId, &mut node)?;
+            let proxy = Proxy::start_seeded(node.addr, config.proxy_seed.wrapping_add(id as u64))
+                .map_err(|e| format!("cannot start the proxy for node {id}: {e}"))?;
+            node.proxy = Some(proxy);
             nodes.push(node);
         }
-        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        let addrs: Vec<SocketAddr> =
+            nodes.iter().map(|n| n.proxy.as_ref().expect("started above").addr()).collect();
         let log = match &config.decision_log {
             Some(path) => DecisionLog::create(path, "coordinator")
                 .map_err(|e| format!("cannot create the decision log {}: {e}", path.display()))?,
@@ -121,6 +154,11 @@ impl Cluster {
     /// The address node `node` listens on.
     pub fn node_addr(&self, node: NodeId) -> SocketAddr {
         self.nodes[usize::from(node)].addr
+    }
+
+    /// The fault controls of the coordinator's link to `node` (latency, drop, partition).
+    pub fn proxy(&self, node: NodeId) -> ProxyHandle {
+        self.nodes[usize::from(node)].proxy.as_ref().expect("every node has a proxy").handle()
     }
 
     pub fn coordinator(&self) -> &Arc<Coordinator> {
@@ -164,6 +202,9 @@ impl Cluster {
         }
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
+        }
+        for node in &mut self.nodes {
+            node.proxy = None;
         }
         if let Err(e) = self.log.flush() {
             eprintln!("replicheck store: {e}");

@@ -608,8 +608,7 @@ impl Coordinator {
             }
             ("DEL", n) if n >= 2 => self.del_reply(&args[1..]).await,
             ("INFO", 1 | 2) => resp::bulk(Some(self.info().as_bytes())),
-            // redis-benchmark asks for `save` and `appendonly` at start; no such settings here.
-            ("CONFIG", n) if n >= 2 && args[1].eq_ignore_ascii_case(b"GET") => resp::array(&[]),
+            ("CONFIG", n) if n >= 2 && args[1].eq_ignore_ascii_case(b"GET") => config_get(&args[2..]),
             // redis-cli asks for command docs at start, for its hints.
             ("COMMAND", _) => resp::array(&[]),
             ("QUIT", 1) => return (resp::simple("OK"), true),
@@ -644,4 +643,22 @@ impl Coordinator {
         }
         resp::integer(deleted)
     }
+}
+
+/// CONFIG GET: redis-benchmark asks for `save` and `appendonly` at start. There are no RDB
+/// snapshots, and every acked write is fsynced on a write quorum (like `appendfsync always`).
+fn config_get(names: &[Vec<u8>]) -> Vec<u8> {
+    let mut items = Vec::new();
+    for name in names {
+        let value: Option<&[u8]> = match name.to_ascii_lowercase().as_slice() {
+            b"save" => Some(b""),
+            b"appendonly" => Some(b"yes"),
+            _ => None,
+        };
+        if let Some(value) = value {
+            items.push(resp::bulk(Some(name)));
+            items.push(resp::bulk(Some(value)));
+        }
+    }
+    resp::array(&items)
 }

@@ -1,6 +1,7 @@
 //! The concrete store: storage nodes as OS processes, a coordinator serving RESP, replication
 //! with the quorums, deadlines, failure detection and eviction of `src/policy`; clients, the
-//! fault-injecting proxy, and the decision log through which every policy decision is made.
+//! fault-injecting proxy, the decision log through which every policy decision is made, and
+//! the checking of the client histories it records.
 
 pub mod cli;
 pub mod client;

@@ -187,3 +187,90 @@ mod tests {
         assert_eq!(error("a\r\nb"), b"-ERR a  b\r\n");
     }
 }
+
+/// A reply as a client reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+/// A blocking RESP client over one connection: for tests, benches and tools.
+pub struct Client {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    writer: std::net::TcpStream,
+}
+
+impl Client {
+    pub fn connect(addr: std::net::SocketAddr) -> std::io::Result<Client> {
+        let stream = std::net::TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Client { reader: std::io::BufReader::new(stream.try_clone()?), writer: stream })
+    }
+
+    /// Give up on a reply after `timeout` (the connection is then unusable).
+    pub fn set_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.writer.set_read_timeout(timeout)
+    }
+
+    /// Send raw bytes (for malformed-input tests).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        self.writer.write_all(bytes)
+    }
+
+    /// Send one command as an array of bulk strings and read its reply.
+    pub fn call(&mut self, args: &[&[u8]]) -> std::io::Result<Reply> {
+        let items: Vec<Vec<u8>> = args.iter().map(|a| bulk(Some(a))).collect();
+        self.send_raw(&array(&items))?;
+        self.read_reply()
+    }
+
+    pub fn read_reply(&mut self) -> std::io::Result<Reply> {
+        read_reply(&mut self.reader)
+    }
+}
+
+fn bad_reply(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("malformed reply: {what}"))
+}
+
+pub fn read_reply(reader: &mut impl std::io::BufRead) -> std::io::Result<Reply> {
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line)?;
+    if line.is_empty() {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+    }
+    if !line.ends_with(b"\r\n") {
+        return Err(bad_reply("line without CRLF"));
+    }
+    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
+    let number = || text.parse::<i64>().map_err(|_| bad_reply("bad integer"));
+    match line[0] {
+        b'+' => Ok(Reply::Simple(text)),
+        b'-' => Ok(Reply::Error(text)),
+        b':' => Ok(Reply::Integer(number()?)),
+        b'$' => {
+            let len = number()?;
+            if len < 0 {
+                return Ok(Reply::Bulk(None));
+            }
+            let mut data = vec![0u8; len as usize + 2];
+            reader.read_exact(&mut data)?;
+            data.truncate(len as usize);
+            Ok(Reply::Bulk(Some(data)))
+        }
+        b'*' => {
+            let len = number()?;
+            let mut items = Vec::new();
+            for _ in 0..len.max(0) {
+                items.push(read_reply(reader)?);
+            }
+            Ok(Reply::Array(items))
+        }
+        _ => Err(bad_reply("unknown type byte")),
+    }
+}
