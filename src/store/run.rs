@@ -226,11 +226,11 @@ fn schedule(scenario: &Scenario) -> Vec<Fault> {
     let mut menu: Vec<Fault> = Vec::new();
     menu.extend(f.crash.iter().map(|n| Fault::Crash(*n)));
     menu.extend(f.partition.iter().map(|z| Fault::Partition(*z)));
-    menu.extend(
-        f.degrade
-            .iter()
-            .map(|d| Fault::Degrade { zones: d.zones, latency: d.latency, text: d.text.clone() }),
-    );
+    menu.extend(f.degrade.iter().map(|d| Fault::Degrade {
+        zones: d.zones,
+        latency: d.latency,
+        text: d.text.clone(),
+    }));
     if f.drop {
         menu.push(Fault::Drop);
     }
@@ -265,7 +265,10 @@ impl Rig<'_> {
     }
 
     fn set_latency(&self, proxy: &ProxyHandle, latency: LatencyTicks) -> Result<(), String> {
-        proxy.set_latency_ms(u64::from(latency.lo) * self.ms_per_tick, u64::from(latency.hi) * self.ms_per_tick)
+        proxy.set_latency_ms(
+            u64::from(latency.lo) * self.ms_per_tick,
+            u64::from(latency.hi) * self.ms_per_tick,
+        )
     }
 
     /// Nodes on the other side of a partition of `zone` from the coordinator.
@@ -334,26 +337,38 @@ impl Rig<'_> {
         Ok(())
     }
 
-    /// Every link back to its scenario latency, no loss, no partition; crashed nodes restarted.
-    fn heal(&mut self) -> Result<(), String> {
+    /// Every link at its scenario latency, no loss, no partition.
+    fn set_scenario_links(&self) -> Result<(), String> {
         let cz = self.scenario.coordinator.zone;
         for node in 0..self.scenario.nodes.len() as NodeId {
             let proxy = self.cluster.proxy(node);
             proxy.clear();
             self.set_latency(&proxy, self.link_latency(cz, self.scenario.nodes[usize::from(node)].zone))?;
+        }
+        let client_proxy = self.client_proxy.handle();
+        client_proxy.clear();
+        self.set_latency(&client_proxy, self.link_latency(self.client_zone(), cz))
+    }
+
+    /// Every fault undone: links as in the scenario, crashed nodes restarted.
+    fn heal(&mut self) -> Result<(), String> {
+        self.set_scenario_links()?;
+        for node in 0..self.scenario.nodes.len() as NodeId {
             if !self.cluster.is_running(node) {
                 self.cluster.restart(node)?;
             }
         }
-        let client_proxy = self.client_proxy.handle();
-        client_proxy.clear();
-        self.set_latency(&client_proxy, self.link_latency(self.client_zone(), cz))?;
         self.event("HEAL every fault undone".into());
         Ok(())
     }
 }
 
-fn run_store(scenario: &Scenario, policy: &Policy, ms_per_tick: u64, req: &RunRequest) -> Result<RunOutcome, String> {
+fn run_store(
+    scenario: &Scenario,
+    policy: &Policy,
+    ms_per_tick: u64,
+    req: &RunRequest,
+) -> Result<RunOutcome, String> {
     let dir = ScratchDir::new()?;
     let log_path = req.decision_log.clone().unwrap_or_else(|| dir.path.join("decisions.jsonl"));
     let before_start = Instant::now();
@@ -380,7 +395,8 @@ fn run_store(scenario: &Scenario, policy: &Policy, ms_per_tick: u64, req: &RunRe
         node_faulted_at_ms: BTreeMap::new(),
         events: Vec::new(),
     };
-    rig.heal()?; // Scenario latencies on every link.
+    rig.set_scenario_links()?;
+    rig.event("links at the scenario's latencies; load starts".into());
     let duration_ms = req.duration.as_millis() as u64;
     let request_timeout_ms = scenario
         .clients
@@ -418,8 +434,8 @@ fn run_store(scenario: &Scenario, policy: &Policy, ms_per_tick: u64, req: &RunRe
     let load = load_thread.join().map_err(|_| "the load thread panicked".to_string())??;
     rig.event(format!("load stopped after {} operations", load.history.len()));
     // Let the last catch-up copies and deadlines run out before the final reads.
-    let settle_ms = u64::from(policy.replica_ack_timeout_ticks.max(policy.dead_after_ticks)) + 200;
-    std::thread::sleep(Duration::from_millis(settle_ms.min(5_000)));
+    let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
+    std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
     let finals = final_reads(&rig, &load, request_timeout_ms)?;
     let info = rig.cluster.info();
     rig.cluster.decision_log().flush().map_err(|e| format!("decision log: {e}"))?;
@@ -452,7 +468,8 @@ fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<
         let mut read = None;
         for _ in 0..5 {
             let call_ns = rig.started.elapsed().as_nanos() as u64;
-            let attempt = RespClient::connect(rig.cluster.client_addr(), timeout).and_then(|mut c| c.get(key.as_bytes()));
+            let attempt = RespClient::connect(rig.cluster.client_addr(), timeout)
+                .and_then(|mut c| c.get(key.as_bytes()));
             match attempt {
                 Ok(value) => {
                     let value = value
@@ -504,7 +521,8 @@ fn measure(
         if let Some(why) = acked_write_missed(ops, last) {
             outcome.acked_writes_lost.push(format!("{key}: {why}"));
         }
-        let history: Vec<Operation<RegisterInput, RegisterOutput>> = ops.iter().filter_map(|op| to_register(op)).collect();
+        let history: Vec<Operation<RegisterInput, RegisterOutput>> =
+            ops.iter().filter_map(|op| to_register(op)).collect();
         match lincheck::check(&Register, &history, Budget::steps(LINCHECK_STEPS_MAX)) {
             Verdict::Linearizable => {}
             Verdict::NotLinearizable { .. } => outcome.not_linearizable.push(key.to_string()),
@@ -534,10 +552,12 @@ fn measure(
 /// Why the final read `last` misses an acknowledged write of `ops`, if it does: it returned
 /// nothing, or a value whose write was over before the newest acknowledged write began.
 fn acked_write_missed(ops: &[&Op], last: &Op) -> Option<String> {
-    let writes = || ops.iter().filter_map(|op| match op.input {
-        Input::Write(value) => Some((value, *op)),
-        Input::Read => None,
-    });
+    let writes = || {
+        ops.iter().filter_map(|op| match op.input {
+            Input::Write(value) => Some((value, *op)),
+            Input::Read => None,
+        })
+    };
     let newest_acked = writes()
         .filter_map(|(value, op)| match op.outcome {
             Outcome::Ok { return_ns, .. } => Some((return_ns, value, op.call_ns)),
@@ -550,20 +570,23 @@ fn acked_write_missed(ops: &[&Op], last: &Op) -> Option<String> {
     };
     let (_, op) = writes().find(|(value, _)| *value == read)?;
     match op.outcome {
-        Outcome::Ok { return_ns, .. } if return_ns < newest_acked.2 => Some(format!(
-            "reads {read}, written before acknowledged write {} began",
-            newest_acked.1
-        )),
+        Outcome::Ok { return_ns, .. } if return_ns < newest_acked.2 => {
+            Some(format!("reads {read}, written before acknowledged write {} began", newest_acked.1))
+        }
         _ => None,
     }
 }
 
 fn to_register(op: &Op) -> Option<Operation<RegisterInput, RegisterOutput>> {
     let (input, output, return_ns) = match (op.input, op.outcome) {
-        (Input::Read, Outcome::Ok { return_ns, read }) => (RegisterInput::Read, Some(RegisterOutput::Read(read)), Some(return_ns)),
+        (Input::Read, Outcome::Ok { return_ns, read }) => {
+            (RegisterInput::Read, Some(RegisterOutput::Read(read)), Some(return_ns))
+        }
         // A read without an answer constrains nothing.
         (Input::Read, _) => return None,
-        (Input::Write(v), Outcome::Ok { return_ns, .. }) => (RegisterInput::Write(Some(v)), Some(RegisterOutput::WriteOk), Some(return_ns)),
+        (Input::Write(v), Outcome::Ok { return_ns, .. }) => {
+            (RegisterInput::Write(Some(v)), Some(RegisterOutput::WriteOk), Some(return_ns))
+        }
         (Input::Write(v), _) => (RegisterInput::Write(Some(v)), None, None),
     };
     Some(Operation { client: op.client, call_ns: op.call_ns, return_ns, input, output })
@@ -589,7 +612,9 @@ fn model_verdicts(
         ModelVerdicts::Skip => Ok(Vec::new()),
         ModelVerdicts::Declared => {
             if req.policy.is_some() {
-                return Err("--model-verdicts declared needs a --variant: a policy file declares no verdicts".into());
+                return Err(
+                    "--model-verdicts declared needs a --variant: a policy file declares no verdicts".into(),
+                );
             }
             let variant = scenario.variant(label).expect("chosen above");
             Ok(variant
@@ -711,7 +736,10 @@ struct ScratchDir {
 
 impl ScratchDir {
     fn new() -> Result<ScratchDir, String> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let path = std::env::temp_dir().join(format!("replicheck-store-run-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         Ok(ScratchDir { path })
@@ -728,6 +756,7 @@ impl Drop for ScratchDir {
 /// outside the model's scope), else 0. The reverse (the model found a violation this one run
 /// did not hit) is expected of a single schedule and is not a failure.
 pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
-    let broken = model.iter().any(|(p, m)| *m == Found::Holds && outcome.verdict(*p) == Some(Found::Violated));
+    let broken =
+        model.iter().any(|(p, m)| *m == Found::Holds && outcome.verdict(*p) == Some(Found::Violated));
     u8::from(broken)
 }
