@@ -8,7 +8,8 @@
 //!
 //! 1. calm: client load on a small key set, no faults (the first `CALM_PERMILLE` of the run);
 //! 2. faults: the scenario's fault menu, one fault after another, at most `faults.budget`
-//!    of them, in the menu's order (crash, partition, degrade, drop), each kept until the heal;
+//!    of them, one of each kind first (crash, partition, degrade, drop), each kept until the
+//!    heal;
 //! 3. healed: every fault undone, load goes on, the cluster settles;
 //! 4. check: load stops; the last value of every key is read, and the history is checked.
 //!
@@ -220,22 +221,25 @@ fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// The scheduled faults: the menu in order, at most `budget`.
+/// The scheduled faults, at most `budget`: the first of each kind on the menu (crash,
+/// partition, degrade, drop), then the second of each, and so on, so that a budget of two on a
+/// menu of crashes and partitions gives one of each rather than two crashes.
 fn schedule(scenario: &Scenario) -> Vec<Fault> {
     let f = &scenario.faults;
-    let mut menu: Vec<Fault> = Vec::new();
-    menu.extend(f.crash.iter().map(|n| Fault::Crash(*n)));
-    menu.extend(f.partition.iter().map(|z| Fault::Partition(*z)));
-    menu.extend(f.degrade.iter().map(|d| Fault::Degrade {
-        zones: d.zones,
-        latency: d.latency,
-        text: d.text.clone(),
-    }));
-    if f.drop {
-        menu.push(Fault::Drop);
-    }
-    menu.truncate(usize::from(f.budget));
-    menu
+    let kinds: [Vec<Fault>; 4] = [
+        f.crash.iter().map(|n| Fault::Crash(*n)).collect(),
+        f.partition.iter().map(|z| Fault::Partition(*z)).collect(),
+        f.degrade
+            .iter()
+            .map(|d| Fault::Degrade { zones: d.zones, latency: d.latency, text: d.text.clone() })
+            .collect(),
+        if f.drop { vec![Fault::Drop] } else { Vec::new() },
+    ];
+    let rounds = kinds.iter().map(Vec::len).max().unwrap_or(0);
+    let mut chosen: Vec<Fault> =
+        (0..rounds).flat_map(|round| kinds.iter().filter_map(move |kind| kind.get(round).cloned())).collect();
+    chosen.truncate(usize::from(f.budget));
+    chosen
 }
 
 /// Everything `run_store` starts, so that faults can be applied and undone.
