@@ -1,10 +1,14 @@
 //! `replicheck store run` on the ack-timeout incident (`models/ack-timeout-eviction.toml`),
 //! through the real binary: node processes, proxies with the model's latencies, the model's
 //! fault menu (the a<->b link degraded to 300-700ms one way, a lossy client link), client load,
-//! heal, check. Each run lasts 3 s of load at the model's 100 ms tick.
+//! heal, check. Each run lasts 5 s of load at the model's 100 ms tick, the two side by side.
 //!
 //! `incident` (a 500ms ack deadline that doubles as the failure detector) must evict a replica
 //! that was only slow; `fixed` (heartbeat detection, dead after 3s of silence) must evict none.
+//! Why 5 s and 4 clients: the store's coordinator marks a replica dead on a deadline miss but
+//! evicts only at its next detector tick (every `heartbeat_interval`, 1 s), and a heartbeat
+//! answered in time in between marks it alive again; with 3 s (1.5 s degraded) one run in a
+//! few saw deaths but no eviction. 2.5 s degraded and more writes make every run evict.
 //! The model's verdicts are the variants' declared ones (`--model-verdicts declared`): exploring
 //! `fixed` takes over a minute, and `tests/models.rs` already checks them.
 
@@ -14,7 +18,7 @@ fn store_run(variant: &str, log: &std::path::Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_replicheck"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["store", "run", "models/ack-timeout-eviction.toml", "--variant", variant])
-        .args(["--duration", "3s", "--model-verdicts", "declared", "--decision-log"])
+        .args(["--duration", "5s", "--clients", "4", "--model-verdicts", "declared", "--decision-log"])
         .arg(log)
         .output()
         .expect("run replicheck")
