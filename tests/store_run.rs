@@ -113,4 +113,19 @@ fn bad_arguments_are_named() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("--time-scale 0: must be 1 to 10000 ms per tick"), "{}", text(&out));
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "store",
+            "run",
+            "models/ack-timeout-eviction.toml",
+            "--policy",
+            "examples/policies/ack-timeout-500ms.toml",
+        ])
+        .args(["--model-verdicts", "declared"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("--model-verdicts declared needs a --variant"), "{}", text(&out));
+    assert!(!text(&out).contains("timeline"), "rejected before running: {}", text(&out));
 }

@@ -208,6 +208,9 @@ pub fn run(req: &RunRequest, out: &mut String) -> Result<(RunOutcome, Vec<(Prope
 }
 
 fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
+    if req.model_verdicts == ModelVerdicts::Declared && req.policy.is_some() {
+        return Err("--model-verdicts declared needs a --variant: a policy file declares no verdicts".into());
+    }
     if ms_per_tick == 0 || ms_per_tick > 10_000 {
         return Err(format!("--time-scale {ms_per_tick}: must be 1 to 10000 ms per tick"));
     }
@@ -615,11 +618,6 @@ fn model_verdicts(
     match req.model_verdicts {
         ModelVerdicts::Skip => Ok(Vec::new()),
         ModelVerdicts::Declared => {
-            if req.policy.is_some() {
-                return Err(
-                    "--model-verdicts declared needs a --variant: a policy file declares no verdicts".into(),
-                );
-            }
             let variant = scenario.variant(label).expect("chosen above");
             Ok(variant
                 .expect
