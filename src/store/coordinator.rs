@@ -469,13 +469,17 @@ impl Coordinator {
             };
             let Some(last) = entries.last() else { return Ok(()) };
             after = Some(last.0.clone());
+            // A page's writes go out together, so the target commits them in few fsyncs.
+            let deadline = Instant::now() + self.ack_timeout();
+            let mut copies = tokio::task::JoinSet::new();
             for (key, version, value) in entries {
-                let deadline = Instant::now() + self.ack_timeout();
-                let request = NodeRequest::Replicate { key, version, value };
-                self.links[usize::from(target)]
-                    .request(request, deadline)
-                    .await
-                    .map_err(|e| format!("copy: {e}"))?;
+                let link = Arc::clone(&self.links[usize::from(target)]);
+                copies.spawn(async move {
+                    link.request(NodeRequest::Replicate { key, version, value }, deadline).await
+                });
+            }
+            while let Some(copied) = copies.join_next().await {
+                copied.map_err(|e| format!("copy task: {e}"))?.map_err(|e| format!("copy: {e}"))?;
                 bump(&self.counters.keys_copied);
             }
         }
