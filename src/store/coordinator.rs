@@ -70,7 +70,6 @@ pub struct Counters {
     pub evictions: AtomicU64,
     pub catchups_completed: AtomicU64,
     pub keys_copied: AtomicU64,
-    pub moves: AtomicU64,
     pub membership_changes: AtomicU64,
 }
 
@@ -526,7 +525,7 @@ impl Coordinator {
         }
         let _ = write!(
             out,
-            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmoves:{}\r\nmembership_changes:{}\r\ncoordinator_changes:0\r\nnext_version:{}\r\n",
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nnext_version:{}\r\n",
             get(&c.writes_acked),
             get(&c.writes_failed),
             get(&c.reads_ok),
@@ -535,7 +534,6 @@ impl Coordinator {
             get(&c.evictions),
             get(&c.catchups_completed),
             get(&c.keys_copied),
-            get(&c.moves),
             get(&c.membership_changes),
             self.next_version.load(Ordering::SeqCst),
         );
