@@ -1,10 +1,12 @@
 //! `replicheck store ...`: start a local cluster, run one node (internal), measure.
 
+use super::bench::BenchConfig;
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use crate::config::{self, Policy, SourcedPolicy};
 use clap::Subcommand;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
 pub enum StoreCommand {
@@ -73,6 +75,22 @@ pub enum StoreCommand {
         /// Seed for the proxies' delays and losses and the clients' choices.
         #[arg(long, default_value = "1")]
         seed: u64,
+    },
+    /// Replicated write throughput and latency: a fresh local cluster (fsync on every node),
+    /// `--concurrency` connections sending SETs of `--value-size` bytes for `--duration`.
+    Bench {
+        #[arg(long, default_value = "100")]
+        value_size: usize,
+        #[arg(long, default_value = "16")]
+        concurrency: usize,
+        /// How long to write, e.g. "10s".
+        #[arg(long, default_value = "10s")]
+        duration: String,
+        #[arg(long, default_value = "3")]
+        nodes: usize,
+        /// A policy file; default: replication_factor 3, write_quorum 2.
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
     /// (internal) One storage node; `store up` spawns these.
     #[command(hide = true)]
@@ -148,6 +166,39 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             print!("{out}");
             let (outcome, model) = result?;
             Ok(super::run::exit_code(&outcome, &model))
+        }
+        StoreCommand::Bench { value_size, concurrency, duration, nodes, policy } => {
+            let duration = config::Dur::parse(&duration).map_err(|e| format!("--duration: {e}"))?;
+            let policy = store_policy(policy.as_deref(), None, nodes)?;
+            let binary =
+                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let config = BenchConfig {
+                binary,
+                node_count: nodes,
+                policy: policy.clone(),
+                value_size_bytes: value_size,
+                concurrency,
+                duration: Duration::from_millis(duration.ms),
+            };
+            println!(
+                "store bench: {nodes} nodes, replication_factor {}, write_quorum {}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
+                policy.replication_factor, policy.write_quorum, duration.text
+            );
+            let r = super::bench::run(&config)?;
+            println!(
+                "  writes:      {} acked, {} errors in {:.1} s",
+                r.writes,
+                r.errors,
+                r.elapsed.as_secs_f64()
+            );
+            println!("  throughput:  {:.0} writes/s", r.writes_per_second());
+            println!(
+                "  latency:     p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                r.latency_us_p50 as f64 / 1000.0,
+                r.latency_us_p99 as f64 / 1000.0,
+                r.latency_us_max as f64 / 1000.0
+            );
+            Ok(0)
         }
         StoreCommand::Up {
             nodes,

@@ -74,6 +74,16 @@ struct NodeProcess {
     proxy: Option<Proxy>,
 }
 
+impl Drop for NodeProcess {
+    /// A node is never left running: this covers a `Cluster::start` that fails half-way.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 pub struct Cluster {
     config: ClusterConfig,
     nodes: Vec<NodeProcess>,

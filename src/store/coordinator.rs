@@ -70,7 +70,6 @@ pub struct Counters {
     pub evictions: AtomicU64,
     pub catchups_completed: AtomicU64,
     pub keys_copied: AtomicU64,
-    pub moves: AtomicU64,
     pub membership_changes: AtomicU64,
 }
 
@@ -469,13 +468,17 @@ impl Coordinator {
             };
             let Some(last) = entries.last() else { return Ok(()) };
             after = Some(last.0.clone());
+            // A page's writes go out together, so the target commits them in few fsyncs.
+            let deadline = Instant::now() + self.ack_timeout();
+            let mut copies = tokio::task::JoinSet::new();
             for (key, version, value) in entries {
-                let deadline = Instant::now() + self.ack_timeout();
-                let request = NodeRequest::Replicate { key, version, value };
-                self.links[usize::from(target)]
-                    .request(request, deadline)
-                    .await
-                    .map_err(|e| format!("copy: {e}"))?;
+                let link = Arc::clone(&self.links[usize::from(target)]);
+                copies.spawn(async move {
+                    link.request(NodeRequest::Replicate { key, version, value }, deadline).await
+                });
+            }
+            while let Some(copied) = copies.join_next().await {
+                copied.map_err(|e| format!("copy task: {e}"))?.map_err(|e| format!("copy: {e}"))?;
                 bump(&self.counters.keys_copied);
             }
         }
@@ -522,7 +525,7 @@ impl Coordinator {
         }
         let _ = write!(
             out,
-            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmoves:{}\r\nmembership_changes:{}\r\ncoordinator_changes:0\r\nnext_version:{}\r\n",
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nnext_version:{}\r\n",
             get(&c.writes_acked),
             get(&c.writes_failed),
             get(&c.reads_ok),
@@ -531,7 +534,6 @@ impl Coordinator {
             get(&c.evictions),
             get(&c.catchups_completed),
             get(&c.keys_copied),
-            get(&c.moves),
             get(&c.membership_changes),
             self.next_version.load(Ordering::SeqCst),
         );

@@ -3,6 +3,7 @@
 //! fault-injecting proxy, the decision log through which every policy decision is made, and
 //! the checking of the client histories it records.
 
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod cluster;
