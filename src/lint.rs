@@ -16,7 +16,9 @@ use crate::config::{self, ConfigError, Policy, Scenario, SourcedPolicy};
 use crate::model::WorldConfig;
 use crate::policy::detector::{self, FailureDetection, Health};
 use crate::policy::eviction::{self, ClusterView};
+use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
 use crate::policy::retry::{self, Backoff, RetryDecision};
+use crate::policy::routing::{self, BackendLoad, Placement, UploadPlanner};
 use crate::policy::{quorum, Ticks};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -42,6 +44,8 @@ pub struct Input<'a> {
     pub policy: &'a Policy,
     pub tick_ms: u64,
     pub scenario: Option<&'a Scenario>,
+    /// The scenario resolved under this policy (partition loads and capacities per tick).
+    pub world: Option<&'a WorldConfig>,
 }
 
 impl Input<'_> {
@@ -200,6 +204,10 @@ fn retries(p: &Policy) -> bool {
     matches!(retry::after_failure(&p.retry, 1, 0), RetryDecision::RetryAfter { .. })
 }
 
+fn max_attempts_text(p: &Policy) -> String {
+    p.retry.max_attempts.map_or_else(|| "\"unlimited\"".to_string(), |n| n.to_string())
+}
+
 // ---------------------------------------------------------------------------------------------
 // The rules.
 
@@ -342,7 +350,7 @@ fn retries_without_jitter(i: &Input) -> Vec<String> {
         return vec![];
     }
     // Every retry window the policy can produce, one per attempt that may be retried.
-    let windows: Vec<(Ticks, Ticks)> = (1..p.retry.max_attempts)
+    let windows: Vec<(Ticks, Ticks)> = (1..retry::attempts_tracked(&p.retry).max(2))
         .filter_map(|attempt| match retry::after_failure(&p.retry, attempt, 0) {
             RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
                 Some((earliest_ticks, latest_ticks))
@@ -374,7 +382,7 @@ fn retries_without_budget(i: &Input) -> Vec<String> {
     }
     vec![format!(
         "max_attempts = {} with no retry_budget: every failed attempt may be retried, however many are failing, so retries multiply the load on whatever is already overloaded",
-        p.retry.max_attempts
+        max_attempts_text(p)
     )]
 }
 
@@ -390,11 +398,142 @@ fn retries_without_idempotency(i: &Input) -> Vec<String> {
     }
     vec![format!(
         "max_attempts = {} with idempotency_tokens = false: a retried write whose first attempt was applied but whose response was lost is applied again",
-        p.retry.max_attempts
+        max_attempts_text(p)
     )]
 }
 
+fn rebalancer_blind_to_compaction(i: &Input) -> Vec<String> {
+    let Some(r) = &i.policy.rebalance else { return vec![] };
+    // Ask the scoring: a node over the watermark must shed a hot shard, and the two targets
+    // differ only in that the emptier disk has a deep compaction backlog. A scoring that
+    // picks it cannot see compaction debt.
+    let node =
+        |node, disk_pct, compaction_debt_pct| NodeLoad { node, disk_pct, compaction_debt_pct, slow: false };
+    let nodes =
+        [node(0, u16::from(r.policy.disk_high_watermark_pct) + 1, 0), node(1, 10, 100), node(2, 20, 0)];
+    let hot = ShardLoad { shard: 0, holders: vec![0], size_pct: 1, hot: true, resting: false };
+    match rebalancer::choose_move(&nodes, &[hot], &r.policy) {
+        Some(m) if m.to == 1 => vec![format!(
+            "rebalance_enabled = true with scoring = \"disk\": a target is chosen by disk use alone, so a node with room on disk and a deep compaction backlog receives the hot shard, falls behind, and sends it back"
+        )],
+        _ => vec![],
+    }
+}
+
+fn rebalancer_cooldown(i: &Input) -> Vec<String> {
+    let Some(r) = &i.policy.rebalance else { return vec![] };
+    let next = |previous| {
+        rebalancer::next_cooldown_ticks(
+            previous,
+            r.move_cooldown_ticks,
+            r.cooldown_backoff,
+            r.cooldown_max_ticks,
+        )
+    };
+    let first = next(0);
+    if first == 0 {
+        return vec![format!(
+            "move_cooldown = {}: a shard that just moved may move again at the next rebalance, every {}",
+            i.dur(r.move_cooldown_ticks),
+            i.dur(r.interval_ticks)
+        )];
+    }
+    if r.cooldown_backoff > 1 && next(first) == first {
+        return vec![format!(
+            "cooldown_backoff = {} with cooldown_max = {} not above move_cooldown = {}: the cooldown never grows, a shard may move every {}",
+            r.cooldown_backoff,
+            i.dur(r.cooldown_max_ticks),
+            i.dur(r.move_cooldown_ticks),
+            i.dur(first)
+        )];
+    }
+    vec![]
+}
+
+/// Two nearly full small backends first in preference order and a large idle one last.
+fn probe_backends() -> [BackendLoad; 3] {
+    let b =
+        |node, cap, load| BackendLoad { node, up: true, capacity_per_tick: Some(cap), load_per_tick: load };
+    [b(0, 2, 2), b(1, 1, 1), b(2, 100, 0)]
+}
+
+fn sorted_placement(i: &Input) -> Vec<String> {
+    let r = &i.policy.routing;
+    let aware = routing::RoutingPolicy { upload_planner: UploadPlanner::CapacityAware, ..*r };
+    let backends = probe_backends();
+    match routing::choose_backend(&aware, &backends) {
+        Some(n)
+            if !routing::admits(
+                backends[usize::from(n)].load_per_tick,
+                backends[usize::from(n)].capacity_per_tick,
+            ) =>
+        {
+            debug_assert_eq!(r.placement, Placement::Sorted);
+            vec!["placement = \"sorted\": writes go to the first backend up in preference order with no capacity check, so a full backend that sorts first takes all the traffic".to_string()]
+        }
+        _ => vec![],
+    }
+}
+
+fn upload_planner_bypass(i: &Input) -> Vec<String> {
+    let r = &i.policy.routing;
+    let backends = probe_backends();
+    match routing::choose_backend(r, &backends) {
+        Some(n)
+            if r.upload_planner != UploadPlanner::CapacityAware
+                && !routing::admits(
+                    backends[usize::from(n)].load_per_tick,
+                    backends[usize::from(n)].capacity_per_tick,
+                ) =>
+        {
+            vec![format!(
+                "upload_planner = \"smallest_first\": uploads are packed onto the smallest backends whatever placement = \"{}\" says, with no capacity check",
+                match r.placement {
+                    Placement::CapacityAware => "capacity_aware",
+                    Placement::Sorted => "sorted",
+                }
+            )]
+        }
+        _ => vec![],
+    }
+}
+
+fn hot_prefix_over_partition_capacity(i: &Input) -> Vec<String> {
+    let Some(scenario) = i.scenario else { return vec![] };
+    let Some(world) = i.world else { return vec![] };
+    let Some(cap) = world.partition_capacity_per_tick else { return vec![] };
+    let partition_count = scenario.shards.len() as u8;
+    let mut out = Vec::new();
+    for (p, &background) in world.partition_background.iter().enumerate() {
+        if background < cap {
+            continue;
+        }
+        // The fewest suffixes that leave every partition room for one more write.
+        let enough = (1..=routing::WRITE_SHARD_SUFFIXES_MAX.min(partition_count)).find(|&n| {
+            let mut load = vec![0u16; scenario.shards.len()];
+            for (prefix, shard) in scenario.shards.iter().enumerate() {
+                for suffix in 0..n {
+                    load[usize::from(routing::partition_for(prefix as u8, suffix, partition_count))] +=
+                        routing::suffix_share(shard.burst_writes_per_tick, n, suffix);
+                }
+            }
+            load.iter().all(|&l| l < cap)
+        });
+        let advice = match enough {
+            Some(n) => format!("write_shard_suffixes = {n} would spread it"),
+            None => format!("no suffix count up to the table's {partition_count} partitions spreads it"),
+        };
+        out.push(format!(
+            "partition {} gets {background} background writes per tick with write_shard_suffixes = {}, and takes at most {cap} (per-partition cap, and its share of the table): every further write on it is over capacity and throttled; {advice}",
+            scenario.shards[p].name, i.policy.routing.write_shard_suffixes
+        ));
+    }
+    out
+}
+
 const ACK_TIMEOUT_INCIDENT: &str = "../shared/incidents/ack-timeout-eviction-storm.md";
+const REBALANCER_INCIDENT: &str = "../shared/incidents/rebalancer-compaction-oscillation.md";
+const ROUTING_INCIDENT: &str = "../shared/incidents/capacity-routing-bypass.md";
 
 pub static RULES: &[Rule] = &[
     Rule {
@@ -507,6 +646,61 @@ pub static RULES: &[Rule] = &[
         needs_model: false,
         check: retries_without_idempotency,
     },
+    Rule {
+        id: "RC011",
+        name: "rebalancer-blind-to-compaction",
+        severity: Severity::Warning,
+        what: "rebalance_enabled with scoring = \"disk\" (targets chosen by disk use alone)",
+        protects: &["converges", "churn_bounded"],
+        origin: REBALANCER_INCIDENT,
+        explanation: "A rebalancer that scores targets by disk use alone cannot see compaction debt: a node with free disk and a deep compaction backlog looks like the best target, receives a hot shard, falls behind under its write amplification, looks overloaded, and sheds the shard back to where it came from. That is the oscillation of ../shared/incidents/rebalancer-compaction-oscillation.md, where hot shards moved back and forth for hours. The rule asks the scoring to place a hot shard between an empty disk with 100% compaction debt and a fuller one with none. scoring = \"disk_and_compaction\" with a compaction_debt_max excludes such targets. It protects converges, and churn_bounded downstream.",
+        needs_model: false,
+        check: rebalancer_blind_to_compaction,
+    },
+    Rule {
+        id: "RC012",
+        name: "rebalancer-cooldown-ineffective",
+        severity: Severity::Warning,
+        what: "rebalance_enabled with move_cooldown = 0, or a cooldown_backoff the cap leaves no room to grow",
+        protects: &["churn_bounded", "converges"],
+        origin: REBALANCER_INCIDENT,
+        explanation: "A shard that just moved should rest before it may move again; without a cooldown a mistaken move is undone at the next rebalance and redone at the one after, one membership change per interval for as long as the conditions last (../shared/incidents/rebalancer-compaction-oscillation.md). A cooldown_backoff is meant to make repeated moves of the same shard ever rarer, but the cooldown is capped at the larger of cooldown_max and move_cooldown, so with cooldown_max not above move_cooldown the backoff does nothing. The rule asks the cooldown schedule for the first two cooldowns. A cooldown alone only slows an oscillation (the model's cooldown-only variant still violates converges); it bounds churn. It protects churn_bounded and, with compaction-aware scoring, converges.",
+        needs_model: false,
+        check: rebalancer_cooldown,
+    },
+    Rule {
+        id: "RC013",
+        name: "sorted-placement",
+        severity: Severity::Error,
+        what: "placement = \"sorted\" (traffic sorting that bypasses capacity-aware routing)",
+        protects: &["capacity_respected"],
+        origin: ROUTING_INCIDENT,
+        explanation: "Sorted placement sends each write to the first backend that is up in preference order, without asking whether it has room. When the backends that sort first are nearly full, they receive a very large share of the writes and run out of resources while others idle: the Cloud Storage outage of ../shared/incidents/capacity-routing-bypass.md, where a traffic-sorting optimisation bypassed capacity-aware routing for 12 hours. The rule asks placement to choose among two full backends that sort first and an idle large one. placement = \"capacity_aware\" spills past spill_threshold and sheds load rather than overload anyone. It protects capacity_respected.",
+        needs_model: false,
+        check: sorted_placement,
+    },
+    Rule {
+        id: "RC014",
+        name: "upload-planner-bypasses-capacity",
+        severity: Severity::Error,
+        what: "upload_planner = \"smallest_first\" (overrides placement with no capacity check)",
+        protects: &["capacity_respected"],
+        origin: ROUTING_INCIDENT,
+        explanation: "The smallest-first upload planner packs uploads onto the smallest backends whatever placement says, so reverting placement alone does not restore capacity-aware routing: in ../shared/incidents/capacity-routing-bypass.md an incomplete rollback of an upload-planner feature overloaded a few smaller backends again the next day, for another five hours. The rule asks the router to place a write among two full small backends and an idle large one. A rollback is complete when both placement and upload_planner are \"capacity_aware\". It protects capacity_respected.",
+        needs_model: false,
+        check: upload_planner_bypass,
+    },
+    Rule {
+        id: "RC015",
+        name: "hot-prefix-over-partition-capacity",
+        severity: Severity::Error,
+        what: "a key prefix's burst fills a partition (too few write_shard_suffixes for the per-partition cap)",
+        protects: &["capacity_respected", "ops_complete"],
+        origin: "../shared/incidents/hot-partition-retry-storm.md",
+        explanation: "A partition takes at most partition_write_capacity (and no more than its share of table_write_capacity), however much the table has: raising the table's capacity does not lift it. All keys of one prefix land on one partition unless write_shard_suffixes spreads them, so a burst on one prefix (a promotion's cohort) that reaches the cap leaves no room for any other write there: every write is throttled, and naive retries turn that into a retry storm. This is the 47-minute payments outage of ../shared/incidents/hot-partition-retry-storm.md; write sharding with 16 suffixes ended it. The rule spreads each shard's burst_writes over the suffixes as the model does and names the fewest suffixes that leave room. It protects capacity_respected and ops_complete. Needs --model, for the bursts and the partitions.",
+        needs_model: true,
+        check: hot_prefix_over_partition_capacity,
+    },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -526,7 +720,7 @@ pub fn lint_file(policy_path: &Path, model: Option<&Path>) -> Result<Linted, Con
     let report = match model {
         None => {
             let policy = sourced.resolve_ms().map_err(|m| ConfigError::new(policy_path, m))?;
-            lint(&Input { policy: &policy, tick_ms: 1, scenario: None })
+            lint(&Input { policy: &policy, tick_ms: 1, scenario: None, world: None })
         }
         Some(model) => {
             let scenario = Scenario::load(model)?;
@@ -541,7 +735,12 @@ pub fn lint_file(policy_path: &Path, model: Option<&Path>) -> Result<Linted, Con
 /// Lint a policy as `check` resolves it against a scenario (same validation, same ticks).
 pub fn lint_scenario(scenario: &Scenario, policy: &SourcedPolicy) -> Result<Report, String> {
     let cfg = WorldConfig::new(scenario, policy)?;
-    Ok(lint(&Input { policy: &cfg.policy, tick_ms: scenario.tick_ms, scenario: Some(scenario) }))
+    Ok(lint(&Input {
+        policy: &cfg.policy,
+        tick_ms: scenario.tick_ms,
+        scenario: Some(scenario),
+        world: Some(&cfg),
+    }))
 }
 
 /// For `check`: one line per finding, naming the model and variant, for stderr above the

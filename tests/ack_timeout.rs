@@ -165,3 +165,38 @@ fn diff_the_other_way_reports_fixes_and_passes() {
     assert_eq!(change("acked_writes_persist"), "same");
     assert!(doc["models"][0]["regressions"].as_array().unwrap().is_empty());
 }
+
+/// BFS's shortest trace to the healthy eviction could spend a fault where an ordinary step of
+/// the same length does (losing the client's response instead of delivering it). The reported
+/// trace uses the fewest faults: only the degradation the incident needs. Its explorer link
+/// still replays, in the real world (full fault budget), to a healthy eviction.
+#[test]
+fn the_incident_trace_spends_only_the_faults_it_needs() {
+    use replicheck::model::properties::no_healthy_eviction;
+    use replicheck::model::{World, WorldConfig};
+    use stateright::Model;
+    let jobs = plan(&[PathBuf::from(MODEL)], &PolicyChoice::Variants(Some("incident".into()))).unwrap();
+    let job = &jobs[0];
+    let r = run(job, &RunOptions { threads: 2, ..RunOptions::default() }).unwrap();
+    let cx = r
+        .properties
+        .iter()
+        .find(|p| p.name == PropertyName::NoHealthyEviction)
+        .and_then(|p| p.counterexample.clone())
+        .expect("the incident evicts a healthy replica");
+    let faults: Vec<&str> =
+        cx.steps.iter().map(|s| s.action.as_str()).filter(|a| a.contains("FAULT")).collect();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(faults[0].contains("degrades"), "{faults:?}");
+
+    let world = World::new(WorldConfig::new(&job.scenario, &job.policy).unwrap());
+    let indices: Vec<usize> =
+        cx.explorer_path.split("/#/steps/").nth(1).unwrap().split('/').map(|i| i.parse().unwrap()).collect();
+    let mut state = world.init_states().remove(indices[0]);
+    for &i in &indices[1..] {
+        let mut actions = Vec::new();
+        world.actions(&state, &mut actions);
+        state = world.next_state(&state, actions[i].clone()).unwrap();
+    }
+    assert!(!no_healthy_eviction(&state), "the link ends in the violation");
+}

@@ -133,7 +133,7 @@ fn a_clean_policy_has_no_finding_with_or_without_the_model() {
     let alone = lint(CLEAN, None);
     assert_eq!(alone.code, Some(0));
     assert!(alone.ids().is_empty(), "{}", alone.doc);
-    assert_eq!(alone.not_run(), ["RC003", "RC005", "RC006"], "rules that need the environment");
+    assert_eq!(alone.not_run(), ["RC003", "RC005", "RC006", "RC015"], "rules that need the environment");
     let with_model = lint(CLEAN, Some(MODEL));
     assert_eq!(with_model.code, Some(0));
     assert!(with_model.ids().is_empty(), "{}", with_model.doc);
@@ -337,6 +337,99 @@ fn rc010_retries_without_idempotency_tokens() {
     assert!(!lint(CLEAN, None).has("RC010"));
     let single = lint(&policy(&[("idempotency_tokens", Some("false")), ("max_attempts", Some("1"))]), None);
     assert!(!single.has("RC010"), "no retry, no duplicate");
+}
+
+/// `CLEAN` with the rebalancer on, compaction-aware and with a growing, capped cooldown.
+fn rebalancing(changes: &[(&str, Option<&str>)]) -> String {
+    let mut all = vec![
+        ("rebalance_enabled", Some("true")),
+        ("scoring", Some("\"disk_and_compaction\"")),
+        ("compaction_debt_max", Some("30")),
+        ("move_cooldown", Some("\"2s\"")),
+        ("cooldown_backoff", Some("2")),
+        ("cooldown_max", Some("\"8s\"")),
+    ];
+    all.extend_from_slice(changes);
+    policy(&all)
+}
+
+#[test]
+fn rc011_rebalancer_scoring_blind_to_compaction() {
+    let blind = lint(&rebalancing(&[("scoring", Some("\"disk\""))]), None);
+    assert!(blind.has("RC011"), "{}", blind.doc);
+    assert_eq!(blind.code, Some(0), "a warning");
+    assert!(!lint(&rebalancing(&[]), None).has("RC011"));
+    // Without a debt limit the aware scoring still ranks targets by disk plus debt.
+    let no_limit = lint(&rebalancing(&[("compaction_debt_max", Some("100"))]), None);
+    assert!(!no_limit.has("RC011"), "{}", no_limit.doc);
+    let off = lint(&policy(&[("scoring", Some("\"disk\""))]), None);
+    assert!(!off.has("RC011"), "no rebalancer, nothing to oscillate");
+}
+
+#[test]
+fn rc012_rebalancer_cooldown_zero_or_unable_to_grow() {
+    let zero =
+        lint(&rebalancing(&[("move_cooldown", Some("\"0ms\"")), ("cooldown_max", Some("\"0ms\""))]), None);
+    assert!(zero.has("RC012"), "{}", zero.doc);
+    assert_eq!(zero.code, Some(0));
+    let flat = lint(&rebalancing(&[("cooldown_max", Some("\"1s\""))]), None);
+    assert!(flat.has("RC012"), "the cap is below the base: {}", flat.doc);
+    assert!(!lint(&rebalancing(&[]), None).has("RC012"), "2s doubling to 8s");
+    let no_backoff =
+        lint(&rebalancing(&[("cooldown_backoff", Some("1")), ("cooldown_max", Some("\"0ms\""))]), None);
+    assert!(!no_backoff.has("RC012"), "a flat cooldown asked for as such: {}", no_backoff.doc);
+}
+
+#[test]
+fn rc013_sorted_placement() {
+    let sorted = lint(&policy(&[("placement", Some("\"sorted\""))]), None);
+    assert!(sorted.has("RC013"), "{}", sorted.doc);
+    assert_eq!(sorted.code, Some(1), "an error");
+    assert!(!sorted.has("RC014"));
+    let aware = lint(&policy(&[("placement", Some("\"capacity_aware\""))]), None);
+    assert!(!aware.has("RC013"), "{}", aware.doc);
+}
+
+#[test]
+fn rc014_upload_planner_bypassing_capacity() {
+    let planner = lint(&policy(&[("upload_planner", Some("\"smallest_first\""))]), None);
+    assert!(planner.has("RC014"), "{}", planner.doc);
+    assert_eq!(planner.code, Some(1));
+    assert!(!planner.has("RC013"), "placement itself is capacity-aware");
+    let both = lint(
+        &policy(&[("upload_planner", Some("\"smallest_first\"")), ("placement", Some("\"sorted\""))]),
+        None,
+    );
+    assert!(both.has("RC013") && both.has("RC014"), "{}", both.doc);
+    assert!(!lint(&policy(&[("upload_planner", Some("\"capacity_aware\""))]), None).has("RC014"));
+}
+
+#[test]
+fn rc015_a_hot_prefix_that_fills_its_partition() {
+    const HOT: &str = "models/hot-partition-retry-storm.toml";
+    let one = lint("write_shard_suffixes = 1\n", Some(HOT));
+    assert!(one.has("RC015"), "{}", one.doc);
+    assert_eq!(one.code, Some(1));
+    let message = one.doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "RC015").unwrap()
+        ["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("partition p1") && message.contains("write_shard_suffixes = 2 would spread it"),
+        "{message}"
+    );
+    // More table capacity does not help: the per-partition cap stays.
+    let table = lint("write_shard_suffixes = 1\ntable_write_capacity = \"160/s\"\n", Some(HOT));
+    assert!(table.has("RC015"), "{}", table.doc);
+    // A higher per-partition cap does.
+    let raised = lint(
+        "write_shard_suffixes = 1\npartition_write_capacity = \"30/s\"\ntable_write_capacity = \"120/s\"\n",
+        Some(HOT),
+    );
+    assert!(!raised.has("RC015"), "{}", raised.doc);
+    assert!(!lint("write_shard_suffixes = 4\n", Some(HOT)).has("RC015"));
+    assert!(!lint("write_shard_suffixes = 2\n", Some(HOT)).has("RC015"));
 }
 
 #[test]

@@ -138,3 +138,63 @@ fn weak_fairness_on_ack_k2_is_what_makes_it_happen() {
         "a loop"
     );
 }
+
+/// Symmetry over the three nodes: one state per class of node permutations.
+fn explore_symmetric(model: &Repl, threads: usize) -> engine::Exploration {
+    let canonical = |s: &replicheck::bench::repl::ReplState| s.canonical();
+    let hooks = engine::Hooks::<Repl> { labeler: None, canonical: Some(&canonical) };
+    engine::explore_with(model, &[Repl::durable_property()], &Limits { threads, ..Limits::default() }, hooks)
+}
+
+#[test]
+fn symmetry_reduces_the_benchmark_to_one_state_per_node_permutation_class() {
+    let e = explore_symmetric(&Repl::benchmark(), 2);
+    assert!(e.complete());
+    // At least DISTINCT_STATES / 3! classes; more, because states with two identical nodes
+    // have classes of 3 (or 1) states.
+    assert_eq!(e.unique_states, 429_705);
+    assert!(e.unique_states * 6 >= DISTINCT_STATES);
+    assert_eq!(e.max_depth + 1, TLC_DEPTH, "a permutation does not change the distance from Init");
+    assert_eq!(e.discoveries, vec![None], "Durable holds");
+    // Without the hook the count is unchanged.
+    assert_eq!(explore(&Repl::benchmark(), 2).unique_states, DISTINCT_STATES);
+}
+
+/// The reduced count is the number of permutation classes of the reachable states, counted
+/// independently on `MaxVer = 2` by a plain search over the concrete states.
+#[test]
+fn symmetric_count_is_the_number_of_classes_of_reachable_states() {
+    let model = Repl::new(2, false, AckEnumeration::PerValue);
+    let mut seen = std::collections::HashSet::new();
+    let mut queue = model.init_states();
+    while let Some(s) = queue.pop() {
+        if seen.insert(s) {
+            let mut actions = Vec::new();
+            model.actions(&s, &mut actions);
+            queue.extend(actions.into_iter().filter_map(|a| model.next_state(&s, a)));
+        }
+    }
+    let classes: std::collections::HashSet<_> = seen.iter().map(|s| s.canonical()).collect();
+    for threads in [1, 2] {
+        let e = explore_symmetric(&model, threads);
+        assert_eq!(e.unique_states, classes.len() as u64, "{threads} threads");
+    }
+    assert!(classes.len() * 2 < seen.len());
+}
+
+#[test]
+fn symmetry_keeps_the_buggy_counterexample_concrete_and_shortest() {
+    let model = Repl { buggy: true, ..Repl::benchmark() };
+    let e = explore_symmetric(&model, 2);
+    let index = e.discoveries[0].expect("Durable is violated with Buggy = TRUE");
+    let canonical = |s: &replicheck::bench::repl::ReplState| s.canonical();
+    let hooks = engine::Hooks::<Repl> { labeler: None, canonical: Some(&canonical) };
+    let path = engine::path_with(&model, &e, index, hooks);
+    assert_eq!(path.len(), 6, "five steps, as without symmetry");
+    assert!(!Repl::durable(&path.last().unwrap().state));
+    // Every step is a real transition of the model from the previous concrete state.
+    for pair in path.windows(2) {
+        let (_, action) = pair[1].action.expect("a step");
+        assert_eq!(model.next_state(&pair[0].state, action), Some(pair[1].state));
+    }
+}

@@ -24,12 +24,39 @@ pub struct Measurement {
     pub peak_memory_bytes: Option<u64>,
     /// Whether the peak was reset before the run (else it is the process's peak so far).
     pub peak_is_this_run: bool,
+    /// Explored up to node permutations (one state per class).
+    pub symmetry: bool,
+    /// The engine's own accounting of the safety-only run (see [`engine::MemoryUse`]).
+    pub memory: MemoryBreakdown,
     /// `Durable` plus the fair-cycle check, in one exploration that records the labelled graph:
-    /// "under WF on every Flush and Ack, `Ack(k2)` cannot stay enabled forever".
-    pub with_cycles: Duration,
+    /// "under WF on every Flush and Ack, `Ack(k2)` cannot stay enabled forever". Not run under
+    /// symmetry (see [`measure_repl`]).
+    pub with_cycles: Option<Duration>,
     pub wf_holds: bool,
     /// The same with the fairness on `Ack(k2)` dropped: must be violated.
     pub wf_dropped_violated: bool,
+    /// Peak resident memory of the `Durable` + fair-cycle run (graph and all).
+    pub peak_with_cycles_bytes: Option<u64>,
+}
+
+/// [`engine::MemoryUse`], serializable.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct MemoryBreakdown {
+    pub fingerprints_bytes: u64,
+    pub parents_bytes: u64,
+    pub seen_bytes: u64,
+    pub level_peak_bytes: u64,
+}
+
+impl From<engine::MemoryUse> for MemoryBreakdown {
+    fn from(m: engine::MemoryUse) -> Self {
+        MemoryBreakdown {
+            fingerprints_bytes: m.fingerprints_bytes,
+            parents_bytes: m.parents_bytes,
+            seen_bytes: m.seen_bytes,
+            level_peak_bytes: m.level_peak_bytes,
+        }
+    }
 }
 
 impl Measurement {
@@ -47,12 +74,38 @@ pub fn reset_peak_memory() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// Explore the whole `Repl` space checking `Durable` only, with `threads` workers.
-pub fn measure_repl(model: &repl::Repl, threads: usize) -> Measurement {
+/// Explore the whole `Repl` space checking `Durable` only, with `threads` workers, then time
+/// `Durable` + the fair-cycle check. With `symmetry`, states are identified up to node
+/// permutations and only `Durable` is checked: the fairness classes `Flush(n, k)` are per
+/// node, so on the quotient graph a cycle's classes are permuted from one lap to the next,
+/// which the per-class weak-fairness analysis does not model.
+pub fn measure_repl(model: &repl::Repl, threads: usize, symmetry: bool) -> Measurement {
     let peak_is_this_run = reset_peak_memory();
     let properties = [repl::Repl::durable_property()];
-    let e = engine::explore(model, &properties, &Limits { threads, ..Limits::default() });
+    let limits = Limits { threads, ..Limits::default() };
+    let canonical = |s: &repl::ReplState| s.canonical();
+    let hooks = engine::Hooks::<repl::Repl> { labeler: None, canonical: symmetry.then_some(&canonical as _) };
+    let e = engine::explore_with(model, &properties, &limits, hooks);
     let durable_only_peak = engine::peak_memory_bytes();
+    if symmetry {
+        return Measurement {
+            threads,
+            unique_states: e.unique_states,
+            transitions: e.transitions,
+            max_depth: e.max_depth,
+            complete: e.complete(),
+            durable_holds: e.discoveries[0].is_none(),
+            elapsed: e.elapsed,
+            peak_memory_bytes: durable_only_peak,
+            peak_is_this_run,
+            symmetry,
+            memory: e.memory.into(),
+            with_cycles: None,
+            wf_holds: false,
+            wf_dropped_violated: false,
+            peak_with_cycles_bytes: None,
+        };
+    }
     measure_cycles(model, threads, e, durable_only_peak, peak_is_this_run)
 }
 
@@ -66,22 +119,12 @@ fn measure_cycles(
     peak_is_this_run: bool,
 ) -> Measurement {
     use crate::check::cycles::{self, CycleQuery};
-    let start = std::time::Instant::now();
-    let labeler: engine::EdgeLabeler<repl::Repl> = &repl::Repl::fairness_label;
-    let properties = [repl::Repl::durable_property()];
-    let live =
-        engine::explore_labelled(model, &properties, &Limits { threads, ..Limits::default() }, Some(labeler));
-    let graph = live.graph.as_ref().expect("labelled exploration keeps its graph");
-    let ack_k2 = repl::Repl::ack_class_bit(1);
-    let wf = CycleQuery { fair: 0xFF, every_state_enabled: ack_k2, ..CycleQuery::default() };
-    let wf_holds = live.complete() && cycles::find(graph, wf).is_none();
-    let dropped = CycleQuery { fair: !ack_k2, every_state_enabled: ack_k2, ..CycleQuery::default() };
-    let wf_dropped_violated = cycles::find(graph, dropped).is_some();
-    let with_cycles = start.elapsed();
-    Measurement {
-        with_cycles,
-        wf_holds,
-        wf_dropped_violated,
+    let mut m = Measurement {
+        symmetry: false,
+        memory: e.memory.into(),
+        with_cycles: None,
+        wf_holds: false,
+        wf_dropped_violated: false,
         threads,
         unique_states: e.unique_states,
         transitions: e.transitions,
@@ -91,7 +134,27 @@ fn measure_cycles(
         elapsed: e.elapsed,
         peak_memory_bytes,
         peak_is_this_run,
-    }
+        peak_with_cycles_bytes: None,
+    };
+    // The safety run's tables go before the second run, whose peak is then its own.
+    drop(e);
+    let own_peak = reset_peak_memory();
+    let start = std::time::Instant::now();
+    let labeler: engine::EdgeLabeler<repl::Repl> = &repl::Repl::fairness_label;
+    let properties = [repl::Repl::durable_property()];
+    let live =
+        engine::explore_labelled(model, &properties, &Limits { threads, ..Limits::default() }, Some(labeler));
+    let graph = live.graph.as_ref().expect("labelled exploration keeps its graph");
+    let ack_k2 = repl::Repl::ack_class_bit(1);
+    let wf = CycleQuery { fair: 0xFF, every_state_enabled: ack_k2, ..CycleQuery::default() };
+    let dropped = CycleQuery { fair: !ack_k2, every_state_enabled: ack_k2, ..CycleQuery::default() };
+    // Both queries keep the same edges: one SCC pass answers them.
+    let found = cycles::find_all(graph, &[wf, dropped]);
+    m.wf_holds = live.complete() && live.discoveries[0].is_none() && found[0].is_none();
+    m.wf_dropped_violated = found[1].is_some();
+    m.with_cycles = Some(start.elapsed());
+    m.peak_with_cycles_bytes = engine::peak_memory_bytes().filter(|_| own_peak);
+    m
 }
 
 /// The median run (by exploration time) of several measurements with the same settings.
@@ -110,10 +173,15 @@ pub fn repl_report(model: &repl::Repl, rows: &[Measurement], runs: usize) -> Str
     };
     let _ = writeln!(
         out,
-        "Repl.tla: Nodes = {{n1, n2, n3}}, Keys = {{k1, k2}}, MaxVer = {}, Buggy = {}; {ack}; \
-         Durable alone, and Durable + fair-cycle check; median of {runs} run(s), each in a fresh process",
+        "Repl.tla: Nodes = {{n1, n2, n3}}, Keys = {{k1, k2}}, MaxVer = {}, Buggy = {}; {ack}; {}; \
+         median of {runs} run(s), each in a fresh process",
         model.max_ver,
         if model.buggy { "TRUE" } else { "FALSE" },
+        if rows.first().is_some_and(|m| m.symmetry) {
+            "symmetry over the nodes (states up to permutation); Durable only"
+        } else {
+            "Durable alone, and Durable + fair-cycle check"
+        },
     );
     if let Some(m) = rows.first() {
         let verdict = match (m.complete, m.durable_holds) {
@@ -140,21 +208,44 @@ pub fn repl_report(model: &repl::Repl, rows: &[Measurement], runs: usize) -> Str
     for m in rows {
         let mib = m.peak_memory_bytes.map_or("?".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0));
         let per_state = m.bytes_per_state().map_or("?".to_string(), |b| format!("{b:.0}"));
+        let (cycles, ratio) = match m.with_cycles {
+            Some(c) => (
+                format!("{:.2}s", c.as_secs_f64()),
+                format!("{:.2}", c.as_secs_f64() / m.elapsed.as_secs_f64().max(1e-9)),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
         let _ = writeln!(
             out,
-            "{:>7} {:>8.2}s {:>12.0} {:>10} {:>12} {:>13.2}s {:>6.2}{}{}",
+            "{:>7} {:>8.2}s {:>12.0} {:>10} {:>12} {:>14} {:>6}{}{}",
             m.threads,
             m.elapsed.as_secs_f64(),
             m.states_per_second(),
             mib,
             per_state,
-            m.with_cycles.as_secs_f64(),
-            m.with_cycles.as_secs_f64() / m.elapsed.as_secs_f64().max(1e-9),
-            match (m.wf_holds, m.wf_dropped_violated) {
-                (true, true) => "",
+            cycles,
+            ratio,
+            match (m.with_cycles.is_some(), m.wf_holds, m.wf_dropped_violated) {
+                (false, _, _) | (true, true, true) => "",
                 _ => "  (WF VERDICTS WRONG)",
             },
             if m.peak_is_this_run { "" } else { "  (peak: whole process)" }
+        );
+    }
+    if let Some(m) = rows.first() {
+        let per_state = |b: u64| b as f64 / m.unique_states.max(1) as f64;
+        let b = &m.memory;
+        let _ = writeln!(
+            out,
+            "engine memory per state ({} thread(s), Durable alone): fingerprints {:.1} B, parents {:.1} B, \
+             seen table {:.1} B, largest level {:.1} B; total {:.1} B (the rest of the peak is the \
+             process and the allocator)",
+            m.threads,
+            per_state(b.fingerprints_bytes),
+            per_state(b.parents_bytes),
+            per_state(b.seen_bytes),
+            per_state(b.level_peak_bytes),
+            per_state(b.fingerprints_bytes + b.parents_bytes + b.seen_bytes + b.level_peak_bytes),
         );
     }
     out

@@ -149,6 +149,43 @@ impl ReplState {
         self.0
     }
 
+    /// Node `n`'s fields (`mem[n]`, `disk[n]`, `n \in alive`) as one record: what a
+    /// permutation of the nodes moves around.
+    #[inline]
+    fn node_record(self, n: usize) -> u16 {
+        let mut r = u16::from(self.alive(n));
+        for k in 0..KEYS {
+            r = (r << 4) | u16::from(self.mem(n, k)) << 2 | u16::from(self.disk(n, k));
+        }
+        r
+    }
+
+    #[inline]
+    fn set_node_record(&mut self, n: usize, mut r: u16) {
+        for k in (0..KEYS).rev() {
+            self.set_disk(n, k, (r & 3) as u8);
+            self.set_mem(n, k, ((r >> 2) & 3) as u8);
+            r >>= 4;
+        }
+        if self.alive(n) != (r & 1 == 1) {
+            self.toggle_alive(n);
+        }
+    }
+
+    /// The representative of this state's class under permutations of the nodes: the nodes'
+    /// records in ascending order. `Nodes` is a symmetry set of `Repl.tla` (`Sym`): `Init`,
+    /// `Next` (quorums are all majorities), `Durable` and the set of fairness conditions are
+    /// unchanged by renaming nodes, so states of one class satisfy the same properties.
+    pub fn canonical(self) -> ReplState {
+        let mut records: [u16; NODES] = std::array::from_fn(|n| self.node_record(n));
+        records.sort_unstable();
+        let mut t = self;
+        for (n, &r) in records.iter().enumerate() {
+            t.set_node_record(n, r);
+        }
+        t
+    }
+
     /// The nodes (as a bit set) whose disk holds version `at_least` of `k` or a later one.
     #[inline]
     fn disk_at_least(self, k: usize, at_least: u8) -> u8 {
@@ -425,6 +462,29 @@ mod tests {
         assert!((0..KEYS).all(|k| s.next(k) == 1 && s.acked(k) == 0));
         assert!((0..NODES).all(|n| (0..KEYS).all(|k| s.mem(n, k) == 0 && s.disk(n, k) == 0)));
         assert_eq!(format!("{s:?}"), "mem {n1:[0,0] n2:[0,0] n3:[0,0]} disk {n1:[0,0] n2:[0,0] n3:[0,0]} acked [0,0] next [1,1] alive {n1,n2,n3}");
+    }
+
+    #[test]
+    fn canonical_sorts_nodes_and_is_invariant_under_renaming() {
+        let m = Repl::default();
+        let s = m.init_states()[0];
+        let s = m.next_state(&s, ReplAction::Crash { node: 0 }).unwrap();
+        let s = m.next_state(&s, ReplAction::Write { key: 1 }).unwrap();
+        let s = m.next_state(&s, ReplAction::Flush { node: 2, key: 1 }).unwrap();
+        // The same history with nodes renamed 0 -> 1 -> 2 -> 0.
+        let t = m.init_states()[0];
+        let t = m.next_state(&t, ReplAction::Crash { node: 1 }).unwrap();
+        let t = m.next_state(&t, ReplAction::Write { key: 1 }).unwrap();
+        let t = m.next_state(&t, ReplAction::Flush { node: 0, key: 1 }).unwrap();
+        assert_ne!(s, t);
+        assert_eq!(s.canonical(), t.canonical());
+        assert_eq!(s.canonical().canonical(), s.canonical(), "idempotent");
+        let c = s.canonical();
+        // Per-key fields and the multiset of node records are unchanged.
+        assert_eq!((c.next(1), c.acked(1), c.alive_set().count_ones()), (2, 0, 2));
+        let mut records: Vec<u16> = (0..NODES).map(|n| s.node_record(n)).collect();
+        records.sort_unstable();
+        assert_eq!(records, (0..NODES).map(|n| c.node_record(n)).collect::<Vec<_>>());
     }
 
     #[test]

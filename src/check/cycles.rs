@@ -64,64 +64,68 @@ fn usable(graph: &Graph, enabled: &[u8], q: &CycleQuery, v: u32, e: usize) -> bo
 /// Strongly connected components of the subgraph of edges carrying `every_edge`.
 /// Returns the component id of every state (iterative Tarjan).
 pub fn components(graph: &Graph, every_edge: u8) -> Vec<u32> {
-    components_where(graph, &|_, e| edge_ok(graph, e, every_edge))
+    components_where(graph, |_, e| edge_ok(graph, e, every_edge))
+}
+
+/// Tarjan's per-state bookkeeping in one record, so visiting a successor touches one cache
+/// line rather than three arrays. "On the stack" is "visited, no component yet".
+#[derive(Clone, Copy)]
+struct Visit {
+    index: u32,
+    low: u32,
+    comp: u32,
 }
 
 /// Strongly connected components of the subgraph of edges `(v, e)` that `keep` accepts.
-pub fn components_where(graph: &Graph, keep: &dyn Fn(u32, usize) -> bool) -> Vec<u32> {
+pub fn components_where(graph: &Graph, keep: impl Fn(u32, usize) -> bool) -> Vec<u32> {
     const NONE: u32 = u32::MAX;
     let n = graph.state_count();
-    let mut index = vec![NONE; n];
-    let mut low = vec![0u32; n];
-    let mut on_stack = vec![false; n];
-    let mut comp = vec![NONE; n];
+    assert!((n as u64) < u64::from(NONE), "state indices fit in u32 below the NONE marker");
+    let mut visit = vec![Visit { index: NONE, low: 0, comp: NONE }; n];
     let mut stack: Vec<u32> = Vec::new();
     let mut next_index = 0u32;
     let mut next_comp = 0u32;
-    // Explicit DFS stack: (state, position of the next edge to look at).
-    let mut dfs: Vec<(u32, usize)> = Vec::new();
+    // Explicit DFS stack: (state, position of the next edge to look at, end of its edges).
+    let mut dfs: Vec<(u32, usize, usize)> = Vec::new();
     for root in 0..n as u32 {
-        if index[root as usize] != NONE {
+        if visit[root as usize].index != NONE {
             continue;
         }
-        dfs.push((root, graph.edge_range(root).start));
-        index[root as usize] = next_index;
-        low[root as usize] = next_index;
+        let range = graph.edge_range(root);
+        dfs.push((root, range.start, range.end));
+        visit[root as usize] = Visit { index: next_index, low: next_index, comp: NONE };
         next_index += 1;
         stack.push(root);
-        on_stack[root as usize] = true;
-        while let Some(&mut (v, ref mut e)) = dfs.last_mut() {
-            let range = graph.edge_range(v);
-            if *e < range.end {
+        while let Some(&mut (v, ref mut e, end)) = dfs.last_mut() {
+            if *e < end {
                 let edge = *e;
                 *e += 1;
-                if !keep(v, edge) {
-                    continue;
-                }
                 let w = graph.targets[edge];
-                if (w as usize) >= n {
-                    continue; // never expanded (exploration cut short)
+                if (w as usize) >= n || !keep(v, edge) {
+                    continue; // never expanded (exploration cut short), or filtered out
                 }
-                if index[w as usize] == NONE {
-                    index[w as usize] = next_index;
-                    low[w as usize] = next_index;
+                let wv = visit[w as usize];
+                if wv.index == NONE {
+                    visit[w as usize] = Visit { index: next_index, low: next_index, comp: NONE };
                     next_index += 1;
                     stack.push(w);
-                    on_stack[w as usize] = true;
-                    dfs.push((w, graph.edge_range(w).start));
-                } else if on_stack[w as usize] {
-                    low[v as usize] = low[v as usize].min(index[w as usize]);
+                    let range = graph.edge_range(w);
+                    dfs.push((w, range.start, range.end));
+                } else if wv.comp == NONE {
+                    let low = &mut visit[v as usize].low;
+                    *low = (*low).min(wv.index);
                 }
             } else {
                 dfs.pop();
-                if let Some(&(parent, _)) = dfs.last() {
-                    low[parent as usize] = low[parent as usize].min(low[v as usize]);
+                let vv = visit[v as usize];
+                if let Some(&(parent, _, _)) = dfs.last() {
+                    let low = &mut visit[parent as usize].low;
+                    *low = (*low).min(vv.low);
                 }
-                if low[v as usize] == index[v as usize] {
+                if vv.low == vv.index {
                     loop {
                         let w = stack.pop().expect("Tarjan stack holds the component");
-                        on_stack[w as usize] = false;
-                        comp[w as usize] = next_comp;
+                        visit[w as usize].comp = next_comp;
                         if w == v {
                             break;
                         }
@@ -131,43 +135,90 @@ pub fn components_where(graph: &Graph, keep: &dyn Fn(u32, usize) -> bool) -> Vec
             }
         }
     }
-    comp
+    visit.into_iter().map(|v| v.comp).collect()
 }
 
 /// Find a cycle matching `query`, as a lasso from the state of the cycle nearest the initial
 /// state (states are numbered in BFS order, so the smallest index is the nearest).
 pub fn find(graph: &Graph, query: CycleQuery) -> Option<Lasso> {
+    find_all(graph, &[query]).pop().flatten()
+}
+
+/// `find` for several queries: those that keep the same edges (same `every_edge` and
+/// `every_state_enabled`) share one strongly-connected-components pass.
+pub fn find_all(graph: &Graph, queries: &[CycleQuery]) -> Vec<Option<Lasso>> {
     let enabled = enabled_classes(graph);
-    let keep = |v: u32, e: usize| usable(graph, &enabled, &query, v, e);
-    let comp = components_where(graph, &keep);
+    let mut found = vec![None; queries.len()];
+    let mut done = vec![false; queries.len()];
+    for i in 0..queries.len() {
+        if done[i] {
+            continue;
+        }
+        let q = queries[i];
+        let keep = |v: u32, e: usize| usable(graph, &enabled, &q, v, e);
+        let comp = components_where(graph, keep);
+        let summary = summarize(graph, &comp, &enabled, keep);
+        for j in i..queries.len() {
+            let other = queries[j];
+            if done[j]
+                || (other.every_edge, other.every_state_enabled) != (q.every_edge, q.every_state_enabled)
+            {
+                continue;
+            }
+            done[j] = true;
+            found[j] = summary.best(other).map(|c| {
+                build_loop(graph, &comp, &enabled, c as u32, summary.first[c], other, summary.taken[c])
+            });
+        }
+    }
+    found
+}
+
+/// Per component: the labels its internal edges carry, the fair classes disabled in one of
+/// its states, whether it has an internal edge at all, and its first (nearest) state.
+struct Summary {
+    taken: Vec<u8>,
+    disabled: Vec<u8>,
+    internal: Vec<bool>,
+    first: Vec<u32>,
+}
+
+fn summarize(graph: &Graph, comp: &[u32], enabled: &[u8], keep: impl Fn(u32, usize) -> bool) -> Summary {
     let n = graph.state_count();
     let comp_count = comp.iter().filter(|c| **c != u32::MAX).map(|c| c + 1).max().unwrap_or(0) as usize;
-    // Per component: the labels its internal edges carry, the fair classes disabled in one of
-    // its states, whether it has an internal edge at all, and its first (nearest) state.
-    let mut taken = vec![0u8; comp_count];
-    let mut disabled = vec![0u8; comp_count];
-    let mut internal = vec![false; comp_count];
-    let mut first = vec![u32::MAX; comp_count];
+    let mut s = Summary {
+        taken: vec![0u8; comp_count],
+        disabled: vec![0u8; comp_count],
+        internal: vec![false; comp_count],
+        first: vec![u32::MAX; comp_count],
+    };
     for v in 0..n as u32 {
         let c = comp[v as usize] as usize;
-        first[c] = first[c].min(v);
-        disabled[c] |= !enabled[v as usize];
+        s.first[c] = s.first[c].min(v);
+        s.disabled[c] |= !enabled[v as usize];
         for e in graph.edge_range(v) {
             let w = graph.targets[e];
             if (w as usize) < n && comp[w as usize] as usize == c && keep(v, e) {
                 // An internal edge lies on a cycle: v and w are strongly connected.
-                taken[c] |= graph.labels[e];
-                internal[c] = true;
+                s.taken[c] |= graph.labels[e];
+                s.internal[c] = true;
             }
         }
     }
-    // Weak fairness needs no further splitting: if a component fails it, some fair class is
-    // enabled in all its states and taken on none of its edges, and so on every sub-cycle.
-    let best = (0..comp_count)
-        .filter(|&c| internal[c] && taken[c] & query.some_edge == query.some_edge)
-        .filter(|&c| (taken[c] | disabled[c]) & query.fair == query.fair)
-        .min_by_key(|&c| first[c])?;
-    Some(build_loop(graph, &comp, &enabled, best as u32, first[best], query, taken[best]))
+    s
+}
+
+impl Summary {
+    /// The qualifying component nearest the initial state.
+    fn best(&self, query: CycleQuery) -> Option<usize> {
+        // Weak fairness needs no further splitting: if a component fails it, some fair class
+        // is enabled in all its states and taken on none of its edges, and so on every
+        // sub-cycle.
+        (0..self.first.len())
+            .filter(|&c| self.internal[c] && self.taken[c] & query.some_edge == query.some_edge)
+            .filter(|&c| (self.taken[c] | self.disabled[c]) & query.fair == query.fair)
+            .min_by_key(|&c| self.first[c])
+    }
 }
 
 /// A closed walk inside component `c` from `start`: it takes an edge with each `some_edge`

@@ -1,40 +1,38 @@
 //! replicheck's exploration engine: a level-synchronous, multi-threaded breadth-first search
 //! over any `stateright::Model`.
 //!
-//! Each BFS level is expanded in parallel (states split into contiguous chunks, one per
-//! thread), then merged sequentially in frontier order. State numbering, state counts,
-//! depths and the first counterexample found are therefore the same on every run and for
-//! every thread count. The engine keeps one 64-bit fingerprint and one parent index per state
-//! (full states only for the frontier), so any state's path can be rebuilt by replaying the
-//! model from its initial state.
+//! One BFS level runs in three parallel phases, with no sequential merge:
+//! 1. *expand*: the frontier is split into contiguous chunks, one per thread. Each thread
+//!    checks the properties, generates successors, fingerprints them and looks them up in the
+//!    seen set of earlier levels (read-only; lookups are prefetched a batch of states ahead).
+//!    Unknown successors become the level's *candidates*, in frontier order.
+//! 2. *dedup*: the seen set is sharded by the fingerprints' top bits ([`super::seen`]); each
+//!    thread inserts, in the global candidate order, the candidates of its own shards. The
+//!    first occurrence of each new state is therefore the same for any thread count.
+//! 3. *number*: first occurrences get consecutive indices in candidate order (each chunk's
+//!    base is a prefix sum of per-chunk counts), which is exactly the numbering of a plain
+//!    sequential BFS: new states in order of (parent, action). When edges are recorded, the
+//!    candidates' edges and the seen table's provisional values then get their final indices.
+//!
+//! State numbering, state counts, depths, parents and the first counterexample found are
+//! therefore the same on every run and for every thread count. The engine keeps one 64-bit
+//! fingerprint and one `u32` parent index per state (full states only for the frontier), so
+//! any state's path can be rebuilt by replaying the model from its initial state.
 
+use super::seen::{shard_of, SeenSet, Shard, SHARD_COUNT};
 use stateright::{Expectation, Model, Property};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-
-/// Fingerprints are already well-mixed hashes: the seen-set uses them as they are.
-#[derive(Default)]
-struct PassThrough(u64);
-impl Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 fingerprints are hashed")
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-type SeenMap = HashMap<u64, u32, BuildHasherDefault<PassThrough>>;
 
 /// A stable 64-bit fingerprint of a state (same value on every run and machine of one build).
 pub fn fingerprint<T: Hash>(value: &T) -> u64 {
     // A fixed seed: the same state has the same fingerprint on every run and thread count.
     use std::hash::BuildHasher;
     const SEED: u64 = 0x5245_504c_4943_4845;
-    foldhash::quality::FixedState::with_seed(SEED).hash_one(value)
+    let fp = foldhash::quality::FixedState::with_seed(SEED).hash_one(value);
+    // 0 marks an empty slot of the seen table.
+    fp.max(1)
 }
 
 #[derive(Clone, Debug)]
@@ -89,6 +87,7 @@ pub struct Exploration {
     parents: Vec<u32>,
     /// The explored transitions, when `Limits::record_edges` asked for them.
     pub graph: Option<Graph>,
+    pub memory: MemoryUse,
 }
 
 /// The state graph in compressed rows: the successors of state `i` (by index, in the order of
@@ -187,12 +186,40 @@ where
     M::State: Hash + Clone,
     M::Action: Clone,
 {
+    walk_with(model, exploration, indices, labels, Hooks { labeler, canonical: None })
+}
+
+/// `path` for an exploration run with hooks (the same canonicalizer must be given).
+pub fn path_with<M>(model: &M, exploration: &Exploration, index: u32, hooks: Hooks<M>) -> Vec<Step<M>>
+where
+    M: Model,
+    M::State: Hash + Clone,
+    M::Action: Clone,
+{
+    let chain = exploration.chain(index);
+    walk_with(model, exploration, &chain, &vec![0; chain.len().saturating_sub(1)], hooks)
+}
+
+/// `walk` for an exploration run with hooks. Under symmetry reduction the replayed states are
+/// concrete: each step takes the first action whose successor is in the recorded class.
+pub fn walk_with<M>(
+    model: &M,
+    exploration: &Exploration,
+    indices: &[u32],
+    labels: &[u8],
+    hooks: Hooks<M>,
+) -> Vec<Step<M>>
+where
+    M: Model,
+    M::State: Hash + Clone,
+    M::Action: Clone,
+{
     assert_eq!(labels.len() + 1, indices.len());
     let fps: Vec<u64> = indices.iter().map(|&i| exploration.fingerprints[i as usize]).collect();
     let inits = model.init_states();
     let init = inits
         .into_iter()
-        .find(|s| fingerprint(s) == fps[0])
+        .find(|s| hooks.fingerprint(s) == fps[0])
         .expect("the model's initial states are deterministic");
     let mut steps = vec![Step { action: None, state: init }];
     for (k, &fp) in fps[1..].iter().enumerate() {
@@ -204,11 +231,11 @@ where
             .enumerate()
             .find_map(|(i, a)| {
                 let next = model.next_state(last, a.clone())?;
-                let label_ok = match labeler {
+                let label_ok = match hooks.labeler {
                     Some(l) => l(last, &a, &next) & labels[k] == labels[k],
                     None => true,
                 };
-                (label_ok && fingerprint(&next) == fp).then_some((i, a, next))
+                (label_ok && hooks.fingerprint(&next) == fp).then_some((i, a, next))
             })
             .expect("the model's transitions are deterministic");
         steps.push(Step { action: Some((i, action)), state: next });
@@ -216,79 +243,317 @@ where
     steps
 }
 
-/// A successor as a worker reports it: a state seen at an earlier level (by index), or a
-/// candidate new state (it may still be a duplicate within this level).
-enum Successor<S> {
-    Known(u32),
-    New(u64, S),
+/// States are numbered `0..STATE_COUNT_MAX` in BFS order with `u32` indices (`u32::MAX` is
+/// "no parent"). A space larger than this stops with [`Cut::StateLimit`] rather than wrap.
+pub const STATE_COUNT_MAX: u64 = u32::MAX as u64 - 1;
+const NO_PARENT: u32 = u32::MAX;
+/// A candidate that is a duplicate of an earlier candidate of its level (safety-only runs,
+/// which do not need to know of which).
+const DUPLICATE: u32 = u32::MAX;
+/// Frontier states expanded together before their successors are looked up, so the lookups'
+/// cache misses (prefetched as successors are generated) overlap.
+const BATCH_STATES: usize = 16;
+/// How far ahead of the insert position the dedup pass prefetches.
+const PREFETCH_AHEAD: usize = 16;
+/// Below this many frontier states a level is expanded on one thread.
+const PARALLEL_FRONTIER_MIN: usize = 256;
+
+/// Replaces a state by the representative of its symmetry class before it is fingerprinted.
+/// Exploration and counterexamples keep the concrete states; only the seen set identifies
+/// symmetric ones, so a reduced run explores one state per class. Sound only when the
+/// initial states, the transitions and every checked property are invariant under the
+/// symmetry; a graph recorded under it is the quotient graph, whose edge labels are those of
+/// the class's first concrete state (per-process fairness classes are not permuted).
+pub type Canonicalizer<'a, M> = &'a (dyn Fn(&<M as Model>::State) -> <M as Model>::State + Sync);
+
+/// Optional per-model hooks of an exploration.
+pub struct Hooks<'a, M: Model> {
+    /// Label every transition and keep the labelled graph (for cycle analysis).
+    pub labeler: Option<EdgeLabeler<'a, M>>,
+    /// Symmetry reduction: fingerprint `canonical(state)` instead of `state`.
+    pub canonical: Option<Canonicalizer<'a, M>>,
 }
 
-/// What one worker learns about one frontier state.
-struct Expanded<S> {
-    /// Bit p: property p is "discovered" in this state.
-    discovered: u64,
-    successors: Vec<Successor<S>>,
-    /// Per successor, its edge label (empty unless edges are labelled).
-    labels: Vec<u8>,
+impl<M: Model> Clone for Hooks<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: Model> Copy for Hooks<'_, M> {}
+impl<M: Model> Default for Hooks<'_, M> {
+    fn default() -> Self {
+        Hooks { labeler: None, canonical: None }
+    }
+}
+
+impl<M: Model> Hooks<'_, M>
+where
+    M::State: Hash,
+{
+    #[inline]
+    fn fingerprint(&self, state: &M::State) -> u64 {
+        match self.canonical {
+            Some(canonical) => fingerprint(&canonical(state)),
+            None => fingerprint(state),
+        }
+    }
+}
+
+/// Where the engine's memory went (bytes, at the end of the exploration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// One `u64` fingerprint per state.
+    pub fingerprints_bytes: u64,
+    /// One `u32` parent index per state.
+    pub parents_bytes: u64,
+    /// The seen table: slots (at most 3/4 full) of `u64` keys, plus `u32` values when edges
+    /// are recorded.
+    pub seen_bytes: u64,
+    /// The recorded graph (offsets, targets, labels), if any.
+    pub graph_bytes: u64,
+    /// The largest level's working set: frontier states plus candidate successors.
+    pub level_peak_bytes: u64,
+}
+
+impl MemoryUse {
+    pub fn total_bytes(&self) -> u64 {
+        self.fingerprints_bytes
+            + self.parents_bytes
+            + self.seen_bytes
+            + self.graph_bytes
+            + self.level_peak_bytes
+    }
 }
 
 /// Labels a transition for cycle analysis (bits chosen by the caller, e.g. "time passes").
 pub type EdgeLabeler<'a, M> =
     &'a (dyn Fn(&<M as Model>::State, &<M as Model>::Action, &<M as Model>::State) -> u8 + Sync);
 
-/// Workers look successors up in the seen-set of earlier levels (read-only while they run), so
-/// most duplicate detection happens in parallel and the sequential merge sees only candidates.
-fn expand<M>(
+/// What one worker learns about its contiguous chunk of a level's frontier.
+struct Part<S> {
+    /// Per property, the first state of the chunk (BFS order) that discovers it.
+    discoveries: Vec<Option<u32>>,
+    transitions: u64,
+    /// Successors not in the seen set before this level, in order: fingerprint, state, and
+    /// the index of the state that generated it. They may repeat within the level.
+    cand_fp: Vec<u64>,
+    cand_state: Vec<S>,
+    cand_parent: Vec<u32>,
+    /// Per candidate, set by [`dedup`].
+    links: Vec<AtomicU32>,
+    edges: EdgePart,
+}
+
+impl<S> Part<S> {
+    /// An empty part; parts are reused from level to level, so their buffers' pages stay
+    /// mapped instead of being returned to the system and faulted in (zeroed) again.
+    fn new() -> Part<S> {
+        Part {
+            discoveries: Vec::new(),
+            transitions: 0,
+            cand_fp: Vec::new(),
+            cand_state: Vec::new(),
+            cand_parent: Vec::new(),
+            links: Vec::new(),
+            edges: EdgePart::default(),
+        }
+    }
+
+    fn clear(&mut self, property_count: usize) {
+        self.discoveries.clear();
+        self.discoveries.resize(property_count, None);
+        self.transitions = 0;
+        self.cand_fp.clear();
+        self.cand_state.clear();
+        self.cand_parent.clear();
+        self.links.clear();
+        let e = &mut self.edges;
+        e.row_len.clear();
+        e.targets.clear();
+        e.labels.clear();
+        e.cand_edge.clear();
+    }
+}
+
+/// A chunk's rows of the graph, while its candidates' indices are not known yet.
+#[derive(Default)]
+struct EdgePart {
+    row_len: Vec<u32>,
+    /// Known targets; a candidate's slot is patched once the level is numbered.
+    targets: Vec<u32>,
+    labels: Vec<u8>,
+    /// Per candidate, its slot in `targets`.
+    cand_edge: Vec<usize>,
+}
+
+/// Run `f` on every item, on one scoped thread per item when `parallel` (the first item on
+/// the calling thread).
+fn par_map<I: Send, T: Send>(items: Vec<I>, parallel: bool, f: impl Fn(usize, I) -> T + Sync) -> Vec<T> {
+    if !parallel || items.len() <= 1 {
+        return items.into_iter().enumerate().map(|(i, x)| f(i, x)).collect();
+    }
+    std::thread::scope(|scope| {
+        let f = &f;
+        let mut items = items.into_iter().enumerate();
+        let (i0, x0) = items.next().expect("more than one item");
+        let handles: Vec<_> = items.map(|(i, x)| scope.spawn(move || f(i, x))).collect();
+        let mut out = vec![f(i0, x0)];
+        out.extend(handles.into_iter().map(|h| h.join().expect("engine worker panicked")));
+        out
+    })
+}
+
+/// Expand a chunk of the frontier: check the properties on each state, generate its
+/// successors, and look them up in the seen set of the earlier levels (read-only here).
+#[allow(clippy::too_many_arguments)]
+fn expand_chunk<M>(
     model: &M,
     properties: &[Property<M>],
-    seen: &SeenMap,
-    labeler: Option<EdgeLabeler<M>>,
-    state: &M::State,
-) -> Expanded<M::State>
-where
+    seen: &SeenSet,
+    hooks: Hooks<M>,
+    record: bool,
+    states: &[M::State],
+    first_index: u32,
+    part: &mut Part<M::State>,
+) where
     M: Model,
     M::State: Hash,
     M::Action: Clone,
 {
-    let mut discovered = 0u64;
-    for (p, prop) in properties.iter().enumerate() {
-        let holds = (prop.condition)(model, state);
-        let found = match prop.expectation {
-            Expectation::Always => !holds,
-            Expectation::Sometimes => holds,
-            Expectation::Eventually => {
-                unreachable!("liveness is checked on cycles, not with `eventually`")
+    part.clear(properties.len());
+    let mut actions = Vec::new();
+    let mut batch: Vec<(u64, M::State, u8)> = Vec::new();
+    let mut rows: Vec<(u32, usize)> = Vec::new();
+    for (b, group) in states.chunks(BATCH_STATES).enumerate() {
+        rows.clear();
+        for (i, state) in group.iter().enumerate() {
+            let index = first_index + (b * BATCH_STATES + i) as u32;
+            for (p, prop) in properties.iter().enumerate() {
+                if part.discoveries[p].is_some() {
+                    continue;
+                }
+                let holds = (prop.condition)(model, state);
+                let found = match prop.expectation {
+                    Expectation::Always => !holds,
+                    Expectation::Sometimes => holds,
+                    Expectation::Eventually => {
+                        unreachable!("liveness is checked on cycles, not with `eventually`")
+                    }
+                };
+                if found {
+                    part.discoveries[p] = Some(index);
+                }
             }
-        };
-        if found {
-            discovered |= 1 << p;
+            model.actions(state, &mut actions);
+            let before = batch.len();
+            for a in actions.drain(..) {
+                let (next, label) = match hooks.labeler {
+                    Some(label) => {
+                        let Some(next) = model.next_state(state, a.clone()) else { continue };
+                        let l = label(state, &a, &next);
+                        (next, l)
+                    }
+                    None => {
+                        let Some(next) = model.next_state(state, a) else { continue };
+                        (next, 0)
+                    }
+                };
+                let fp = hooks.fingerprint(&next);
+                seen.prefetch(fp);
+                batch.push((fp, next, label));
+            }
+            rows.push((index, batch.len() - before));
+        }
+        let mut successors = batch.drain(..);
+        for &(parent, count) in &rows {
+            part.transitions += count as u64;
+            let edges = &mut part.edges;
+            if record {
+                edges.row_len.push(u32::try_from(count).expect("fewer than 2^32 actions per state"));
+            }
+            for (fp, next, label) in successors.by_ref().take(count) {
+                let known = seen.get(fp);
+                if record {
+                    if hooks.labeler.is_some() {
+                        edges.labels.push(label);
+                    }
+                    if known.is_none() {
+                        edges.cand_edge.push(edges.targets.len());
+                    }
+                    edges.targets.push(known.unwrap_or(NO_PARENT));
+                }
+                if known.is_none() {
+                    part.cand_fp.push(fp);
+                    part.cand_state.push(next);
+                    part.cand_parent.push(parent);
+                }
+            }
         }
     }
-    let mut actions = Vec::new();
-    model.actions(state, &mut actions);
-    let mut labels = Vec::new();
-    let successors = actions
-        .into_iter()
-        .filter_map(|a| {
-            let next = match labeler {
-                Some(label) => {
-                    let next = model.next_state(state, a.clone())?;
-                    labels.push(label(state, &a, &next));
-                    next
+}
+
+/// Split the shards into `n` contiguous ranges (first shard index, shards).
+fn shard_ranges(shards: &mut [Shard], n: usize) -> Vec<(usize, &mut [Shard])> {
+    let mut out = Vec::with_capacity(n);
+    let mut rest = shards;
+    let mut lo = 0;
+    for t in 0..n {
+        let hi = SHARD_COUNT * (t + 1) / n;
+        let (mine, tail) = rest.split_at_mut(hi - lo);
+        out.push((lo, mine));
+        rest = tail;
+        lo = hi;
+    }
+    out
+}
+
+/// Insert a level's candidates into the seen set, each thread its own shards, every thread in
+/// the level's global candidate order. `parts[w].links[c]` becomes the candidate's own position if
+/// it is the first occurrence of its state, else the position of that first occurrence (or
+/// [`DUPLICATE`] when values are not kept). Returns the first occurrences per part.
+fn dedup<S: Sync>(seen: &mut SeenSet, parts: &[Part<S>], starts: &[usize], parallel: bool) -> Vec<u64> {
+    let with_values = seen.with_values();
+    let ranges = shard_ranges(seen.shards_mut(), parts.len());
+    let counts = par_map(ranges, parallel, |_, (lo, mine)| {
+        let hi = lo + mine.len();
+        let mut counts = vec![0u64; parts.len()];
+        for (w, part) in parts.iter().enumerate() {
+            let fps = &part.cand_fp;
+            for (c, &fp) in fps.iter().enumerate() {
+                if let Some(&ahead) = fps.get(c + PREFETCH_AHEAD) {
+                    let s = shard_of(ahead);
+                    if (lo..hi).contains(&s) {
+                        mine[s - lo].prefetch(ahead);
+                    }
                 }
-                None => model.next_state(state, a)?,
-            };
-            Some(next)
-        })
-        .map(|s| {
-            let fp = fingerprint(&s);
-            match seen.get(&fp) {
-                Some(&i) => Successor::Known(i),
-                None => Successor::New(fp, s),
+                let s = shard_of(fp);
+                if !(lo..hi).contains(&s) {
+                    continue;
+                }
+                let pos = (starts[w] + c) as u32;
+                let link = match mine[s - lo].insert(fp, pos) {
+                    None => {
+                        counts[w] += 1;
+                        pos
+                    }
+                    Some(first) if with_values => first,
+                    Some(_) => DUPLICATE,
+                };
+                part.links[c].store(link, Ordering::Relaxed);
             }
-        })
-        .collect();
-    Expanded { discovered, successors, labels }
+        }
+        counts
+    });
+    (0..parts.len()).map(|w| counts.iter().map(|c| c[w]).sum()).collect()
+}
+
+/// A part's first occurrences, numbered: the level's new states in BFS order.
+struct Numbered<S> {
+    fingerprints: Vec<u64>,
+    parents: Vec<u32>,
+    states: Vec<S>,
+    /// Per candidate, its state index if it is a first occurrence (edges only).
+    finals: Vec<u32>,
 }
 
 /// Explore every state reachable from the model's initial states, checking `properties`.
@@ -298,7 +563,7 @@ where
     M::State: Hash + Clone + Send + Sync,
     M::Action: Clone,
 {
-    explore_labelled(model, properties, limits, None)
+    explore_with(model, properties, limits, Hooks::default())
 }
 
 /// `explore`, keeping the labelled state graph when `labeler` is given (edges are recorded
@@ -314,86 +579,187 @@ where
     M::State: Hash + Clone + Send + Sync,
     M::Action: Clone,
 {
+    explore_with(model, properties, limits, Hooks { labeler, canonical: None })
+}
+
+/// `explore` with hooks: an edge labeler (as `explore_labelled`) and a symmetry canonicalizer.
+pub fn explore_with<M>(model: &M, properties: &[Property<M>], limits: &Limits, hooks: Hooks<M>) -> Exploration
+where
+    M: Model + Sync,
+    M::State: Hash + Clone + Send + Sync,
+    M::Action: Clone,
+{
+    explore_bounded(model, properties, limits, hooks, STATE_COUNT_MAX)
+}
+
+/// The engine, with the index limit as a parameter so a test can reach it.
+fn explore_bounded<M>(
+    model: &M,
+    properties: &[Property<M>],
+    limits: &Limits,
+    hooks: Hooks<M>,
+    state_count_max: u64,
+) -> Exploration
+where
+    M: Model + Sync,
+    M::State: Hash + Clone + Send + Sync,
+    M::Action: Clone,
+{
     assert!(properties.len() <= 64);
+    assert!(state_count_max <= STATE_COUNT_MAX);
     let start = Instant::now();
     let threads = limits.threads.max(1);
-    let mut seen = SeenMap::default();
-    let mut fingerprints = Vec::new();
-    let mut parents = Vec::new();
-    let mut frontier: Vec<(u32, M::State)> = Vec::new();
+    let record = limits.record_edges || hooks.labeler.is_some();
+    let mut seen = SeenSet::new(record);
+    let mut fingerprints: Vec<u64> = Vec::new();
+    let mut parents: Vec<u32> = Vec::new();
+    let mut frontier: Vec<M::State> = Vec::new();
     for s in model.init_states() {
-        let fp = fingerprint(&s);
-        if seen.insert(fp, fingerprints.len() as u32).is_none() {
-            frontier.push((fingerprints.len() as u32, s));
+        let fp = hooks.fingerprint(&s);
+        let index = fingerprints.len() as u32;
+        if seen.insert(fp, index).is_none() {
+            frontier.push(s);
             fingerprints.push(fp);
-            parents.push(u32::MAX);
+            parents.push(NO_PARENT);
         }
     }
+    // Initial states were inserted with their final indices.
+    seen.shards_mut().iter_mut().for_each(|s| drop(s.take_pending()));
+    let mut frontier_start = 0u32;
     let mut discoveries: Vec<Option<u32>> = vec![None; properties.len()];
-    let mut edges = (limits.record_edges || labeler.is_some()).then(Graph::default);
+    let mut graph = record.then(Graph::default);
     let mut transitions = 0u64;
     let mut depth = 0u32;
     let mut cut = None;
-    // Sometimes-properties are decided by a discovery too; invariants by a violation.
+    let mut level_peak_bytes = 0u64;
+    let mut pool: Vec<Part<M::State>> = Vec::new();
     let all_decided = |d: &[Option<u32>]| d.iter().all(|x| x.is_some());
 
     while !frontier.is_empty() {
-        let expanded: Vec<Expanded<M::State>> = if threads == 1 || frontier.len() < 256 {
-            frontier.iter().map(|(_, s)| expand(model, properties, &seen, labeler, s)).collect()
-        } else {
-            let chunk = frontier.len().div_ceil(threads);
-            let seen = &seen;
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = frontier
-                    .chunks(chunk)
-                    .map(|part| {
-                        scope.spawn(move || {
-                            part.iter()
-                                .map(|(_, s)| expand(model, properties, seen, labeler, s))
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                handles.into_iter().flat_map(|h| h.join().expect("worker panicked")).collect()
-            })
-        };
-        let mut next = Vec::new();
-        for ((index, _), e) in frontier.iter().zip(expanded) {
-            for (p, d) in discoveries.iter_mut().enumerate() {
-                if d.is_none() && e.discovered & (1 << p) != 0 {
-                    *d = Some(*index);
+        let parallel = threads > 1 && frontier.len() >= PARALLEL_FRONTIER_MIN;
+        let chunk = if parallel { frontier.len().div_ceil(threads) } else { frontier.len() };
+        let chunks: Vec<(usize, &[M::State])> =
+            frontier.chunks(chunk).enumerate().map(|(i, c)| (i * chunk, c)).collect();
+        let jobs: Vec<_> = chunks.into_iter().map(|c| (c, pool.pop().unwrap_or_else(Part::new))).collect();
+        let mut parts = par_map(jobs, parallel, |_, ((offset, states), mut part)| {
+            let first_index = frontier_start + offset as u32;
+            expand_chunk(model, properties, &seen, hooks, record, states, first_index, &mut part);
+            part
+        });
+        // Chunks are in frontier order, so the first chunk with a discovery has the first one.
+        for part in &parts {
+            for (d, found) in discoveries.iter_mut().zip(&part.discoveries) {
+                *d = d.or(*found);
+            }
+            transitions += part.transitions;
+        }
+        let mut starts = Vec::with_capacity(parts.len());
+        let mut candidates = 0usize;
+        for part in &parts {
+            starts.push(candidates);
+            candidates += part.cand_fp.len();
+        }
+        level_peak_bytes = level_peak_bytes.max(
+            (frontier.len() * std::mem::size_of::<M::State>()
+                + candidates * (std::mem::size_of::<M::State>() + 8 + 4 + 4)) as u64,
+        );
+        let base = fingerprints.len() as u64;
+        if candidates as u64 >= u64::from(u32::MAX) {
+            // Candidate positions are `u32` provisional values in the seen table.
+            cut = Some(Cut::StateLimit(state_count_max));
+            break;
+        }
+        for part in &mut parts {
+            part.links.resize_with(part.cand_fp.len(), || AtomicU32::new(0));
+        }
+        let new_counts = dedup(&mut seen, &parts, &starts, parallel);
+        let mut rank_bases = Vec::with_capacity(parts.len());
+        let mut next_index = base;
+        for &n in &new_counts {
+            rank_bases.push(next_index);
+            next_index += n;
+        }
+        if next_index > state_count_max {
+            // The level's new states cannot all get a `u32` index: stop before numbering them.
+            cut = Some(Cut::StateLimit(state_count_max));
+            break;
+        }
+        let numbered = par_map(parts, parallel, |w, mut part| {
+            let mut out = Numbered {
+                fingerprints: Vec::with_capacity(new_counts[w] as usize),
+                parents: Vec::with_capacity(new_counts[w] as usize),
+                states: Vec::with_capacity(new_counts[w] as usize),
+                finals: Vec::new(),
+            };
+            let mut index = rank_bases[w] as u32;
+            let links = std::mem::take(&mut part.links);
+            let candidates = part.cand_fp.iter().zip(part.cand_state.drain(..)).zip(&part.cand_parent);
+            for (c, ((&fp, state), &parent)) in candidates.enumerate() {
+                let first = links[c].load(Ordering::Relaxed) == (starts[w] + c) as u32;
+                if record {
+                    out.finals.push(if first { index } else { NO_PARENT });
+                }
+                if first {
+                    out.fingerprints.push(fp);
+                    out.parents.push(parent);
+                    out.states.push(state);
+                    index += 1;
                 }
             }
-            transitions += e.successors.len() as u64;
-            if let Some(edges) = edges.as_mut() {
-                edges.offsets.push(edges.targets.len() as u64);
-            }
-            if let Some(edges) = edges.as_mut() {
-                edges.labels.extend_from_slice(&e.labels);
-            }
-            for succ in e.successors {
-                let target = match succ {
-                    Successor::Known(i) => i,
-                    Successor::New(fp, s) => match seen.entry(fp) {
-                        std::collections::hash_map::Entry::Occupied(o) => *o.get(),
-                        std::collections::hash_map::Entry::Vacant(v) => {
-                            let i = fingerprints.len() as u32;
-                            v.insert(i);
-                            fingerprints.push(fp);
-                            parents.push(*index);
-                            next.push((i, s));
-                            i
-                        }
-                    },
-                };
-                if let Some(edges) = edges.as_mut() {
-                    edges.targets.push(target);
+            part.links = links;
+            (out, part)
+        });
+        let (rest, mut parts): (Vec<Numbered<_>>, Vec<Part<_>>) = numbered.into_iter().unzip();
+        if record {
+            // Candidates' edges and the table's provisional values get the final indices.
+            let finals: Vec<&Vec<u32>> = rest.iter().map(|r| &r.finals).collect();
+            let final_of = |pos: u32| {
+                let w = starts.partition_point(|&s| s <= pos as usize) - 1;
+                let f = finals[w][pos as usize - starts[w]];
+                debug_assert!(f != NO_PARENT, "a link points at a first occurrence");
+                f
+            };
+            let ranges = shard_ranges(seen.shards_mut(), parts.len());
+            let jobs: Vec<_> = parts.iter_mut().zip(ranges).collect();
+            par_map(jobs, parallel, |w, (part, (_, shards))| {
+                let edges = &mut part.edges;
+                for (c, &slot) in edges.cand_edge.iter().enumerate() {
+                    let f = finals[w][c];
+                    edges.targets[slot] =
+                        if f != NO_PARENT { f } else { final_of(part.links[c].load(Ordering::Relaxed)) };
                 }
+                for shard in shards.iter_mut() {
+                    for (slot, pos) in shard.take_pending() {
+                        shard.set(slot, final_of(pos));
+                    }
+                }
+            });
+        }
+        let mut next = Vec::with_capacity((next_index - base) as usize);
+        for n in rest {
+            fingerprints.extend(n.fingerprints);
+            parents.extend(n.parents);
+            next.extend(n.states);
+        }
+        if let Some(g) = graph.as_mut() {
+            for part in &parts {
+                let edges = &part.edges;
+                let mut at = g.targets.len() as u64;
+                for &len in &edges.row_len {
+                    g.offsets.push(at);
+                    at += u64::from(len);
+                }
+                g.targets.extend_from_slice(&edges.targets);
+                g.labels.extend_from_slice(&edges.labels);
+                debug_assert_eq!(at, g.targets.len() as u64);
             }
         }
+        pool = parts;
+        assert_eq!(fingerprints.len() as u64, next_index);
         if !next.is_empty() {
             depth += 1;
         }
+        frontier_start = base as u32;
         frontier = next;
         if let Some(f) = limits.progress {
             f(&Progress {
@@ -416,6 +782,19 @@ where
             }
         }
     }
+    let graph = graph.map(|mut g| {
+        g.offsets.push(g.targets.len() as u64);
+        g
+    });
+    let memory = MemoryUse {
+        fingerprints_bytes: (fingerprints.capacity() * 8) as u64,
+        parents_bytes: (parents.capacity() * 4) as u64,
+        seen_bytes: seen.bytes() as u64,
+        graph_bytes: graph.as_ref().map_or(0, |g| {
+            (g.offsets.capacity() * 8 + g.targets.capacity() * 4 + g.labels.capacity()) as u64
+        }),
+        level_peak_bytes,
+    };
     Exploration {
         unique_states: fingerprints.len() as u64,
         transitions,
@@ -425,10 +804,8 @@ where
         discoveries,
         fingerprints,
         parents,
-        graph: edges.map(|mut g| {
-            g.offsets.push(g.targets.len() as u64);
-            g
-        }),
+        graph,
+        memory,
     }
 }
 
@@ -490,6 +867,122 @@ mod tests {
         assert_eq!(g.targets.len() as u64, e.transitions);
         // State 0 is (0,0): its successors are (1,0) and (0,1), states 1 and 2.
         assert_eq!(g.successors(0), &[1, 2]);
+    }
+
+    /// Three counters to 24 with wrap-around jumps: wide levels (parallel path), many
+    /// duplicates within a level, and labelled edges.
+    struct Grid;
+    impl Model for Grid {
+        type State = [u8; 3];
+        type Action = u8;
+        fn init_states(&self) -> Vec<[u8; 3]> {
+            vec![[0, 0, 0]]
+        }
+        fn actions(&self, _: &[u8; 3], a: &mut Vec<u8>) {
+            a.extend(0..4);
+        }
+        fn next_state(&self, s: &[u8; 3], a: u8) -> Option<[u8; 3]> {
+            let mut t = *s;
+            match a {
+                0..=2 => t[a as usize] = (t[a as usize] + 1) % 24,
+                _ => t = [t[1], t[2], t[0]],
+            }
+            Some(t)
+        }
+    }
+
+    /// A plain sequential BFS with the engine's numbering rule: new states in order of
+    /// (parent index, action order).
+    fn reference_bfs(model: &Grid) -> (Vec<[u8; 3]>, Vec<u32>, Vec<Vec<u32>>) {
+        let mut index = std::collections::HashMap::new();
+        let mut states = model.init_states();
+        let mut parents = vec![NO_PARENT];
+        let mut rows = Vec::new();
+        index.insert(states[0], 0u32);
+        let mut i = 0;
+        while i < states.len() {
+            let s = states[i];
+            let mut actions = Vec::new();
+            model.actions(&s, &mut actions);
+            let mut row = Vec::new();
+            for a in actions {
+                let t = model.next_state(&s, a).unwrap();
+                let next = states.len() as u32;
+                let j = *index.entry(t).or_insert_with(|| {
+                    states.push(t);
+                    parents.push(i as u32);
+                    next
+                });
+                row.push(j);
+            }
+            rows.push(row);
+            i += 1;
+        }
+        (states, parents, rows)
+    }
+
+    #[test]
+    fn numbering_parents_and_edges_match_a_sequential_bfs_on_any_thread_count() {
+        let (states, parents, rows) = reference_bfs(&Grid);
+        assert_eq!(states.len(), 24 * 24 * 24);
+        let label = |_: &[u8; 3], a: &u8, _: &[u8; 3]| 1u8 << a;
+        let labeler: EdgeLabeler<Grid> = &label;
+        for threads in [1, 2, 3, 5] {
+            let limits = Limits { threads, ..Limits::default() };
+            let e = explore_labelled(&Grid, &[], &limits, Some(labeler));
+            assert_eq!(e.unique_states, states.len() as u64, "{threads} threads");
+            let fps: Vec<u64> = states.iter().map(fingerprint).collect();
+            assert_eq!(e.fingerprints, fps, "BFS numbering with {threads} threads");
+            assert_eq!(e.parents, parents, "{threads} threads");
+            let g = e.graph.as_ref().unwrap();
+            for (v, row) in rows.iter().enumerate() {
+                assert_eq!(g.successors(v as u32), &row[..], "row {v}, {threads} threads");
+                let labels: Vec<u8> = g.edge_range(v as u32).map(|e| g.labels[e]).collect();
+                assert_eq!(labels, vec![1, 2, 4, 8]);
+            }
+            // Safety-only runs (no table values) number the states the same way.
+            let plain = explore(&Grid, &[], &limits);
+            assert_eq!((plain.fingerprints, plain.parents), (e.fingerprints.clone(), e.parents.clone()));
+        }
+    }
+
+    #[test]
+    fn first_discovery_is_the_same_on_any_thread_count() {
+        let props = [Property::<Grid>::always("no 7-7-7", |_, s| s != &[7, 7, 7])];
+        let one = explore(&Grid, &props, &Limits::default());
+        let index = one.discoveries[0].expect("reachable");
+        for threads in [2, 3] {
+            let e = explore(&Grid, &props, &Limits { threads, ..Limits::default() });
+            assert_eq!(e.discoveries, one.discoveries);
+            assert_eq!(shortest_chain(&e, index), shortest_chain(&one, index));
+        }
+        assert_eq!(path(&Grid, &one, index).last().unwrap().state, [7, 7, 7]);
+    }
+
+    #[test]
+    fn the_index_limit_stops_exploration_instead_of_wrapping() {
+        let e =
+            explore_bounded(&Grid, &[], &Limits { threads: 2, ..Limits::default() }, Hooks::default(), 1000);
+        assert_eq!(e.cut, Some(Cut::StateLimit(1000)));
+        assert!(e.unique_states <= 1000);
+    }
+
+    #[test]
+    fn a_canonicalizer_explores_one_state_per_class_and_paths_stay_concrete() {
+        // Rotations of the three counters are symmetric: the model commutes with them.
+        let canon = |s: &[u8; 3]| *[*s, [s[1], s[2], s[0]], [s[2], s[0], s[1]]].iter().min().unwrap();
+        let hooks = Hooks::<Grid> { labeler: None, canonical: Some(&canon) };
+        // A symmetric property (invariant under rotation), as symmetry reduction requires.
+        let props = [Property::<Grid>::always("no rotation of 1-2-3", |_, s| {
+            ![[1, 2, 3], [2, 3, 1], [3, 1, 2]].contains(s)
+        })];
+        let limits = Limits { threads: 2, stop_when_decided: false, ..Limits::default() };
+        let e = explore_with(&Grid, &props, &limits, hooks);
+        // 24^3 states; 24 fixed by rotation (all equal), the rest in classes of 3.
+        assert_eq!(e.unique_states, 24 + (24 * 24 * 24 - 24) / 3);
+        let index = e.discoveries[0].expect("a rotation of 1-2-3 is reachable");
+        let p = path_with(&Grid, &e, index, hooks);
+        assert_eq!(canon(&p.last().unwrap().state), canon(&[1, 2, 3]));
     }
 
     #[test]

@@ -37,6 +37,7 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/policy/rebalancer.rs", include_str!("../policy/rebalancer.rs")),
     ("src/policy/quorum.rs", include_str!("../policy/quorum.rs")),
     ("src/policy/retry.rs", include_str!("../policy/retry.rs")),
+    ("src/policy/routing.rs", include_str!("../policy/routing.rs")),
 ];
 
 /// The files that make up the policy code, as listed in `POLICY_SOURCES`.

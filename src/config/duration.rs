@@ -134,6 +134,114 @@ pub fn format_ms(ms: u64) -> String {
     }
 }
 
+/// A rate of writes as users write it: "20/s" (per second) or "2/tick" (per model tick).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rate {
+    pub count: u32,
+    /// `None`: per tick.
+    pub per_ms: Option<u64>,
+    pub text: String,
+}
+
+impl Rate {
+    pub fn parse(text: &str) -> Result<Rate, String> {
+        let bad = |why: &str| format!("invalid rate \"{text}\": {why} (write e.g. \"20/s\" or \"2/tick\")");
+        let (count, unit) = text.trim().split_once('/').ok_or_else(|| bad("no unit"))?;
+        let count: u32 = count.trim().parse().map_err(|_| bad("the count is not a whole number"))?;
+        let per_ms = match unit.trim() {
+            "tick" => None,
+            "s" => Some(1000),
+            "min" => Some(60_000),
+            _ => return Err(bad("the unit is not `s`, `min` or `tick`")),
+        };
+        Ok(Rate { count, per_ms, text: text.to_string() })
+    }
+
+    /// Writes per tick of `tick_ms`, or an error naming the value when that is not whole.
+    pub fn per_tick(&self, tick_ms: u64) -> Result<u16, String> {
+        assert!(tick_ms > 0);
+        let per_tick = match self.per_ms {
+            None => u64::from(self.count),
+            Some(per_ms) => {
+                let scaled = u64::from(self.count) * tick_ms;
+                if !scaled.is_multiple_of(per_ms) {
+                    return Err(format!(
+                        "\"{}\" is not a whole number of writes per tick (tick = {})",
+                        self.text,
+                        format_ms(tick_ms)
+                    ));
+                }
+                scaled / per_ms
+            }
+        };
+        u16::try_from(per_tick).ok().filter(|&n| n <= RATE_PER_TICK_MAX).ok_or_else(|| {
+            format!("\"{}\" is {per_tick} writes per tick: at most {RATE_PER_TICK_MAX}", self.text)
+        })
+    }
+
+    /// Writes per second, for rules that compare rates without a tick.
+    pub fn per_s(&self) -> f64 {
+        match self.per_ms {
+            None => f64::from(self.count),
+            Some(per_ms) => f64::from(self.count) * 1000.0 / per_ms as f64,
+        }
+    }
+}
+
+/// Model loads are counted per tick in a `u8`.
+pub const RATE_PER_TICK_MAX: u16 = 64;
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Rate::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `max_attempts`: a whole number, or "unlimited" (retry until success).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxAttempts {
+    Limit(u8),
+    Unlimited,
+}
+
+impl<'de> Deserialize<'de> for MaxAttempts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = MaxAttempts;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a whole number of attempts, or \"unlimited\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<MaxAttempts, E> {
+                match s {
+                    "unlimited" => Ok(MaxAttempts::Unlimited),
+                    _ => Err(E::custom(format!(
+                        "invalid max_attempts \"{s}\": a whole number of attempts, or \"unlimited\""
+                    ))),
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<MaxAttempts, E> {
+                u8::try_from(n).map(MaxAttempts::Limit).map_err(|_| {
+                    E::custom(format!(
+                        "invalid max_attempts {n}: a whole number of attempts, or \"unlimited\""
+                    ))
+                })
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<MaxAttempts, E> {
+                self.visit_i64(i64::try_from(n).unwrap_or(-1))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +268,16 @@ mod tests {
         let r = LatencyRange::parse("300ms..700ms").unwrap();
         assert_eq!((r.lo.ms, r.hi.ms), (300, 700));
         assert!(LatencyRange::parse("700ms..300ms").is_err());
+    }
+
+    #[test]
+    fn rates_convert_to_whole_writes_per_tick() {
+        assert_eq!(Rate::parse("20/s").unwrap().per_tick(100), Ok(2));
+        assert_eq!(Rate::parse("3/tick").unwrap().per_tick(100), Ok(3));
+        assert!(Rate::parse("15/s").unwrap().per_tick(100).unwrap_err().contains("whole number"));
+        assert!(Rate::parse("20").is_err());
+        assert!(Rate::parse("x/s").is_err());
+        assert!(Rate::parse("20/h").is_err());
+        assert!(Rate::parse("1000/tick").unwrap().per_tick(100).is_err());
     }
 }

@@ -2,11 +2,12 @@
 //! scenario's `[policy]`, in each variant, and in a `--policy` file; patches apply key by key
 //! over the defaults, and the result is resolved into ticks for one scenario.
 
-use super::duration::Dur;
+use super::duration::{Dur, MaxAttempts, Rate};
 use crate::policy::detector::FailureDetection;
 use crate::policy::eviction::EvictionPolicy;
 use crate::policy::rebalancer::{RebalancePolicy, Scoring};
 use crate::policy::retry::{Backoff, RetryPolicy};
+use crate::policy::routing::{Placement, RoutingPolicy, UploadPlanner, WRITE_SHARD_SUFFIXES_MAX};
 use crate::policy::{Ticks, MAX_ATTEMPTS_MAX, NODE_COUNT_MAX, REPLICATION_FACTOR_MAX, TICKS_MAX};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -56,7 +57,7 @@ policy_patch! {
     eviction_enabled: bool,
     max_dead_fraction: f64,
     max_concurrent_evictions: u8,
-    max_attempts: u8,
+    max_attempts: MaxAttempts,
     backoff: Backoff,
     backoff_base: Dur,
     backoff_max: Dur,
@@ -70,6 +71,12 @@ policy_patch! {
     move_cooldown: Dur,
     cooldown_backoff: u8,
     cooldown_max: Dur,
+    placement: Placement,
+    spill_threshold: f64,
+    upload_planner: UploadPlanner,
+    partition_write_capacity: Rate,
+    table_write_capacity: Rate,
+    write_shard_suffixes: u8,
 }
 
 trait DescribeValue {
@@ -93,6 +100,35 @@ impl DescribeValue for f64 {
 impl DescribeValue for Dur {
     fn describe(&self) -> String {
         format!("\"{}\"", self.text)
+    }
+}
+impl DescribeValue for Rate {
+    fn describe(&self) -> String {
+        format!("\"{}\"", self.text)
+    }
+}
+impl DescribeValue for MaxAttempts {
+    fn describe(&self) -> String {
+        match self {
+            MaxAttempts::Limit(n) => n.to_string(),
+            MaxAttempts::Unlimited => "\"unlimited\"".into(),
+        }
+    }
+}
+impl DescribeValue for Placement {
+    fn describe(&self) -> String {
+        match self {
+            Placement::CapacityAware => "\"capacity_aware\"".into(),
+            Placement::Sorted => "\"sorted\"".into(),
+        }
+    }
+}
+impl DescribeValue for UploadPlanner {
+    fn describe(&self) -> String {
+        match self {
+            UploadPlanner::CapacityAware => "\"capacity_aware\"".into(),
+            UploadPlanner::SmallestFirst => "\"smallest_first\"".into(),
+        }
     }
 }
 impl DescribeValue for FailureDetection {
@@ -159,6 +195,11 @@ pub struct Policy {
     pub retry: RetryPolicy,
     /// `None` when `rebalance_enabled = false`.
     pub rebalance: Option<Rebalance>,
+    pub routing: RoutingPolicy,
+    /// Per-partition and per-table write capacity as written (`None`: unlimited); a model
+    /// converts them to writes per tick (`SourcedPolicy::rate_per_tick`).
+    pub partition_write_capacity: Option<Rate>,
+    pub table_write_capacity: Option<Rate>,
 }
 
 /// The rebalancer's knobs, in ticks.
@@ -186,7 +227,7 @@ fn defaults() -> PolicyPatch {
         eviction_enabled: Some(true),
         max_dead_fraction: Some(1.0),
         max_concurrent_evictions: Some(1),
-        max_attempts: Some(3),
+        max_attempts: Some(MaxAttempts::Limit(3)),
         backoff: Some(Backoff::Fixed),
         backoff_base: d("1s"),
         backoff_max: d("1s"),
@@ -200,6 +241,12 @@ fn defaults() -> PolicyPatch {
         move_cooldown: d("0ms"),
         cooldown_backoff: Some(1),
         cooldown_max: d("0ms"),
+        placement: Some(Placement::CapacityAware),
+        spill_threshold: Some(0.8),
+        upload_planner: Some(UploadPlanner::CapacityAware),
+        partition_write_capacity: None,
+        table_write_capacity: None,
+        write_shard_suffixes: Some(1),
     }
 }
 
@@ -284,12 +331,31 @@ impl SourcedPolicy {
         if !(0.0..=1.0).contains(&fraction) {
             return Err(err("max_dead_fraction", format!("{fraction}"), "must be between 0 and 1".into()));
         }
-        let max_attempts = p.max_attempts.expect("default");
-        if max_attempts == 0 || max_attempts > MAX_ATTEMPTS_MAX {
+        let max_attempts = match p.max_attempts.expect("default") {
+            MaxAttempts::Unlimited => None,
+            MaxAttempts::Limit(n) if n == 0 || n > MAX_ATTEMPTS_MAX => {
+                return Err(err(
+                    "max_attempts",
+                    n.to_string(),
+                    format!("must be 1 to {MAX_ATTEMPTS_MAX}, or \"unlimited\""),
+                ));
+            }
+            MaxAttempts::Limit(n) => Some(n),
+        };
+        let spill = p.spill_threshold.expect("default");
+        if !(spill > 0.0 && spill <= 1.0) {
             return Err(err(
-                "max_attempts",
-                max_attempts.to_string(),
-                format!("must be 1 to {MAX_ATTEMPTS_MAX}"),
+                "spill_threshold",
+                format!("{spill}"),
+                "a fraction of capacity: above 0, at most 1".into(),
+            ));
+        }
+        let suffixes = p.write_shard_suffixes.expect("default");
+        if suffixes == 0 || suffixes > WRITE_SHARD_SUFFIXES_MAX {
+            return Err(err(
+                "write_shard_suffixes",
+                suffixes.to_string(),
+                format!("must be 1 (no key sharding) to {WRITE_SHARD_SUFFIXES_MAX}"),
             ));
         }
         let backoff_base_ticks = ticks("backoff_base", &p.backoff_base)?;
@@ -359,7 +425,31 @@ impl SourcedPolicy {
                 idempotency_tokens: p.idempotency_tokens.expect("default"),
             },
             rebalance,
+            routing: RoutingPolicy {
+                placement: p.placement.expect("default"),
+                spill_threshold_permille: (spill * 1000.0).round() as u16,
+                upload_planner: p.upload_planner.expect("default"),
+                write_shard_suffixes: suffixes,
+            },
+            partition_write_capacity: p.partition_write_capacity.clone(),
+            table_write_capacity: p.table_write_capacity.clone(),
         })
+    }
+
+    /// Where `key` was set: a file (and table), or "defaults".
+    pub fn origin(&self, key: &str) -> String {
+        self.origins.get(key).cloned().unwrap_or_else(|| "defaults".to_string())
+    }
+
+    /// A capacity knob in writes per tick of `tick_ms` (`None`: unset, unlimited), or an
+    /// error naming where it was set, the key and the value.
+    pub fn rate_per_tick(&self, key: &str, rate: &Option<Rate>, tick_ms: u64) -> Result<Option<u16>, String> {
+        rate.as_ref()
+            .map(|r| {
+                r.per_tick(tick_ms)
+                    .map_err(|why| format!("{}: key `{key}` = \"{}\": {why}", self.origin(key), r.text))
+            })
+            .transpose()
     }
 
     /// The full merged policy (defaults included) as key = value lines.

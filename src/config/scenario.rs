@@ -1,6 +1,6 @@
 //! The scenario: cluster, environment, workload, fault budget, variants and expectations.
 
-use super::duration::{Dur, LatencyRange};
+use super::duration::{Dur, LatencyRange, Rate};
 use super::policy::{PolicyPatch, SourcedPolicy};
 use super::{parse_toml, read_file, ConfigError};
 use crate::policy::{
@@ -20,6 +20,8 @@ pub enum PropertyName {
     NoDuplicateEffects,
     NoHealthyEviction,
     ChurnBounded,
+    /// No partition or backend is offered more writes in a tick than its capacity.
+    CapacityRespected,
     /// Liveness: no cycle in which time passes and the topology keeps changing.
     Converges,
     /// Liveness: no cycle in which time passes while a client operation stays pending.
@@ -27,12 +29,13 @@ pub enum PropertyName {
 }
 
 impl PropertyName {
-    pub const ALL: [PropertyName; 7] = [
+    pub const ALL: [PropertyName; 8] = [
         PropertyName::AckedWritesPersist,
         PropertyName::Linearizable,
         PropertyName::NoDuplicateEffects,
         PropertyName::NoHealthyEviction,
         PropertyName::ChurnBounded,
+        PropertyName::CapacityRespected,
         PropertyName::Converges,
         PropertyName::OpsComplete,
     ];
@@ -49,6 +52,7 @@ impl PropertyName {
             PropertyName::NoDuplicateEffects => "no_duplicate_effects",
             PropertyName::NoHealthyEviction => "no_healthy_eviction",
             PropertyName::ChurnBounded => "churn_bounded",
+            PropertyName::CapacityRespected => "capacity_respected",
             PropertyName::Converges => "converges",
             PropertyName::OpsComplete => "ops_complete",
         }
@@ -134,6 +138,10 @@ struct RawNode {
     /// once a hot shard's write amplification lands on it.
     #[serde(default)]
     compaction_debt_pct: u8,
+    /// Writes the node can ingest as a backend (e.g. "20/s"); unset is unlimited.
+    write_capacity: Option<Rate>,
+    /// Writes it already ingests from traffic outside the model (a nearly full backend).
+    base_load: Option<Rate>,
 }
 
 #[derive(Deserialize)]
@@ -147,6 +155,9 @@ struct RawShard {
     /// A hot shard takes most of the writes.
     #[serde(default)]
     hot: bool,
+    /// Writes on this shard's key prefix from the clients outside the model (a promotion's
+    /// cohort): spread over the prefix's suffixes when keys are sharded.
+    burst_writes: Option<Rate>,
 }
 
 #[derive(Deserialize)]
@@ -190,6 +201,9 @@ struct RawClient {
     /// When the client starts each operation after the previous one: "0ms" (at once) or a
     /// window such as "0ms..1s".
     think_time: Option<LatencyRange>,
+    /// The hash of the key the client writes (which customer it writes for): with
+    /// `write_shard_suffixes = N` its key gets suffix `key_hash % N`. Default: its index.
+    key_hash: Option<u8>,
 }
 
 #[derive(Deserialize, Default)]
@@ -239,6 +253,9 @@ pub struct NodeSpec {
     pub zone: u8,
     pub disk_used_pct: u8,
     pub compaction_debt_pct: u8,
+    /// Backend ingest capacity in writes per tick (`None`: unlimited).
+    pub write_capacity_per_tick: Option<u16>,
+    pub base_load_per_tick: u16,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,6 +266,8 @@ pub struct ShardSpec {
     pub replicas: Option<Vec<NodeId>>,
     pub size_pct: u8,
     pub hot: bool,
+    /// Background writes per tick on this shard's key prefix.
+    pub burst_writes_per_tick: u16,
 }
 
 /// One-way latency between two zones, in ticks, inclusive.
@@ -275,6 +294,7 @@ pub struct ClientSpec {
     pub ops: Vec<OpKind>,
     pub request_timeout_ticks: Ticks,
     pub think_ticks: LatencyTicks,
+    pub key_hash: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -363,6 +383,11 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     }
     let ticks =
         |key: &str, d: &Dur| d.ticks(tick_ms).map_err(|why| format!("key `{key}` = \"{}\": {why}", d.text));
+    let per_tick = |key: &str, r: &Option<Rate>| -> Result<Option<u16>, String> {
+        r.as_ref()
+            .map(|r| r.per_tick(tick_ms).map_err(|why| format!("key `{key}` = \"{}\": {why}", r.text)))
+            .transpose()
+    };
     let latency_ticks = |key: &str, r: &LatencyRange| -> Result<LatencyTicks, String> {
         Ok(LatencyTicks { lo: ticks(key, &r.lo)?, hi: ticks(key, &r.hi)? })
     };
@@ -401,6 +426,8 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
             zone: zone(&format!("nodes[{i}].zone"), &n.zone)?,
             disk_used_pct: n.disk_used_pct,
             compaction_debt_pct: n.compaction_debt_pct,
+            write_capacity_per_tick: per_tick(&format!("nodes[{i}].write_capacity"), &n.write_capacity)?,
+            base_load_per_tick: per_tick(&format!("nodes[{i}].base_load"), &n.base_load)?.unwrap_or(0),
         });
     }
     let node = |key: &str, name: &str| -> Result<NodeId, String> {
@@ -437,7 +464,14 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
         if s.size_pct > 100 {
             return Err(format!("key `shards[{i}].size_pct` = {}: a percentage, 0 to 100", s.size_pct));
         }
-        shards.push(ShardSpec { name: s.name.clone(), replicas, size_pct: s.size_pct, hot: s.hot });
+        shards.push(ShardSpec {
+            name: s.name.clone(),
+            replicas,
+            size_pct: s.size_pct,
+            hot: s.hot,
+            burst_writes_per_tick: per_tick(&format!("shards[{i}].burst_writes"), &s.burst_writes)?
+                .unwrap_or(0),
+        });
     }
 
     // Network.
@@ -552,6 +586,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
                 Some(r) => latency_ticks(&format!("clients[{i}].think_time"), r)?,
                 None => LatencyTicks { lo: 0, hi: 0 },
             },
+            key_hash: c.key_hash.unwrap_or(i as u8),
         });
     }
 
@@ -593,8 +628,17 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     }
 
     // Properties and expectations.
+    // Without a `properties` list, every property that applies: capacity_respected only when
+    // something in the model has a capacity (so model files written before it still load).
+    let has_capacity = nodes.iter().any(|n| n.write_capacity_per_tick.is_some())
+        || std::iter::once(&raw.policy)
+            .chain(raw.variants.values().map(|v| &v.policy))
+            .any(|p| p.partition_write_capacity.is_some() || p.table_write_capacity.is_some());
     let properties = match &raw.properties {
-        None => PropertyName::ALL.to_vec(),
+        None => PropertyName::ALL
+            .into_iter()
+            .filter(|&p| p != PropertyName::CapacityRespected || has_capacity)
+            .collect(),
         Some(names) => {
             let mut out = Vec::new();
             for (i, n) in names.iter().enumerate() {

@@ -54,7 +54,8 @@ fn current(cfg: &WorldConfig, s: &WorldState, c: u8) -> (OpId, OpKind) {
 fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let (op, kind) = current(cfg, s, c);
     let spec = &cfg.clients[usize::from(c)];
-    let msg = Msg::Request { op, attempt, kind, shard: spec.shard, value: cfg.value_of(op) };
+    let shard = cfg.client_partitions[usize::from(c)];
+    let msg = Msg::Request { op, attempt, kind, shard, value: cfg.value_of(op) };
     send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator, msg);
     s.clients[usize::from(c)].phase =
         ClientPhase::Waiting { attempt, timeout_ticks: spec.request_timeout_ticks as u8 };
@@ -62,7 +63,7 @@ fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
 
 pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
     let (op, kind) = current(cfg, s, c);
-    let shard = usize::from(cfg.clients[usize::from(c)].shard);
+    let shard = usize::from(cfg.client_partitions[usize::from(c)]);
     let register_op = match kind {
         OpKind::Write => RegisterOp::Write(cfg.value_of(op)),
         OpKind::Read => RegisterOp::Read(0),
@@ -75,8 +76,53 @@ pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
 
 pub fn on_retry(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
     let ClientPhase::Backoff { attempt, .. } = s.clients[usize::from(c)].phase else { unreachable!() };
-    s.clients[usize::from(c)].retries_used += 1;
-    send_attempt(cfg, s, c, attempt + 1);
+    let policy = &cfg.policy.retry;
+    let client = &mut s.clients[usize::from(c)];
+    client.retries_used = match policy.max_attempts {
+        Some(_) => client.retries_used + 1,
+        // Retrying without limit: only whether the budget is spent matters.
+        None => (client.retries_used + 1).min(policy.retry_budget.unwrap_or(0)),
+    };
+    let tracked = retry::attempts_tracked(policy);
+    let next = if attempt < tracked {
+        attempt + 1
+    } else {
+        // Past the attempts the policy tells apart, the new attempt reuses the last number;
+        // what is still in flight of the previous one becomes an earlier attempt.
+        assert!(policy.max_attempts.is_none(), "a limited client gives up before this");
+        let (op, _) = current(cfg, s, c);
+        retire_attempt(s, op, tracked);
+        tracked
+    };
+    send_attempt(cfg, s, c, next);
+}
+
+/// Renumber attempt `attempt` of `op` as `attempt - 1` everywhere it is in flight (messages
+/// and the coordinator's requests), so the number can be reused for a new attempt. Nothing
+/// matches an earlier attempt but the coordinator's bookkeeping, which stays per attempt.
+fn retire_attempt(s: &mut WorldState, op: OpId, attempt: u8) {
+    assert!(attempt >= 2);
+    let older = attempt - 1;
+    for e in &mut s.net {
+        match &mut e.msg {
+            Msg::Request { op: o, attempt: a, .. }
+            | Msg::Response { op: o, attempt: a, .. }
+            | Msg::Replicate { op: o, attempt: a, .. }
+            | Msg::ReplicateAck { op: o, attempt: a, .. }
+            | Msg::ReadReq { op: o, attempt: a, .. }
+            | Msg::ReadReply { op: o, attempt: a, .. }
+                if *o == op && *a == attempt =>
+            {
+                *a = older
+            }
+            _ => {}
+        }
+    }
+    for o in &mut s.coord.ops {
+        if o.op == op && o.attempt == attempt {
+            o.attempt = older;
+        }
+    }
 }
 
 pub fn on_timeout(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
@@ -111,7 +157,7 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
         // Success of any attempt of the current op completes it, even during a backoff.
         (ClientPhase::Waiting { .. } | ClientPhase::Backoff { .. }, true) => {
             let (_, kind) = current(cfg, s, c);
-            let shard = usize::from(cfg.clients[usize::from(c)].shard);
+            let shard = usize::from(cfg.client_partitions[usize::from(c)]);
             let read_value = match kind {
                 OpKind::Write => 0,
                 OpKind::Read => value,

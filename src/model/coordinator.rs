@@ -1,14 +1,18 @@
 //! The coordinator: sequences writes, gathers quorums before the ack deadline, detects failed
 //! replicas, evicts them through a bounded membership-update queue, and catches replacements up.
+//! As the request router it also admits writes against partition capacity and places them on
+//! ingest backends.
 
 use super::env::{connected, send};
 use super::{
-    Action, CoordOp, Endpoint, Envelope, Join, MembershipUpdate, Msg, OpId, Stored, WorldConfig, WorldState,
+    Action, CapacityBreach, CapacityUnit, CoordOp, Endpoint, Envelope, Join, MembershipUpdate, Msg, OpId,
+    Stored, WorldConfig, WorldState,
 };
 use crate::config::OpKind;
 use crate::policy::detector::{self, FailureDetection, Health};
 use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision};
 use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
+use crate::policy::routing::{self, BackendLoad};
 use crate::policy::{quorum, retry, NodeId};
 
 fn bit(n: NodeId) -> u8 {
@@ -64,6 +68,9 @@ pub fn tick(cfg: &WorldConfig, s: &mut WorldState) {
     if cfg.policy.rebalance.is_some() {
         c.rebalance_ticks -= 1;
     }
+    // Capacities are per tick.
+    c.partition_load.iter_mut().for_each(|l| *l = 0);
+    c.backend_load.iter_mut().for_each(|l| *l = 0);
     for v in &mut c.shards {
         v.cooldown_ticks = v.cooldown_ticks.saturating_sub(1);
     }
@@ -172,6 +179,79 @@ fn heard_from(cfg: &WorldConfig, s: &mut WorldState, n: NodeId, sender_epoch: u8
     }
 }
 
+/// A breach by background load alone (a burst above a partition's capacity, a backend already
+/// over its capacity): it holds in every tick, the first included.
+pub fn background_breach(cfg: &WorldConfig) -> Option<CapacityBreach> {
+    let partitions = cfg
+        .partition_background
+        .iter()
+        .enumerate()
+        .map(|(p, &load)| (CapacityUnit::Partition(p as u8), load, cfg.partition_capacity_per_tick));
+    let backends = cfg.nodes.iter().enumerate().map(|(n, spec)| {
+        (CapacityUnit::Backend(n as NodeId), spec.base_load_per_tick, spec.write_capacity_per_tick)
+    });
+    partitions.chain(backends).find_map(|(unit, offered, capacity)| {
+        capacity.filter(|&cap| offered > cap).map(|capacity| CapacityBreach { unit, offered, capacity })
+    })
+}
+
+/// The backends as the load balancer sees them now, in preference order (the scenario's).
+pub fn backend_loads(cfg: &WorldConfig, s: &WorldState) -> Vec<BackendLoad> {
+    cfg.nodes
+        .iter()
+        .enumerate()
+        .map(|(n, spec)| BackendLoad {
+            node: n as NodeId,
+            up: s.coord.health[n] != Health::Dead,
+            capacity_per_tick: spec.write_capacity_per_tick,
+            load_per_tick: spec.base_load_per_tick + u16::from(s.coord.backend_load[n]),
+        })
+        .collect()
+}
+
+/// Offer one write to a partition or backend: count it, note a breach, and say whether it is
+/// served (`routing::admits`) or throttled.
+fn offer(s: &mut WorldState, unit: CapacityUnit, offered_before: u16, capacity: Option<u16>) -> bool {
+    let offered = offered_before + 1;
+    match unit {
+        CapacityUnit::Partition(p) => {
+            let l = &mut s.coord.partition_load[usize::from(p)];
+            *l = l.saturating_add(1);
+        }
+        CapacityUnit::Backend(n) => {
+            let l = &mut s.coord.backend_load[usize::from(n)];
+            *l = l.saturating_add(1);
+        }
+    }
+    if let Some(cap) = capacity.filter(|&cap| offered > cap) {
+        s.ghost.capacity_breach.get_or_insert(CapacityBreach { unit, offered, capacity: cap });
+    }
+    routing::admits(offered_before, capacity)
+}
+
+/// Route a write: the partition's capacity first (key sharding decided the partition), then
+/// placement on an ingest backend. `false`: throttled or shed, the client gets an error.
+fn admit_write(cfg: &WorldConfig, s: &mut WorldState, partition: u8) -> bool {
+    if cfg.partition_capacity_per_tick.is_some() {
+        let p = usize::from(partition);
+        let before = cfg.partition_background[p] + u16::from(s.coord.partition_load[p]);
+        if !offer(s, CapacityUnit::Partition(partition), before, cfg.partition_capacity_per_tick) {
+            return false;
+        }
+    }
+    if cfg.backends_modelled {
+        let loads = backend_loads(cfg, s);
+        let Some(b) = routing::choose_backend(&cfg.policy.routing, &loads) else {
+            return false; // no backend has room: shed the write
+        };
+        let l = loads[usize::from(b)];
+        if !offer(s, CapacityUnit::Backend(b), l.load_per_tick, l.capacity_per_tick) {
+            return false;
+        }
+    }
+    true
+}
+
 fn on_request(
     cfg: &WorldConfig,
     s: &mut WorldState,
@@ -181,6 +261,11 @@ fn on_request(
     shard: u8,
     value: u8,
 ) {
+    if kind == OpKind::Write && !admit_write(cfg, s, shard) {
+        let msg = Msg::Response { op, attempt, ok: false, value: 0 };
+        send(cfg, s, Endpoint::Coordinator, Endpoint::Client(op.client), msg);
+        return;
+    }
     let p = &cfg.policy;
     let view = &s.coord.shards[usize::from(shard)];
     let asked = view.members.iter().fold(0u8, |m, &n| m | bit(n));

@@ -145,6 +145,45 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         };
         let _ = writeln!(out, "shard {}: replicas [{}]{join}", cfg.shard_names[k], members.join(", "));
     }
+    // Per-partition and per-backend load this tick: totals hide a hot partition.
+    if cfg.partition_capacity_per_tick.is_some() {
+        let cap = cfg.partition_capacity_per_tick.map_or("unlimited".to_string(), |c| c.to_string());
+        let parts: Vec<String> = (0..cfg.shard_names.len())
+            .map(|p| {
+                let background = cfg.partition_background[p];
+                let offered = background + u16::from(s.coord.partition_load[p]);
+                let flag =
+                    if cfg.partition_capacity_per_tick.is_some_and(|c| offered > c) { " OVER" } else { "" };
+                format!("{} {offered}/{cap} (burst {background}){flag}", cfg.shard_names[p])
+            })
+            .collect();
+        let _ = writeln!(out, "partition writes this tick: {}", parts.join(", "));
+    }
+    if cfg.backends_modelled {
+        let loads = super::coordinator::backend_loads(cfg, s);
+        let parts: Vec<String> = loads
+            .iter()
+            .map(|b| {
+                let spec = &cfg.nodes[usize::from(b.node)];
+                let cap = b.capacity_per_tick.map_or("unlimited".to_string(), |c| c.to_string());
+                let flag =
+                    if b.capacity_per_tick.is_some_and(|c| b.load_per_tick > c) { " OVER" } else { "" };
+                format!("{} {}/{cap} (base {}){flag}", spec.name, b.load_per_tick, spec.base_load_per_tick)
+            })
+            .collect();
+        let _ = writeln!(out, "backend writes this tick: {}", parts.join(", "));
+    }
+    if let Some(b) = s.ghost.capacity_breach {
+        let unit = match b.unit {
+            super::CapacityUnit::Partition(p) => format!("partition {}", cfg.shard_names[usize::from(p)]),
+            super::CapacityUnit::Backend(n) => format!("backend {}", cfg.nodes[usize::from(n)].name),
+        };
+        let _ = writeln!(
+            out,
+            "capacity exceeded: {unit} was offered {} writes in one tick, capacity {}",
+            b.offered, b.capacity
+        );
+    }
     let _ = writeln!(
         out,
         "membership queue: {}/{}  requests in progress: {}",

@@ -23,7 +23,7 @@ use crate::config::{
     SourcedPolicy,
 };
 use crate::policy::detector::{FailureDetection, Health};
-use crate::policy::{NodeId, Ticks};
+use crate::policy::{routing, NodeId, Ticks};
 use stateright::{Model, Property};
 
 /// Everything the world needs, resolved from a scenario and one policy.
@@ -44,14 +44,45 @@ pub struct WorldConfig {
     pub faults: FaultSpec,
     pub properties: Vec<PropertyName>,
     pub policy: Policy,
+    /// The partition each client's key lands on (its prefix shard, plus its suffix).
+    pub client_partitions: Vec<u8>,
+    /// Every partition's write capacity per tick (`None`: unlimited).
+    pub partition_capacity_per_tick: Option<u16>,
+    /// Background writes per tick on each partition: the bursts, spread over the suffixes.
+    pub partition_background: Vec<u16>,
+    /// Whether any backend has an ingest capacity: only then is placement modelled.
+    pub backends_modelled: bool,
 }
 
 /// Remaining-tick counters are stored as `u8`.
 const STATE_TICKS_MAX: Ticks = u8::MAX as Ticks;
 
 impl WorldConfig {
-    pub fn new(scenario: &Scenario, policy: &SourcedPolicy) -> Result<WorldConfig, String> {
-        let policy = policy.resolve(scenario.tick_ms, scenario.nodes.len())?;
+    pub fn new(scenario: &Scenario, sourced: &SourcedPolicy) -> Result<WorldConfig, String> {
+        let policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len())?;
+        let tick_ms = scenario.tick_ms;
+        let partition_count = scenario.shards.len() as u8;
+        let suffixes = policy.routing.write_shard_suffixes;
+        let partition_capacity_per_tick = routing::partition_capacity(
+            sourced.rate_per_tick("partition_write_capacity", &policy.partition_write_capacity, tick_ms)?,
+            sourced.rate_per_tick("table_write_capacity", &policy.table_write_capacity, tick_ms)?,
+            partition_count,
+        );
+        let client_partitions = scenario
+            .clients
+            .iter()
+            .map(|c| {
+                routing::partition_for(c.shard, routing::write_suffix(c.key_hash, suffixes), partition_count)
+            })
+            .collect();
+        let mut partition_background = vec![0u16; scenario.shards.len()];
+        for (prefix, shard) in scenario.shards.iter().enumerate() {
+            for suffix in 0..suffixes {
+                let p = routing::partition_for(prefix as u8, suffix, partition_count);
+                partition_background[usize::from(p)] +=
+                    routing::suffix_share(shard.burst_writes_per_tick, suffixes, suffix);
+            }
+        }
         let rf = usize::from(policy.replication_factor);
         let mut initial_members = Vec::new();
         for s in &scenario.shards {
@@ -85,6 +116,10 @@ impl WorldConfig {
             faults: scenario.faults.clone(),
             properties: scenario.properties.clone(),
             policy,
+            client_partitions,
+            partition_capacity_per_tick,
+            partition_background,
+            backends_modelled: scenario.nodes.iter().any(|n| n.write_capacity_per_tick.is_some()),
         };
         // Every counter the state keeps must fit its u8.
         let p = &cfg.policy;
@@ -192,6 +227,8 @@ impl World {
                 queue: Vec::new(),
                 queue_ticks: 0,
                 rebalance_ticks: cfg.policy.rebalance.as_ref().map_or(0, |r| r.interval_ticks as u8),
+                partition_load: filled(0, shard_count),
+                backend_load: filled(0, node_count),
             },
             clients: cfg
                 .clients
@@ -212,6 +249,7 @@ impl World {
                 healthy_evicted: None,
                 churn_exceeded: false,
                 change_ages: Vec::new(),
+                capacity_breach: coordinator::background_breach(cfg),
             },
         }
     }

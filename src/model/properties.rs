@@ -43,6 +43,12 @@ pub fn churn_bounded(s: &WorldState) -> bool {
     !s.ghost.churn_exceeded
 }
 
+/// `capacity_respected`: no partition or backend was offered more writes in one tick than its
+/// capacity (background load included), whether or not it then throttled them.
+pub fn capacity_respected(s: &WorldState) -> bool {
+    s.ghost.capacity_breach.is_none()
+}
+
 pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
     match name {
         PropertyName::AckedWritesPersist => acked_writes_persist(cfg, s),
@@ -50,6 +56,7 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
         PropertyName::NoDuplicateEffects => no_duplicate_effects(s),
         PropertyName::NoHealthyEviction => no_healthy_eviction(s),
         PropertyName::ChurnBounded => churn_bounded(s),
+        PropertyName::CapacityRespected => capacity_respected(s),
         PropertyName::Converges | PropertyName::OpsComplete => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
@@ -119,6 +126,9 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
                 Property::always("no_healthy_eviction", |_, s| no_healthy_eviction(s))
             }
             PropertyName::ChurnBounded => Property::always("churn_bounded", |_, s| churn_bounded(s)),
+            PropertyName::CapacityRespected => {
+                Property::always("capacity_respected", |_, s| capacity_respected(s))
+            }
             PropertyName::Converges | PropertyName::OpsComplete => unreachable!("filtered above"),
         })
         .collect()

@@ -195,6 +195,11 @@ pub struct CoordState {
     pub queue_ticks: u8,
     /// Ticks until the rebalancer runs (when enabled).
     pub rebalance_ticks: u8,
+    /// Writes the modelled clients offered to each partition this tick (kept only when the
+    /// scenario has partition capacities; background load is in the config).
+    pub partition_load: PerShard<u8>,
+    /// Writes placed on each backend this tick (kept only when backends have capacities).
+    pub backend_load: PerNode<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -226,6 +231,22 @@ pub struct EnvState {
     pub degraded: u8,
 }
 
+/// Where load first exceeded capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CapacityUnit {
+    Partition(u8),
+    Backend(crate::policy::NodeId),
+}
+
+/// The first time a partition or backend was offered more writes in a tick than it can take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CapacityBreach {
+    pub unit: CapacityUnit,
+    /// Writes offered in that tick, background included.
+    pub offered: u16,
+    pub capacity: u16,
+}
+
 /// Ghost variables: bookkeeping for the properties, never read by the actors.
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Ghost {
@@ -249,6 +270,7 @@ pub struct Ghost {
     pub churn_exceeded: bool,
     /// Ages in ticks of the membership changes inside the churn window (when one is set).
     pub change_ages: Vec<u8>,
+    pub capacity_breach: Option<CapacityBreach>,
 }
 
 #[derive(Clone, Debug, PartialEq, Hash)]

@@ -9,6 +9,7 @@ pub mod eviction;
 pub mod quorum;
 pub mod rebalancer;
 pub mod retry;
+pub mod routing;
 
 /// Index of a storage node in a scenario (0-based, in the order the scenario lists them).
 pub type NodeId = u8;

@@ -17,8 +17,9 @@ pub enum Backoff {
 /// The client's retry knobs, in ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RetryPolicy {
-    /// Attempts per operation, the first included.
-    pub max_attempts: u8,
+    /// Attempts per operation, the first included; `None` retries until success (the naive
+    /// retry loop of a retry storm).
+    pub max_attempts: Option<u8>,
     pub backoff: Backoff,
     pub backoff_base_ticks: Ticks,
     pub backoff_max_ticks: Ticks,
@@ -44,7 +45,7 @@ pub enum RetryDecision {
 pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) -> RetryDecision {
     assert!(attempts_made >= 1);
     assert!(policy.backoff_base_ticks <= policy.backoff_max_ticks);
-    if attempts_made >= policy.max_attempts {
+    if policy.max_attempts.is_some_and(|max| attempts_made >= max) {
         return RetryDecision::GiveUp;
     }
     if let Some(budget) = policy.retry_budget {
@@ -61,6 +62,25 @@ pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) 
             RetryDecision::RetryAfter { earliest_ticks: base, latest_ticks: cap }
         }
     }
+}
+
+/// How many attempt numbers a client must tell apart: past this many, `after_failure` decides
+/// the same whatever the count (the attempt limit is reached, or the jitter window has grown
+/// to `backoff_max`). A client that retries without limit counts its attempts up to here and
+/// no further, which keeps a model's state space finite.
+pub fn attempts_tracked(policy: &RetryPolicy) -> u8 {
+    if let Some(max) = policy.max_attempts {
+        return max;
+    }
+    let doublings_to_max = match policy.backoff {
+        Backoff::Fixed => 0,
+        Backoff::ExponentialJitter if policy.backoff_base_ticks == 0 => 0,
+        Backoff::ExponentialJitter => (0..16u8)
+            .find(|&n| policy.backoff_base_ticks.saturating_mul(1 << n) >= policy.backoff_max_ticks)
+            .unwrap_or(16),
+    };
+    // Attempt 1 is the first try; from `doublings_to_max` failed attempts on the window is full.
+    2.max(doublings_to_max + 1)
 }
 
 /// The version a write attempt is stored under. With idempotency tokens, a retry of a write
@@ -88,7 +108,7 @@ mod tests {
 
     fn policy(backoff: Backoff) -> RetryPolicy {
         RetryPolicy {
-            max_attempts: 4,
+            max_attempts: Some(4),
             backoff,
             backoff_base_ticks: 2,
             backoff_max_ticks: 6,
@@ -128,10 +148,29 @@ mod tests {
     }
 
     proptest! {
+        /// Past `attempts_tracked`, a client retrying without limit gets the same decision
+        /// whatever its count: saturating the count changes nothing.
+        #[test]
+        fn decisions_are_constant_past_the_tracked_attempts(
+            base in 0u32..20, extra in 0u32..200, jitter in any::<bool>(), beyond in 0u8..20,
+        ) {
+            let p = RetryPolicy {
+                max_attempts: None,
+                backoff: if jitter { Backoff::ExponentialJitter } else { Backoff::Fixed },
+                backoff_base_ticks: base,
+                backoff_max_ticks: base + extra,
+                retry_budget: None,
+                idempotency_tokens: false,
+            };
+            let tracked = attempts_tracked(&p);
+            prop_assert!(tracked >= 2);
+            prop_assert_eq!(after_failure(&p, tracked, 0), after_failure(&p, tracked.saturating_add(beyond), 0));
+        }
+
         /// Attempts never exceed `max_attempts`, and every retry window is non-empty and capped.
         #[test]
         fn retry_windows_are_bounded(
-            max_attempts in 1u8..8, attempts in 1u8..10, base in 0u32..20, extra in 0u32..40,
+            max_attempts in proptest::option::of(1u8..8), attempts in 1u8..10, base in 0u32..20, extra in 0u32..40,
             used in 0u8..10, budget in proptest::option::of(0u8..10), jitter in any::<bool>(),
         ) {
             let p = RetryPolicy {
@@ -143,9 +182,11 @@ mod tests {
                 idempotency_tokens: false,
             };
             match after_failure(&p, attempts, used) {
-                RetryDecision::GiveUp => prop_assert!(attempts >= max_attempts || budget.is_some_and(|b| used >= b)),
+                RetryDecision::GiveUp => prop_assert!(
+                    max_attempts.is_some_and(|m| attempts >= m) || budget.is_some_and(|b| used >= b)
+                ),
                 RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
-                    prop_assert!(attempts < max_attempts);
+                    prop_assert!(max_attempts.is_none_or(|m| attempts < m));
                     prop_assert!(earliest_ticks <= latest_ticks);
                     prop_assert!(latest_ticks <= base + extra);
                     prop_assert_eq!(earliest_ticks, base);

@@ -381,7 +381,8 @@ impl<'a> ClientLoop<'a> {
         let token = format!("c{}-{}", self.client, self.writes);
         let mut attempts: u8 = 0;
         loop {
-            attempts += 1;
+            // Saturates: with `max_attempts` unset only the deadline ends the retries.
+            attempts = attempts.saturating_add(1);
             match self.attempt(&key, input, &token) {
                 Ok(read) => {
                     let outcome = Outcome::Ok { return_ns: self.now_ns(), read };
@@ -506,7 +507,7 @@ mod tests {
 
     fn retry(max_attempts: u8) -> RetryPolicy {
         RetryPolicy {
-            max_attempts,
+            max_attempts: Some(max_attempts),
             backoff: Backoff::Fixed,
             backoff_base_ticks: 1,
             backoff_max_ticks: 1,

@@ -576,7 +576,7 @@ mod tests {
     }
 
     const RETRY: RetryPolicy = RetryPolicy {
-        max_attempts: 3,
+        max_attempts: Some(3),
         backoff: Backoff::ExponentialJitter,
         backoff_base_ticks: 10,
         backoff_max_ticks: 80,

@@ -1,0 +1,232 @@
+//! Request routing: which partition a key's writes land on (key sharding), whether a
+//! partition or backend admits one more write, and which backend ingests a write (placement).
+//!
+//! Capacities and loads are counts of writes per tick. A write is *offered* to a partition or
+//! backend when it is routed there; capacity is respected when the offered load never exceeds
+//! the capacity, whatever is then rejected.
+
+use super::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// Most suffixes a hot key prefix may be split over.
+pub const WRITE_SHARD_SUFFIXES_MAX: u8 = 16;
+
+/// How the load balancer picks the backend that ingests a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// Walk the backends in preference order and take the first that stays under the spill
+    /// threshold after this write; if none does, the one with the most headroom that still
+    /// has room; if none has room, reject the write (shed load) rather than overload anyone.
+    CapacityAware,
+    /// The traffic-sorting optimisation: always the first backend that is up in preference
+    /// order, with no capacity check, so traffic piles onto the backends that sort first.
+    Sorted,
+}
+
+/// The upload planner: a second routing layer that can override placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UploadPlanner {
+    /// The planner defers to `placement`.
+    CapacityAware,
+    /// The planner feature that packs uploads onto the smallest backends first, bypassing
+    /// capacity checks (its incomplete rollback caused the recurrence).
+    SmallestFirst,
+}
+
+/// The routing knobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RoutingPolicy {
+    pub placement: Placement,
+    /// Capacity-aware placement spills to another backend once a backend would be above this
+    /// fraction of its capacity, in permille.
+    pub spill_threshold_permille: u16,
+    pub upload_planner: UploadPlanner,
+    /// Suffixes a key prefix is split over (`hash(key) % N` appended to the partition key);
+    /// 1 means no key sharding.
+    pub write_shard_suffixes: u8,
+}
+
+/// The suffix a key gets: the key's hash modulo the suffix count. The read path computes the
+/// same suffix, so a key is always read from the partition it was written to.
+pub fn write_suffix(key_hash: u8, write_shard_suffixes: u8) -> u8 {
+    assert!((1..=WRITE_SHARD_SUFFIXES_MAX).contains(&write_shard_suffixes));
+    key_hash % write_shard_suffixes
+}
+
+/// The partition a key of prefix `prefix_partition` lands on once suffix `suffix` is appended.
+/// Consecutive suffixes land on consecutive partitions: the hash of the partition key spreads
+/// them, and a model with few partitions should not depend on hash collisions.
+pub fn partition_for(prefix_partition: u8, suffix: u8, partition_count: u8) -> u8 {
+    assert!(prefix_partition < partition_count);
+    ((u16::from(prefix_partition) + u16::from(suffix)) % u16::from(partition_count)) as u8
+}
+
+/// How many of a prefix's `writes_per_tick` land on each of its `suffixes` suffixes: the many
+/// keys of a cohort hash evenly, so suffix `i` gets the even share, one more for the first
+/// `writes_per_tick % suffixes`.
+pub fn suffix_share(writes_per_tick: u16, write_shard_suffixes: u8, suffix: u8) -> u16 {
+    assert!(suffix < write_shard_suffixes);
+    let n = u16::from(write_shard_suffixes);
+    writes_per_tick / n + u16::from(u16::from(suffix) < writes_per_tick % n)
+}
+
+/// A partition's write capacity per tick: its own cap (the hard per-partition limit), and no
+/// more than its even share of the table's capacity. Raising the table's capacity never lifts
+/// a partition past its own cap. `None` (either) is unlimited.
+pub fn partition_capacity(
+    partition_cap_per_tick: Option<u16>,
+    table_cap_per_tick: Option<u16>,
+    partition_count: u8,
+) -> Option<u16> {
+    assert!(partition_count > 0);
+    let share = table_cap_per_tick.map(|t| t / u16::from(partition_count));
+    match (partition_cap_per_tick, share) {
+        (Some(p), Some(s)) => Some(p.min(s)),
+        (p, s) => p.or(s),
+    }
+}
+
+/// Whether a partition or backend serves one more write this tick, given the load already
+/// offered to it this tick (this write excluded). Above capacity it throttles (rejects).
+pub fn admits(offered_before: u16, capacity_per_tick: Option<u16>) -> bool {
+    capacity_per_tick.is_none_or(|cap| offered_before < cap)
+}
+
+/// A backend as the load balancer sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BackendLoad {
+    pub node: NodeId,
+    pub up: bool,
+    /// Writes per tick the backend can ingest; `None` is unlimited.
+    pub capacity_per_tick: Option<u16>,
+    /// Writes already offered to it this tick, background load included.
+    pub load_per_tick: u16,
+}
+
+/// The backend that ingests the next write, or `None` to reject it. `backends` is in
+/// preference order (locality, then name: the order the traffic sorting uses).
+pub fn choose_backend(policy: &RoutingPolicy, backends: &[BackendLoad]) -> Option<NodeId> {
+    assert!(policy.spill_threshold_permille <= 1000);
+    let up = || backends.iter().filter(|b| b.up);
+    if policy.upload_planner == UploadPlanner::SmallestFirst {
+        // Unlimited backends count as the largest.
+        return up().min_by_key(|b| (b.capacity_per_tick.unwrap_or(u16::MAX), b.node)).map(|b| b.node);
+    }
+    match policy.placement {
+        Placement::Sorted => up().next().map(|b| b.node),
+        Placement::CapacityAware => {
+            // Load after this write, in permille of capacity.
+            let fill_permille = |b: &BackendLoad| match b.capacity_per_tick {
+                None => 0,
+                Some(0) => u32::MAX,
+                Some(cap) => (u32::from(b.load_per_tick) + 1) * 1000 / u32::from(cap),
+            };
+            if let Some(b) = up().find(|b| fill_permille(b) <= u32::from(policy.spill_threshold_permille)) {
+                return Some(b.node);
+            }
+            up().filter(|b| admits(b.load_per_tick, b.capacity_per_tick))
+                .min_by_key(|b| (fill_permille(b), b.node))
+                .map(|b| b.node)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn routing(placement: Placement, upload_planner: UploadPlanner) -> RoutingPolicy {
+        RoutingPolicy { placement, spill_threshold_permille: 800, upload_planner, write_shard_suffixes: 1 }
+    }
+
+    fn backend(node: NodeId, cap: u16, load: u16) -> BackendLoad {
+        BackendLoad { node, up: true, capacity_per_tick: Some(cap), load_per_tick: load }
+    }
+
+    #[test]
+    fn one_suffix_puts_a_whole_prefix_on_one_partition() {
+        for key_hash in 0..10 {
+            assert_eq!(partition_for(1, write_suffix(key_hash, 1), 4), 1);
+        }
+        let spread: Vec<u8> = (0..4).map(|h| partition_for(1, write_suffix(h, 4), 4)).collect();
+        assert_eq!(spread, vec![1, 2, 3, 0]);
+    }
+
+    #[test]
+    fn suffix_shares_add_up_to_the_burst() {
+        assert_eq!((0..4).map(|s| suffix_share(2, 4, s)).collect::<Vec<_>>(), vec![1, 1, 0, 0]);
+        assert_eq!(suffix_share(3, 1, 0), 3);
+    }
+
+    #[test]
+    fn table_capacity_never_lifts_a_partition_past_its_cap() {
+        assert_eq!(partition_capacity(Some(2), Some(8), 4), Some(2));
+        assert_eq!(partition_capacity(Some(2), Some(16), 4), Some(2));
+        assert_eq!(partition_capacity(Some(2), Some(4), 4), Some(1));
+        assert_eq!(partition_capacity(None, None, 4), None);
+        assert_eq!(partition_capacity(None, Some(8), 4), Some(2));
+    }
+
+    #[test]
+    fn sorted_placement_ignores_capacity_and_capacity_aware_spills() {
+        let backends = [backend(0, 2, 1), backend(1, 2, 1), backend(2, 4, 0)];
+        assert_eq!(
+            choose_backend(&routing(Placement::Sorted, UploadPlanner::CapacityAware), &backends),
+            Some(0)
+        );
+        // n0 and n1 would be at 100% > 80%: spill to n2.
+        let aware = routing(Placement::CapacityAware, UploadPlanner::CapacityAware);
+        assert_eq!(choose_backend(&aware, &backends), Some(2));
+        // Nobody under the threshold: the most headroom that still has room.
+        let busy = [backend(0, 4, 3), backend(1, 2, 2)];
+        assert_eq!(choose_backend(&aware, &busy), Some(0));
+        // Nobody with room: reject.
+        assert_eq!(choose_backend(&aware, &[backend(0, 1, 1)]), None);
+    }
+
+    #[test]
+    fn the_upload_planner_packs_the_smallest_backend_whatever_placement_says() {
+        let backends = [backend(0, 4, 0), backend(1, 2, 2), backend(2, 4, 0)];
+        let planner = routing(Placement::CapacityAware, UploadPlanner::SmallestFirst);
+        assert_eq!(choose_backend(&planner, &backends), Some(1));
+    }
+
+    #[test]
+    fn down_backends_are_never_chosen() {
+        let mut backends = [backend(0, 2, 0), backend(1, 2, 0)];
+        backends[0].up = false;
+        for p in [Placement::Sorted, Placement::CapacityAware] {
+            assert_eq!(choose_backend(&routing(p, UploadPlanner::CapacityAware), &backends), Some(1));
+        }
+    }
+
+    proptest! {
+        /// Capacity-aware placement with the planner off never overloads a backend.
+        #[test]
+        fn capacity_aware_placement_never_overloads(
+            caps in proptest::collection::vec((0u16..6, 0u16..6), 1..6),
+            threshold in 0u16..=1000,
+        ) {
+            let backends: Vec<BackendLoad> = caps
+                .iter()
+                .enumerate()
+                .map(|(i, &(cap, load))| backend(i as NodeId, cap, load))
+                .collect();
+            let policy = RoutingPolicy {
+                placement: Placement::CapacityAware,
+                spill_threshold_permille: threshold,
+                upload_planner: UploadPlanner::CapacityAware,
+                write_shard_suffixes: 1,
+            };
+            if let Some(n) = choose_backend(&policy, &backends) {
+                let b = backends[usize::from(n)];
+                prop_assert!(admits(b.load_per_tick, b.capacity_per_tick));
+            } else {
+                prop_assert!(backends.iter().all(|b| !admits(b.load_per_tick, b.capacity_per_tick)));
+            }
+        }
+    }
+}
