@@ -9,7 +9,7 @@
 //! evicts only at its next detector tick (every `heartbeat_interval`, 1 s), and a heartbeat
 //! answered in time in between marks it alive again; with 3 s (1.5 s degraded) one run in a
 //! few saw deaths but no eviction. 2.5 s degraded and more writes make every run evict.
-//! The model's verdicts are the variants' declared ones (`--model-verdicts declared`): exploring
+//! The model's verdicts are the variants' declared ones (`--model-verdicts declared`): checking
 //! `fixed` explores 4 million states (about 16 s on two cores), and CI checks the library anyway.
 
 use std::process::{Command, Output};
