@@ -134,6 +134,18 @@ pub enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// The concrete store: a local cluster that runs the same policy code.
+    Store {
+        #[command(subcommand)]
+        command: crate::store::cli::StoreCommand,
+    },
+    /// Replay a store's decision log through the policy code: exit 0 when every logged output is
+    /// the one `src/policy` computes from the logged inputs, 1 naming the first line that is not
+    /// (its inputs, the logged and the recomputed output), 2 if a line is not a decision.
+    Conform {
+        /// A decision log (JSON lines), as written by the store's `--decision-log`.
+        log: PathBuf,
+    },
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
     BenchOne {
@@ -338,6 +350,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 Ok(report.exit_code())
             }
         }
+        Command::Store { command } => {
+            crate::store::cli::run(command).map_err(|e| ConfigError::new(std::path::Path::new("store"), e))
+        }
+        Command::Conform { log } => conform(&log),
         Command::BenchOne { model, variant, threads, safety_only } => {
             let scenario = Scenario::load(&model)?;
             let mut jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
@@ -361,6 +377,27 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             });
             println!("{doc}");
             Ok(0)
+        }
+    }
+}
+
+/// `conform`: replay a decision log; the first mismatch is printed in full.
+fn conform(path: &std::path::Path) -> Result<ExitCode, ConfigError> {
+    use crate::store::decision::{self, Conformance};
+    let text = config::read_file(path)?;
+    let outcome = decision::conform(&text)
+        .map_err(|bad| ConfigError::new(path, format!("{}:{}: {}", path.display(), bad.line, bad.message)))?;
+    match outcome {
+        Conformance::Conforms { decisions } => {
+            println!("{}: {decisions} decisions, every one as src/policy decides", path.display());
+            Ok(0)
+        }
+        Conformance::Mismatch { line, logged, recomputed } => {
+            println!("{}:{line}: {} does not conform", path.display(), logged.name());
+            println!("  inputs:     {}", logged.inputs_json());
+            println!("  logged:     {}", logged.output_json());
+            println!("  recomputed: {}", recomputed.output_json());
+            Ok(1)
         }
     }
 }

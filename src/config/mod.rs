@@ -25,10 +25,12 @@ impl fmt::Display for ConfigError {
         let path = self.path.display().to_string();
         // Messages about a policy key already start with where the key was set
         // ("models/x.toml [policy]: key ..."): do not name the same file twice.
-        let named = self
-            .message
-            .strip_prefix(&path)
-            .is_some_and(|rest| rest.starts_with(" [") || rest.starts_with(": "));
+        let named = self.message.strip_prefix(&path).is_some_and(|rest| {
+            // "file.jsonl:12: ..." names a line of the file.
+            let line_number =
+                rest.strip_prefix(':').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+            rest.starts_with(" [") || rest.starts_with(": ") || line_number
+        });
         if named {
             f.write_str(&self.message)
         } else {

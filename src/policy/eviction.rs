@@ -2,9 +2,10 @@
 
 use super::detector::Health;
 use super::NodeId;
+use serde::{Deserialize, Serialize};
 
 /// The eviction knobs, already validated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EvictionPolicy {
     pub enabled: bool,
     /// Circuit breaker: no eviction while more than this share of all nodes (in thousandths)
@@ -14,7 +15,7 @@ pub struct EvictionPolicy {
 }
 
 /// What the coordinator knows about one node when it looks for a replacement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Candidate {
     pub node: NodeId,
     pub zone: u8,
@@ -24,7 +25,8 @@ pub struct Candidate {
 }
 
 /// Why an eviction did not happen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Suppressed {
     Disabled,
     CircuitBreaker,
@@ -32,14 +34,15 @@ pub enum Suppressed {
     NoReplacement,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EvictionDecision {
     Evict { replacement: NodeId },
     Suppressed(Suppressed),
 }
 
 /// The cluster-wide counts the circuit breaker and the concurrency limit look at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterView {
     pub dead_nodes: usize,
     pub total_nodes: usize,

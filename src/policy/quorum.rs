@@ -1,7 +1,5 @@
 //! Quorum rules for writes and strong reads.
 
-use super::Version;
-
 /// A write (or read) is complete once `quorum` distinct replicas answered.
 pub fn quorum_reached(answers: usize, quorum: u8) -> bool {
     assert!(quorum > 0, "a quorum of zero is rejected by config validation");
@@ -27,8 +25,10 @@ pub fn holders_needed_for_reads(member_count: usize, read_quorum: u8) -> usize {
 
 /// The answer of a strong read: the newest version among the replies, with its value.
 /// Ties on version cannot disagree on value (one version is written once), so the first wins.
-pub fn read_result<V: Copy>(replies: &[(Version, V)]) -> Option<(Version, V)> {
-    let mut best: Option<(Version, V)> = None;
+/// Generic over the version type: the model counts versions in a `u8` per shard
+/// (`policy::Version`), the store in a `u64` per key.
+pub fn read_result<Ver: Ord + Copy, V: Copy>(replies: &[(Ver, V)]) -> Option<(Ver, V)> {
+    let mut best: Option<(Ver, V)> = None;
     for &(version, value) in replies {
         match best {
             Some((best_version, _)) if best_version >= version => {}
@@ -61,7 +61,7 @@ mod tests {
     #[test]
     fn read_result_takes_newest_version() {
         assert_eq!(read_result(&[(1, 'a'), (3, 'c'), (2, 'b')]), Some((3, 'c')));
-        assert_eq!(read_result::<char>(&[]), None);
+        assert_eq!(read_result::<u8, char>(&[]), None);
     }
 
     proptest! {

@@ -18,7 +18,7 @@ pub enum Scoring {
     DiskAndCompaction,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RebalancePolicy {
     pub disk_high_watermark_pct: u8,
     pub scoring: Scoring,
@@ -26,7 +26,7 @@ pub struct RebalancePolicy {
 }
 
 /// What the rebalancer sees of one node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeLoad {
     pub node: NodeId,
     pub disk_pct: u16,
@@ -36,7 +36,7 @@ pub struct NodeLoad {
 }
 
 /// What the rebalancer sees of one shard.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardLoad {
     pub shard: u8,
     pub holders: Vec<NodeId>,
@@ -46,7 +46,7 @@ pub struct ShardLoad {
     pub resting: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Move {
     pub shard: u8,
     pub from: NodeId,

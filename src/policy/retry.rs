@@ -1,6 +1,6 @@
 //! Client retries: when to try again, and whether a retry may repeat a write's effect.
 
-use super::{Ticks, Version};
+use super::Ticks;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -15,7 +15,7 @@ pub enum Backoff {
 }
 
 /// The client's retry knobs, in ticks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Attempts per operation, the first included; `None` retries until success (the naive
     /// retry loop of a retry storm).
@@ -29,7 +29,8 @@ pub struct RetryPolicy {
 }
 
 /// What a client does after attempt number `attempts_made` of an operation failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RetryDecision {
     GiveUp,
     /// Retry after a delay anywhere in `[earliest_ticks, latest_ticks]` (the jitter window).
@@ -84,12 +85,13 @@ pub fn attempts_tracked(policy: &RetryPolicy) -> u8 {
 
 /// The version a write attempt is stored under. With idempotency tokens, a retry of a write
 /// the coordinator already sequenced reuses that version, so replicas that applied the first
-/// attempt apply nothing new; without tokens every attempt is a new write.
-pub fn version_for_attempt(
+/// attempt apply nothing new; without tokens every attempt is a new write. Generic over the
+/// version type: the model counts versions in a `u8` per shard, the store in a `u64` per key.
+pub fn version_for_attempt<Ver: Ord + Copy>(
     idempotency_tokens: bool,
-    version_of_token: Option<Version>,
-    next_version: Version,
-) -> Version {
+    version_of_token: Option<Ver>,
+    next_version: Ver,
+) -> Ver {
     match (idempotency_tokens, version_of_token) {
         (true, Some(version)) => {
             assert!(version < next_version);

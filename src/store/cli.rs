@@ -1,0 +1,251 @@
+//! `replicheck store ...`: start a local cluster, run one node (internal), measure.
+
+use super::bench::BenchConfig;
+use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use crate::config::{self, Policy, SourcedPolicy};
+use clap::Subcommand;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// Start a local cluster: node processes and a coordinator serving RESP (redis-cli,
+    /// redis-benchmark) until Ctrl-C, which stops the nodes.
+    Up {
+        /// Storage nodes; those beyond the replication factor are spares for eviction.
+        #[arg(long, default_value = "3")]
+        nodes: usize,
+        /// A policy file (as for `check --policy`); durations are real milliseconds.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Overrides the policy's replication_factor.
+        #[arg(long)]
+        replication_factor: Option<u8>,
+        /// Where nodes keep their data (node-N/ below it); default: a new directory under the
+        /// system's temporary directory.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// The client (RESP) port on 127.0.0.1.
+        #[arg(long, default_value = "6379")]
+        port: u16,
+        /// Largest value (and any argument) a client may send, in bytes.
+        #[arg(long, default_value_t = VALUE_BYTES_MAX_DEFAULT)]
+        value_bytes_max: usize,
+        /// Log every policy decision to this file (JSON lines) for `replicheck conform`.
+        #[arg(long)]
+        decision_log: Option<PathBuf>,
+    },
+    /// Run a model's environment against the store: its nodes, zones and link latencies (model
+    /// ticks scaled to real milliseconds), its fault menu over time, client load, then heal and
+    /// check (acked writes readable, linearizability per key, duplicate effects, evictions),
+    /// beside the model's verdicts for the same policy. Exit 1 if the store violates a property
+    /// the model says holds.
+    Run {
+        /// A model file (models/*.toml).
+        model: std::path::PathBuf,
+        /// The model's variant whose policy to run (default: its first).
+        #[arg(long, conflicts_with = "policy")]
+        variant: Option<String>,
+        /// A policy file over the model's [policy] instead of a variant.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Real milliseconds per model tick (default: the model's tick).
+        #[arg(long = "time-scale", value_name = "MS_PER_TICK")]
+        time_scale: Option<u64>,
+        /// How long the load runs ("4s", "1m").
+        #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
+        duration: std::time::Duration,
+        /// Client threads.
+        #[arg(long, default_value = "3")]
+        clients: usize,
+        /// Keys the clients share.
+        #[arg(long, default_value = "3")]
+        keys: usize,
+        /// Share of writes among operations, in thousandths.
+        #[arg(long, default_value = "500")]
+        write_permille: u16,
+        /// The model's verdicts: explore the model now (`check`), take the variant's declared
+        /// verdicts (`declared`), or none (`skip`).
+        #[arg(long, value_enum, default_value = "check")]
+        model_verdicts: super::run::ModelVerdicts,
+        /// Keep the store's decision log here (for `replicheck conform`).
+        #[arg(long)]
+        decision_log: Option<PathBuf>,
+        /// Seed for the proxies' delays and losses and the clients' choices.
+        #[arg(long, default_value = "1")]
+        seed: u64,
+    },
+    /// Replicated write throughput and latency: a fresh local cluster (fsync on every node),
+    /// `--concurrency` connections sending SETs of `--value-size` bytes for `--duration`.
+    Bench {
+        #[arg(long, default_value = "100")]
+        value_size: usize,
+        #[arg(long, default_value = "16")]
+        concurrency: usize,
+        /// How long to write, e.g. "10s".
+        #[arg(long, default_value = "10s")]
+        duration: String,
+        #[arg(long, default_value = "3")]
+        nodes: usize,
+        /// A policy file; default: replication_factor 3, write_quorum 2.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
+    /// (internal) One storage node; `store up` spawns these.
+    #[command(hide = true)]
+    Node {
+        #[arg(long)]
+        id: u8,
+        #[arg(long)]
+        listen: SocketAddr,
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
+}
+
+/// The policy for a store of `node_count` nodes: a policy file (or the defaults) with
+/// `replication_factor` optionally overridden, durations in milliseconds.
+pub fn store_policy(
+    path: Option<&Path>,
+    replication_factor: Option<u8>,
+    node_count: usize,
+) -> Result<Policy, String> {
+    let mut sourced = match path {
+        Some(path) => config::load_policy(path).map_err(|e| e.to_string())?,
+        None => SourcedPolicy::default(),
+    };
+    if let Some(rf) = replication_factor {
+        let patch = config::PolicyPatch { replication_factor: Some(rf), ..Default::default() };
+        sourced = sourced.then(&SourcedPolicy::new(patch, "--replication-factor"));
+    }
+    let policy = sourced.resolve_ms()?;
+    if usize::from(policy.replication_factor) > node_count {
+        return Err(format!("replication_factor {} exceeds --nodes {node_count}", policy.replication_factor));
+    }
+    Ok(policy)
+}
+
+pub fn run(command: StoreCommand) -> Result<u8, String> {
+    match command {
+        StoreCommand::Node { id, listen, data_dir } => {
+            super::node::run(id, listen, &data_dir).map_err(|e| format!("node {id}: {e}"))?;
+            Ok(0)
+        }
+        StoreCommand::Run {
+            model,
+            variant,
+            policy,
+            time_scale,
+            duration,
+            clients,
+            keys,
+            write_permille,
+            model_verdicts,
+            decision_log,
+            seed,
+        } => {
+            let binary =
+                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let request = super::run::RunRequest {
+                model,
+                variant,
+                policy,
+                ms_per_tick: time_scale,
+                duration,
+                clients,
+                keys,
+                write_permille,
+                model_verdicts,
+                decision_log,
+                seed,
+                binary,
+            };
+            let mut out = String::new();
+            let result = super::run::run(&request, &mut out);
+            print!("{out}");
+            let (outcome, model) = result?;
+            Ok(super::run::exit_code(&outcome, &model))
+        }
+        StoreCommand::Bench { value_size, concurrency, duration, nodes, policy } => {
+            let duration = config::Dur::parse(&duration).map_err(|e| format!("--duration: {e}"))?;
+            let policy = store_policy(policy.as_deref(), None, nodes)?;
+            let binary =
+                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let config = BenchConfig {
+                binary,
+                node_count: nodes,
+                policy: policy.clone(),
+                value_size_bytes: value_size,
+                concurrency,
+                duration: Duration::from_millis(duration.ms),
+            };
+            println!(
+                "store bench: {nodes} nodes, replication_factor {}, write_quorum {}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
+                policy.replication_factor, policy.write_quorum, duration.text
+            );
+            let r = super::bench::run(&config)?;
+            println!(
+                "  writes:      {} acked, {} errors in {:.1} s",
+                r.writes,
+                r.errors,
+                r.elapsed.as_secs_f64()
+            );
+            println!("  throughput:  {:.0} writes/s", r.writes_per_second());
+            println!(
+                "  latency:     p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                r.latency_us_p50 as f64 / 1000.0,
+                r.latency_us_p99 as f64 / 1000.0,
+                r.latency_us_max as f64 / 1000.0
+            );
+            Ok(0)
+        }
+        StoreCommand::Up {
+            nodes,
+            policy,
+            replication_factor,
+            data_dir,
+            port,
+            value_bytes_max,
+            decision_log,
+        } => {
+            let policy = store_policy(policy.as_deref(), replication_factor, nodes)?;
+            let data_dir = data_dir.unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
+            });
+            let binary =
+                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let config = ClusterConfig {
+                binary,
+                node_count: nodes,
+                policy,
+                data_dir: data_dir.clone(),
+                client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                value_bytes_max,
+                decision_log,
+                proxy_seed: 0,
+            };
+            let mut cluster = Cluster::start(config)?;
+            let addr = cluster.client_addr();
+            println!("replicheck store: {nodes} nodes, data in {}", data_dir.display());
+            for node in 0..cluster.node_count() {
+                let node = node as u8;
+                println!("  node {node}: {} (coordinator link via proxy)", cluster.node_addr(node));
+            }
+            println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
+            println!("Ctrl-C stops the cluster.");
+            wait_for_ctrl_c()?;
+            cluster.stop();
+            println!("replicheck store: stopped");
+            Ok(0)
+        }
+    }
+}
+
+fn wait_for_ctrl_c() -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    runtime.block_on(tokio::signal::ctrl_c()).map_err(|e| format!("cannot wait for Ctrl-C: {e}"))
+}

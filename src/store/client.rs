@@ -1,0 +1,616 @@
+//! A RESP client, and a load generator that records a history for the linearizability check.
+//!
+//! The load generator runs N client threads, each issuing GET and SET on a small key set with
+//! the policy's retry rules: after a failed attempt it asks `policy::retry::after_failure`
+//! (through `store::decision`, so the decision is logged) whether and when to try again. Every
+//! SET carries an idempotency token (`SET key value TOKEN t`), the same on each retry of one
+//! operation: the coordinator decides with `policy::retry::version_for_attempt` whether the
+//! retry reuses the first attempt's version (`idempotency_tokens = true`) or is a new write,
+//! and logs that decision, so a duplicate effect is visible in the decision log either way.
+//!
+//! Every value written is unique (client and sequence number in one `u64`), so a read tells
+//! which write it saw. An operation is recorded with its call time and, when it completed,
+//! its return time; a SET that never got an OK (timeouts, cut connections, errors) may or may
+//! not have taken effect, and is recorded with an unknown outcome. A GET that failed has no
+//! effect and constrains nothing.
+
+use super::decision::{self, DecisionLog};
+use crate::policy::retry::{RetryDecision, RetryPolicy};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Largest bulk reply the client accepts.
+pub const REPLY_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Elements of an array reply at most.
+const ARRAY_LEN_MAX: usize = 1024 * 1024;
+/// Client threads at most, and keys at most: a load generator, not a benchmark.
+pub const LOAD_CLIENTS_MAX: usize = 64;
+pub const LOAD_KEYS_MAX: usize = 1024;
+
+/// A RESP reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+#[derive(Debug)]
+pub enum ClientError {
+    /// No reply within the request timeout; the request may still take effect.
+    Timeout,
+    /// Connecting failed, or the connection broke; the request may have taken effect.
+    Io(io::Error),
+    /// The server answered with an error reply.
+    Server(String),
+    /// The reply is not RESP, or not the reply the command expects.
+    Protocol(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Timeout => write!(f, "timed out"),
+            ClientError::Io(e) => write!(f, "connection: {e}"),
+            ClientError::Server(e) => write!(f, "server: {e}"),
+            ClientError::Protocol(e) => write!(f, "protocol: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+fn from_io(e: io::Error) -> ClientError {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Timeout,
+        _ => ClientError::Io(e),
+    }
+}
+
+/// One connection speaking RESP, with a timeout on every request.
+pub struct RespClient {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl RespClient {
+    pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<RespClient, ClientError> {
+        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(from_io)?;
+        stream.set_nodelay(true).map_err(ClientError::Io)?;
+        stream.set_read_timeout(Some(timeout)).map_err(ClientError::Io)?;
+        stream.set_write_timeout(Some(timeout)).map_err(ClientError::Io)?;
+        let reader = BufReader::new(stream.try_clone().map_err(ClientError::Io)?);
+        Ok(RespClient { writer: stream, reader })
+    }
+
+    /// Send one command and read its reply. An error reply is `Ok(Reply::Error)`.
+    pub fn command(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.writer.write_all(&out).map_err(from_io)?;
+        read_reply(&mut self.reader, 0)
+    }
+
+    pub fn ping(&mut self) -> Result<(), ClientError> {
+        match self.command(&[b"PING"])? {
+            Reply::Simple(s) if s == "PONG" => Ok(()),
+            other => Err(unexpected("PING", other)),
+        }
+    }
+
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        match self.command(&[b"GET", key])? {
+            Reply::Bulk(value) => Ok(value),
+            other => Err(unexpected("GET", other)),
+        }
+    }
+
+    /// SET, with an idempotency token if given (`SET key value TOKEN t`).
+    pub fn set(&mut self, key: &[u8], value: &[u8], token: Option<&[u8]>) -> Result<(), ClientError> {
+        let reply = match token {
+            Some(token) => self.command(&[b"SET", key, value, b"TOKEN", token])?,
+            None => self.command(&[b"SET", key, value])?,
+        };
+        match reply {
+            Reply::Simple(s) if s == "OK" => Ok(()),
+            other => Err(unexpected("SET", other)),
+        }
+    }
+
+    pub fn info(&mut self) -> Result<String, ClientError> {
+        match self.command(&[b"INFO"])? {
+            Reply::Bulk(Some(text)) => Ok(String::from_utf8_lossy(&text).into_owned()),
+            other => Err(unexpected("INFO", other)),
+        }
+    }
+}
+
+fn unexpected(command: &str, reply: Reply) -> ClientError {
+    match reply {
+        Reply::Error(e) => ClientError::Server(e),
+        other => ClientError::Protocol(format!("unexpected reply to {command}: {other:?}")),
+    }
+}
+
+fn read_line<R: BufRead>(reader: &mut R) -> Result<String, ClientError> {
+    let mut line = Vec::new();
+    let n = Read::take(reader, 64 * 1024).read_until(b'\n', &mut line).map_err(from_io)?;
+    if n == 0 {
+        return Err(ClientError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed")));
+    }
+    if !line.ends_with(b"\r\n") {
+        return Err(ClientError::Protocol("reply line without CRLF".into()));
+    }
+    line.truncate(line.len() - 2);
+    String::from_utf8(line).map_err(|_| ClientError::Protocol("reply line is not UTF-8".into()))
+}
+
+fn read_reply(reader: &mut impl BufRead, depth: usize) -> Result<Reply, ClientError> {
+    if depth > 8 {
+        return Err(ClientError::Protocol("arrays nested too deep".into()));
+    }
+    let line = read_line(reader)?;
+    let (kind, rest) = line.split_at(line.len().min(1));
+    let int =
+        |s: &str| s.parse::<i64>().map_err(|_| ClientError::Protocol(format!("bad length or integer {s:?}")));
+    match kind {
+        "+" => Ok(Reply::Simple(rest.to_string())),
+        "-" => Ok(Reply::Error(rest.strip_prefix("ERR ").unwrap_or(rest).to_string())),
+        ":" => Ok(Reply::Integer(int(rest)?)),
+        "$" => {
+            let len = int(rest)?;
+            if len < 0 {
+                return Ok(Reply::Bulk(None));
+            }
+            let len = len as usize;
+            if len > REPLY_BYTES_MAX {
+                return Err(ClientError::Protocol(format!(
+                    "bulk reply of {len} bytes exceeds {REPLY_BYTES_MAX}"
+                )));
+            }
+            let mut data = vec![0u8; len + 2];
+            reader.read_exact(&mut data).map_err(from_io)?;
+            if !data.ends_with(b"\r\n") {
+                return Err(ClientError::Protocol("bulk reply without CRLF".into()));
+            }
+            data.truncate(len);
+            Ok(Reply::Bulk(Some(data)))
+        }
+        "*" => {
+            let len = int(rest)?;
+            if len < 0 {
+                return Ok(Reply::Array(Vec::new()));
+            }
+            if len as usize > ARRAY_LEN_MAX {
+                return Err(ClientError::Protocol(format!("array of {len} elements")));
+            }
+            (0..len).map(|_| read_reply(reader, depth + 1)).collect::<Result<_, _>>().map(Reply::Array)
+        }
+        _ => Err(ClientError::Protocol(format!("unknown reply type in {line:?}"))),
+    }
+}
+
+/// What an operation asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Input {
+    Read,
+    Write(u64),
+}
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Completed at `return_ns`; a read's value (`None`: the key was absent), `None` for a write.
+    Ok { return_ns: u64, read: Option<u64> },
+    /// A write without an OK: it may have taken effect, at any time after its call, or never.
+    Unknown,
+    /// A read that got no answer: no effect.
+    Failed,
+}
+
+/// One client operation of the history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Op {
+    pub client: u64,
+    pub key: String,
+    pub input: Input,
+    /// Since the load started, when the first attempt was sent.
+    pub call_ns: u64,
+    pub outcome: Outcome,
+    pub attempts: u8,
+}
+
+/// The unique value a client's `seq`-th write stores.
+pub fn unique_value(client: u64, seq: u32) -> u64 {
+    assert!(client < (1 << 31));
+    ((client + 1) << 32) | u64::from(seq)
+}
+
+/// The load to generate.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    pub addr: SocketAddr,
+    pub clients: usize,
+    pub keys: Vec<String>,
+    /// Share of operations that are writes, in thousandths.
+    pub write_permille: u16,
+    /// One request attempt waits this long for its reply.
+    pub request_timeout_ms: u64,
+    /// Retry knobs in policy ticks; a tick lasts `ms_per_tick` real milliseconds.
+    pub retry: RetryPolicy,
+    pub ms_per_tick: u64,
+    /// Pause between a client's operations, drawn uniformly.
+    pub think_lo_ms: u64,
+    pub think_hi_ms: u64,
+    pub duration: Duration,
+    pub seed: u64,
+}
+
+impl LoadConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.clients == 0 || self.clients > LOAD_CLIENTS_MAX {
+            return Err(format!("clients = {}: must be 1 to {LOAD_CLIENTS_MAX}", self.clients));
+        }
+        if self.keys.is_empty() || self.keys.len() > LOAD_KEYS_MAX {
+            return Err(format!("{} keys: must be 1 to {LOAD_KEYS_MAX}", self.keys.len()));
+        }
+        if self.write_permille > 1000 {
+            return Err(format!("write_permille = {}: at most 1000", self.write_permille));
+        }
+        if self.think_lo_ms > self.think_hi_ms {
+            return Err(format!("think time {}..{} ms: lo exceeds hi", self.think_lo_ms, self.think_hi_ms));
+        }
+        if self.request_timeout_ms == 0 || self.ms_per_tick == 0 {
+            return Err("request_timeout_ms and ms_per_tick must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of a load run.
+#[derive(Clone, Debug, Default)]
+pub struct LoadReport {
+    pub history: Vec<Op>,
+    pub retries: u64,
+    pub give_ups: u64,
+}
+
+impl LoadReport {
+    pub fn count(&self, f: impl Fn(&Op) -> bool) -> usize {
+        self.history.iter().filter(|op| f(op)).count()
+    }
+}
+
+/// Run the load until `config.duration` passed or `stop` is set. Retry decisions go to `log`
+/// (as actor `client-N`). Times in the history are measured from `epoch`.
+pub fn run_load(
+    config: &LoadConfig,
+    log: &DecisionLog,
+    epoch: Instant,
+    stop: Arc<AtomicBool>,
+) -> Result<LoadReport, String> {
+    config.validate()?;
+    let deadline = Instant::now() + config.duration;
+    let threads: Vec<_> = (0..config.clients as u64)
+        .map(|client| {
+            let config = config.clone();
+            let log = log.with_actor(&format!("client-{client}"));
+            let stop = Arc::clone(&stop);
+            thread::Builder::new()
+                .name(format!("load-client-{client}"))
+                .spawn(move || ClientLoop::new(&config, client, log, epoch).run(deadline, &stop))
+                .map_err(|e| format!("cannot start a client thread: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut report = LoadReport::default();
+    for t in threads {
+        let part = t.join().map_err(|_| "a client thread panicked".to_string())?;
+        report.history.extend(part.history);
+        report.retries += part.retries;
+        report.give_ups += part.give_ups;
+    }
+    report.history.sort_by_key(|op| (op.call_ns, op.client));
+    Ok(report)
+}
+
+struct ClientLoop<'a> {
+    config: &'a LoadConfig,
+    client: u64,
+    log: DecisionLog,
+    epoch: Instant,
+    rng: StdRng,
+    conn: Option<RespClient>,
+    retries_used: u8,
+    writes: u32,
+    report: LoadReport,
+}
+
+impl<'a> ClientLoop<'a> {
+    fn new(config: &'a LoadConfig, client: u64, log: DecisionLog, epoch: Instant) -> ClientLoop<'a> {
+        let rng = StdRng::seed_from_u64(config.seed ^ client.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        ClientLoop {
+            config,
+            client,
+            log,
+            epoch,
+            rng,
+            conn: None,
+            retries_used: 0,
+            writes: 0,
+            report: LoadReport::default(),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn run(mut self, deadline: Instant, stop: &AtomicBool) -> LoadReport {
+        while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+            let key = self.config.keys[self.rng.random_range(0..self.config.keys.len())].clone();
+            let input = if self.rng.random_range(0..1000u16) < self.config.write_permille {
+                self.writes += 1;
+                Input::Write(unique_value(self.client, self.writes))
+            } else {
+                Input::Read
+            };
+            let op = self.operation(key, input, deadline, stop);
+            self.report.history.push(op);
+            let think_ms = self.rng.random_range(self.config.think_lo_ms..=self.config.think_hi_ms);
+            thread::sleep(Duration::from_millis(think_ms));
+        }
+        self.report
+    }
+
+    /// One operation with its retries.
+    fn operation(&mut self, key: String, input: Input, deadline: Instant, stop: &AtomicBool) -> Op {
+        let call_ns = self.now_ns();
+        // The same token on every attempt: the coordinator recognises a retry by it.
+        let token = format!("c{}-{}", self.client, self.writes);
+        let mut attempts: u8 = 0;
+        loop {
+            // Saturates: with `max_attempts` unset only the deadline ends the retries.
+            attempts = attempts.saturating_add(1);
+            match self.attempt(&key, input, &token) {
+                Ok(read) => {
+                    let outcome = Outcome::Ok { return_ns: self.now_ns(), read };
+                    return Op { client: self.client, key, input, call_ns, outcome, attempts };
+                }
+                Err(e) => {
+                    if !matches!(e, ClientError::Server(_)) {
+                        // A reply may still be on its way: this connection is out of step.
+                        self.conn = None;
+                    }
+                }
+            }
+            let unfinished = match input {
+                Input::Read => Outcome::Failed,
+                Input::Write(_) => Outcome::Unknown,
+            };
+            let give_up =
+                Op { client: self.client, key: key.clone(), input, call_ns, outcome: unfinished, attempts };
+            match decision::after_failure(&self.log, &self.config.retry, attempts, self.retries_used) {
+                RetryDecision::GiveUp => {
+                    self.report.give_ups += 1;
+                    return give_up;
+                }
+                RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
+                    let wait_ticks = self.rng.random_range(earliest_ticks..=latest_ticks);
+                    let wait = Duration::from_millis(u64::from(wait_ticks) * self.config.ms_per_tick);
+                    if Instant::now() + wait >= deadline || stop.load(Ordering::Relaxed) {
+                        return give_up;
+                    }
+                    thread::sleep(wait);
+                    self.retries_used = self.retries_used.saturating_add(1);
+                    self.report.retries += 1;
+                }
+            }
+        }
+    }
+
+    fn attempt(&mut self, key: &str, input: Input, token: &str) -> Result<Option<u64>, ClientError> {
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        let conn = match &mut self.conn {
+            Some(conn) => conn,
+            None => self.conn.insert(RespClient::connect(self.config.addr, timeout)?),
+        };
+        match input {
+            Input::Write(value) => {
+                conn.set(key.as_bytes(), value.to_string().as_bytes(), Some(token.as_bytes()))?;
+                Ok(None)
+            }
+            Input::Read => match conn.get(key.as_bytes())? {
+                None => Ok(None),
+                Some(bytes) => {
+                    let text = String::from_utf8_lossy(&bytes);
+                    text.parse::<u64>().map(Some).map_err(|_| {
+                        ClientError::Protocol(format!("GET {key}: not a value this load wrote: {text:?}"))
+                    })
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::retry::Backoff;
+    use std::collections::HashMap;
+    use std::net::TcpListener;
+    use std::sync::Mutex;
+
+    /// A tiny single-node RESP server for the client's tests: GET/SET/PING/INFO, SET with a
+    /// token applied once per token. `fail_first` SETs are answered with an error after being
+    /// applied, as a coordinator whose quorum timed out after one replica applied the write.
+    fn server(fail_first: usize) -> (SocketAddr, Arc<Mutex<HashMap<String, String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let data: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+        let shared = Arc::clone(&data);
+        let failures = Arc::new(Mutex::new(fail_first));
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let data = Arc::clone(&shared);
+                let failures = Arc::clone(&failures);
+                thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut out = stream;
+                    while let Ok(Reply::Array(args)) = read_reply(&mut reader, 0) {
+                        let args: Vec<String> = args
+                            .into_iter()
+                            .map(|a| match a {
+                                Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+                                other => panic!("{other:?}"),
+                            })
+                            .collect();
+                        let reply = match args[0].as_str() {
+                            "PING" => "+PONG\r\n".to_string(),
+                            "INFO" => "$7\r\nkeys:ok\r\n".to_string(),
+                            "GET" => match data.lock().unwrap().get(&args[1]) {
+                                Some(v) => format!("${}\r\n{v}\r\n", v.len()),
+                                None => "$-1\r\n".to_string(),
+                            },
+                            "SET" => {
+                                data.lock().unwrap().insert(args[1].clone(), args[2].clone());
+                                let mut left = failures.lock().unwrap();
+                                if *left > 0 {
+                                    *left -= 1;
+                                    "-ERR write quorum not reached\r\n".to_string()
+                                } else {
+                                    "+OK\r\n".to_string()
+                                }
+                            }
+                            _ => "-ERR unknown command\r\n".to_string(),
+                        };
+                        if out.write_all(reply.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, data)
+    }
+
+    fn retry(max_attempts: u8) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: Some(max_attempts),
+            backoff: Backoff::Fixed,
+            backoff_base_ticks: 1,
+            backoff_max_ticks: 1,
+            retry_budget: None,
+            idempotency_tokens: true,
+        }
+    }
+
+    #[test]
+    fn the_client_speaks_resp() {
+        let (addr, _) = server(0);
+        let mut c = RespClient::connect(addr, Duration::from_secs(5)).unwrap();
+        c.ping().unwrap();
+        assert_eq!(c.get(b"k").unwrap(), None);
+        c.set(b"k", b"v\r\nx", Some(b"t1")).unwrap();
+        assert_eq!(c.get(b"k").unwrap(), Some(b"v\r\nx".to_vec()));
+        assert_eq!(c.info().unwrap(), "keys:ok");
+        assert!(matches!(c.command(&[b"NOPE"]).unwrap(), Reply::Error(e) if e == "unknown command"));
+        let parse = |text: &str| read_reply(&mut BufReader::new(text.as_bytes()), 0);
+        assert_eq!(parse(":42\r\n").unwrap(), Reply::Integer(42));
+        assert_eq!(
+            parse("*2\r\n$1\r\na\r\n$-1\r\n").unwrap(),
+            Reply::Array(vec![Reply::Bulk(Some(b"a".to_vec())), Reply::Bulk(None)])
+        );
+        assert!(matches!(parse("?x\r\n"), Err(ClientError::Protocol(_))));
+        assert!(matches!(parse("$5\r\nab\r\n"), Err(ClientError::Io(_))));
+    }
+
+    #[test]
+    fn failed_writes_are_retried_through_the_policy_and_recorded_as_unknown() {
+        // Every SET fails for the first 3 attempts: with 2 attempts per operation the first
+        // write gives up (unknown outcome) and the second write succeeds on its retry.
+        let (addr, data) = server(3);
+        let shared = Arc::new(Mutex::new(Vec::new()));
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let log = DecisionLog::to_writer(Box::new(Sink(Arc::clone(&shared))), "load");
+        let config = LoadConfig {
+            addr,
+            clients: 1,
+            keys: vec!["a".into()],
+            write_permille: 1000,
+            request_timeout_ms: 2000,
+            retry: retry(2),
+            ms_per_tick: 1,
+            think_lo_ms: 0,
+            think_hi_ms: 0,
+            duration: Duration::from_secs(60),
+            seed: 7,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let client = ClientLoop::new(&config, 0, log.clone(), Instant::now());
+        let mut client = client;
+        let deadline = Instant::now() + config.duration;
+        let first = client.operation("a".into(), Input::Write(unique_value(0, 1)), deadline, &stop);
+        let second = client.operation("a".into(), Input::Write(unique_value(0, 2)), deadline, &stop);
+        assert_eq!((first.outcome, first.attempts), (Outcome::Unknown, 2));
+        assert!(matches!(second.outcome, Outcome::Ok { read: None, .. }), "{second:?}");
+        assert_eq!(second.attempts, 2);
+        let read = client.operation("a".into(), Input::Read, deadline, &stop);
+        assert!(matches!(read.outcome, Outcome::Ok { read: Some(v), .. } if v == unique_value(0, 2)));
+        assert_eq!(data.lock().unwrap()["a"], unique_value(0, 2).to_string());
+        assert_eq!((client.report.retries, client.report.give_ups), (2, 1));
+        drop(client);
+        drop(log);
+        let text = String::from_utf8(shared.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().filter(|l| l.contains(r#""decision":"after_failure""#)).count(), 3);
+        assert_eq!(decision::conform(&text), Ok(decision::Conformance::Conforms { decisions: 3 }));
+    }
+
+    #[test]
+    fn run_load_records_every_client_and_stops_at_the_deadline() {
+        let (addr, _) = server(0);
+        let config = LoadConfig {
+            addr,
+            clients: 3,
+            keys: vec!["x".into(), "y".into()],
+            write_permille: 500,
+            request_timeout_ms: 2000,
+            retry: retry(3),
+            ms_per_tick: 1,
+            think_lo_ms: 1,
+            think_hi_ms: 2,
+            duration: Duration::from_millis(150),
+            seed: 1,
+        };
+        let report = run_load(&config, &DecisionLog::off(), Instant::now(), Arc::default()).unwrap();
+        for client in 0..3 {
+            assert!(report.count(|op| op.client == client) > 5, "client {client}: {report:?}");
+        }
+        assert!(report.count(|op| op.input == Input::Read) > 0);
+        assert!(report.count(|op| matches!(op.input, Input::Write(_))) > 0);
+        assert!(report.history.iter().all(|op| matches!(op.outcome, Outcome::Ok { .. })));
+        assert!(report.history.windows(2).all(|w| w[0].call_ns <= w[1].call_ns));
+        let bad = LoadConfig { clients: 0, ..config };
+        assert!(run_load(&bad, &DecisionLog::off(), Instant::now(), Arc::default()).is_err());
+    }
+}

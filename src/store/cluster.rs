@@ -1,0 +1,263 @@
+//! A whole local cluster, startable from Rust: node processes, the coordinator and its client
+//! port. `store up`, `store run` and the tests drive the store through this.
+//!
+//! ```no_run
+//! # use replicheck::store::cluster::{Cluster, ClusterConfig};
+//! # fn demo(config: ClusterConfig) -> Result<(), String> {
+//! let mut cluster = Cluster::start(config)?;
+//! let addr = cluster.client_addr(); // speak RESP to it
+//! cluster.kill(1)?;                  // SIGKILL node 1's process
+//! cluster.restart(1)?;               // same address, same data directory
+//! cluster.proxy(2).set_partitioned(true); // the coordinator<->node 2 link drops everything
+//! # Ok(()) }
+//! ```
+//! Dropping the `Cluster` kills every node process and stops the coordinator.
+
+use super::coordinator::Coordinator;
+use super::decision::DecisionLog;
+use super::proxy::{Proxy, ProxyHandle};
+use crate::config::Policy;
+use crate::policy::NodeId;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+/// Default limit on a value (and on any argument of a client command).
+pub const VALUE_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
+
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// The `replicheck` executable that runs `store node` (the current one for `store up`,
+    /// `env!("CARGO_BIN_EXE_replicheck")` in tests).
+    pub binary: PathBuf,
+    pub node_count: usize,
+    /// The policy with every duration in milliseconds (`SourcedPolicy::resolve_ms`).
+    pub policy: Policy,
+    /// Node `i` keeps its data in `data_dir/node-i`.
+    pub data_dir: PathBuf,
+    /// Where clients connect; port 0 picks a free port (see `client_addr`).
+    pub client_addr: SocketAddr,
+    pub value_bytes_max: usize,
+    /// Seed of the proxies' random draws (latency, loss), for repeatable fault runs.
+    pub proxy_seed: u64,
+    /// Where the coordinator logs every policy decision (JSON lines, for `replicheck
+    /// conform`); `None`: not logged.
+    pub decision_log: Option<PathBuf>,
+}
+
+impl ClusterConfig {
+    /// A cluster on 127.0.0.1 with an ephemeral client port, the default value limit, no
+    /// decision log and proxy seed 0.
+    pub fn local(binary: PathBuf, node_count: usize, policy: Policy, data_dir: PathBuf) -> ClusterConfig {
+        ClusterConfig {
+            binary,
+            node_count,
+            policy,
+            data_dir,
+            client_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
+            proxy_seed: 0,
+            decision_log: None,
+        }
+    }
+}
+
+struct NodeProcess {
+    child: Option<Child>,
+    /// Fixed after the first start, so a restarted node is where the coordinator dials.
+    addr: SocketAddr,
+    data_dir: PathBuf,
+    /// The coordinator's link to this node goes through here (a plain relay until faults
+    /// are set through its handle).
+    proxy: Option<Proxy>,
+}
+
+impl Drop for NodeProcess {
+    /// A node is never left running: this covers a `Cluster::start` that fails half-way.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub struct Cluster {
+    config: ClusterConfig,
+    nodes: Vec<NodeProcess>,
+    coordinator: Arc<Coordinator>,
+    client_addr: SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+    log: DecisionLog,
+}
+
+impl Cluster {
+    /// Spawn `node_count` node processes, wait until each listens, then start the coordinator
+    /// and its client listener. Errors name the node or address that failed.
+    pub fn start(config: ClusterConfig) -> Result<Cluster, String> {
+        if config.node_count == 0 || config.node_count > crate::policy::NODE_COUNT_MAX {
+            return Err(format!(
+                "--nodes {}: must be 1 to {}",
+                config.node_count,
+                crate::policy::NODE_COUNT_MAX
+            ));
+        }
+        if usize::from(config.policy.replication_factor) > config.node_count {
+            return Err(format!(
+                "replication_factor {} exceeds --nodes {}",
+                config.policy.replication_factor, config.node_count
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("coordinator")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the coordinator runtime: {e}"))?;
+        let mut nodes = Vec::new();
+        for id in 0..config.node_count {
+            let data_dir = config.data_dir.join(format!("node-{id}"));
+            let mut node = NodeProcess {
+                child: None,
+                addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                data_dir,
+                proxy: None,
+            };
+            spawn_node(&config, id as NodeId, &mut node)?;
+            let proxy = Proxy::start_seeded(node.addr, config.proxy_seed.wrapping_add(id as u64))
+                .map_err(|e| format!("cannot start the proxy for node {id}: {e}"))?;
+            node.proxy = Some(proxy);
+            nodes.push(node);
+        }
+        let addrs: Vec<SocketAddr> =
+            nodes.iter().map(|n| n.proxy.as_ref().expect("started above").addr()).collect();
+        let log = match &config.decision_log {
+            Some(path) => DecisionLog::create(path, "coordinator")
+                .map_err(|e| format!("cannot create the decision log {}: {e}", path.display()))?,
+            None => DecisionLog::off(),
+        };
+        let (coordinator, listener) = runtime.block_on(async {
+            let coordinator =
+                Coordinator::start(config.policy.clone(), &addrs, config.value_bytes_max, log.clone())
+                    .await?;
+            let listener = tokio::net::TcpListener::bind(config.client_addr)
+                .await
+                .map_err(|e| format!("cannot listen for clients on {}: {e}", config.client_addr))?;
+            Ok::<_, String>((coordinator, listener))
+        })?;
+        let client_addr = listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
+        runtime.spawn(Arc::clone(&coordinator).serve(listener));
+        Ok(Cluster { config, nodes, coordinator, client_addr, runtime: Some(runtime), log })
+    }
+
+    /// Where clients speak RESP.
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client_addr
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The address node `node` listens on.
+    pub fn node_addr(&self, node: NodeId) -> SocketAddr {
+        self.nodes[usize::from(node)].addr
+    }
+
+    /// The fault controls of the coordinator's link to `node` (latency, drop, partition).
+    pub fn proxy(&self, node: NodeId) -> ProxyHandle {
+        self.nodes[usize::from(node)].proxy.as_ref().expect("every node has a proxy").handle()
+    }
+
+    pub fn coordinator(&self) -> &Arc<Coordinator> {
+        &self.coordinator
+    }
+
+    /// The coordinator's decision log (off unless `decision_log` was set); clients of a run
+    /// log their retry decisions to it too (`with_actor`).
+    pub fn decision_log(&self) -> &DecisionLog {
+        &self.log
+    }
+
+    /// The coordinator's INFO text.
+    pub fn info(&self) -> String {
+        self.coordinator.info()
+    }
+
+    /// SIGKILL node `node`'s process and reap it. Killing a dead node is a no-op.
+    pub fn kill(&mut self, node: NodeId) -> Result<(), String> {
+        let process = self.nodes.get_mut(usize::from(node)).ok_or_else(|| format!("no node {node}"))?;
+        if let Some(mut child) = process.child.take() {
+            // `Child::kill` is SIGKILL on Unix: no chance to flush anything.
+            child.kill().map_err(|e| format!("cannot kill node {node}: {e}"))?;
+            child.wait().map_err(|e| format!("cannot reap node {node}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Start node `node` again on its address and data directory (after `kill`).
+    pub fn restart(&mut self, node: NodeId) -> Result<(), String> {
+        let config = self.config.clone();
+        let process = self.nodes.get_mut(usize::from(node)).ok_or_else(|| format!("no node {node}"))?;
+        if process.child.is_some() {
+            return Err(format!("node {node} is running"));
+        }
+        spawn_node(&config, node, process)
+    }
+
+    pub fn is_running(&self, node: NodeId) -> bool {
+        self.nodes[usize::from(node)].child.is_some()
+    }
+
+    /// Kill every node and stop the coordinator.
+    pub fn stop(&mut self) {
+        for node in 0..self.nodes.len() {
+            let _ = self.kill(node as NodeId);
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+        for node in &mut self.nodes {
+            node.proxy = None;
+        }
+        if let Err(e) = self.log.flush() {
+            eprintln!("replicheck store: {e}");
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Spawn `store node` and read its `listening ADDR` line.
+fn spawn_node(config: &ClusterConfig, id: NodeId, node: &mut NodeProcess) -> Result<(), String> {
+    let mut child = Command::new(&config.binary)
+        .args(["store", "node", "--id", &id.to_string(), "--listen", &node.addr.to_string(), "--data-dir"])
+        .arg(&node.data_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start node {id} ({}): {e}", config.binary.display()))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    let read = BufReader::new(stdout).read_line(&mut line);
+    let addr = line.trim().strip_prefix("listening ").and_then(|a| a.parse::<SocketAddr>().ok());
+    match (read, addr) {
+        (Ok(_), Some(addr)) => {
+            node.addr = addr;
+            node.child = Some(child);
+            Ok(())
+        }
+        (read, _) => {
+            let _ = child.kill();
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+            Err(format!("node {id} did not start ({status}; read {read:?}, line {line:?})"))
+        }
+    }
+}

@@ -1,0 +1,666 @@
+//! The coordinator: serves RESP to clients, replicates each write to the replica set and acks
+//! it once `write_quorum` members acked within `replica_ack_timeout`, reads `read_quorum`
+//! members and answers with the newest version, detects failed nodes and replaces evicted
+//! replicas with a spare after a catch-up copy.
+//!
+//! Linearizability: versions come from one counter, so a write that starts after another
+//! finished gets a higher version. A read that finds its newest version on fewer than
+//! `write_quorum` of the members that answered writes it back to a write quorum before
+//! answering (ABD's read phase two): once a reader saw a value, every later read quorum
+//! meets a member that holds it.
+
+use super::decision::{self, DecisionLog};
+use super::link::{LinkError, NodeLink};
+use super::resp;
+use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
+use crate::config::Policy;
+use crate::policy::detector::{FailureDetection, Health};
+use crate::policy::eviction::{Candidate, ClusterView, EvictionDecision};
+use crate::policy::NodeId;
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Idempotency tokens remembered at most; the oldest is forgotten first.
+const TOKENS_MAX: usize = 100_000;
+/// Probe period when the policy sets no heartbeat (coupled detection with `heartbeat_interval`
+/// = 0): a dead node still has to be seen coming back.
+const PROBE_INTERVAL_DEFAULT_MS: u64 = 1000;
+/// Every node must answer the first heartbeat within this, so that the version counter starts
+/// above every version already stored.
+const STARTUP_TIMEOUT_MS: u64 = 10_000;
+/// Client connections read at most this much ahead of the command being executed.
+const CLIENT_BUFFER_SLACK_BYTES: usize = 64 * 1024;
+
+/// One member of the replica set. A replacement receives writes at once but counts toward
+/// quorums only once its catch-up copy finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Member {
+    node: NodeId,
+    caught_up: bool,
+}
+
+struct NodeState {
+    health: Health,
+    last_heard: Instant,
+}
+
+struct Membership {
+    members: Vec<Member>,
+    nodes: Vec<NodeState>,
+    evictions_in_progress: usize,
+    last_suppressed: Option<String>,
+}
+
+/// What INFO shows; monotone counters.
+#[derive(Default)]
+pub struct Counters {
+    pub writes_acked: AtomicU64,
+    pub writes_failed: AtomicU64,
+    pub reads_ok: AtomicU64,
+    pub reads_failed: AtomicU64,
+    pub read_repairs: AtomicU64,
+    pub evictions: AtomicU64,
+    pub catchups_completed: AtomicU64,
+    pub keys_copied: AtomicU64,
+    pub membership_changes: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+#[derive(Default)]
+struct Tokens {
+    versions: HashMap<Vec<u8>, (Vec<u8>, u64)>,
+    order: VecDeque<Vec<u8>>,
+}
+
+impl Tokens {
+    fn version_of(&self, token: &[u8], key: &[u8]) -> Option<u64> {
+        self.versions.get(token).filter(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+    fn remember(&mut self, token: Vec<u8>, key: Vec<u8>, version: u64) {
+        if self.versions.insert(token.clone(), (key, version)).is_none() {
+            self.order.push_back(token);
+        }
+        while self.order.len() > TOKENS_MAX {
+            let oldest = self.order.pop_front().expect("non-empty");
+            self.versions.remove(&oldest);
+        }
+    }
+}
+
+pub struct Coordinator {
+    policy: Policy,
+    links: Vec<Arc<NodeLink>>,
+    membership: Mutex<Membership>,
+    next_version: AtomicU64,
+    tokens: Mutex<Tokens>,
+    pub counters: Counters,
+    value_bytes_max: usize,
+    started: Instant,
+    /// Every policy decision goes through `decision::*` and is logged here.
+    log: DecisionLog,
+}
+
+impl Coordinator {
+    /// Connect to every node (each link dials `node_addrs[i]`: the node, or its proxy), learn
+    /// the highest stored version, and start heartbeats and failure detection. The first
+    /// `replication_factor` nodes form the replica set; the others are spares.
+    pub async fn start(
+        policy: Policy,
+        node_addrs: &[SocketAddr],
+        value_bytes_max: usize,
+        log: DecisionLog,
+    ) -> Result<Arc<Coordinator>, String> {
+        let rf = usize::from(policy.replication_factor);
+        if rf > node_addrs.len() {
+            return Err(format!("replication_factor {rf} exceeds the {} nodes", node_addrs.len()));
+        }
+        let links: Vec<Arc<NodeLink>> = node_addrs.iter().map(|a| Arc::new(NodeLink::new(*a))).collect();
+        let deadline = Instant::now() + Duration::from_millis(STARTUP_TIMEOUT_MS);
+        let mut max_version = 0;
+        for (node, link) in links.iter().enumerate() {
+            // A node may still be starting: retry until the deadline.
+            let reply = loop {
+                match link.request(NodeRequest::Heartbeat, deadline).await {
+                    Ok(reply) => break reply,
+                    Err(LinkError::Deadline) => {
+                        return Err(format!(
+                            "node {node} at {} did not answer within {STARTUP_TIMEOUT_MS} ms",
+                            link.addr()
+                        ))
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            };
+            match reply {
+                NodeReply::Alive { max_version: v, .. } => max_version = max_version.max(v),
+                other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
+            }
+        }
+        let now = Instant::now();
+        let membership = Membership {
+            members: (0..rf).map(|n| Member { node: n as NodeId, caught_up: true }).collect(),
+            nodes: node_addrs.iter().map(|_| NodeState { health: Health::Alive, last_heard: now }).collect(),
+            evictions_in_progress: 0,
+            last_suppressed: None,
+        };
+        let coordinator = Arc::new(Coordinator {
+            policy,
+            links,
+            membership: Mutex::new(membership),
+            next_version: AtomicU64::new(max_version + 1),
+            tokens: Mutex::default(),
+            counters: Counters::default(),
+            value_bytes_max,
+            started: now,
+            log,
+        });
+        for node in 0..coordinator.links.len() {
+            tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
+        }
+        tokio::spawn(Arc::clone(&coordinator).detector_loop());
+        Ok(coordinator)
+    }
+
+    fn ack_timeout(&self) -> Duration {
+        Duration::from_millis(u64::from(self.policy.replica_ack_timeout_ticks))
+    }
+
+    fn probe_interval(&self) -> Duration {
+        match self.policy.heartbeat_interval_ticks {
+            0 => Duration::from_millis(PROBE_INTERVAL_DEFAULT_MS),
+            ms => Duration::from_millis(u64::from(ms)),
+        }
+    }
+
+    fn members(&self) -> Vec<Member> {
+        self.membership.lock().expect("membership lock").members.clone()
+    }
+
+    /// Member node ids in replica-set order, and whether each counts toward quorums.
+    pub fn replica_set(&self) -> Vec<(NodeId, bool)> {
+        self.members().iter().map(|m| (m.node, m.caught_up)).collect()
+    }
+
+    /// Record what a request to `node` says about its health.
+    fn observe(&self, node: NodeId, result: &Result<NodeReply, LinkError>) {
+        let mut membership = self.membership.lock().expect("membership lock");
+        let state = &mut membership.nodes[usize::from(node)];
+        match result {
+            Ok(_) | Err(LinkError::Node(_)) => {
+                state.health = crate::policy::detector::health_after_hearing_from();
+                state.last_heard = Instant::now();
+            }
+            Err(LinkError::Deadline) | Err(LinkError::Unreachable(_)) => {
+                if let Some(health) =
+                    decision::health_after_deadline_miss(&self.log, node, self.policy.failure_detection)
+                {
+                    state.health = health;
+                }
+            }
+        }
+    }
+
+    /// Send `request` to every member; collect answers until `enough` says stop or every
+    /// member answered or failed. Each request has the ack deadline, so this ends by then.
+    async fn fan_out(
+        self: &Arc<Self>,
+        members: &[Member],
+        request: NodeRequest,
+        mut enough: impl FnMut(Member, &NodeReply) -> bool,
+    ) -> Vec<String> {
+        let deadline = Instant::now() + self.ack_timeout();
+        let (tx, mut rx) = mpsc::channel(members.len().max(1));
+        for &member in members {
+            let (this, tx, request) = (Arc::clone(self), tx.clone(), request.clone());
+            tokio::spawn(async move {
+                let result = this.links[usize::from(member.node)].request(request, deadline).await;
+                this.observe(member.node, &result);
+                let _ = tx.send((member, result)).await;
+            });
+        }
+        drop(tx);
+        let mut failures = Vec::new();
+        while let Some((member, result)) = rx.recv().await {
+            match result {
+                Ok(reply) => {
+                    if enough(member, &reply) {
+                        return failures;
+                    }
+                }
+                Err(e) => failures.push(format!("node {}: {e}", member.node)),
+            }
+        }
+        failures
+    }
+
+    /// Store `value` at `version` on the replica set; Ok once a write quorum acked in time.
+    async fn replicate(
+        self: &Arc<Self>,
+        key: &[u8],
+        version: u64,
+        value: &StoredValue,
+    ) -> Result<(), String> {
+        let w = self.policy.write_quorum;
+        let members = self.members();
+        let request = NodeRequest::Replicate { key: key.to_vec(), version, value: value.clone() };
+        let mut acks = 0;
+        let mut reached = false;
+        let failures = self
+            .fan_out(&members, request, |member, reply| {
+                if member.caught_up && matches!(reply, NodeReply::Stored { .. }) {
+                    acks += 1;
+                }
+                reached = decision::quorum_reached(&self.log, acks, w);
+                reached
+            })
+            .await;
+        if reached {
+            return Ok(());
+        }
+        Err(format!(
+            "write quorum not reached: {acks} of {w} acks within replica_ack_timeout {} ms ({})",
+            self.policy.replica_ack_timeout_ticks,
+            failures.join("; ")
+        ))
+    }
+
+    /// SET or DEL (`value` = None): a new version, or the token's version for a retry.
+    pub async fn write(
+        self: &Arc<Self>,
+        key: &[u8],
+        value: StoredValue,
+        token: Option<&[u8]>,
+    ) -> Result<(), String> {
+        let next = self.next_version.fetch_add(1, Ordering::SeqCst);
+        let version = match token {
+            None => next,
+            Some(token) => {
+                let mut tokens = self.tokens.lock().expect("tokens lock");
+                let known = tokens.version_of(token, key);
+                let version = decision::version_for_attempt(
+                    &self.log,
+                    self.policy.retry.idempotency_tokens,
+                    known,
+                    next,
+                );
+                tokens.remember(token.to_vec(), key.to_vec(), version);
+                version
+            }
+        };
+        let result = self.replicate(key, version, &value).await;
+        bump(if result.is_ok() { &self.counters.writes_acked } else { &self.counters.writes_failed });
+        result
+    }
+
+    /// A quorum read: the newest value among `read_quorum` caught-up members, written back to
+    /// a write quorum first if fewer than that many of them hold it.
+    pub async fn read(self: &Arc<Self>, key: &[u8]) -> Result<StoredValue, String> {
+        let result = self.read_inner(key).await;
+        bump(if result.is_ok() { &self.counters.reads_ok } else { &self.counters.reads_failed });
+        result
+    }
+
+    async fn read_inner(self: &Arc<Self>, key: &[u8]) -> Result<StoredValue, String> {
+        let r = self.policy.read_quorum;
+        let members = self.members();
+        let mut replies: Vec<(u64, StoredValue)> = Vec::new();
+        let failures = self
+            .fan_out(&members, NodeRequest::Read { key: key.to_vec() }, |member, reply| {
+                if let (true, NodeReply::Value { version, value }) = (member.caught_up, reply) {
+                    replies.push((*version, value.clone()));
+                }
+                decision::quorum_reached(&self.log, replies.len(), r)
+            })
+            .await;
+        if replies.len() < usize::from(r) {
+            return Err(format!(
+                "read quorum not reached: {} of {r} replies within replica_ack_timeout {} ms ({})",
+                replies.len(),
+                self.policy.replica_ack_timeout_ticks,
+                failures.join("; ")
+            ));
+        }
+        let (version, value) = decision::read_result(&self.log, &replies).expect("a quorum is never empty");
+        let holders = replies.iter().filter(|(v, _)| *v == version).count();
+        if version > 0 && !decision::quorum_reached(&self.log, holders, self.policy.write_quorum) {
+            self.replicate(key, version, &value).await.map_err(|e| format!("read repair failed: {e}"))?;
+            bump(&self.counters.read_repairs);
+        }
+        Ok(value)
+    }
+
+    async fn heartbeat_loop(self: Arc<Self>, node: NodeId) {
+        let interval = self.probe_interval();
+        loop {
+            tokio::time::sleep(interval).await;
+            // A heartbeat has one interval to come back; a later answer is stale.
+            let deadline = Instant::now() + interval;
+            let result = self.links[usize::from(node)].request(NodeRequest::Heartbeat, deadline).await;
+            // Heartbeat misses are deadline misses only for a request; silence is what the
+            // independent detector measures, so a missed heartbeat is not reported here.
+            if result.is_ok() {
+                self.observe(node, &result);
+            }
+        }
+    }
+
+    async fn detector_loop(self: Arc<Self>) {
+        let interval = self.probe_interval();
+        loop {
+            tokio::time::sleep(interval).await;
+            if self.policy.failure_detection == FailureDetection::Independent {
+                let mut membership = self.membership.lock().expect("membership lock");
+                let now = Instant::now();
+                for (node, state) in membership.nodes.iter_mut().enumerate() {
+                    let silence_ms =
+                        u32::try_from(now.duration_since(state.last_heard).as_millis()).unwrap_or(u32::MAX);
+                    state.health = decision::health_from_silence(
+                        &self.log,
+                        node as NodeId,
+                        silence_ms,
+                        self.policy.suspect_after_ticks,
+                        self.policy.dead_after_ticks,
+                    );
+                }
+            }
+            self.consider_evictions();
+        }
+    }
+
+    /// For each dead member, ask the eviction policy; an eviction swaps in the replacement,
+    /// which starts its catch-up copy.
+    fn consider_evictions(self: &Arc<Self>) {
+        let mut membership = self.membership.lock().expect("membership lock");
+        let dead_members: Vec<NodeId> = membership
+            .members
+            .iter()
+            .filter(|m| membership.nodes[usize::from(m.node)].health == Health::Dead)
+            .map(|m| m.node)
+            .collect();
+        for dead in dead_members {
+            let view = ClusterView {
+                dead_nodes: membership.nodes.iter().filter(|n| n.health == Health::Dead).count(),
+                total_nodes: membership.nodes.len(),
+                evictions_in_progress: membership.evictions_in_progress,
+            };
+            let candidates: Vec<Candidate> = (0..membership.nodes.len())
+                .map(|n| Candidate {
+                    node: n as NodeId,
+                    // Every node of a local cluster is in one zone.
+                    zone: 0,
+                    health: membership.nodes[n].health,
+                    is_member: membership.members.iter().any(|m| usize::from(m.node) == n),
+                })
+                .collect();
+            match decision::decide_eviction(&self.log, dead, self.policy.eviction, view, 0, &candidates) {
+                EvictionDecision::Evict { replacement } => {
+                    let slot = membership.members.iter().position(|m| m.node == dead).expect("a member");
+                    membership.members[slot] = Member { node: replacement, caught_up: false };
+                    membership.evictions_in_progress += 1;
+                    membership.last_suppressed = None;
+                    bump(&self.counters.evictions);
+                    bump(&self.counters.membership_changes);
+                    eprintln!("replicheck store: evicted node {dead}, replacing it with node {replacement}");
+                    tokio::spawn(Arc::clone(self).catch_up(replacement));
+                }
+                EvictionDecision::Suppressed(why) => {
+                    membership.last_suppressed = Some(format!("node {dead}: {why:?}"));
+                }
+            }
+        }
+    }
+
+    /// Copy every key from the caught-up members to `node`, then let it count toward quorums.
+    async fn catch_up(self: Arc<Self>, node: NodeId) {
+        // Writes that began before the eviction still count the evicted member's ack. Each
+        // ends by its ack deadline: wait that long, so that every such write that was acked is
+        // on a remaining member by the time that member is copied.
+        tokio::time::sleep(self.ack_timeout()).await;
+        loop {
+            let members = self.members();
+            if !members.iter().any(|m| m.node == node) {
+                // Evicted itself before it caught up.
+                self.membership.lock().expect("membership lock").evictions_in_progress -= 1;
+                return;
+            }
+            let sources: Vec<NodeId> = members.iter().filter(|m| m.caught_up).map(|m| m.node).collect();
+            let mut complete = true;
+            for source in sources {
+                if let Err(e) = self.copy_all(source, node).await {
+                    eprintln!("replicheck store: catch-up of node {node} from node {source}: {e}; retrying");
+                    complete = false;
+                    break;
+                }
+            }
+            if complete {
+                let mut membership = self.membership.lock().expect("membership lock");
+                if let Some(member) = membership.members.iter_mut().find(|m| m.node == node) {
+                    member.caught_up = true;
+                    bump(&self.counters.catchups_completed);
+                }
+                membership.evictions_in_progress -= 1;
+                return;
+            }
+            tokio::time::sleep(self.probe_interval()).await;
+        }
+    }
+
+    async fn copy_all(&self, source: NodeId, target: NodeId) -> Result<(), String> {
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let deadline = Instant::now() + self.ack_timeout();
+            let scan = NodeRequest::Scan { after: after.clone(), limit: SCAN_ENTRIES_MAX };
+            let entries = match self.links[usize::from(source)].request(scan, deadline).await {
+                Ok(NodeReply::Entries { entries }) => entries,
+                Ok(other) => return Err(format!("unexpected scan reply {other:?}")),
+                Err(e) => return Err(format!("scan: {e}")),
+            };
+            let Some(last) = entries.last() else { return Ok(()) };
+            after = Some(last.0.clone());
+            // A page's writes go out together, so the target commits them in few fsyncs.
+            let deadline = Instant::now() + self.ack_timeout();
+            let mut copies = tokio::task::JoinSet::new();
+            for (key, version, value) in entries {
+                let link = Arc::clone(&self.links[usize::from(target)]);
+                copies.spawn(async move {
+                    link.request(NodeRequest::Replicate { key, version, value }, deadline).await
+                });
+            }
+            while let Some(copied) = copies.join_next().await {
+                copied.map_err(|e| format!("copy task: {e}"))?.map_err(|e| format!("copy: {e}"))?;
+                bump(&self.counters.keys_copied);
+            }
+        }
+    }
+
+    /// The INFO reply's text.
+    pub fn info(&self) -> String {
+        let membership = self.membership.lock().expect("membership lock");
+        let p = &self.policy;
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "# Server\r\nreplicheck_version:{}\r\nuptime_in_seconds:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            self.started.elapsed().as_secs()
+        );
+        let _ = write!(
+            out,
+            "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{:?}\r\n",
+            p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, p.failure_detection
+        );
+        let members: Vec<String> = membership
+            .members
+            .iter()
+            .map(|m| if m.caught_up { m.node.to_string() } else { format!("{}(catching_up)", m.node) })
+            .collect();
+        let _ = write!(out, "members:{}\r\n", members.join(","));
+        for (n, state) in membership.nodes.iter().enumerate() {
+            let role =
+                if membership.members.iter().any(|m| usize::from(m.node) == n) { "member" } else { "spare" };
+            let _ = write!(
+                out,
+                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={}\r\n",
+                self.links[n].addr(),
+                state.health,
+                state.last_heard.elapsed().as_millis()
+            );
+        }
+        let _ = write!(out, "evictions_in_progress:{}\r\n", membership.evictions_in_progress);
+        if let Some(why) = &membership.last_suppressed {
+            let _ = write!(out, "last_eviction_suppressed:{why}\r\n");
+        }
+        let _ = write!(
+            out,
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nnext_version:{}\r\n",
+            get(&c.writes_acked),
+            get(&c.writes_failed),
+            get(&c.reads_ok),
+            get(&c.reads_failed),
+            get(&c.read_repairs),
+            get(&c.evictions),
+            get(&c.catchups_completed),
+            get(&c.keys_copied),
+            get(&c.membership_changes),
+            self.next_version.load(Ordering::SeqCst),
+        );
+        out
+    }
+
+    /// Accept clients until the listener fails.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(Arc::clone(&self).serve_client(stream));
+        }
+    }
+
+    async fn serve_client(self: Arc<Self>, mut stream: TcpStream) {
+        let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            // Execute every complete command in the buffer, answering in order.
+            let mut out = Vec::new();
+            let mut close = false;
+            loop {
+                match resp::parse_command(&buf, self.value_bytes_max) {
+                    Ok(Some((args, used))) => {
+                        buf.drain(..used);
+                        if args.is_empty() {
+                            continue;
+                        }
+                        let (reply, quit) = self.execute(&args).await;
+                        out.extend_from_slice(&reply);
+                        if quit {
+                            close = true;
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        out.extend_from_slice(&e.reply());
+                        close = true;
+                        break;
+                    }
+                }
+            }
+            if !out.is_empty() && stream.write_all(&out).await.is_err() {
+                return;
+            }
+            if close {
+                return;
+            }
+            debug_assert!(buf.len() <= self.value_bytes_max + CLIENT_BUFFER_SLACK_BYTES);
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// One command's reply, and whether the connection ends after it.
+    async fn execute(self: &Arc<Self>, args: &[Vec<u8>]) -> (Vec<u8>, bool) {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        let reply = match (name.as_str(), args.len()) {
+            ("PING", 1) => resp::simple("PONG"),
+            ("PING", 2) => resp::bulk(Some(&args[1])),
+            ("GET", 2) => match self.read(&args[1]).await {
+                Ok(value) => resp::bulk(value.as_deref()),
+                Err(e) => resp::error(&e),
+            },
+            ("SET", 3) => self.set_reply(&args[1], &args[2], None).await,
+            ("SET", 5) if args[3].eq_ignore_ascii_case(b"TOKEN") => {
+                self.set_reply(&args[1], &args[2], Some(&args[4])).await
+            }
+            ("SET", n) if n > 3 => {
+                resp::error("syntax error: SET key value [TOKEN token] (no other options)")
+            }
+            ("DEL", n) if n >= 2 => self.del_reply(&args[1..]).await,
+            ("INFO", 1 | 2) => resp::bulk(Some(self.info().as_bytes())),
+            ("CONFIG", n) if n >= 2 && args[1].eq_ignore_ascii_case(b"GET") => config_get(&args[2..]),
+            // redis-cli asks for command docs at start, for its hints.
+            ("COMMAND", _) => resp::array(&[]),
+            ("QUIT", 1) => return (resp::simple("OK"), true),
+            ("PING" | "GET" | "SET" | "DEL" | "INFO" | "QUIT" | "CONFIG", _) => {
+                resp::error(&format!("wrong number of arguments for '{}' command", name.to_lowercase()))
+            }
+            _ => resp::error(&format!("unknown command '{}'", String::from_utf8_lossy(&args[0]))),
+        };
+        (reply, false)
+    }
+
+    async fn set_reply(self: &Arc<Self>, key: &[u8], value: &[u8], token: Option<&[u8]>) -> Vec<u8> {
+        match self.write(key, Some(value.to_vec()), token).await {
+            Ok(()) => resp::simple("OK"),
+            Err(e) => resp::error(&e),
+        }
+    }
+
+    /// DEL: a tombstone per key. The count comes from a quorum read just before each delete
+    /// (a concurrent SET can make it stale; the delete itself is a write like any other).
+    async fn del_reply(self: &Arc<Self>, keys: &[Vec<u8>]) -> Vec<u8> {
+        let mut deleted = 0;
+        for key in keys {
+            let existed = match self.read(key).await {
+                Ok(value) => value.is_some(),
+                Err(e) => return resp::error(&e),
+            };
+            if let Err(e) = self.write(key, None, None).await {
+                return resp::error(&e);
+            }
+            deleted += i64::from(existed);
+        }
+        resp::integer(deleted)
+    }
+}
+
+/// CONFIG GET: redis-benchmark asks for `save` and `appendonly` at start. There are no RDB
+/// snapshots, and every acked write is fsynced on a write quorum (like `appendfsync always`).
+fn config_get(names: &[Vec<u8>]) -> Vec<u8> {
+    let mut items = Vec::new();
+    for name in names {
+        let value: Option<&[u8]> = match name.to_ascii_lowercase().as_slice() {
+            b"save" => Some(b""),
+            b"appendonly" => Some(b"yes"),
+            _ => None,
+        };
+        if let Some(value) = value {
+            items.push(resp::bulk(Some(name)));
+            items.push(resp::bulk(Some(value)));
+        }
+    }
+    resp::array(&items)
+}

@@ -1,0 +1,88 @@
+//! A storage node: its own OS process (so that SIGKILL is real), serving the wire protocol
+//! from durable storage. `replicheck store node --id N --listen ADDR --data-dir DIR`.
+
+use super::storage::Storage;
+use super::wire::{self, Frame, NodeReply, NodeRequest, SCAN_ENTRIES_MAX};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// Replies queued on one connection at most before the node stops reading its requests.
+const REPLIES_QUEUED_MAX: usize = 4096;
+
+/// Run a node until killed. Prints `listening ADDR` on stdout once it accepts connections,
+/// which is how a parent that passed port 0 learns the port.
+pub fn run(node_id: u8, listen: SocketAddr, data_dir: &Path) -> Result<(), String> {
+    let storage = Storage::open(data_dir)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener = bind_with_retry(listen).await?;
+        let local = listener.local_addr().map_err(|e| format!("listener: {e}"))?;
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "listening {local}")
+            .and_then(|_| stdout.flush())
+            .map_err(|e| format!("stdout: {e}"))?;
+        loop {
+            let (stream, _) = listener.accept().await.map_err(|e| format!("accept: {e}"))?;
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(serve_connection(node_id, storage.clone(), stream));
+        }
+    })
+}
+
+/// A restarted node binds the address it had before its crash; the port can stay briefly busy.
+async fn bind_with_retry(listen: SocketAddr) -> Result<TcpListener, String> {
+    let mut last_error = String::new();
+    for _ in 0..50 {
+        match TcpListener::bind(listen).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = e.to_string(),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(format!("cannot listen on {listen}: {last_error}"))
+}
+
+async fn serve_connection(node_id: u8, storage: Storage, stream: TcpStream) {
+    let (mut reader, mut writer) = stream.into_split();
+    let (replies, mut outbox) = mpsc::channel::<Frame<NodeReply>>(REPLIES_QUEUED_MAX);
+    let sender = tokio::spawn(async move {
+        while let Some(frame) = outbox.recv().await {
+            if wire::write_frame(&mut writer, &frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    // Each request is handled in its own task: a read does not wait behind an fsync.
+    while let Ok(Some(frame)) = wire::read_frame::<NodeRequest, _>(&mut reader).await {
+        let (storage, replies) = (storage.clone(), replies.clone());
+        tokio::spawn(async move {
+            let body = handle(node_id, &storage, frame.body).await;
+            let _ = replies.send(Frame { id: frame.id, body }).await;
+        });
+    }
+    drop(replies);
+    let _ = sender.await;
+}
+
+async fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> NodeReply {
+    let result = match request {
+        NodeRequest::Replicate { key, version, value } => {
+            storage.write(key, version, value).await.map(|version| NodeReply::Stored { version })
+        }
+        NodeRequest::Read { key } => {
+            storage.read(&key).map(|(version, value)| NodeReply::Value { version, value })
+        }
+        NodeRequest::Heartbeat => Ok(NodeReply::Alive { node_id, max_version: storage.max_version() }),
+        NodeRequest::Scan { after, limit } => storage
+            .scan(after.as_deref(), limit.min(SCAN_ENTRIES_MAX) as usize)
+            .map(|entries| NodeReply::Entries { entries }),
+    };
+    result.unwrap_or_else(|message| NodeReply::Failed { message })
+}

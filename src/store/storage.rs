@@ -1,0 +1,228 @@
+//! A node's durable storage: redb, with group commit.
+//!
+//! Every write is committed with redb's `Durability::Immediate` (fsync) before it is acked.
+//! One fsync per write would cap a node at a few hundred writes per second, so a single writer
+//! thread takes every write waiting at that moment into one transaction: the writes that
+//! arrived during one fsync share the next one.
+
+use super::wire::StoredValue;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use tokio::sync::oneshot;
+
+/// key -> (version: 8 bytes big-endian, flag: 1 = value / 0 = tombstone, value bytes).
+const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("data");
+/// "max_version" -> the highest version ever stored, so recovery need not scan the data.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const MAX_VERSION_KEY: &str = "max_version";
+
+/// Writes in one group commit at most: bounds a transaction's size and the wait of the first.
+const BATCH_WRITES_MAX: usize = 512;
+
+struct PendingWrite {
+    key: Vec<u8>,
+    version: u64,
+    value: StoredValue,
+    done: oneshot::Sender<Result<u64, String>>,
+}
+
+#[derive(Clone)]
+pub struct Storage {
+    db: Arc<Database>,
+    writes: mpsc::Sender<PendingWrite>,
+    max_version: Arc<AtomicU64>,
+}
+
+fn encode_record(version: u64, value: &StoredValue) -> Vec<u8> {
+    let mut out = version.to_be_bytes().to_vec();
+    match value {
+        None => out.push(0),
+        Some(bytes) => {
+            out.push(1);
+            out.extend_from_slice(bytes);
+        }
+    }
+    out
+}
+
+fn decode_record(bytes: &[u8]) -> Result<(u64, StoredValue), String> {
+    if bytes.len() < 9 {
+        return Err(format!("corrupt record of {} bytes", bytes.len()));
+    }
+    let version = u64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
+    match bytes[8] {
+        0 => Ok((version, None)),
+        1 => Ok((version, Some(bytes[9..].to_vec()))),
+        flag => Err(format!("corrupt record flag {flag}")),
+    }
+}
+
+fn db_error(e: impl std::fmt::Display) -> String {
+    format!("storage: {e}")
+}
+
+impl Storage {
+    /// Open (or create) the database in `dir`. After a crash redb recovers the last committed
+    /// transaction, which includes every write that was acked.
+    pub fn open(dir: &Path) -> Result<Storage, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("node.redb");
+        let db = Database::create(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let txn = db.begin_write().map_err(db_error)?;
+        let max_version = {
+            txn.open_table(DATA).map_err(db_error)?;
+            let meta = txn.open_table(META).map_err(db_error)?;
+            let stored = meta.get(MAX_VERSION_KEY).map_err(db_error)?.map(|v| v.value());
+            stored.unwrap_or(0)
+        };
+        txn.commit().map_err(db_error)?;
+        let db = Arc::new(db);
+        let max_version = Arc::new(AtomicU64::new(max_version));
+        let (writes, queue) = mpsc::channel();
+        let (thread_db, thread_max) = (Arc::clone(&db), Arc::clone(&max_version));
+        std::thread::Builder::new()
+            .name("group-commit".into())
+            .spawn(move || group_commit_loop(&thread_db, &thread_max, &queue))
+            .map_err(|e| format!("cannot start the writer thread: {e}"))?;
+        Ok(Storage { db, writes, max_version })
+    }
+
+    /// Store `value` at `version` unless the key already has that version or a newer one;
+    /// resolves once durable, with the key's version now.
+    pub async fn write(&self, key: Vec<u8>, version: u64, value: StoredValue) -> Result<u64, String> {
+        let (done, result) = oneshot::channel();
+        self.writes
+            .send(PendingWrite { key, version, value, done })
+            .map_err(|_| "storage: the writer thread stopped".to_string())?;
+        result.await.map_err(|_| "storage: the writer thread stopped".to_string())?
+    }
+
+    pub fn read(&self, key: &[u8]) -> Result<(u64, StoredValue), String> {
+        let txn = self.db.begin_read().map_err(db_error)?;
+        let table = txn.open_table(DATA).map_err(db_error)?;
+        match table.get(key).map_err(db_error)? {
+            Some(record) => decode_record(record.value()),
+            None => Ok((0, None)),
+        }
+    }
+
+    pub fn max_version(&self) -> u64 {
+        self.max_version.load(Ordering::SeqCst)
+    }
+
+    /// Up to `limit` entries with keys after `after`, in key order.
+    pub fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, u64, StoredValue)>, String> {
+        let txn = self.db.begin_read().map_err(db_error)?;
+        let table = txn.open_table(DATA).map_err(db_error)?;
+        let start = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        let mut out = Vec::new();
+        for entry in table.range::<&[u8]>((start, Bound::Unbounded)).map_err(db_error)?.take(limit) {
+            let (key, record) = entry.map_err(db_error)?;
+            let (version, value) = decode_record(record.value())?;
+            out.push((key.value().to_vec(), version, value));
+        }
+        Ok(out)
+    }
+}
+
+fn group_commit_loop(db: &Database, max_version: &AtomicU64, queue: &mpsc::Receiver<PendingWrite>) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < BATCH_WRITES_MAX {
+            match queue.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        match commit_batch(db, &batch) {
+            Ok((versions, batch_max)) => {
+                max_version.fetch_max(batch_max, Ordering::SeqCst);
+                for (write, version) in batch.into_iter().zip(versions) {
+                    let _ = write.done.send(Ok(version));
+                }
+            }
+            Err(message) => {
+                for write in batch {
+                    let _ = write.done.send(Err(message.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// One durable transaction for the whole batch; returns each write's resulting version.
+fn commit_batch(db: &Database, batch: &[PendingWrite]) -> Result<(Vec<u64>, u64), String> {
+    let txn = db.begin_write().map_err(db_error)?;
+    let mut versions = Vec::with_capacity(batch.len());
+    let mut batch_max = 0;
+    {
+        let mut data = txn.open_table(DATA).map_err(db_error)?;
+        for write in batch {
+            let current = match data.get(write.key.as_slice()).map_err(db_error)? {
+                Some(record) => decode_record(record.value())?.0,
+                None => 0,
+            };
+            // Versions order the writes of a key: an older version arriving late (a retry, a
+            // catch-up copy) must not overwrite a newer one.
+            if write.version > current {
+                data.insert(write.key.as_slice(), encode_record(write.version, &write.value).as_slice())
+                    .map_err(db_error)?;
+                versions.push(write.version);
+            } else {
+                versions.push(current);
+            }
+            batch_max = batch_max.max(write.version);
+        }
+        let mut meta = txn.open_table(META).map_err(db_error)?;
+        let stored = meta.get(MAX_VERSION_KEY).map_err(db_error)?.map(|v| v.value()).unwrap_or(0);
+        if batch_max > stored {
+            meta.insert(MAX_VERSION_KEY, batch_max).map_err(db_error)?;
+        }
+    }
+    txn.commit().map_err(db_error)?;
+    Ok((versions, batch_max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_versions_win_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        {
+            let s = Storage::open(dir.path()).unwrap();
+            assert_eq!(rt.block_on(s.write(b"k".to_vec(), 5, Some(b"five".to_vec()))).unwrap(), 5);
+            assert_eq!(rt.block_on(s.write(b"k".to_vec(), 3, Some(b"three".to_vec()))).unwrap(), 5);
+            assert_eq!(rt.block_on(s.write(b"d".to_vec(), 7, None)).unwrap(), 7);
+            assert_eq!(s.read(b"k").unwrap(), (5, Some(b"five".to_vec())));
+        }
+        // The first handle's writer thread holds the file until it sees its queue closed.
+        let s = (0..200)
+            .find_map(|_| {
+                Storage::open(dir.path()).ok().or_else(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    None
+                })
+            })
+            .expect("the database reopens");
+        assert_eq!(s.read(b"k").unwrap(), (5, Some(b"five".to_vec())));
+        assert_eq!(s.read(b"d").unwrap(), (7, None));
+        assert_eq!(s.read(b"none").unwrap(), (0, None));
+        assert_eq!(s.max_version(), 7);
+        let all = s.scan(None, 10).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(s.scan(Some(b"d"), 10).unwrap(), vec![(b"k".to_vec(), 5, Some(b"five".to_vec()))]);
+    }
+}

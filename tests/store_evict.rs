@@ -1,0 +1,97 @@
+//! Failure detection and eviction on a real cluster: 4 nodes, replication factor 3, so node 3
+//! is a spare. A killed member is detected by heartbeat silence, evicted, replaced by the
+//! spare, which gets a catch-up copy before it counts toward quorums; the correlated-failure
+//! breaker stops evictions when too many nodes look dead.
+
+use replicheck::store::cli::store_policy;
+use replicheck::store::cluster::{Cluster, ClusterConfig};
+use replicheck::store::link::NodeLink;
+use replicheck::store::resp::{Client, Reply};
+use replicheck::store::wire::{NodeReply, NodeRequest};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn start(dir: &tempfile::TempDir, policy_toml: &str) -> Cluster {
+    let policy_path = dir.path().join("policy.toml");
+    std::fs::write(&policy_path, policy_toml).unwrap();
+    let policy = store_policy(Some(&policy_path), Some(3), 4).expect("policy loads");
+    let config = ClusterConfig::local(
+        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
+        4,
+        policy,
+        dir.path().join("data"),
+    );
+    Cluster::start(config).expect("cluster starts")
+}
+
+/// Poll INFO until `predicate` holds; panics with the last INFO after `limit`.
+fn wait_for_info(cluster: &Cluster, limit: Duration, what: &str, predicate: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let info = cluster.info();
+        if predicate(&info) {
+            return info;
+        }
+        assert!(start.elapsed() < limit, "no {what} within {limit:?}:\n{info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const FAST_DETECTION: &str = r#"
+failure_detection = "independent"
+heartbeat_interval = "50ms"
+suspect_after = "150ms"
+dead_after = "300ms"
+replica_ack_timeout = "300ms"
+"#;
+
+#[test]
+fn a_dead_member_is_replaced_by_the_spare_after_a_catch_up_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = start(&dir, FAST_DETECTION);
+    assert!(cluster.info().contains("members:0,1,2\r\n"));
+    let mut c = Client::connect(cluster.client_addr()).unwrap();
+    for i in 0..300u32 {
+        let reply = c.call(&[b"SET", format!("k{i}").as_bytes(), format!("v{i}").as_bytes()]).unwrap();
+        assert_eq!(reply, Reply::Simple("OK".into()));
+    }
+    cluster.kill(1).unwrap();
+    let info = wait_for_info(&cluster, Duration::from_secs(10), "replacement caught up", |info| {
+        info.contains("members:0,3,2\r\n") && info.contains("catchups_completed:1")
+    });
+    assert!(info.contains("evictions:1\r\n"), "{info}");
+    // The replacement holds every key on its own disk, before any read could repair it.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let link = NodeLink::new(cluster.node_addr(3));
+    for i in 0..300u32 {
+        let read = NodeRequest::Read { key: format!("k{i}").into_bytes() };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        match runtime.block_on(link.request(read, deadline)).unwrap() {
+            NodeReply::Value { version, value } => {
+                assert!(version > 0);
+                assert_eq!(value, Some(format!("v{i}").into_bytes()), "node 3, key k{i}");
+            }
+            other => panic!("node 3 answered {other:?}"),
+        }
+    }
+    // Node 3 now holds everything: with node 0 down too, quorums come from nodes 2 and 3.
+    cluster.kill(0).unwrap();
+    for i in 0..300u32 {
+        let reply = c.call(&[b"GET", format!("k{i}").as_bytes()]).unwrap();
+        assert_eq!(reply, Reply::Bulk(Some(format!("v{i}").into_bytes())), "key k{i}");
+    }
+}
+
+#[test]
+fn the_breaker_stops_evictions_when_too_many_nodes_look_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = format!("{FAST_DETECTION}max_dead_fraction = 0.25\n");
+    let mut cluster = start(&dir, &policy);
+    cluster.kill(1).unwrap();
+    cluster.kill(2).unwrap();
+    let info = wait_for_info(&cluster, Duration::from_secs(10), "suppressed eviction", |info| {
+        info.contains("last_eviction_suppressed:") && info.contains("CircuitBreaker")
+    });
+    assert!(info.contains("evictions:0\r\n"), "two of four nodes dead is over 25%: no eviction\n{info}");
+    assert!(info.contains("members:0,1,2\r\n"), "{info}");
+}

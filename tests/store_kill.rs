@@ -1,0 +1,154 @@
+//! Crash safety of the real cluster: 3 node processes, concurrent clients over RESP, and a
+//! node SIGKILLed at random points and restarted, 20 times. Afterwards every node is killed
+//! and restarted at once, each key is read, and the whole history (with the final reads) must
+//! be linearizable: every acknowledged write is read at its value or a later one, and no read
+//! ever goes back in time.
+//!
+//! The seed is printed; rerun a failure with `REPLICHECK_KILL_SEED=<seed>`.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use replicheck::store::cli::store_policy;
+use replicheck::store::client::{run_load, Input, LoadConfig, Op, Outcome, RespClient};
+use replicheck::store::cluster::{Cluster, ClusterConfig};
+use replicheck::store::decision::DecisionLog;
+use replicheck::store::lincheck::register::{Register, RegisterInput, RegisterOutput};
+use replicheck::store::lincheck::{check, Budget, Operation, Verdict};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const KILL_CYCLES: usize = 20;
+const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+fn to_lincheck(op: &Op) -> Option<Operation<RegisterInput, RegisterOutput>> {
+    let (input, output, return_ns) = match (op.input, op.outcome) {
+        (Input::Read, Outcome::Ok { return_ns, read }) => {
+            (RegisterInput::Read, Some(RegisterOutput::Read(read)), Some(return_ns))
+        }
+        // A read without an answer constrains nothing.
+        (Input::Read, _) => return None,
+        (Input::Write(v), Outcome::Ok { return_ns, .. }) => {
+            (RegisterInput::Write(Some(v)), Some(RegisterOutput::WriteOk), Some(return_ns))
+        }
+        (Input::Write(v), _) => (RegisterInput::Write(Some(v)), None, None),
+    };
+    Some(Operation { client: op.client, call_ns: op.call_ns, return_ns, input, output })
+}
+
+fn decode_value(bytes: &[u8]) -> u64 {
+    std::str::from_utf8(bytes).ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("value {bytes:?}"))
+}
+
+#[test]
+fn killed_nodes_lose_no_acked_write_and_history_is_linearizable() {
+    let seed: u64 =
+        std::env::var("REPLICHECK_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261130);
+    println!("store_kill seed {seed} (rerun with REPLICHECK_KILL_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let policy = store_policy(None, None, 3).unwrap();
+    let config = ClusterConfig::local(
+        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
+        3,
+        policy.clone(),
+        dir.path().into(),
+    );
+    let mut cluster = Cluster::start(config).expect("cluster starts");
+
+    let load = LoadConfig {
+        addr: cluster.client_addr(),
+        clients: 4,
+        keys: KEYS.iter().map(|k| k.to_string()).collect(),
+        write_permille: 500,
+        request_timeout_ms: 3000,
+        retry: policy.retry,
+        ms_per_tick: 1,
+        think_lo_ms: 0,
+        think_hi_ms: 4,
+        duration: Duration::from_secs(60),
+        seed,
+    };
+    let epoch = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let load_thread = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || run_load(&load, &DecisionLog::off(), epoch, stop))
+    };
+
+    for cycle in 0..KILL_CYCLES {
+        std::thread::sleep(Duration::from_millis(rng.random_range(100..400)));
+        let node = rng.random_range(0..3u8);
+        cluster.kill(node).unwrap();
+        std::thread::sleep(Duration::from_millis(rng.random_range(20..300)));
+        cluster.restart(node).unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::SeqCst);
+    let report = load_thread.join().unwrap().expect("load runs");
+
+    // The whole cluster crashes at once; acked writes are on disk on a write quorum.
+    for node in 0..3 {
+        cluster.kill(node).unwrap();
+    }
+    for node in 0..3 {
+        cluster.restart(node).unwrap();
+    }
+    let mut history: Vec<(String, Operation<RegisterInput, RegisterOutput>)> =
+        report.history.iter().filter_map(|op| to_lincheck(op).map(|l| (op.key.clone(), l))).collect();
+    let mut reader = RespClient::connect(cluster.client_addr(), Duration::from_secs(5)).unwrap();
+    for key in KEYS {
+        let call_ns = epoch.elapsed().as_nanos() as u64;
+        let value = reader.get(key.as_bytes()).unwrap_or_else(|e| panic!("final read of {key}: {e}"));
+        let return_ns = epoch.elapsed().as_nanos() as u64;
+        let read = value.as_deref().map(decode_value);
+        let acked_writes = report.count(|op| {
+            op.key == key && matches!(op.input, Input::Write(_)) && matches!(op.outcome, Outcome::Ok { .. })
+        });
+        assert!(
+            acked_writes == 0 || read.is_some(),
+            "key {key}: {acked_writes} acked writes, final read is empty"
+        );
+        history.push((
+            key.to_string(),
+            Operation {
+                client: u64::MAX,
+                call_ns,
+                return_ns: Some(return_ns),
+                input: RegisterInput::Read,
+                output: Some(RegisterOutput::Read(read)),
+            },
+        ));
+    }
+
+    let acked =
+        report.count(|op| matches!(op.input, Input::Write(_)) && matches!(op.outcome, Outcome::Ok { .. }));
+    let reads = report.count(|op| op.input == Input::Read && matches!(op.outcome, Outcome::Ok { .. }));
+    println!(
+        "{} operations: {acked} acked writes, {reads} reads, {} retries, {} give-ups",
+        report.history.len(),
+        report.retries,
+        report.give_ups
+    );
+    assert!(acked >= 100, "too little load to mean anything: {acked} acked writes");
+
+    let mut per_key: BTreeMap<String, Vec<Operation<RegisterInput, RegisterOutput>>> = BTreeMap::new();
+    for (key, op) in history {
+        per_key.entry(key).or_default().push(op);
+    }
+    for (key, ops) in &per_key {
+        match check(&Register, ops, Budget::default()) {
+            Verdict::Linearizable => {}
+            Verdict::NotLinearizable { unplaced_op, longest_prefix } => panic!(
+                "seed {seed}: key {key} is not linearizable: cannot place {:?} after {} operations",
+                ops[unplaced_op],
+                longest_prefix.len()
+            ),
+            Verdict::Unknown { reason } => panic!("seed {seed}: key {key}: no verdict: {reason}"),
+        }
+    }
+    let info = cluster.info();
+    assert!(info.contains("members:0,1,2"), "3 nodes, no spare: nobody is evicted\n{info}");
+}
