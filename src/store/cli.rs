@@ -52,6 +52,46 @@ pub enum StoreCommand {
         #[arg(long)]
         policy: Option<PathBuf>,
     },
+    /// Run a model's environment against the store: its nodes, zones and link latencies (model
+    /// ticks scaled to real milliseconds), its fault menu over time, client load, then heal and
+    /// check (acked writes readable, linearizability per key, duplicate effects, evictions),
+    /// beside the model's verdicts for the same policy. Exit 1 if the store violates a property
+    /// the model says holds.
+    Run {
+        /// A model file (models/*.toml).
+        model: std::path::PathBuf,
+        /// The model's variant whose policy to run (default: its first).
+        #[arg(long, conflicts_with = "policy")]
+        variant: Option<String>,
+        /// A policy file over the model's [policy] instead of a variant.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Real milliseconds per model tick (default: the model's tick).
+        #[arg(long = "time-scale", value_name = "MS_PER_TICK")]
+        time_scale: Option<u64>,
+        /// How long the load runs ("4s", "1m").
+        #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
+        duration: std::time::Duration,
+        /// Client threads.
+        #[arg(long, default_value = "3")]
+        clients: usize,
+        /// Keys the clients share.
+        #[arg(long, default_value = "3")]
+        keys: usize,
+        /// Share of writes among operations, in thousandths.
+        #[arg(long, default_value = "500")]
+        write_permille: u16,
+        /// The model's verdicts: explore the model now (`check`), take the variant's declared
+        /// verdicts (`declared`), or none (`skip`).
+        #[arg(long, value_enum, default_value = "check")]
+        model_verdicts: super::run::ModelVerdicts,
+        /// Keep the store's decision log here (for `replicheck conform`).
+        #[arg(long)]
+        decision_log: Option<PathBuf>,
+        /// Seed for the proxies' delays and losses and the clients' choices.
+        #[arg(long, default_value = "1")]
+        seed: u64,
+    },
     /// (internal) One storage node; `store up` spawns these.
     #[command(hide = true)]
     Node {
@@ -124,6 +164,41 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
                 r.latency_us_max as f64 / 1000.0
             );
             Ok(0)
+        }
+        StoreCommand::Run {
+            model,
+            variant,
+            policy,
+            time_scale,
+            duration,
+            clients,
+            keys,
+            write_permille,
+            model_verdicts,
+            decision_log,
+            seed,
+        } => {
+            let binary =
+                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let request = super::run::RunRequest {
+                model,
+                variant,
+                policy,
+                ms_per_tick: time_scale,
+                duration,
+                clients,
+                keys,
+                write_permille,
+                model_verdicts,
+                decision_log,
+                seed,
+                binary,
+            };
+            let mut out = String::new();
+            let result = super::run::run(&request, &mut out);
+            print!("{out}");
+            let (outcome, model) = result?;
+            Ok(super::run::exit_code(&outcome, &model))
         }
         StoreCommand::Up {
             nodes,

@@ -175,6 +175,12 @@ impl Cluster {
         &self.coordinator
     }
 
+    /// The coordinator's decision log (off unless `decision_log` was set); clients of a run
+    /// log their retry decisions to it too (`with_actor`).
+    pub fn decision_log(&self) -> &DecisionLog {
+        &self.log
+    }
+
     /// The coordinator's INFO text.
     pub fn info(&self) -> String {
         self.coordinator.info()

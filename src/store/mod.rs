@@ -14,5 +14,6 @@ pub mod link;
 pub mod node;
 pub mod proxy;
 pub mod resp;
+pub mod run;
 pub mod storage;
 pub mod wire;

@@ -1,0 +1,766 @@
+//! `replicheck store run MODEL`: a model's environment, for real, against the concrete store.
+//!
+//! The scenario's nodes become node processes; every coordinator<->node link goes through a
+//! proxy set to the latency of the link between the coordinator's zone and the node's zone,
+//! and the clients reach the coordinator through a proxy of their own (the model's edge link).
+//! Model time becomes real time at `ms_per_tick` (by default the model's tick): every policy
+//! duration and every latency in ticks is multiplied by it. The run has four phases:
+//!
+//! 1. calm: client load on a small key set, no faults (the first `CALM_PERMILLE` of the run);
+//! 2. faults: the scenario's fault menu, one fault after another, at most `faults.budget`
+//!    of them, one of each kind first (crash, partition, degrade, drop), each kept until the
+//!    heal;
+//! 3. healed: every fault undone, load goes on, the cluster settles;
+//! 4. check: load stops; the last value of every key is read, and the history is checked.
+//!
+//! What is measured, beside the model's verdicts for the same policy:
+//! - acked writes readable: the final read of every key returns the newest acknowledged write
+//!   or a write that was not over before it began (`acked_writes_persist`);
+//! - linearizability per key (`lincheck`, register model; unknown outcomes allowed);
+//! - duplicate effects: a retried SET whose token the coordinator had sequenced already, given
+//!   a new version (`version_for_attempt` in the decision log; `no_duplicate_effects`);
+//! - evictions, each with its time and whether the fault schedule had touched the evicted node
+//!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters.
+//!
+//! What it cannot see: the model explores every interleaving, the run sees one; a property the
+//! model finds violated may simply not happen in a few seconds (each disagreement is explained
+//! in one line). Zones of the store are not those of the model: the store's coordinator does
+//! not know zones, so its replacement choice ignores them (latency and partitions do follow
+//! the zones).
+
+use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome, RespClient};
+use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use super::decision::{Decision, LogLine};
+use super::lincheck::register::{Register, RegisterInput, RegisterOutput};
+use super::lincheck::{self, Budget, Operation, Verdict};
+use super::proxy::{Proxy, ProxyHandle};
+use crate::check::{self, Found, PolicyChoice, RunOptions};
+use crate::config::{self, LatencyTicks, Policy, PropertyName, Scenario, SourcedPolicy};
+use crate::policy::eviction::EvictionDecision;
+use crate::policy::NodeId;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Phases, in thousandths of the run's duration.
+const CALM_PERMILLE: u64 = 150;
+/// Faults start one after another, this far apart.
+const FAULT_STAGGER_PERMILLE: u64 = 50;
+const HEAL_PERMILLE: u64 = 650;
+/// A run lasts at most this long, so a typo cannot keep a test machine busy for hours.
+pub const DURATION_MS_MAX: u64 = 600_000;
+/// Drop probability on a lossy link while the `drop` fault is on.
+const DROP_PERMILLE: u16 = 150;
+/// Search steps per key for the linearizability check.
+const LINCHECK_STEPS_MAX: u64 = 20_000_000;
+
+/// What `store run` was asked to do.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    pub model: PathBuf,
+    pub variant: Option<String>,
+    pub policy: Option<PathBuf>,
+    /// Real milliseconds per model tick; `None`: the model's tick.
+    pub ms_per_tick: Option<u64>,
+    pub duration: Duration,
+    pub clients: usize,
+    pub keys: usize,
+    pub write_permille: u16,
+    /// How to get the model's verdicts: explore now, take the variant's declared ones, or none.
+    pub model_verdicts: ModelVerdicts,
+    /// Keep the decision log here (default: a temporary file, removed).
+    pub decision_log: Option<PathBuf>,
+    pub seed: u64,
+    /// The `replicheck` executable that runs the nodes.
+    pub binary: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelVerdicts {
+    /// Run the model check for this variant or policy (may take minutes).
+    Check,
+    /// The verdicts the variant declares (its `expect`), without exploring.
+    Declared,
+    /// Do not compare with the model.
+    Skip,
+}
+
+/// One fault of the schedule, as applied.
+#[derive(Clone, Debug)]
+enum Fault {
+    Crash(NodeId),
+    Partition(u8),
+    Degrade { zones: (u8, u8), latency: LatencyTicks, text: String },
+    Drop,
+}
+
+/// When something happened, in ms since the run began.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub at_ms: u64,
+    pub what: String,
+}
+
+/// What the run measured.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutcome {
+    pub ops: usize,
+    pub ops_ok: usize,
+    pub writes_unknown: usize,
+    pub reads_failed: usize,
+    pub retries: u64,
+    /// Keys whose final read missed an acknowledged write, with why.
+    pub acked_writes_lost: Vec<String>,
+    /// Keys whose history is not linearizable (or undecided within the budget).
+    pub not_linearizable: Vec<String>,
+    pub undecided: Vec<String>,
+    pub duplicate_effects: usize,
+    /// (ms, evicted node, replacement, healthy: the schedule had not crashed/partitioned it).
+    pub evictions: Vec<(u64, NodeId, NodeId, bool)>,
+    pub deadline_deaths: usize,
+    pub events: Vec<Event>,
+    pub info_counters: BTreeMap<String, u64>,
+    pub decisions: usize,
+}
+
+impl RunOutcome {
+    pub fn healthy_evictions(&self) -> usize {
+        self.evictions.iter().filter(|e| e.3).count()
+    }
+
+    /// The store's verdict for a model property, where the run measures it.
+    pub fn verdict(&self, property: PropertyName) -> Option<Found> {
+        let violated = |bad: bool| Some(if bad { Found::Violated } else { Found::Holds });
+        match property {
+            PropertyName::AckedWritesPersist => violated(!self.acked_writes_lost.is_empty()),
+            PropertyName::Linearizable => violated(!self.not_linearizable.is_empty()),
+            PropertyName::NoDuplicateEffects => violated(self.duplicate_effects > 0),
+            PropertyName::NoHealthyEviction => violated(self.healthy_evictions() > 0),
+            _ => None,
+        }
+    }
+}
+
+/// Multiply every duration of a policy resolved in ticks by `ms_per_tick`: the store reads
+/// `_ticks` as milliseconds.
+pub fn policy_in_ms(policy: &Policy, ms_per_tick: u64) -> Policy {
+    let factor = u32::try_from(ms_per_tick).unwrap_or(u32::MAX);
+    let ms = |ticks: u32| ticks.saturating_mul(factor);
+    let mut p = policy.clone();
+    p.replica_ack_timeout_ticks = ms(p.replica_ack_timeout_ticks);
+    p.heartbeat_interval_ticks = ms(p.heartbeat_interval_ticks);
+    p.suspect_after_ticks = ms(p.suspect_after_ticks);
+    p.dead_after_ticks = ms(p.dead_after_ticks);
+    p.retry.backoff_base_ticks = ms(p.retry.backoff_base_ticks);
+    p.retry.backoff_max_ticks = ms(p.retry.backoff_max_ticks);
+    if let Some(r) = &mut p.rebalance {
+        r.interval_ticks = ms(r.interval_ticks);
+        r.move_cooldown_ticks = ms(r.move_cooldown_ticks);
+        r.cooldown_max_ticks = ms(r.cooldown_max_ticks);
+    }
+    p
+}
+
+/// The policy `store run` uses, with where it came from.
+fn choose_policy(scenario: &Scenario, req: &RunRequest) -> Result<(String, SourcedPolicy), String> {
+    match (&req.policy, &req.variant) {
+        (Some(path), _) => {
+            let patch = config::load_policy(path).map_err(|e| e.to_string())?;
+            Ok((path.display().to_string(), scenario.base_policy.then(&patch)))
+        }
+        (None, name) => {
+            let name = name.clone().unwrap_or_else(|| scenario.variants[0].name.clone());
+            let variant = scenario.variant(&name).ok_or_else(|| {
+                let known: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
+                format!("{}: no variant \"{name}\" (variants: {})", req.model.display(), known.join(", "))
+            })?;
+            Ok((name, variant.policy.clone()))
+        }
+    }
+}
+
+/// Run the scenario against the store and write the report to `out`. Returns the outcome and
+/// the model's verdicts (if asked for).
+pub fn run(req: &RunRequest, out: &mut String) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), String> {
+    let scenario = Scenario::load(&req.model).map_err(|e| e.to_string())?;
+    let (label, sourced) = choose_policy(&scenario, req)?;
+    let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(|e| e.to_string())?;
+    let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
+    validate(req, ms_per_tick)?;
+    let policy = policy_in_ms(&ticks_policy, ms_per_tick);
+    let _ = writeln!(
+        out,
+        "store run {} / {label}: {} nodes, 1 tick = {ms_per_tick} ms (model tick {} ms), {:.1}s, {} clients on {} keys",
+        scenario.name,
+        scenario.nodes.len(),
+        scenario.tick_ms,
+        req.duration.as_secs_f64(),
+        req.clients,
+        req.keys
+    );
+    let outcome = run_store(&scenario, &policy, ms_per_tick, req)?;
+    let model = model_verdicts(&scenario, req, &label, &sourced)?;
+    report(out, &scenario, &outcome, &model);
+    Ok((outcome, model))
+}
+
+fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
+    if ms_per_tick == 0 || ms_per_tick > 10_000 {
+        return Err(format!("--time-scale {ms_per_tick}: must be 1 to 10000 ms per tick"));
+    }
+    let duration_ms = req.duration.as_millis() as u64;
+    if !(500..=DURATION_MS_MAX).contains(&duration_ms) {
+        return Err(format!("--duration {duration_ms}ms: must be 500ms to {DURATION_MS_MAX}ms"));
+    }
+    if req.keys == 0 || req.keys > client::LOAD_KEYS_MAX {
+        return Err(format!("--keys {}: must be 1 to {}", req.keys, client::LOAD_KEYS_MAX));
+    }
+    Ok(())
+}
+
+/// The scheduled faults, at most `budget`: the first of each kind on the menu (crash,
+/// partition, degrade, drop), then the second of each, and so on, so that a budget of two on a
+/// menu of crashes and partitions gives one of each rather than two crashes.
+fn schedule(scenario: &Scenario) -> Vec<Fault> {
+    let f = &scenario.faults;
+    let kinds: [Vec<Fault>; 4] = [
+        f.crash.iter().map(|n| Fault::Crash(*n)).collect(),
+        f.partition.iter().map(|z| Fault::Partition(*z)).collect(),
+        f.degrade
+            .iter()
+            .map(|d| Fault::Degrade { zones: d.zones, latency: d.latency, text: d.text.clone() })
+            .collect(),
+        if f.drop { vec![Fault::Drop] } else { Vec::new() },
+    ];
+    let rounds = kinds.iter().map(Vec::len).max().unwrap_or(0);
+    let mut chosen: Vec<Fault> =
+        (0..rounds).flat_map(|round| kinds.iter().filter_map(move |kind| kind.get(round).cloned())).collect();
+    chosen.truncate(usize::from(f.budget));
+    chosen
+}
+
+/// Everything `run_store` starts, so that faults can be applied and undone.
+struct Rig<'a> {
+    scenario: &'a Scenario,
+    cluster: Cluster,
+    client_proxy: Proxy,
+    ms_per_tick: u64,
+    started: Instant,
+    /// First time (ms since start) each node was crashed or cut off by the schedule.
+    node_faulted_at_ms: BTreeMap<NodeId, u64>,
+    events: Vec<Event>,
+}
+
+impl Rig<'_> {
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn event(&mut self, what: String) {
+        let at_ms = self.now_ms();
+        self.events.push(Event { at_ms, what });
+    }
+
+    fn link_latency(&self, a: u8, b: u8) -> LatencyTicks {
+        self.scenario.latency[usize::from(a)][usize::from(b)]
+    }
+
+    fn set_latency(&self, proxy: &ProxyHandle, latency: LatencyTicks) -> Result<(), String> {
+        proxy.set_latency_ms(
+            u64::from(latency.lo) * self.ms_per_tick,
+            u64::from(latency.hi) * self.ms_per_tick,
+        )
+    }
+
+    /// Nodes on the other side of a partition of `zone` from the coordinator.
+    fn cut_off_by(&self, zone: u8) -> Vec<NodeId> {
+        let coordinator_zone = self.scenario.coordinator.zone;
+        (0..self.scenario.nodes.len() as NodeId)
+            .filter(|n| {
+                let node_zone = self.scenario.nodes[usize::from(*n)].zone;
+                (node_zone == zone) != (coordinator_zone == zone)
+            })
+            .collect()
+    }
+
+    fn client_zone(&self) -> u8 {
+        self.scenario.clients.first().map(|c| c.zone).unwrap_or(self.scenario.coordinator.zone)
+    }
+
+    fn mark_faulted(&mut self, node: NodeId) {
+        let now = self.now_ms();
+        self.node_faulted_at_ms.entry(node).or_insert(now);
+    }
+
+    fn apply(&mut self, fault: &Fault) -> Result<(), String> {
+        match fault {
+            Fault::Crash(node) => {
+                self.cluster.kill(*node)?;
+                self.mark_faulted(*node);
+                self.event(format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
+            }
+            Fault::Partition(zone) => {
+                for node in self.cut_off_by(*zone) {
+                    self.cluster.proxy(node).set_partitioned(true);
+                    self.mark_faulted(node);
+                }
+                let coordinator_zone = self.scenario.coordinator.zone;
+                if (self.client_zone() == *zone) != (coordinator_zone == *zone) {
+                    self.client_proxy.handle().set_partitioned(true);
+                }
+                self.event(format!("FAULT zone {} partitioned", self.scenario.zones[usize::from(*zone)]));
+            }
+            Fault::Degrade { zones, latency, text } => {
+                let cz = self.scenario.coordinator.zone;
+                for node in 0..self.scenario.nodes.len() as NodeId {
+                    let nz = self.scenario.nodes[usize::from(node)].zone;
+                    if (cz, nz) == *zones || (nz, cz) == *zones {
+                        self.set_latency(&self.cluster.proxy(node), *latency)?;
+                    }
+                }
+                let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
+                self.event(format!("FAULT link {}<->{} degraded to {text} one way", z(zones.0), z(zones.1)));
+            }
+            Fault::Drop => {
+                let cz = usize::from(self.scenario.coordinator.zone);
+                let lossy = &self.scenario.lossy;
+                if lossy[usize::from(self.client_zone())][cz] {
+                    self.client_proxy.handle().set_drop_permille(DROP_PERMILLE)?;
+                }
+                for node in 0..self.scenario.nodes.len() as NodeId {
+                    if lossy[cz][usize::from(self.scenario.nodes[usize::from(node)].zone)] {
+                        self.cluster.proxy(node).set_drop_permille(DROP_PERMILLE)?;
+                    }
+                }
+                self.event(format!("FAULT lossy links drop {DROP_PERMILLE}/1000 chunks"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every link at its scenario latency, no loss, no partition.
+    fn set_scenario_links(&self) -> Result<(), String> {
+        let cz = self.scenario.coordinator.zone;
+        for node in 0..self.scenario.nodes.len() as NodeId {
+            let proxy = self.cluster.proxy(node);
+            proxy.clear();
+            self.set_latency(&proxy, self.link_latency(cz, self.scenario.nodes[usize::from(node)].zone))?;
+        }
+        let client_proxy = self.client_proxy.handle();
+        client_proxy.clear();
+        self.set_latency(&client_proxy, self.link_latency(self.client_zone(), cz))
+    }
+
+    /// Every fault undone: links as in the scenario, crashed nodes restarted.
+    fn heal(&mut self) -> Result<(), String> {
+        self.set_scenario_links()?;
+        for node in 0..self.scenario.nodes.len() as NodeId {
+            if !self.cluster.is_running(node) {
+                self.cluster.restart(node)?;
+            }
+        }
+        self.event("HEAL every fault undone".into());
+        Ok(())
+    }
+}
+
+fn run_store(
+    scenario: &Scenario,
+    policy: &Policy,
+    ms_per_tick: u64,
+    req: &RunRequest,
+) -> Result<RunOutcome, String> {
+    let dir = ScratchDir::new()?;
+    let log_path = req.decision_log.clone().unwrap_or_else(|| dir.path.join("decisions.jsonl"));
+    let before_start = Instant::now();
+    let cluster = Cluster::start(ClusterConfig {
+        binary: req.binary.clone(),
+        node_count: scenario.nodes.len(),
+        policy: policy.clone(),
+        data_dir: dir.path.join("data"),
+        client_addr: "127.0.0.1:0".parse().expect("an address"),
+        value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
+        decision_log: Some(log_path.clone()),
+        proxy_seed: req.seed,
+    })?;
+    // The decision log's clock started inside `Cluster::start`: at most this much after ours.
+    let log_offset_ms = before_start.elapsed().as_millis() as u64;
+    let client_proxy = Proxy::start_seeded(cluster.client_addr(), req.seed ^ 0xc1)
+        .map_err(|e| format!("cannot start the client proxy: {e}"))?;
+    let mut rig = Rig {
+        scenario,
+        cluster,
+        client_proxy,
+        ms_per_tick,
+        started: before_start,
+        node_faulted_at_ms: BTreeMap::new(),
+        events: Vec::new(),
+    };
+    rig.set_scenario_links()?;
+    rig.event("links at the scenario's latencies; load starts".into());
+    let duration_ms = req.duration.as_millis() as u64;
+    let request_timeout_ms = scenario
+        .clients
+        .first()
+        .map(|c| u64::from(c.request_timeout_ticks) * ms_per_tick)
+        .unwrap_or(u64::from(policy.replica_ack_timeout_ticks) * 2);
+    let think = scenario.clients.first().map(|c| c.think_ticks).unwrap_or(LatencyTicks { lo: 0, hi: 0 });
+    let load = LoadConfig {
+        addr: rig.client_proxy.addr(),
+        clients: req.clients,
+        keys: (0..req.keys).map(|k| format!("{}:k{k}", scenario.name)).collect(),
+        write_permille: req.write_permille,
+        request_timeout_ms,
+        retry: policy.retry,
+        ms_per_tick: 1,
+        think_lo_ms: u64::from(think.lo) * ms_per_tick,
+        think_hi_ms: u64::from(think.hi) * ms_per_tick,
+        duration: req.duration,
+        seed: req.seed,
+    };
+    let clients_log = rig.cluster.decision_log().with_actor("client");
+    let epoch = rig.started;
+    let stop = Arc::new(AtomicBool::new(false));
+    let load_thread = std::thread::Builder::new()
+        .name("store-run-load".into())
+        .spawn(move || client::run_load(&load, &clients_log, epoch, stop))
+        .map_err(|e| format!("cannot start the load: {e}"))?;
+    let faults = schedule(scenario);
+    for (i, fault) in faults.iter().enumerate() {
+        sleep_until(&rig, duration_ms * (CALM_PERMILLE + FAULT_STAGGER_PERMILLE * i as u64) / 1000);
+        rig.apply(fault)?;
+    }
+    sleep_until(&rig, duration_ms * HEAL_PERMILLE / 1000);
+    rig.heal()?;
+    let load = load_thread.join().map_err(|_| "the load thread panicked".to_string())??;
+    rig.event(format!("load stopped after {} operations", load.history.len()));
+    // Let the last catch-up copies and deadlines run out before the final reads.
+    let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
+    std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
+    let finals = final_reads(&rig, &load, request_timeout_ms)?;
+    let info = rig.cluster.info();
+    rig.cluster.decision_log().flush().map_err(|e| format!("decision log: {e}"))?;
+    let log_text = std::fs::read_to_string(&log_path)
+        .map_err(|e| format!("cannot read the decision log {}: {e}", log_path.display()))?;
+    let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
+    outcome.events = std::mem::take(&mut rig.events);
+    outcome.info_counters = info_counters(&info);
+    Ok(outcome)
+}
+
+fn sleep_until(rig: &Rig, at_ms: u64) {
+    let now = rig.now_ms();
+    if at_ms > now {
+        std::thread::sleep(Duration::from_millis(at_ms - now));
+    }
+}
+
+/// The last value of every key, read directly from the coordinator (no proxy), as operations
+/// of a client of its own, after every other operation ended.
+fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<Vec<Op>, String> {
+    let mut keys: Vec<&str> = load.history.iter().map(|op| op.key.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let checker = 1_000_000;
+    let timeout = Duration::from_millis(request_timeout_ms.max(1000));
+    let mut finals = Vec::new();
+    for key in keys {
+        let mut last_error = String::new();
+        let mut read = None;
+        for _ in 0..5 {
+            let call_ns = rig.started.elapsed().as_nanos() as u64;
+            let attempt = RespClient::connect(rig.cluster.client_addr(), timeout)
+                .and_then(|mut c| c.get(key.as_bytes()));
+            match attempt {
+                Ok(value) => {
+                    let value = value
+                        .map(|b| String::from_utf8_lossy(&b).parse::<u64>())
+                        .transpose()
+                        .map_err(|_| format!("final read of {key}: not a value the load wrote"))?;
+                    let return_ns = rig.started.elapsed().as_nanos() as u64;
+                    read = Some(Op {
+                        client: checker,
+                        key: key.to_string(),
+                        input: Input::Read,
+                        call_ns,
+                        outcome: Outcome::Ok { return_ns, read: value },
+                        attempts: 1,
+                    });
+                    break;
+                }
+                Err(e) => last_error = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        finals.push(read.ok_or_else(|| format!("final read of {key} failed 5 times: {last_error}"))?);
+    }
+    Ok(finals)
+}
+
+/// Everything measured from the history, the final reads and the decision log.
+fn measure(
+    load: &LoadReport,
+    finals: &[Op],
+    log_text: &str,
+    log_offset_ms: u64,
+    faulted_at_ms: &BTreeMap<NodeId, u64>,
+) -> Result<RunOutcome, String> {
+    let mut outcome = RunOutcome {
+        ops: load.history.len(),
+        ops_ok: load.count(|op| matches!(op.outcome, Outcome::Ok { .. })),
+        writes_unknown: load.count(|op| op.outcome == Outcome::Unknown),
+        reads_failed: load.count(|op| op.outcome == Outcome::Failed),
+        retries: load.retries,
+        ..RunOutcome::default()
+    };
+    let mut by_key: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for op in load.history.iter().chain(finals) {
+        by_key.entry(op.key.as_str()).or_default().push(op);
+    }
+    for (key, ops) in &by_key {
+        let last = finals.iter().find(|f| f.key == *key).expect("a final read per key");
+        if let Some(why) = acked_write_missed(ops, last) {
+            outcome.acked_writes_lost.push(format!("{key}: {why}"));
+        }
+        let history: Vec<Operation<RegisterInput, RegisterOutput>> =
+            ops.iter().filter_map(|op| to_register(op)).collect();
+        match lincheck::check(&Register, &history, Budget::steps(LINCHECK_STEPS_MAX)) {
+            Verdict::Linearizable => {}
+            Verdict::NotLinearizable { .. } => outcome.not_linearizable.push(key.to_string()),
+            Verdict::Unknown { reason } => outcome.undecided.push(format!("{key}: {reason}")),
+        }
+    }
+    for (index, raw) in log_text.lines().enumerate() {
+        let line: LogLine = serde_json::from_str(raw)
+            .map_err(|e| format!("decision log line {}: not a decision: {e}", index + 1))?;
+        outcome.decisions += 1;
+        match line.decision {
+            Decision::VersionForAttempt { version_of_token: Some(first), output, .. } if output != first => {
+                outcome.duplicate_effects += 1
+            }
+            Decision::HealthAfterDeadlineMiss { output: Some(_), .. } => outcome.deadline_deaths += 1,
+            Decision::DecideEviction { node, output: EvictionDecision::Evict { replacement }, .. } => {
+                let at_ms = line.elapsed_ms + log_offset_ms;
+                let healthy = faulted_at_ms.get(&node).is_none_or(|t| *t > at_ms);
+                outcome.evictions.push((at_ms, node, replacement, healthy));
+            }
+            _ => {}
+        }
+    }
+    Ok(outcome)
+}
+
+/// Why the final read `last` misses an acknowledged write of `ops`, if it does: it returned
+/// nothing, or a value whose write was over before the newest acknowledged write began.
+fn acked_write_missed(ops: &[&Op], last: &Op) -> Option<String> {
+    let writes = || {
+        ops.iter().filter_map(|op| match op.input {
+            Input::Write(value) => Some((value, *op)),
+            Input::Read => None,
+        })
+    };
+    let newest_acked = writes()
+        .filter_map(|(value, op)| match op.outcome {
+            Outcome::Ok { return_ns, .. } => Some((return_ns, value, op.call_ns)),
+            _ => None,
+        })
+        .max()?;
+    let Outcome::Ok { read, .. } = last.outcome else { return None };
+    let Some(read) = read else {
+        return Some(format!("reads nothing, but write {} was acknowledged", newest_acked.1));
+    };
+    let (_, op) = writes().find(|(value, _)| *value == read)?;
+    match op.outcome {
+        Outcome::Ok { return_ns, .. } if return_ns < newest_acked.2 => {
+            Some(format!("reads {read}, written before acknowledged write {} began", newest_acked.1))
+        }
+        _ => None,
+    }
+}
+
+fn to_register(op: &Op) -> Option<Operation<RegisterInput, RegisterOutput>> {
+    let (input, output, return_ns) = match (op.input, op.outcome) {
+        (Input::Read, Outcome::Ok { return_ns, read }) => {
+            (RegisterInput::Read, Some(RegisterOutput::Read(read)), Some(return_ns))
+        }
+        // A read without an answer constrains nothing.
+        (Input::Read, _) => return None,
+        (Input::Write(v), Outcome::Ok { return_ns, .. }) => {
+            (RegisterInput::Write(Some(v)), Some(RegisterOutput::WriteOk), Some(return_ns))
+        }
+        (Input::Write(v), _) => (RegisterInput::Write(Some(v)), None, None),
+    };
+    Some(Operation { client: op.client, call_ns: op.call_ns, return_ns, input, output })
+}
+
+/// INFO's `name:number` lines.
+fn info_counters(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, value) = line.trim().split_once(':')?;
+            Some((name.to_string(), value.parse::<u64>().ok()?))
+        })
+        .collect()
+}
+
+fn model_verdicts(
+    scenario: &Scenario,
+    req: &RunRequest,
+    label: &str,
+    sourced: &SourcedPolicy,
+) -> Result<Vec<(PropertyName, Found)>, String> {
+    match req.model_verdicts {
+        ModelVerdicts::Skip => Ok(Vec::new()),
+        ModelVerdicts::Declared => {
+            if req.policy.is_some() {
+                return Err(
+                    "--model-verdicts declared needs a --variant: a policy file declares no verdicts".into(),
+                );
+            }
+            let variant = scenario.variant(label).expect("chosen above");
+            Ok(variant
+                .expect
+                .iter()
+                .map(|(p, v)| (*p, if *v == config::Verdict::Holds { Found::Holds } else { Found::Violated }))
+                .collect())
+        }
+        ModelVerdicts::Check => {
+            let choice = match &req.policy {
+                Some(path) => PolicyChoice::File {
+                    path: path.clone(),
+                    policy: Box::new(config::load_policy(path).map_err(|e| e.to_string())?),
+                },
+                None => PolicyChoice::Variants(Some(label.to_string())),
+            };
+            let _ = sourced;
+            let jobs = check::plan(std::slice::from_ref(&req.model), &choice).map_err(|e| e.to_string())?;
+            let job = jobs.first().ok_or("no model check to run")?;
+            let result = check::run(job, &RunOptions::default()).map_err(|e| e.to_string())?;
+            Ok(result.properties.iter().map(|p| (p.name, p.found)).collect())
+        }
+    }
+}
+
+/// Why the store and the model can disagree on a property, in one line.
+fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static str {
+    match (property, store, model) {
+        (_, Found::Holds, Found::Violated) => {
+            "the model found a schedule that violates it; this run's one schedule did not hit it (run longer, or the fault came too late)"
+        }
+        (PropertyName::NoHealthyEviction, Found::Violated, Found::Holds) => {
+            "a node was evicted although the schedule never crashed or cut it off: real delays exceed the model's latency range (scheduling, fsync), or the time scale is too small"
+        }
+        (PropertyName::NoDuplicateEffects, Found::Violated, Found::Holds) => {
+            "a retry was sequenced again: the store forgot the token (token memory limit) or the model's scope hides this retry"
+        }
+        (_, Found::Violated, Found::Holds) => {
+            "the store broke what the model proves: a store bug, or an environment outside the model's scope"
+        }
+        _ => "",
+    }
+}
+
+fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(PropertyName, Found)]) {
+    let _ = writeln!(out, "timeline (ms since start):");
+    let mut timeline: Vec<(u64, String)> = o.events.iter().map(|e| (e.at_ms, e.what.clone())).collect();
+    for (at_ms, node, replacement, healthy) in &o.evictions {
+        let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
+        let how = if *healthy { "healthy (never crashed or cut off)" } else { "after a fault hit it" };
+        timeline.push((*at_ms, format!("evict {} -> {}: {how}", name(node), name(replacement))));
+    }
+    timeline.sort();
+    for (at_ms, what) in &timeline {
+        let _ = writeln!(out, "  {at_ms:>7}  {what}");
+    }
+    let _ = writeln!(
+        out,
+        "operations: {} ({} ok, {} writes with unknown outcome, {} reads failed), {} retries",
+        o.ops, o.ops_ok, o.writes_unknown, o.reads_failed, o.retries
+    );
+    let counter = |name: &str| o.info_counters.get(name).copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "decisions logged: {}; deadline misses taken as death: {}; evictions: {} ({} healthy); INFO: evictions {}, membership_changes {}, moves {}, coordinator_changes {}",
+        o.decisions,
+        o.deadline_deaths,
+        o.evictions.len(),
+        o.healthy_evictions(),
+        counter("evictions"),
+        counter("membership_changes"),
+        counter("moves"),
+        counter("coordinator_changes"),
+    );
+    let _ = writeln!(out, "acked writes lost: {}", o.acked_writes_lost.len());
+    for line in &o.acked_writes_lost {
+        let _ = writeln!(out, "  {line}");
+    }
+    let _ = writeln!(
+        out,
+        "linearizability per key: {} not linearizable, {} undecided",
+        o.not_linearizable.len(),
+        o.undecided.len()
+    );
+    for key in &o.not_linearizable {
+        let _ = writeln!(out, "  not linearizable: {key}");
+    }
+    for why in &o.undecided {
+        let _ = writeln!(out, "  undecided: {why}");
+    }
+    let _ = writeln!(out, "duplicate effects (a retried token given a new version): {}", o.duplicate_effects);
+    let _ = writeln!(out, "{:<22} {:<10} {:<10}", "property", "store", "model");
+    let mut properties: Vec<PropertyName> = scenario.properties.clone();
+    for extra in [PropertyName::Linearizable] {
+        if !properties.contains(&extra) {
+            properties.push(extra);
+        }
+    }
+    for property in properties {
+        let store = o.verdict(property);
+        let modelled = model.iter().find(|(p, _)| *p == property).map(|(_, f)| *f);
+        let show = |f: Option<Found>| f.map(|f| f.to_string()).unwrap_or_else(|| "-".into());
+        let _ = write!(out, "{:<22} {:<10} {:<10}", property.as_str(), show(store), show(modelled));
+        if let (Some(s), Some(m)) = (store, modelled) {
+            let why = disagreement(property, s, m);
+            if !why.is_empty() {
+                let _ = write!(out, " DIFFERS: {why}");
+            }
+        }
+        let _ = writeln!(out);
+    }
+}
+
+/// A directory for one run's node data (and its decision log unless kept elsewhere), removed
+/// when the run ends.
+struct ScratchDir {
+    path: PathBuf,
+}
+
+impl ScratchDir {
+    fn new() -> Result<ScratchDir, String> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!("replicheck-store-run-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        Ok(ScratchDir { path })
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// 1 if the store violated a property the model says holds (a store bug, or an environment
+/// outside the model's scope), else 0. The reverse (the model found a violation this one run
+/// did not hit) is expected of a single schedule and is not a failure.
+pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
+    let broken =
+        model.iter().any(|(p, m)| *m == Found::Holds && outcome.verdict(*p) == Some(Found::Violated));
+    u8::from(broken)
+}
