@@ -6,7 +6,9 @@
 use proptest::prelude::*;
 use replicheck::store::lincheck::kv::{self, Kv, KvInput, KvOutput};
 use replicheck::store::lincheck::register::{Register, RegisterInput as In, RegisterOutput as Out};
-use replicheck::store::lincheck::{check, overall, parse, Budget, Operation, SeqModel, Verdict};
+use replicheck::store::lincheck::{
+    check, check_partitions, overall, parse, partition_pairs, Budget, Operation, SeqModel, Verdict,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -258,6 +260,24 @@ fn kv_appends_concatenate_and_partition_indices_refer_to_the_whole_history() {
 }
 
 #[test]
+fn a_store_of_registers_is_checked_per_key() {
+    let history = vec![
+        ("k1", done(1, 0, 10, In::Write(Some(1)), Out::WriteOk)),
+        ("k2", done(2, 0, 10, In::Write(Some(2)), Out::WriteOk)),
+        ("k2", done(2, 20, 30, In::Read, Out::Read(Some(2)))),
+        // Stale on k1 only: k2's value is not k1's.
+        ("k1", done(1, 20, 30, In::Read, Out::Read(Some(2)))),
+    ];
+    let parts = partition_pairs(history);
+    let per_key = check_partitions(&Register, &parts, Budget::default(), 2);
+    assert_eq!(per_key[1], ("k2", Verdict::Linearizable));
+    assert_eq!(
+        overall(&per_key),
+        Some(&("k1", Verdict::NotLinearizable { longest_prefix: vec![0], unplaced_op: 3 }))
+    );
+}
+
+#[test]
 fn a_spent_budget_and_a_malformed_history_are_unknown_not_a_verdict() {
     let history = [
         done(1, 0, 10, In::Write(Some(1)), Out::WriteOk),
@@ -268,6 +288,10 @@ fn a_spent_budget_and_a_malformed_history_are_unknown_not_a_verdict() {
         matches!(check(&Register, &history, Budget::steps(1)), Verdict::Unknown { reason } if reason.contains("1 search steps"))
     );
     assert_eq!(check(&Register, &history, Budget::steps(1_000)), Verdict::Linearizable);
+    let small_cache = Budget { cache_bytes_max: 1, ..Budget::default() };
+    assert!(
+        matches!(check(&Register, &history, small_cache), Verdict::Unknown { reason } if reason.contains("1 cache bytes"))
+    );
     let backwards = [done(1, 10, 5, In::Read, Out::Read(None))];
     assert!(matches!(register(&backwards), Verdict::Unknown { reason } if reason.contains("malformed")));
     assert_eq!(register(&[]), Verdict::Linearizable);
@@ -508,7 +532,7 @@ fn arb_small_history() -> impl Strategy<Value = Vec<RegOp>> {
                 output: (fate > 1).then_some(output),
             }
         });
-    proptest::collection::vec(op, 0..7)
+    proptest::collection::vec(op, 0..8)
 }
 
 proptest! {
@@ -527,6 +551,45 @@ proptest! {
             history.rotate_left(at);
         }
         prop_assert_eq!(check(&Register, &history, Budget::default()), Verdict::Linearizable);
+    }
+
+    /// The same for the kv model, checked per key and whole.
+    #[test]
+    fn kv_histories_of_a_sequential_execution_are_linearizable(
+        plan in proptest::collection::vec(
+            (0u8..3, 0u8..3, prop_oneof!["", "a", "b", "ab"], 0u8..8, 0u64..400, 0u64..400),
+            0..40,
+        ),
+    ) {
+        let mut state = Kv.init();
+        let mut history = Vec::new();
+        for (i, (kind, key, value, fate, before_ns, after_ns)) in plan.into_iter().enumerate() {
+            let at_ns = 100 * i as u64 + 500;
+            let key = key.to_string();
+            let input = match kind {
+                0 => KvInput::Get { key },
+                1 => KvInput::Put { key, value },
+                _ => KvInput::Append { key, value },
+            };
+            let output = match &input {
+                KvInput::Get { key } => KvOutput::Value(state.get(key).to_owned()),
+                _ => KvOutput::Written,
+            };
+            // fate 0: unknown, took effect; 1: unknown, never did; else completed.
+            if fate != 1 {
+                state = Kv.step(&state, &input, &output).expect("the spec accepts its own output");
+            }
+            let completes = fate > 1;
+            history.push(Operation {
+                client: i as u64,
+                call_ns: at_ns - before_ns,
+                return_ns: completes.then_some(at_ns + after_ns),
+                input,
+                output: completes.then_some(output),
+            });
+        }
+        prop_assert!(overall(&kv::check_per_key(&history, Budget::default(), 1)).is_none());
+        prop_assert_eq!(check(&Kv, &history, Budget::default()), Verdict::Linearizable);
     }
 
     /// The search agrees with the definition on small histories, both verdicts included.
@@ -559,7 +622,7 @@ fn history_check_exit_codes_and_output() {
     let out = replicheck(&["history", "check", yes, kv_ok]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains(&format!("{yes}: 77 ops, 1 keys, linearizable")), "{stdout}");
+    assert!(stdout.contains(&format!("{yes}: 77 ops, 1 key, linearizable")), "{stdout}");
     assert!(stdout.contains(&format!("{kv_ok}: 337 ops, 10 keys, linearizable")), "{stdout}");
 
     let out = replicheck(&["history", "check", yes, no, "--json"]);
@@ -569,7 +632,8 @@ fn history_check_exit_codes_and_output() {
     assert_eq!(doc["files"][0]["verdict"], "linearizable");
     assert_eq!(doc["files"][1]["verdict"], "not_linearizable");
     assert_eq!(doc["files"][1]["format"], "jepsen-etcd");
-    assert!(doc["files"][1]["unplaced"].as_str().is_some_and(|s| s.contains("op ")));
+    let unplaced = doc["files"][1]["unplaced"].as_str().expect("the unplaced operation, described");
+    assert!(unplaced.contains("invoked on line"), "{unplaced}");
 
     let dir = tempfile::tempdir().expect("tempdir");
     let bad = dir.path().join("bad.log");

@@ -94,16 +94,28 @@ struct Checked {
     elapsed: Duration,
 }
 
-fn describe<I: Debug, O: Debug>(index: usize, op: &Operation<I, O>) -> String {
+/// How a file's times read: log line numbers or nanoseconds.
+#[derive(Clone, Copy)]
+enum Clock {
+    Lines,
+    Nanoseconds,
+}
+
+fn describe<I: Debug, O: Debug>(index: usize, op: &Operation<I, O>, clock: Clock) -> String {
     let output = match &op.output {
         Some(o) => format!("{o:?}"),
         None => "unknown".to_owned(),
     };
-    format!("op {index} (process {}, called at t={}): {:?} -> {output}", op.client, op.call_ns, op.input)
+    let called = match clock {
+        Clock::Lines => format!("invoked on line {}", op.call_ns),
+        Clock::Nanoseconds => format!("invoked at {} ns", op.call_ns),
+    };
+    format!("op {index} (process {}, {called}): {:?} -> {output}", op.client, op.input)
 }
 
 fn checked<M: SeqModel>(
     ops: &[Operation<M::Input, M::Output>],
+    clock: Clock,
     per_key: Vec<(Option<String>, Verdict)>,
     elapsed: Duration,
 ) -> Checked
@@ -114,7 +126,9 @@ where
     let keys = per_key.len();
     let (key, verdict) = overall(&per_key).cloned().unwrap_or((None, Verdict::Linearizable));
     let unplaced = match &verdict {
-        Verdict::NotLinearizable { unplaced_op, .. } => Some(describe(*unplaced_op, &ops[*unplaced_op])),
+        Verdict::NotLinearizable { unplaced_op, .. } => {
+            Some(describe(*unplaced_op, &ops[*unplaced_op], clock))
+        }
         _ => None,
     };
     Checked { ops: ops.len(), keys, verdict, key, unplaced, elapsed }
@@ -137,15 +151,16 @@ fn check_text(
             let verdict = check(&Register, &ops, budget);
             let elapsed = started.elapsed();
             let per_key = if ops.is_empty() { vec![] } else { vec![(None, verdict)] };
-            Ok(checked::<Register>(&ops, per_key, elapsed))
+            Ok(checked::<Register>(&ops, Clock::Lines, per_key, elapsed))
         }
         HistoryFormat::Kv => {
-            let ops = parse::kv_edn(text).map_err(parse_error)?;
+            let (ops, timed) = parse::kv_edn_timed(text).map_err(parse_error)?;
+            let clock = if timed { Clock::Nanoseconds } else { Clock::Lines };
             let started = Instant::now();
             let per_key = kv::check_per_key(&ops, budget, threads);
             let elapsed = started.elapsed();
             let per_key = per_key.into_iter().map(|(k, v)| (Some(k), v)).collect();
-            Ok(checked::<Kv>(&ops, per_key, elapsed))
+            Ok(checked::<Kv>(&ops, clock, per_key, elapsed))
         }
     }
 }
@@ -204,7 +219,8 @@ fn check_files(
                 Verdict::NotLinearizable { .. } => "NOT linearizable".to_owned(),
                 Verdict::Unknown { reason } => format!("UNKNOWN ({reason})"),
             };
-            println!("{}: {} ops, {} keys, {verdict}, {ms:.3} ms", path.display(), c.ops, c.keys);
+            let keys = if c.keys == 1 { "key" } else { "keys" };
+            println!("{}: {} ops, {} {keys}, {verdict}, {ms:.3} ms", path.display(), c.ops, c.keys);
             if let (Verdict::NotLinearizable { longest_prefix, .. }, Some(unplaced)) =
                 (&c.verdict, &c.unplaced)
             {

@@ -68,7 +68,8 @@ pub struct Operation<I, O> {
     pub client: u64,
     pub call_ns: u64,
     /// None: outcome unknown (crashed/timed out): may take effect at any time after the call,
-    /// or never.
+    /// or never. Such an operation is optional even if it has an output (then, if it takes
+    /// effect, it must produce that output).
     pub return_ns: Option<u64>,
     pub input: I,
     /// None when unknown. An operation with a return time but no output must still be placed
@@ -109,18 +110,25 @@ pub struct Budget {
     pub steps_max: u64,
     /// Wall-clock time per checked history, if limited.
     pub time_max: Option<Duration>,
+    /// Memory of the search's cache per checked history, approximately (bit sets and the
+    /// states' inline size; heap data inside states is not counted).
+    pub cache_bytes_max: u64,
 }
 
 impl Budget {
-    /// Enough for any history in `../shared/histories` by two orders of magnitude.
+    /// Enough for any history in `../shared/histories` by four orders of magnitude; about ten
+    /// seconds of search.
     pub const STEPS_MAX_DEFAULT: u64 = 100_000_000;
+    /// 1 GiB: two searches in parallel stay well inside a small machine.
+    pub const CACHE_BYTES_MAX_DEFAULT: u64 = 1 << 30;
 
     pub fn unlimited() -> Budget {
-        Budget { steps_max: u64::MAX, time_max: None }
+        Budget { steps_max: u64::MAX, time_max: None, cache_bytes_max: u64::MAX }
     }
 
+    /// At most `steps_max` steps, and the default cache size.
     pub fn steps(steps_max: u64) -> Budget {
-        Budget { steps_max, time_max: None }
+        Budget { steps_max, time_max: None, cache_bytes_max: Budget::CACHE_BYTES_MAX_DEFAULT }
     }
 }
 
@@ -158,6 +166,23 @@ where
         });
         part.history_index.push(index);
         part.ops.push(op.clone());
+    }
+    by_key.into_values().collect()
+}
+
+/// Group `(key, operation)` pairs by key, in key order; `history_index` is the position in
+/// `history`. For histories whose model's input carries no key, such as a store of
+/// [`register::Register`]s.
+pub fn partition_pairs<K: Ord + Clone, I, O>(history: Vec<(K, Operation<I, O>)>) -> Vec<Partition<K, I, O>> {
+    let mut by_key: BTreeMap<K, Partition<K, I, O>> = BTreeMap::new();
+    for (index, (key, op)) in history.into_iter().enumerate() {
+        let part = by_key.entry(key.clone()).or_insert_with(|| Partition {
+            key,
+            history_index: Vec::new(),
+            ops: Vec::new(),
+        });
+        part.history_index.push(index);
+        part.ops.push(op);
     }
     by_key.into_values().collect()
 }

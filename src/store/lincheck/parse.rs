@@ -201,6 +201,11 @@ enum Edn {
 /// A get of an absent key returns "" (`nil` in an `:ok` get reads as ""). Other keys (such as
 /// `:index`) are ignored.
 pub fn kv_edn(text: &str) -> Result<Vec<Operation<KvInput, KvOutput>>, ParseError> {
+    kv_edn_timed(text).map(|(ops, _)| ops)
+}
+
+/// [`kv_edn`], also saying whether the times are the file's `:time`s (true) or line numbers.
+pub fn kv_edn_timed(text: &str) -> Result<(Vec<Operation<KvInput, KvOutput>>, bool), ParseError> {
     let mut b: Builder<KvInput, KvOutput> = Builder::new();
     let mut timed: Option<bool> = None;
     for (index, raw) in text.lines().enumerate() {
@@ -296,7 +301,7 @@ pub fn kv_edn(text: &str) -> Result<Vec<Operation<KvInput, KvOutput>>, ParseErro
             }
         }
     }
-    Ok(b.finish())
+    Ok((b.finish(), timed == Some(true)))
 }
 
 /// One flat EDN map of keywords to nil, integers, keywords and strings.

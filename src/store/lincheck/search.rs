@@ -18,6 +18,18 @@
 //! *completed* operation is linearized. That is Porcupine's "return at infinity" with the
 //! trailing, unobservable placements of the unknown operations left out.
 //!
+//! Unknown-outcome operations never expire, so they pile up as candidates, and plain
+//! memoisation then explodes: at every dead end the search would try every chain of them
+//! (with 5% timeouts, 800 operations took 3.4 million steps). Four rules keep that in check,
+//! each proved sound in its doc and checked against a brute-force search in the tests:
+//! - at each point, completed operations are tried first, unknown ones only after (`Pass`);
+//! - an unknown-outcome operation is only linearized if the next one linearized depends on it
+//!   (`Search::skips_useless`);
+//! - a node is cut if a seen node has the same state and completed operations and a subset of
+//!   its unknown-outcome ones (`Cache`);
+//! - unknown-outcome operations with equal inputs are used in call order
+//!   (`interchangeable_twins`).
+//!
 //! Events at the same instant: calls sort before returns, so two operations whose intervals
 //! touch are treated as concurrent (a shared clock cannot order them).
 
@@ -57,7 +69,12 @@ pub fn check<M: SeqModel>(model: &M, history: &[Operation<M::Input, M::Output>],
     Search::new(model, history, kept, budget).run()
 }
 
-/// The event list, as parallel arrays; entry `len` is the head sentinel of a circular list.
+/// The events, sorted by time, in two circular doubly linked lists sharing parallel arrays: the
+/// *main* list (calls and returns of completed operations; sentinel `main_head`) and the
+/// *unknown* list (calls of unknown-outcome operations; sentinel `unknown_head`). An event's
+/// index is its position in time order, so comparing indices compares times. Keeping the
+/// unknown-outcome calls apart spares every walk of the main list from passing them: they have
+/// no deadline, so they pile up.
 struct Events {
     /// The operation (index into `Search::ops`) of each event.
     op: Vec<u32>,
@@ -67,7 +84,8 @@ struct Events {
     is_call: Vec<bool>,
     next: Vec<u32>,
     prev: Vec<u32>,
-    head: u32,
+    main_head: u32,
+    unknown_head: u32,
 }
 
 impl Events {
@@ -82,24 +100,40 @@ impl Events {
             }
         }
         sorted.sort_unstable();
-        let len = sorted.len();
-        let head = len as u32;
+        let len = sorted.len() as u32;
+        let (main_head, unknown_head) = (len, len + 1);
         let mut events = Events {
             op: sorted.iter().map(|e| e.2).collect(),
-            return_of_call: vec![NONE; len],
+            return_of_call: vec![NONE; sorted.len()],
             is_call: sorted.iter().map(|e| !e.1).collect(),
-            next: (1..=len as u32).chain([0]).collect(),
-            prev: std::iter::once(head).chain(0..len as u32).collect(),
-            head,
+            next: vec![NONE; sorted.len() + 2],
+            prev: vec![NONE; sorted.len() + 2],
+            main_head,
+            unknown_head,
         };
         let mut call_event = vec![NONE; ops.len()];
+        let (mut main_tail, mut unknown_tail) = (main_head, unknown_head);
         for (e, &(_, is_return, k)) in sorted.iter().enumerate() {
-            if is_return {
+            let e = e as u32;
+            let tail = if is_return {
                 assert!(call_event[k as usize] != NONE, "a return sorts after its call");
-                events.return_of_call[call_event[k as usize] as usize] = e as u32;
+                events.return_of_call[call_event[k as usize] as usize] = e;
+                &mut main_tail
             } else {
-                call_event[k as usize] = e as u32;
-            }
+                call_event[k as usize] = e;
+                if ops[k as usize].return_ns.is_some() {
+                    &mut main_tail
+                } else {
+                    &mut unknown_tail
+                }
+            };
+            events.next[*tail as usize] = e;
+            events.prev[e as usize] = *tail;
+            *tail = e;
+        }
+        for (head, tail) in [(main_head, main_tail), (unknown_head, unknown_tail)] {
+            events.next[tail as usize] = head;
+            events.prev[head as usize] = tail;
         }
         events
     }
@@ -151,29 +185,57 @@ impl Hasher for PassThrough {
     }
 }
 
-/// Seen (linearized set, state) pairs, stored flat: `bits` holds `words` u64s per entry, and
-/// entries with the same hash are chained through `next`.
+/// Seen search nodes (linearized set, state), stored flat: `bits` holds `words` u64s per
+/// entry, and entries with the same hash are chained through `next`.
+///
+/// A node is cut if a seen node has the same state, the same completed operations and a
+/// subset of its unknown-outcome operations: everything the search can still do from the
+/// larger set it can do from the smaller one (unknown-outcome operations have no deadline), so
+/// the larger adds nothing. With equal sets this is plain memoisation. The hash therefore
+/// covers the state and the completed operations only.
 struct Cache<S> {
     words: usize,
+    /// The unknown-outcome operations, as a bit mask over operation indices.
+    unknown_mask: Vec<u64>,
     first: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
     next: Vec<u32>,
     bits: Vec<u64>,
     states: Vec<S>,
+    /// Approximate memory held, for the budget.
+    bytes: u64,
 }
 
 impl<S: Clone + Eq> Cache<S> {
-    fn new(words: usize) -> Cache<S> {
-        Cache { words, first: HashMap::default(), next: Vec::new(), bits: Vec::new(), states: Vec::new() }
+    fn new(unknown_mask: Vec<u64>) -> Cache<S> {
+        Cache {
+            words: unknown_mask.len(),
+            unknown_mask,
+            first: HashMap::default(),
+            next: Vec::new(),
+            bits: Vec::new(),
+            states: Vec::new(),
+            bytes: 0,
+        }
     }
 
-    /// Record the pair; false if it was already there.
+    /// Bytes one entry adds: its bit set, state, chain link and (about) a hash map slot.
+    fn entry_bytes(&self) -> u64 {
+        (self.words * 8 + std::mem::size_of::<S>() + 4 + 16) as u64
+    }
+
+    /// Record the node; false if a seen node subsumes it.
     fn insert(&mut self, hash: u64, bits: &[u64], state: &S) -> bool {
-        debug_assert_eq!(bits.len(), self.words);
+        assert_eq!(bits.len(), self.words);
         let head = self.first.get(&hash).copied().unwrap_or(NONE);
         let mut e = head;
         while e != NONE {
             let at = e as usize * self.words;
-            if self.bits[at..at + self.words] == *bits && self.states[e as usize] == *state {
+            let seen = &self.bits[at..at + self.words];
+            let subsumed = seen.iter().zip(bits).zip(&self.unknown_mask).all(|((&seen, &now), &unknown)| {
+                // Same completed operations; unknown-outcome ones seen only if now too.
+                (seen ^ now) & !unknown == 0 && seen & !now == 0
+            });
+            if subsumed && self.states[e as usize] == *state {
                 return false;
             }
             e = self.next[e as usize];
@@ -183,12 +245,13 @@ impl<S: Clone + Eq> Cache<S> {
         self.bits.extend_from_slice(bits);
         self.states.push(state.clone());
         self.first.insert(hash, index);
+        self.bytes += self.entry_bytes();
         true
     }
 }
 
-/// A per-operation random key: the linearized set's hash is the XOR of its members' keys, so
-/// adding or removing an operation updates it in O(1) (Zobrist hashing).
+/// A per-operation random key: the hash of the linearized completed operations is the XOR of
+/// their keys, so adding or removing one updates it in O(1) (Zobrist hashing).
 fn op_key(k: u32) -> u64 {
     // splitmix64 finaliser
     let mut z = u64::from(k).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -267,18 +330,32 @@ impl<'a, M: SeqModel> Search<'a, M> {
         let mut linearized = vec![0u64; words];
         let mut linearized_hash = 0u64;
         let state_hasher = foldhash::quality::FixedState::with_seed(0x4c49_4e43_4845_434b);
-        let mut cache: Cache<M::State> = Cache::new(words);
+        let mut unknown_mask = vec![0u64; words];
+        // Zobrist keys; 0 for unknown-outcome operations, which the cache hash leaves out.
+        let mut zobrist = vec![0u64; op_count];
+        for (k, op) in self.ops.iter().enumerate() {
+            if op.return_ns.is_none() {
+                unknown_mask[k / 64] |= 1 << (k % 64);
+            } else {
+                zobrist[k] = op_key(k as u32);
+            }
+        }
+        let mut cache: Cache<M::State> = Cache::new(unknown_mask);
         let mut completed_left = self.ops.iter().filter(|op| op.return_ns.is_some()).count();
-        // The choices made so far: (call event, state before it, pass it was made in), most
-        // recent last.
-        let mut stack: Vec<(u32, M::State, Pass)> = Vec::with_capacity(op_count);
+        // The choices made so far, most recent last: (call event, state before it, the pass it
+        // was made in, the frontier then).
+        let mut stack: Vec<(u32, M::State, Pass, u32)> = Vec::with_capacity(op_count);
         let mut state = self.model.init();
         // Diagnostics: the deepest point at which a return forced a backtrack.
         let mut longest_prefix: Vec<u32> = Vec::new();
         let mut unplaced: Option<u32> = None;
         let mut steps: u64 = 0;
-        let mut entry = self.events.next[self.events.head as usize];
+        let (main_head, unknown_head) = (self.events.main_head, self.events.unknown_head);
+        let mut entry = self.events.next[main_head as usize];
         let mut pass = Pass::Completed;
+        // In the unknown pass: the first return left in the main list. Only unknown-outcome
+        // operations called before it are candidates.
+        let mut frontier = NONE;
         while completed_left > 0 {
             steps += 1;
             if steps > self.budget.steps_max {
@@ -289,44 +366,58 @@ impl<'a, M: SeqModel> Search<'a, M> {
                     return self.out_of_budget(format!("{time_max:?}"), stack.len());
                 }
             }
-            // A completed operation not yet linearized has its return event in the list, after
-            // its call: the walk meets that return before the end of the list.
-            assert!(entry != self.events.head, "walked past every pending return");
-            let k = self.events.op[entry as usize];
-            if self.events.is_call[entry as usize] {
-                let candidate = self.ops[k as usize].return_ns.is_some() == (pass == Pass::Completed);
+            let candidate = match pass {
+                Pass::Completed => {
+                    // A completed operation not yet linearized has its return in the main
+                    // list, after its call: the walk meets a return before the end.
+                    assert!(entry != main_head, "walked past every pending return");
+                    if !self.events.is_call[entry as usize] {
+                        // Every completed candidate failed here: try the unknown-outcome ones.
+                        pass = Pass::Unknown;
+                        frontier = entry;
+                        entry = self.events.next[unknown_head as usize];
+                        continue;
+                    }
+                    Some(entry)
+                }
+                Pass::Unknown => (entry != unknown_head && entry < frontier).then_some(entry),
+            };
+            if let Some(call) = candidate {
+                let k = self.events.op[call as usize];
                 let twin = self.twin_before[k as usize];
                 let twin_placed = twin == NONE || linearized[twin as usize / 64] & (1u64 << (twin % 64)) != 0;
-                if let Some(next_state) = (candidate && twin_placed).then(|| self.step(&state, k)).flatten() {
+                let next_state = twin_placed.then(|| self.step(&state, k)).flatten();
+                if let Some(next_state) = next_state.filter(|next| !self.skips_useless(&stack, k, next)) {
                     let (word, bit) = (k as usize / 64, 1u64 << (k % 64));
                     linearized[word] |= bit;
-                    linearized_hash ^= op_key(k);
+                    linearized_hash ^= zobrist[k as usize];
                     let hash = linearized_hash ^ state_hasher.hash_one(&next_state);
                     if cache.insert(hash, &linearized, &next_state) {
-                        stack.push((entry, std::mem::replace(&mut state, next_state), pass));
-                        self.events.lift(entry);
-                        if self.ops[k as usize].return_ns.is_some() {
+                        if cache.bytes > self.budget.cache_bytes_max {
+                            let limit = format!("{} cache bytes", self.budget.cache_bytes_max);
+                            return self.out_of_budget(limit, stack.len());
+                        }
+                        stack.push((call, std::mem::replace(&mut state, next_state), pass, frontier));
+                        self.events.lift(call);
+                        if pass == Pass::Completed {
                             completed_left -= 1;
                         }
-                        entry = self.events.next[self.events.head as usize];
+                        entry = self.events.next[main_head as usize];
                         pass = Pass::Completed;
                         continue;
                     }
                     linearized[word] &= !bit;
-                    linearized_hash ^= op_key(k);
+                    linearized_hash ^= zobrist[k as usize];
                 }
-                entry = self.events.next[entry as usize];
-            } else if pass == Pass::Completed {
-                // Every completed candidate failed here: now try the unknown-outcome ones.
-                pass = Pass::Unknown;
-                entry = self.events.next[self.events.head as usize];
+                entry = self.events.next[call as usize];
             } else {
-                // Operation k returned without being linearized: undo the latest choice.
+                // The operation returning at `frontier` cannot be linearized before its return
+                // after the choices made so far: undo the latest one.
                 if unplaced.is_none() || stack.len() > longest_prefix.len() {
-                    longest_prefix = stack.iter().map(|&(e, _, _)| self.events.op[e as usize]).collect();
-                    unplaced = Some(k);
+                    longest_prefix = stack.iter().map(|&(e, ..)| self.events.op[e as usize]).collect();
+                    unplaced = Some(self.events.op[frontier as usize]);
                 }
-                let Some((call, previous, previous_pass)) = stack.pop() else {
+                let Some((call, previous, previous_pass, previous_frontier)) = stack.pop() else {
                     let unplaced = unplaced.expect("set just above");
                     return Verdict::NotLinearizable {
                         longest_prefix: longest_prefix
@@ -338,17 +429,34 @@ impl<'a, M: SeqModel> Search<'a, M> {
                 };
                 state = previous;
                 pass = previous_pass;
+                frontier = previous_frontier;
                 let undone = self.events.op[call as usize];
                 linearized[undone as usize / 64] &= !(1u64 << (undone % 64));
-                linearized_hash ^= op_key(undone);
+                linearized_hash ^= zobrist[undone as usize];
                 self.events.unlift(call);
-                if self.ops[undone as usize].return_ns.is_some() {
+                if pass == Pass::Completed {
                     completed_left += 1;
                 }
                 entry = self.events.next[call as usize];
             }
         }
         Verdict::Linearizable
+    }
+
+    /// True if linearizing `k` now, giving `next`, makes the unknown-outcome operation just
+    /// before it useless: `k` straight after the state before that operation gives `next` too.
+    /// Then the search without that operation (a sibling, tried before or after this node)
+    /// reaches the same state with the same completed operations and fewer unknown ones, and
+    /// everything this node leads to, it leads to. Without this, every failure point tries
+    /// every chain of pending operations, exponentially many.
+    fn skips_useless(&self, stack: &[(u32, M::State, Pass, u32)], k: u32, next: &M::State) -> bool {
+        let Some((previous_call, before_previous, Pass::Unknown, _)) = stack.last() else { return false };
+        let previous = self.events.op[*previous_call as usize];
+        // Without `previous`, `k` may not be allowed (its twin rule) and the sibling not searched.
+        if self.twin_before[k as usize] == previous {
+            return false;
+        }
+        self.step(before_previous, k).is_some_and(|alternative| alternative == *next)
     }
 
     fn out_of_budget(&self, limit: String, depth: usize) -> Verdict {
