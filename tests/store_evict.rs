@@ -95,3 +95,40 @@ fn the_breaker_stops_evictions_when_too_many_nodes_look_dead() {
     assert!(info.contains("evictions:0\r\n"), "two of four nodes dead is over 25%: no eviction\n{info}");
     assert!(info.contains("members:0,1,2\r\n"), "{info}");
 }
+
+#[test]
+fn a_partitioned_quorum_fails_writes_at_the_ack_deadline_and_heals() {
+    let dir = tempfile::tempdir().unwrap();
+    // Coupled detection, eviction off: only the deadline is under test here.
+    let cluster = start(&dir, "replica_ack_timeout = \"300ms\"\neviction_enabled = false\n");
+    let mut c = Client::connect(cluster.client_addr()).unwrap();
+    assert_eq!(c.call(&[b"SET", b"k", b"before"]).unwrap(), Reply::Simple("OK".into()));
+    cluster.proxy(1).set_partitioned(true);
+    // One member cut off: the other two still make the write quorum.
+    assert_eq!(c.call(&[b"SET", b"k", b"during"]).unwrap(), Reply::Simple("OK".into()));
+    cluster.proxy(2).set_partitioned(true);
+    match c.call(&[b"SET", b"k", b"lost"]).unwrap() {
+        Reply::Error(text) => {
+            assert!(
+                text.contains("write quorum not reached: 1 of 2 acks within replica_ack_timeout 300 ms"),
+                "{text}"
+            );
+            assert!(text.contains("no reply before the deadline"), "{text}");
+        }
+        other => panic!("a write with one reachable member was acked: {other:?}"),
+    }
+    assert!(cluster.info().contains("health=Dead"), "coupled detection takes the miss as death");
+    cluster.proxy(1).set_partitioned(false);
+    cluster.proxy(2).set_partitioned(false);
+    // Healing cuts the connections that lived through the partition; a write racing with the
+    // coordinator noticing may still fail, as a client retrying would see.
+    let healed = (0..20).any(|_| {
+        let ok = c.call(&[b"SET", b"k", b"after"]).unwrap() == Reply::Simple("OK".into());
+        if !ok {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        ok
+    });
+    assert!(healed, "writes succeed again after the heal");
+    assert_eq!(c.call(&[b"GET", b"k"]).unwrap(), Reply::Bulk(Some(b"after".to_vec())));
+}
