@@ -440,7 +440,7 @@ fn bench(
         "median of {runs} run(s) per cell; safety: safety properties only; +cycles: with the cycle analysis"
     );
     println!(
-        "{:<24} {:<16} {:>3} {:>9} {:>11} {:>8} {:>8} {:>6} {:>10} {:>9} {:>5} {:>9}",
+        "{:<25} {:<19} {:>3} {:>9} {:>11} {:>8} {:>8} {:>6} {:>10} {:>9} {:>5} {:>9}",
         "model",
         "variant",
         "thr",
@@ -459,7 +459,7 @@ fn bench(
         let safe_peak = safety["peak_memory_bytes"].as_u64().unwrap_or(0);
         let full_peak = full["peak_memory_bytes"].as_u64().unwrap_or(0);
         println!(
-            "{:<24} {:<16} {:>3} {:>9} {:>11} {:>7.2}s {:>7.2}s {:>6.2} {:>10.0} {:>9.1} {:>5} {:>9.1}{}",
+            "{:<25} {:<19} {:>3} {:>9} {:>11} {:>7.2}s {:>7.2}s {:>6.2} {:>10.0} {:>9.1} {:>5} {:>9.1}{}",
             model,
             variant,
             t,
