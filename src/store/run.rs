@@ -24,9 +24,8 @@
 //!
 //! What it cannot see: the model explores every interleaving, the run sees one; a property the
 //! model finds violated may simply not happen in a few seconds (each disagreement is explained
-//! in one line). Zones of the store are not those of the model: the store's coordinator does
-//! not know zones, so its replacement choice ignores them (latency and partitions do follow
-//! the zones).
+//! in one line). Each node is in its model zone: latency and partitions follow the zones, and
+//! the coordinator prefers a replacement in the evicted replica's zone, as the model does.
 
 use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome, RespClient};
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
@@ -382,6 +381,7 @@ fn run_store(
     let cluster = Cluster::start(ClusterConfig {
         binary: req.binary.clone(),
         node_count: scenario.nodes.len(),
+        node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
         policy: policy.clone(),
         data_dir: dir.path.join("data"),
         client_addr: "127.0.0.1:0".parse().expect("an address"),
