@@ -27,12 +27,13 @@
 //! in one line). Each node is in its model zone: latency and partitions follow the zones, and
 //! the coordinator prefers a replacement in the evicted replica's zone, as the model does.
 
-use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome, RespClient};
+use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome};
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use super::decision::{Decision, LogLine};
 use super::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use super::lincheck::{self, Budget, Operation, Verdict};
 use super::proxy::{Proxy, ProxyHandle};
+use super::resp;
 use crate::check::{self, Found, PolicyChoice, RunOptions};
 use crate::config::{self, LatencyTicks, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::policy::eviction::EvictionDecision;
@@ -475,7 +476,7 @@ fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<
         let mut read = None;
         for _ in 0..5 {
             let call_ns = rig.started.elapsed().as_nanos() as u64;
-            let attempt = RespClient::connect(rig.cluster.client_addr(), timeout)
+            let attempt = resp::Client::connect_timeout(rig.cluster.client_addr(), timeout)
                 .and_then(|mut c| c.get(key.as_bytes()));
             match attempt {
                 Ok(value) => {
