@@ -12,15 +12,21 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 fn start(dir: &tempfile::TempDir, policy_toml: &str) -> Cluster {
+    start_zoned(dir, policy_toml, &[0; 4])
+}
+
+/// A cluster of `node_zones.len()` nodes, node `i` in zone `node_zones[i]`, RF 3.
+fn start_zoned(dir: &tempfile::TempDir, policy_toml: &str, node_zones: &[u8]) -> Cluster {
     let policy_path = dir.path().join("policy.toml");
     std::fs::write(&policy_path, policy_toml).unwrap();
-    let policy = store_policy(Some(&policy_path), Some(3), 4).expect("policy loads");
-    let config = ClusterConfig::local(
+    let policy = store_policy(Some(&policy_path), Some(3), node_zones.len()).expect("policy loads");
+    let mut config = ClusterConfig::local(
         PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
-        4,
+        node_zones.len(),
         policy,
         dir.path().join("data"),
     );
+    config.node_zones = node_zones.to_vec();
     Cluster::start(config).expect("cluster starts")
 }
 
@@ -79,6 +85,40 @@ fn a_dead_member_is_replaced_by_the_spare_after_a_catch_up_copy() {
     for i in 0..300u32 {
         let reply = c.call(&[b"GET", format!("k{i}").as_bytes()]).unwrap();
         assert_eq!(reply, Reply::Bulk(Some(format!("v{i}").into_bytes())), "key k{i}");
+    }
+}
+
+#[test]
+fn the_replacement_is_the_spare_in_the_evicted_members_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    // Members 0,1,2 in zones 0,1,2; spares 3 (zone 0) and 4 (zone 1). Without zones the
+    // lowest spare, node 3, would replace node 1; with them, node 4 keeps zone 1 covered.
+    let mut cluster = start_zoned(&dir, FAST_DETECTION, &[0, 1, 2, 0, 1]);
+    assert!(cluster.info().contains("members:0,1,2\r\n"));
+    let mut c = Client::connect(cluster.client_addr()).unwrap();
+    assert_eq!(c.call(&[b"SET", b"k", b"v"]).unwrap(), Reply::Simple("OK".into()));
+    cluster.kill(1).unwrap();
+    let info = wait_for_info(&cluster, Duration::from_secs(10), "replacement caught up", |info| {
+        info.contains("catchups_completed:1")
+    });
+    assert!(info.contains("members:0,4,2\r\n"), "node 4 shares node 1's zone:\n{info}");
+    assert!(info.contains("evictions:1\r\n"), "{info}");
+}
+
+#[test]
+fn a_cluster_config_with_a_zone_per_node_missing_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = store_policy(None, Some(3), 4).expect("default policy");
+    let mut config = ClusterConfig::local(
+        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
+        4,
+        policy,
+        dir.path().join("data"),
+    );
+    config.node_zones = vec![0, 1, 2];
+    match Cluster::start(config) {
+        Err(e) => assert!(e.contains("node_zones has 3 entries for --nodes 4"), "{e}"),
+        Ok(_) => panic!("a cluster started with 3 zones for 4 nodes"),
     }
 }
 

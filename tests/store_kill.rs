@@ -9,11 +9,12 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replicheck::store::cli::store_policy;
-use replicheck::store::client::{run_load, Input, LoadConfig, Op, Outcome, RespClient};
+use replicheck::store::client::{run_load, Input, LoadConfig, Op, Outcome};
 use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::decision::DecisionLog;
 use replicheck::store::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use replicheck::store::lincheck::{check, Budget, Operation, Verdict};
+use replicheck::store::resp::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -117,7 +118,7 @@ fn killed_nodes_lose_no_acked_write_and_history_is_linearizable() {
     }
     let mut history: Vec<(String, Operation<RegisterInput, RegisterOutput>)> =
         report.history.iter().filter_map(|op| to_lincheck(op).map(|l| (op.key.clone(), l))).collect();
-    let mut reader = RespClient::connect(cluster.client_addr(), Duration::from_secs(5)).unwrap();
+    let mut reader = Client::connect_timeout(cluster.client_addr(), Duration::from_secs(5)).unwrap();
     for key in KEYS {
         let call_ns = epoch.elapsed().as_nanos() as u64;
         let value = reader.get(key.as_bytes()).unwrap_or_else(|e| panic!("final read of {key}: {e}"));

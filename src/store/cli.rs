@@ -218,6 +218,7 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             let config = ClusterConfig {
                 binary,
                 node_count: nodes,
+                node_zones: vec![0; nodes],
                 policy,
                 data_dir: data_dir.clone(),
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),

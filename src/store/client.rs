@@ -1,4 +1,4 @@
-//! A RESP client, and a load generator that records a history for the linearizability check.
+//! A load generator that records a history for the linearizability check (over `resp::Client`).
 //!
 //! The load generator runs N client threads, each issuing GET and SET on a small key set with
 //! the policy's retry rules: after a failed attempt it asks `policy::retry::after_failure`
@@ -15,192 +15,19 @@
 //! effect and constrains nothing.
 
 use super::decision::{self, DecisionLog};
+use super::resp::{Client, ClientError};
 use crate::policy::retry::{RetryDecision, RetryPolicy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Largest bulk reply the client accepts.
-pub const REPLY_BYTES_MAX: usize = 16 * 1024 * 1024;
-/// Elements of an array reply at most.
-const ARRAY_LEN_MAX: usize = 1024 * 1024;
 /// Client threads at most, and keys at most: a load generator, not a benchmark.
 pub const LOAD_CLIENTS_MAX: usize = 64;
 pub const LOAD_KEYS_MAX: usize = 1024;
-
-/// A RESP reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
-    Simple(String),
-    Error(String),
-    Integer(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Vec<Reply>),
-}
-
-#[derive(Debug)]
-pub enum ClientError {
-    /// No reply within the request timeout; the request may still take effect.
-    Timeout,
-    /// Connecting failed, or the connection broke; the request may have taken effect.
-    Io(io::Error),
-    /// The server answered with an error reply.
-    Server(String),
-    /// The reply is not RESP, or not the reply the command expects.
-    Protocol(String),
-}
-
-impl std::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientError::Timeout => write!(f, "timed out"),
-            ClientError::Io(e) => write!(f, "connection: {e}"),
-            ClientError::Server(e) => write!(f, "server: {e}"),
-            ClientError::Protocol(e) => write!(f, "protocol: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {}
-
-fn from_io(e: io::Error) -> ClientError {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Timeout,
-        _ => ClientError::Io(e),
-    }
-}
-
-/// One connection speaking RESP, with a timeout on every request.
-pub struct RespClient {
-    writer: TcpStream,
-    reader: BufReader<TcpStream>,
-}
-
-impl RespClient {
-    pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<RespClient, ClientError> {
-        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(from_io)?;
-        stream.set_nodelay(true).map_err(ClientError::Io)?;
-        stream.set_read_timeout(Some(timeout)).map_err(ClientError::Io)?;
-        stream.set_write_timeout(Some(timeout)).map_err(ClientError::Io)?;
-        let reader = BufReader::new(stream.try_clone().map_err(ClientError::Io)?);
-        Ok(RespClient { writer: stream, reader })
-    }
-
-    /// Send one command and read its reply. An error reply is `Ok(Reply::Error)`.
-    pub fn command(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for arg in args {
-            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-            out.extend_from_slice(arg);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.writer.write_all(&out).map_err(from_io)?;
-        read_reply(&mut self.reader, 0)
-    }
-
-    pub fn ping(&mut self) -> Result<(), ClientError> {
-        match self.command(&[b"PING"])? {
-            Reply::Simple(s) if s == "PONG" => Ok(()),
-            other => Err(unexpected("PING", other)),
-        }
-    }
-
-    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
-        match self.command(&[b"GET", key])? {
-            Reply::Bulk(value) => Ok(value),
-            other => Err(unexpected("GET", other)),
-        }
-    }
-
-    /// SET, with an idempotency token if given (`SET key value TOKEN t`).
-    pub fn set(&mut self, key: &[u8], value: &[u8], token: Option<&[u8]>) -> Result<(), ClientError> {
-        let reply = match token {
-            Some(token) => self.command(&[b"SET", key, value, b"TOKEN", token])?,
-            None => self.command(&[b"SET", key, value])?,
-        };
-        match reply {
-            Reply::Simple(s) if s == "OK" => Ok(()),
-            other => Err(unexpected("SET", other)),
-        }
-    }
-
-    pub fn info(&mut self) -> Result<String, ClientError> {
-        match self.command(&[b"INFO"])? {
-            Reply::Bulk(Some(text)) => Ok(String::from_utf8_lossy(&text).into_owned()),
-            other => Err(unexpected("INFO", other)),
-        }
-    }
-}
-
-fn unexpected(command: &str, reply: Reply) -> ClientError {
-    match reply {
-        Reply::Error(e) => ClientError::Server(e),
-        other => ClientError::Protocol(format!("unexpected reply to {command}: {other:?}")),
-    }
-}
-
-fn read_line<R: BufRead>(reader: &mut R) -> Result<String, ClientError> {
-    let mut line = Vec::new();
-    let n = Read::take(reader, 64 * 1024).read_until(b'\n', &mut line).map_err(from_io)?;
-    if n == 0 {
-        return Err(ClientError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed")));
-    }
-    if !line.ends_with(b"\r\n") {
-        return Err(ClientError::Protocol("reply line without CRLF".into()));
-    }
-    line.truncate(line.len() - 2);
-    String::from_utf8(line).map_err(|_| ClientError::Protocol("reply line is not UTF-8".into()))
-}
-
-fn read_reply(reader: &mut impl BufRead, depth: usize) -> Result<Reply, ClientError> {
-    if depth > 8 {
-        return Err(ClientError::Protocol("arrays nested too deep".into()));
-    }
-    let line = read_line(reader)?;
-    let (kind, rest) = line.split_at(line.len().min(1));
-    let int =
-        |s: &str| s.parse::<i64>().map_err(|_| ClientError::Protocol(format!("bad length or integer {s:?}")));
-    match kind {
-        "+" => Ok(Reply::Simple(rest.to_string())),
-        "-" => Ok(Reply::Error(rest.strip_prefix("ERR ").unwrap_or(rest).to_string())),
-        ":" => Ok(Reply::Integer(int(rest)?)),
-        "$" => {
-            let len = int(rest)?;
-            if len < 0 {
-                return Ok(Reply::Bulk(None));
-            }
-            let len = len as usize;
-            if len > REPLY_BYTES_MAX {
-                return Err(ClientError::Protocol(format!(
-                    "bulk reply of {len} bytes exceeds {REPLY_BYTES_MAX}"
-                )));
-            }
-            let mut data = vec![0u8; len + 2];
-            reader.read_exact(&mut data).map_err(from_io)?;
-            if !data.ends_with(b"\r\n") {
-                return Err(ClientError::Protocol("bulk reply without CRLF".into()));
-            }
-            data.truncate(len);
-            Ok(Reply::Bulk(Some(data)))
-        }
-        "*" => {
-            let len = int(rest)?;
-            if len < 0 {
-                return Ok(Reply::Array(Vec::new()));
-            }
-            if len as usize > ARRAY_LEN_MAX {
-                return Err(ClientError::Protocol(format!("array of {len} elements")));
-            }
-            (0..len).map(|_| read_reply(reader, depth + 1)).collect::<Result<_, _>>().map(Reply::Array)
-        }
-        _ => Err(ClientError::Protocol(format!("unknown reply type in {line:?}"))),
-    }
-}
 
 /// What an operation asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -331,7 +158,7 @@ struct ClientLoop<'a> {
     log: DecisionLog,
     epoch: Instant,
     rng: StdRng,
-    conn: Option<RespClient>,
+    conn: Option<Client>,
     retries_used: u8,
     writes: u32,
     report: LoadReport,
@@ -424,7 +251,7 @@ impl<'a> ClientLoop<'a> {
         let timeout = Duration::from_millis(self.config.request_timeout_ms);
         let conn = match &mut self.conn {
             Some(conn) => conn,
-            None => self.conn.insert(RespClient::connect(self.config.addr, timeout)?),
+            None => self.conn.insert(Client::connect_timeout(self.config.addr, timeout)?),
         };
         match input {
             Input::Write(value) => {
@@ -448,7 +275,9 @@ impl<'a> ClientLoop<'a> {
 mod tests {
     use super::*;
     use crate::policy::retry::Backoff;
+    use crate::store::resp::{read_reply, Reply};
     use std::collections::HashMap;
+    use std::io::{self, BufReader, Write};
     use std::net::TcpListener;
     use std::sync::Mutex;
 
@@ -468,7 +297,7 @@ mod tests {
                 thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
                     let mut out = stream;
-                    while let Ok(Reply::Array(args)) = read_reply(&mut reader, 0) {
+                    while let Ok(Reply::Array(args)) = read_reply(&mut reader) {
                         let args: Vec<String> = args
                             .into_iter()
                             .map(|a| match a {
@@ -519,21 +348,20 @@ mod tests {
     #[test]
     fn the_client_speaks_resp() {
         let (addr, _) = server(0);
-        let mut c = RespClient::connect(addr, Duration::from_secs(5)).unwrap();
+        let mut c = Client::connect_timeout(addr, Duration::from_secs(5)).unwrap();
         c.ping().unwrap();
         assert_eq!(c.get(b"k").unwrap(), None);
         c.set(b"k", b"v\r\nx", Some(b"t1")).unwrap();
         assert_eq!(c.get(b"k").unwrap(), Some(b"v\r\nx".to_vec()));
         assert_eq!(c.info().unwrap(), "keys:ok");
-        assert!(matches!(c.command(&[b"NOPE"]).unwrap(), Reply::Error(e) if e == "unknown command"));
-        let parse = |text: &str| read_reply(&mut BufReader::new(text.as_bytes()), 0);
-        assert_eq!(parse(":42\r\n").unwrap(), Reply::Integer(42));
-        assert_eq!(
-            parse("*2\r\n$1\r\na\r\n$-1\r\n").unwrap(),
-            Reply::Array(vec![Reply::Bulk(Some(b"a".to_vec())), Reply::Bulk(None)])
-        );
-        assert!(matches!(parse("?x\r\n"), Err(ClientError::Protocol(_))));
-        assert!(matches!(parse("$5\r\nab\r\n"), Err(ClientError::Io(_))));
+        assert_eq!(c.call(&[b"NOPE"]).unwrap(), Reply::Error("ERR unknown command".into()));
+        // A failed SET: the server's text without the `ERR ` prefix.
+        let (addr, _) = server(1);
+        let mut c = Client::connect_timeout(addr, Duration::from_secs(5)).unwrap();
+        match c.set(b"k", b"v", None) {
+            Err(ClientError::Server(e)) => assert_eq!(e, "write quorum not reached"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

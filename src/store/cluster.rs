@@ -33,6 +33,9 @@ pub struct ClusterConfig {
     /// `env!("CARGO_BIN_EXE_replicheck")` in tests).
     pub binary: PathBuf,
     pub node_count: usize,
+    /// The zone of each node (`node_count` entries); the coordinator prefers a spare in the
+    /// evicted replica's zone when it replaces one. A local cluster puts every node in zone 0.
+    pub node_zones: Vec<u8>,
     /// The policy with every duration in milliseconds (`SourcedPolicy::resolve_ms`).
     pub policy: Policy,
     /// Node `i` keeps its data in `data_dir/node-i`.
@@ -54,6 +57,7 @@ impl ClusterConfig {
         ClusterConfig {
             binary,
             node_count,
+            node_zones: vec![0; node_count],
             policy,
             data_dir,
             client_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -110,6 +114,13 @@ impl Cluster {
                 config.policy.replication_factor, config.node_count
             ));
         }
+        if config.node_zones.len() != config.node_count {
+            return Err(format!(
+                "node_zones has {} entries for --nodes {}: one zone per node",
+                config.node_zones.len(),
+                config.node_count
+            ));
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("coordinator")
@@ -139,9 +150,14 @@ impl Cluster {
             None => DecisionLog::off(),
         };
         let (coordinator, listener) = runtime.block_on(async {
-            let coordinator =
-                Coordinator::start(config.policy.clone(), &addrs, config.value_bytes_max, log.clone())
-                    .await?;
+            let coordinator = Coordinator::start(
+                config.policy.clone(),
+                &addrs,
+                &config.node_zones,
+                config.value_bytes_max,
+                log.clone(),
+            )
+            .await?;
             let listener = tokio::net::TcpListener::bind(config.client_addr)
                 .await
                 .map_err(|e| format!("cannot listen for clients on {}: {e}", config.client_addr))?;

@@ -101,6 +101,8 @@ impl Tokens {
 pub struct Coordinator {
     policy: Policy,
     links: Vec<Arc<NodeLink>>,
+    /// Zone of each node, indexed like `links`; replacements prefer the evicted one's zone.
+    zones: Vec<u8>,
     membership: Mutex<Membership>,
     next_version: AtomicU64,
     tokens: Mutex<Tokens>,
@@ -114,16 +116,25 @@ pub struct Coordinator {
 impl Coordinator {
     /// Connect to every node (each link dials `node_addrs[i]`: the node, or its proxy), learn
     /// the highest stored version, and start heartbeats and failure detection. The first
-    /// `replication_factor` nodes form the replica set; the others are spares.
+    /// `replication_factor` nodes form the replica set; the others are spares. Node `i` is in
+    /// zone `node_zones[i]`.
     pub async fn start(
         policy: Policy,
         node_addrs: &[SocketAddr],
+        node_zones: &[u8],
         value_bytes_max: usize,
         log: DecisionLog,
     ) -> Result<Arc<Coordinator>, String> {
         let rf = usize::from(policy.replication_factor);
         if rf > node_addrs.len() {
             return Err(format!("replication_factor {rf} exceeds the {} nodes", node_addrs.len()));
+        }
+        if node_zones.len() != node_addrs.len() {
+            return Err(format!(
+                "{} node zones for {} nodes: one zone per node",
+                node_zones.len(),
+                node_addrs.len()
+            ));
         }
         let links: Vec<Arc<NodeLink>> = node_addrs.iter().map(|a| Arc::new(NodeLink::new(*a))).collect();
         let deadline = Instant::now() + Duration::from_millis(STARTUP_TIMEOUT_MS);
@@ -157,6 +168,7 @@ impl Coordinator {
         let coordinator = Arc::new(Coordinator {
             policy,
             links,
+            zones: node_zones.to_vec(),
             membership: Mutex::new(membership),
             next_version: AtomicU64::new(max_version + 1),
             tokens: Mutex::default(),
@@ -397,13 +409,19 @@ impl Coordinator {
             let candidates: Vec<Candidate> = (0..membership.nodes.len())
                 .map(|n| Candidate {
                     node: n as NodeId,
-                    // Every node of a local cluster is in one zone.
-                    zone: 0,
+                    zone: self.zones[n],
                     health: membership.nodes[n].health,
                     is_member: membership.members.iter().any(|m| usize::from(m.node) == n),
                 })
                 .collect();
-            match decision::decide_eviction(&self.log, dead, self.policy.eviction, view, 0, &candidates) {
+            match decision::decide_eviction(
+                &self.log,
+                dead,
+                self.policy.eviction,
+                view,
+                self.zones[usize::from(dead)],
+                &candidates,
+            ) {
                 EvictionDecision::Evict { replacement } => {
                     let slot = membership.members.iter().position(|m| m.node == dead).expect("a member");
                     membership.members[slot] = Member { node: replacement, caught_up: false };

@@ -1,6 +1,10 @@
 //! The RESP subset clients speak: arrays of bulk strings (what redis-cli and redis-benchmark
 //! send) and inline commands (`PING\r\n` typed into a terminal), and the reply encodings.
 
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
 /// Arguments in one command at most.
 pub const ARGS_MAX: usize = 1024;
 /// An inline command line's length at most.
@@ -142,6 +146,210 @@ pub fn array(items: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// Largest bulk reply the client accepts.
+pub const REPLY_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// A reply's type-and-length (or simple string, or error) line at most.
+const REPLY_LINE_BYTES_MAX: u64 = 64 * 1024;
+/// Elements of an array reply at most, and how deep arrays may nest.
+const ARRAY_LEN_MAX: usize = 1024 * 1024;
+const ARRAY_DEPTH_MAX: usize = 8;
+
+/// A reply as a client reads it. An error reply keeps its full text (`ERR ...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+#[derive(Debug)]
+pub enum ClientError {
+    /// No reply within the request timeout; the request may still take effect.
+    Timeout,
+    /// Connecting failed, or the connection broke; the request may have taken effect.
+    Io(io::Error),
+    /// The server answered with an error reply (its text without the `ERR ` prefix).
+    Server(String),
+    /// The reply is not RESP, or not the reply the command expects.
+    Protocol(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Timeout => write!(f, "timed out"),
+            ClientError::Io(e) => write!(f, "connection: {e}"),
+            ClientError::Server(e) => write!(f, "server: {e}"),
+            ClientError::Protocol(e) => write!(f, "protocol: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+fn from_io(e: io::Error) -> ClientError {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Timeout,
+        _ => ClientError::Io(e),
+    }
+}
+
+/// A blocking RESP client over one connection: the load generator, `store run`, benches,
+/// tests. `send_raw` lets tests send malformed input.
+pub struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    /// Connect with no timeouts: a request waits for its reply as long as it takes.
+    pub fn connect(addr: SocketAddr) -> Result<Client, ClientError> {
+        Client::from_stream(TcpStream::connect(addr).map_err(from_io)?)
+    }
+
+    /// Connect within `timeout`, and give every request `timeout` to be sent and answered
+    /// (then `ClientError::Timeout`, and the connection is out of step: drop it).
+    pub fn connect_timeout(addr: SocketAddr, timeout: Duration) -> Result<Client, ClientError> {
+        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(from_io)?;
+        stream.set_read_timeout(Some(timeout)).map_err(ClientError::Io)?;
+        stream.set_write_timeout(Some(timeout)).map_err(ClientError::Io)?;
+        Client::from_stream(stream)
+    }
+
+    fn from_stream(stream: TcpStream) -> Result<Client, ClientError> {
+        stream.set_nodelay(true).map_err(ClientError::Io)?;
+        let reader = BufReader::new(stream.try_clone().map_err(ClientError::Io)?);
+        Ok(Client { reader, writer: stream })
+    }
+
+    /// Give up on a reply after `timeout` (the connection is then unusable).
+    pub fn set_timeout(&self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        self.writer.set_read_timeout(timeout).map_err(ClientError::Io)
+    }
+
+    /// Send raw bytes (for malformed-input tests).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        self.writer.write_all(bytes).map_err(from_io)
+    }
+
+    /// Send one command as an array of bulk strings and read its reply. An error reply is
+    /// `Ok(Reply::Error)`.
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
+        let items: Vec<Vec<u8>> = args.iter().map(|a| bulk(Some(a))).collect();
+        self.send_raw(&array(&items))?;
+        self.read_reply()
+    }
+
+    pub fn read_reply(&mut self) -> Result<Reply, ClientError> {
+        read_reply(&mut self.reader)
+    }
+
+    pub fn ping(&mut self) -> Result<(), ClientError> {
+        match self.call(&[b"PING"])? {
+            Reply::Simple(s) if s == "PONG" => Ok(()),
+            other => Err(unexpected("PING", other)),
+        }
+    }
+
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        match self.call(&[b"GET", key])? {
+            Reply::Bulk(value) => Ok(value),
+            other => Err(unexpected("GET", other)),
+        }
+    }
+
+    /// SET, with an idempotency token if given (`SET key value TOKEN t`).
+    pub fn set(&mut self, key: &[u8], value: &[u8], token: Option<&[u8]>) -> Result<(), ClientError> {
+        let reply = match token {
+            Some(token) => self.call(&[b"SET", key, value, b"TOKEN", token])?,
+            None => self.call(&[b"SET", key, value])?,
+        };
+        match reply {
+            Reply::Simple(s) if s == "OK" => Ok(()),
+            other => Err(unexpected("SET", other)),
+        }
+    }
+
+    pub fn info(&mut self) -> Result<String, ClientError> {
+        match self.call(&[b"INFO"])? {
+            Reply::Bulk(Some(text)) => Ok(String::from_utf8_lossy(&text).into_owned()),
+            other => Err(unexpected("INFO", other)),
+        }
+    }
+}
+
+fn unexpected(command: &str, reply: Reply) -> ClientError {
+    match reply {
+        Reply::Error(e) => ClientError::Server(e.strip_prefix("ERR ").unwrap_or(&e).to_string()),
+        other => ClientError::Protocol(format!("unexpected reply to {command}: {other:?}")),
+    }
+}
+
+/// Read one reply; limits on line length, bulk size, array length and nesting keep a broken
+/// or hostile server from exhausting memory.
+pub fn read_reply(reader: &mut impl BufRead) -> Result<Reply, ClientError> {
+    read_reply_nested(reader, 0)
+}
+
+fn read_reply_nested(reader: &mut impl BufRead, depth: usize) -> Result<Reply, ClientError> {
+    if depth > ARRAY_DEPTH_MAX {
+        return Err(ClientError::Protocol("arrays nested too deep".into()));
+    }
+    let mut line = Vec::new();
+    let n = Read::take(&mut *reader, REPLY_LINE_BYTES_MAX).read_until(b'\n', &mut line).map_err(from_io)?;
+    if n == 0 {
+        return Err(ClientError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed")));
+    }
+    if line.len() < 3 || !line.ends_with(b"\r\n") {
+        return Err(ClientError::Protocol(format!(
+            "malformed reply line {:?}",
+            String::from_utf8_lossy(&line)
+        )));
+    }
+    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
+    let int =
+        |s: &str| s.parse::<i64>().map_err(|_| ClientError::Protocol(format!("bad length or integer {s:?}")));
+    match line[0] {
+        b'+' => Ok(Reply::Simple(text)),
+        b'-' => Ok(Reply::Error(text)),
+        b':' => Ok(Reply::Integer(int(&text)?)),
+        b'$' => {
+            let len = int(&text)?;
+            if len < 0 {
+                return Ok(Reply::Bulk(None));
+            }
+            let len = len as usize;
+            if len > REPLY_BYTES_MAX {
+                return Err(ClientError::Protocol(format!(
+                    "bulk reply of {len} bytes exceeds {REPLY_BYTES_MAX}"
+                )));
+            }
+            let mut data = vec![0u8; len + 2];
+            reader.read_exact(&mut data).map_err(from_io)?;
+            if !data.ends_with(b"\r\n") {
+                return Err(ClientError::Protocol("bulk reply without CRLF".into()));
+            }
+            data.truncate(len);
+            Ok(Reply::Bulk(Some(data)))
+        }
+        b'*' => {
+            let len = int(&text)?;
+            if len < 0 {
+                return Ok(Reply::Array(Vec::new()));
+            }
+            if len as usize > ARRAY_LEN_MAX {
+                return Err(ClientError::Protocol(format!("array of {len} elements")));
+            }
+            (0..len).map(|_| read_reply_nested(reader, depth + 1)).collect::<Result<_, _>>().map(Reply::Array)
+        }
+        _ => {
+            Err(ClientError::Protocol(format!("unknown reply type in {:?}", String::from_utf8_lossy(&line))))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,91 +394,24 @@ mod tests {
         assert_eq!(array(&[integer(1), simple("OK")]), b"*2\r\n:1\r\n+OK\r\n");
         assert_eq!(error("a\r\nb"), b"-ERR a  b\r\n");
     }
-}
 
-/// A reply as a client reads it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
-    Simple(String),
-    Error(String),
-    Integer(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Vec<Reply>),
-}
-
-/// A blocking RESP client over one connection: for tests, benches and tools.
-pub struct Client {
-    reader: std::io::BufReader<std::net::TcpStream>,
-    writer: std::net::TcpStream,
-}
-
-impl Client {
-    pub fn connect(addr: std::net::SocketAddr) -> std::io::Result<Client> {
-        let stream = std::net::TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        Ok(Client { reader: std::io::BufReader::new(stream.try_clone()?), writer: stream })
-    }
-
-    /// Give up on a reply after `timeout` (the connection is then unusable).
-    pub fn set_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
-        self.writer.set_read_timeout(timeout)
-    }
-
-    /// Send raw bytes (for malformed-input tests).
-    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        use std::io::Write;
-        self.writer.write_all(bytes)
-    }
-
-    /// Send one command as an array of bulk strings and read its reply.
-    pub fn call(&mut self, args: &[&[u8]]) -> std::io::Result<Reply> {
-        let items: Vec<Vec<u8>> = args.iter().map(|a| bulk(Some(a))).collect();
-        self.send_raw(&array(&items))?;
-        self.read_reply()
-    }
-
-    pub fn read_reply(&mut self) -> std::io::Result<Reply> {
-        read_reply(&mut self.reader)
-    }
-}
-
-fn bad_reply(what: &str) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("malformed reply: {what}"))
-}
-
-pub fn read_reply(reader: &mut impl std::io::BufRead) -> std::io::Result<Reply> {
-    let mut line = Vec::new();
-    reader.read_until(b'\n', &mut line)?;
-    if line.is_empty() {
-        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
-    }
-    if !line.ends_with(b"\r\n") {
-        return Err(bad_reply("line without CRLF"));
-    }
-    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
-    let number = || text.parse::<i64>().map_err(|_| bad_reply("bad integer"));
-    match line[0] {
-        b'+' => Ok(Reply::Simple(text)),
-        b'-' => Ok(Reply::Error(text)),
-        b':' => Ok(Reply::Integer(number()?)),
-        b'$' => {
-            let len = number()?;
-            if len < 0 {
-                return Ok(Reply::Bulk(None));
-            }
-            let mut data = vec![0u8; len as usize + 2];
-            reader.read_exact(&mut data)?;
-            data.truncate(len as usize);
-            Ok(Reply::Bulk(Some(data)))
-        }
-        b'*' => {
-            let len = number()?;
-            let mut items = Vec::new();
-            for _ in 0..len.max(0) {
-                items.push(read_reply(reader)?);
-            }
-            Ok(Reply::Array(items))
-        }
-        _ => Err(bad_reply("unknown type byte")),
+    #[test]
+    fn reads_replies() {
+        let parse = |text: &[u8]| read_reply(&mut BufReader::new(text));
+        assert_eq!(parse(b":42\r\n").unwrap(), Reply::Integer(42));
+        assert_eq!(parse(b"-ERR no\r\n").unwrap(), Reply::Error("ERR no".into()));
+        assert_eq!(parse(b"$3\r\na\r\n\r\n").unwrap(), Reply::Bulk(Some(b"a\r\n".to_vec())));
+        assert_eq!(
+            parse(b"*2\r\n$1\r\na\r\n$-1\r\n").unwrap(),
+            Reply::Array(vec![Reply::Bulk(Some(b"a".to_vec())), Reply::Bulk(None)])
+        );
+        assert!(matches!(parse(b"?x\r\n"), Err(ClientError::Protocol(_))));
+        assert!(matches!(parse(b"+OK\n"), Err(ClientError::Protocol(_))));
+        assert!(matches!(parse(b"$3\r\nabcd\r\n"), Err(ClientError::Protocol(_))));
+        assert!(matches!(parse(b"$5\r\nab\r\n"), Err(ClientError::Io(_))));
+        assert!(matches!(parse(b""), Err(ClientError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof));
+        assert!(matches!(parse(b"$99999999999\r\n"), Err(ClientError::Protocol(_))));
+        let nested = [b"*1\r\n".repeat(ARRAY_DEPTH_MAX + 2), b":1\r\n".to_vec()].concat();
+        assert!(matches!(parse(&nested), Err(ClientError::Protocol(e)) if e.contains("nested")));
     }
 }

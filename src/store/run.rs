@@ -24,16 +24,16 @@
 //!
 //! What it cannot see: the model explores every interleaving, the run sees one; a property the
 //! model finds violated may simply not happen in a few seconds (each disagreement is explained
-//! in one line). Zones of the store are not those of the model: the store's coordinator does
-//! not know zones, so its replacement choice ignores them (latency and partitions do follow
-//! the zones).
+//! in one line). Each node is in its model zone: latency and partitions follow the zones, and
+//! the coordinator prefers a replacement in the evicted replica's zone, as the model does.
 
-use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome, RespClient};
+use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome};
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use super::decision::{Decision, LogLine};
 use super::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use super::lincheck::{self, Budget, Operation, Verdict};
 use super::proxy::{Proxy, ProxyHandle};
+use super::resp;
 use crate::check::{self, Found, PolicyChoice, RunOptions};
 use crate::config::{self, LatencyTicks, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::policy::eviction::EvictionDecision;
@@ -382,6 +382,7 @@ fn run_store(
     let cluster = Cluster::start(ClusterConfig {
         binary: req.binary.clone(),
         node_count: scenario.nodes.len(),
+        node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
         policy: policy.clone(),
         data_dir: dir.path.join("data"),
         client_addr: "127.0.0.1:0".parse().expect("an address"),
@@ -475,7 +476,7 @@ fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<
         let mut read = None;
         for _ in 0..5 {
             let call_ns = rig.started.elapsed().as_nanos() as u64;
-            let attempt = RespClient::connect(rig.cluster.client_addr(), timeout)
+            let attempt = resp::Client::connect_timeout(rig.cluster.client_addr(), timeout)
                 .and_then(|mut c| c.get(key.as_bytes()));
             match attempt {
                 Ok(value) => {
