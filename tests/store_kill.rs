@@ -9,7 +9,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replicheck::store::cli::store_policy;
-use replicheck::store::client::{run_load, Input, LoadConfig, Op, Outcome};
+use replicheck::store::client::{run_load, Input, LoadConfig, Outcome};
 use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::decision::DecisionLog;
 use replicheck::store::lincheck::register::{Register, RegisterInput, RegisterOutput};
@@ -23,21 +23,6 @@ use std::time::{Duration, Instant};
 
 const KILL_CYCLES: usize = 20;
 const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
-
-fn to_lincheck(op: &Op) -> Option<Operation<RegisterInput, RegisterOutput>> {
-    let (input, output, return_ns) = match (op.input, op.outcome) {
-        (Input::Read, Outcome::Ok { return_ns, read }) => {
-            (RegisterInput::Read, Some(RegisterOutput::Read(read)), Some(return_ns))
-        }
-        // A read without an answer constrains nothing.
-        (Input::Read, _) => return None,
-        (Input::Write(v), Outcome::Ok { return_ns, .. }) => {
-            (RegisterInput::Write(Some(v)), Some(RegisterOutput::WriteOk), Some(return_ns))
-        }
-        (Input::Write(v), _) => (RegisterInput::Write(Some(v)), None, None),
-    };
-    Some(Operation { client: op.client, call_ns: op.call_ns, return_ns, input, output })
-}
 
 fn decode_value(bytes: &[u8]) -> u64 {
     std::str::from_utf8(bytes).ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("value {bytes:?}"))
@@ -117,7 +102,7 @@ fn killed_nodes_lose_no_acked_write_and_history_is_linearizable() {
         cluster.restart(node).unwrap();
     }
     let mut history: Vec<(String, Operation<RegisterInput, RegisterOutput>)> =
-        report.history.iter().filter_map(|op| to_lincheck(op).map(|l| (op.key.clone(), l))).collect();
+        report.history.iter().filter_map(|op| op.as_register_op().map(|l| (op.key.clone(), l))).collect();
     let mut reader = Client::connect_timeout(cluster.client_addr(), Duration::from_secs(5)).unwrap();
     for key in KEYS {
         let call_ns = epoch.elapsed().as_nanos() as u64;

@@ -15,6 +15,8 @@
 //! effect and constrains nothing.
 
 use super::decision::{self, DecisionLog};
+use super::lincheck::register::{RegisterInput, RegisterOutput};
+use super::lincheck::Operation;
 use super::resp::{Client, ClientError};
 use crate::policy::retry::{RetryDecision, RetryPolicy};
 use rand::rngs::StdRng;
@@ -57,6 +59,24 @@ pub struct Op {
     pub call_ns: u64,
     pub outcome: Outcome,
     pub attempts: u8,
+}
+
+impl Op {
+    /// This operation for the register checker (`lincheck::register`): a write without an OK
+    /// has an unknown outcome; a read without an answer constrains nothing (`None`).
+    pub fn as_register_op(&self) -> Option<Operation<RegisterInput, RegisterOutput>> {
+        let (input, output, return_ns) = match (self.input, self.outcome) {
+            (Input::Read, Outcome::Ok { return_ns, read }) => {
+                (RegisterInput::Read, Some(RegisterOutput::Read(read)), Some(return_ns))
+            }
+            (Input::Read, _) => return None,
+            (Input::Write(v), Outcome::Ok { return_ns, .. }) => {
+                (RegisterInput::Write(Some(v)), Some(RegisterOutput::WriteOk), Some(return_ns))
+            }
+            (Input::Write(v), _) => (RegisterInput::Write(Some(v)), None, None),
+        };
+        Some(Operation { client: self.client, call_ns: self.call_ns, return_ns, input, output })
+    }
 }
 
 /// The unique value a client's `seq`-th write stores.

@@ -530,7 +530,7 @@ fn measure(
             outcome.acked_writes_lost.push(format!("{key}: {why}"));
         }
         let history: Vec<Operation<RegisterInput, RegisterOutput>> =
-            ops.iter().filter_map(|op| to_register(op)).collect();
+            ops.iter().filter_map(|op| op.as_register_op()).collect();
         match lincheck::check(&Register, &history, Budget::steps(LINCHECK_STEPS_MAX)) {
             Verdict::Linearizable => {}
             Verdict::NotLinearizable { .. } => outcome.not_linearizable.push(key.to_string()),
@@ -583,21 +583,6 @@ fn acked_write_missed(ops: &[&Op], last: &Op) -> Option<String> {
         }
         _ => None,
     }
-}
-
-fn to_register(op: &Op) -> Option<Operation<RegisterInput, RegisterOutput>> {
-    let (input, output, return_ns) = match (op.input, op.outcome) {
-        (Input::Read, Outcome::Ok { return_ns, read }) => {
-            (RegisterInput::Read, Some(RegisterOutput::Read(read)), Some(return_ns))
-        }
-        // A read without an answer constrains nothing.
-        (Input::Read, _) => return None,
-        (Input::Write(v), Outcome::Ok { return_ns, .. }) => {
-            (RegisterInput::Write(Some(v)), Some(RegisterOutput::WriteOk), Some(return_ns))
-        }
-        (Input::Write(v), _) => (RegisterInput::Write(Some(v)), None, None),
-    };
-    Some(Operation { client: op.client, call_ns: op.call_ns, return_ns, input, output })
 }
 
 /// INFO's `name:number` lines.
