@@ -20,7 +20,9 @@
 //! - duplicate effects: a retried SET whose token the coordinator had sequenced already, given
 //!   a new version (`version_for_attempt` in the decision log; `no_duplicate_effects`);
 //! - evictions, each with its time and whether the fault schedule had touched the evicted node
-//!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters.
+//!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters;
+//! - rebalancing moves of the keyspace shard over time (`choose_move` in the decision log),
+//!   from the model's node disk use, compaction debt and first shard's size and heat.
 //!
 //! What it cannot see: the model explores every interleaving, the run sees one; a property the
 //! model finds violated may simply not happen in a few seconds (each disagreement is explained
@@ -29,6 +31,7 @@
 
 use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome};
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use super::coordinator::LoadFacts;
 use super::decision::{Decision, LogLine};
 use super::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use super::lincheck::{self, Budget, Operation, Verdict};
@@ -120,6 +123,8 @@ pub struct RunOutcome {
     pub duplicate_effects: usize,
     /// (ms, evicted node, replacement, healthy: the schedule had not crashed/partitioned it).
     pub evictions: Vec<(u64, NodeId, NodeId, bool)>,
+    /// Rebalancing moves of the keyspace shard: (ms, from, to).
+    pub moves: Vec<(u64, NodeId, NodeId)>,
     pub deadline_deaths: usize,
     pub events: Vec<Event>,
     pub info_counters: BTreeMap<String, u64>,
@@ -389,6 +394,7 @@ fn run_store(
         value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
         decision_log: Some(log_path.clone()),
         proxy_seed: req.seed,
+        load: load_facts(scenario),
     })?;
     // The decision log's clock started inside `Cluster::start`: at most this much after ours.
     let log_offset_ms = before_start.elapsed().as_millis() as u64;
@@ -453,6 +459,20 @@ fn run_store(
     outcome.events = std::mem::take(&mut rig.events);
     outcome.info_counters = info_counters(&info);
     Ok(outcome)
+}
+
+/// The rebalancer's view of the scenario. The store keeps the whole keyspace in one shard:
+/// it takes the size and heat of the model's first shard (a model with several shards is
+/// rebalanced as if they were one).
+fn load_facts(scenario: &Scenario) -> LoadFacts {
+    let first = scenario.shards.first();
+    LoadFacts {
+        node_disk_used_pct: scenario.nodes.iter().map(|n| n.disk_used_pct).collect(),
+        node_compaction_debt_pct: scenario.nodes.iter().map(|n| n.compaction_debt_pct).collect(),
+        shard_size_pct: first.map_or(0, |s| s.size_pct),
+        shard_hot: first.is_some_and(|s| s.hot),
+        slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
+    }
 }
 
 fn sleep_until(rig: &Rig, at_ms: u64) {
@@ -550,6 +570,9 @@ fn measure(
                 let at_ms = line.elapsed_ms + log_offset_ms;
                 let healthy = faulted_at_ms.get(&node).is_none_or(|t| *t > at_ms);
                 outcome.evictions.push((at_ms, node, replacement, healthy));
+            }
+            Decision::ChooseMove { output: Some(m), .. } => {
+                outcome.moves.push((line.elapsed_ms + log_offset_ms, m.from, m.to))
             }
             _ => {}
         }
@@ -662,6 +685,19 @@ fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static 
     }
 }
 
+/// Moves per second of the run, one figure per whole second that had any, e.g. "1s: 2, 3s: 1".
+fn moves_per_second(o: &RunOutcome) -> String {
+    let mut per_second: BTreeMap<u64, usize> = BTreeMap::new();
+    for (at_ms, _, _) in &o.moves {
+        *per_second.entry(at_ms / 1000).or_default() += 1;
+    }
+    if per_second.is_empty() {
+        return "none".into();
+    }
+    let parts: Vec<String> = per_second.iter().map(|(s, n)| format!("{s}s: {n}")).collect();
+    format!("per second since start: {}", parts.join(", "))
+}
+
 fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(PropertyName, Found)]) {
     let _ = writeln!(out, "timeline (ms since start):");
     let mut timeline: Vec<(u64, String)> = o.events.iter().map(|e| (e.at_ms, e.what.clone())).collect();
@@ -669,6 +705,10 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
         let how = if *healthy { "healthy (never crashed or cut off)" } else { "after a fault hit it" };
         timeline.push((*at_ms, format!("evict {} -> {}: {how}", name(node), name(replacement))));
+    }
+    let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
+    for (at_ms, from, to) in &o.moves {
+        timeline.push((*at_ms, format!("move the keyspace shard {} -> {}", name(from), name(to))));
     }
     timeline.sort();
     for (at_ms, what) in &timeline {
@@ -679,7 +719,7 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         "operations: {} ({} ok, {} writes with unknown outcome, {} reads failed), {} retries",
         o.ops, o.ops_ok, o.writes_unknown, o.reads_failed, o.retries
     );
-    let info: Vec<String> = ["evictions", "membership_changes", "catchups_completed"]
+    let info: Vec<String> = ["evictions", "moves", "membership_changes", "catchups_completed"]
         .iter()
         .filter_map(|name| o.info_counters.get(*name).map(|n| format!("{name} {n}")))
         .collect();
@@ -694,7 +734,9 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
     );
     let _ = writeln!(
         out,
-        "moves: none possible (the store has no rebalancer); leader changes: none possible (one coordinator)"
+        "moves: {} ({}); leader changes: none possible (one coordinator)",
+        o.moves.len(),
+        moves_per_second(o)
     );
     let _ = writeln!(out, "acked writes lost: {}", o.acked_writes_lost.len());
     for line in &o.acked_writes_lost {
