@@ -450,7 +450,7 @@ fn run_store(
     // Let the last catch-up copies and deadlines run out before the final reads.
     let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
     std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
-    let finals = final_reads(&rig, &load, request_timeout_ms)?;
+    let finals = final_reads(&rig, &load, request_timeout_ms, u64::from(policy.replica_ack_timeout_ticks))?;
     let info = rig.cluster.info();
     rig.cluster.decision_log().flush().map_err(|e| format!("decision log: {e}"))?;
     let log_text = std::fs::read_to_string(&log_path)
@@ -483,8 +483,17 @@ fn sleep_until(rig: &Rig, at_ms: u64) {
 }
 
 /// The last value of every key, read directly from the coordinator (no proxy), as operations
-/// of a client of its own, after every other operation ended.
-fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<Vec<Op>, String> {
+/// of a client of its own, after every other operation ended. A read is retried for as long
+/// as a catch-up copy may keep a move's or eviction's target out of quorums (it waits one ack
+/// timeout first), since a rebalancer that oscillates keeps starting new ones.
+fn final_reads(
+    rig: &Rig,
+    load: &LoadReport,
+    request_timeout_ms: u64,
+    ack_timeout_ms: u64,
+) -> Result<Vec<Op>, String> {
+    const RETRY_PAUSE_MS: u64 = 200;
+    let attempts = ((2 * ack_timeout_ms + 2_000) / RETRY_PAUSE_MS).max(5);
     let mut keys: Vec<&str> = load.history.iter().map(|op| op.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -494,7 +503,7 @@ fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<
     for key in keys {
         let mut last_error = String::new();
         let mut read = None;
-        for _ in 0..5 {
+        for _ in 0..attempts {
             let call_ns = rig.started.elapsed().as_nanos() as u64;
             let attempt = resp::Client::connect_timeout(rig.cluster.client_addr(), timeout)
                 .and_then(|mut c| c.get(key.as_bytes()));
@@ -517,9 +526,10 @@ fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<
                 }
                 Err(e) => last_error = e.to_string(),
             }
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(RETRY_PAUSE_MS));
         }
-        finals.push(read.ok_or_else(|| format!("final read of {key} failed 5 times: {last_error}"))?);
+        finals
+            .push(read.ok_or_else(|| format!("final read of {key} failed {attempts} times: {last_error}"))?);
     }
     Ok(finals)
 }
