@@ -2,6 +2,7 @@
 
 use super::bench::BenchConfig;
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use super::coordinator::LoadFacts;
 use crate::config::{self, Policy, SourcedPolicy};
 use clap::Subcommand;
 use std::net::SocketAddr;
@@ -225,6 +226,7 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
                 value_bytes_max,
                 decision_log,
                 proxy_seed: 0,
+                load: LoadFacts::default(),
             };
             let mut cluster = Cluster::start(config)?;
             let addr = cluster.client_addr();

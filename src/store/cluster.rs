@@ -13,7 +13,7 @@
 //! ```
 //! Dropping the `Cluster` kills every node process and stops the coordinator.
 
-use super::coordinator::Coordinator;
+use super::coordinator::{Coordinator, LoadFacts};
 use super::decision::DecisionLog;
 use super::proxy::{Proxy, ProxyHandle};
 use crate::config::Policy;
@@ -48,6 +48,8 @@ pub struct ClusterConfig {
     /// Where the coordinator logs every policy decision (JSON lines, for `replicheck
     /// conform`); `None`: not logged.
     pub decision_log: Option<PathBuf>,
+    /// The node and shard loads the rebalancer sees (all 0 by default: nothing to move).
+    pub load: LoadFacts,
 }
 
 impl ClusterConfig {
@@ -64,6 +66,7 @@ impl ClusterConfig {
             value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
             proxy_seed: 0,
             decision_log: None,
+            load: LoadFacts::default(),
         }
     }
 }
@@ -156,6 +159,7 @@ impl Cluster {
                 &config.node_zones,
                 config.value_bytes_max,
                 log.clone(),
+                config.load.clone(),
             )
             .await?;
             let listener = tokio::net::TcpListener::bind(config.client_addr)

@@ -3,6 +3,13 @@
 //! members and answers with the newest version, detects failed nodes and replaces evicted
 //! replicas with a spare after a catch-up copy.
 //!
+//! Rebalancing: the whole keyspace is one shard (shard 0). Every `rebalance_interval` the
+//! rebalancer asks `choose_move` (through `decision`) whether to move it, from the node loads
+//! given in `LoadFacts`; a move swaps the member `from` for `to` exactly as an eviction swaps
+//! in its replacement (writes at once, quorums after the catch-up copy), and `from`, still
+//! healthy, is one of the copy sources. The rebalancer's tick is one millisecond: the policy's
+//! `interval_ticks`, `move_cooldown_ticks` and `cooldown_max_ticks` are milliseconds here.
+//!
 //! Linearizability: versions come from one counter, so a write that starts after another
 //! finished gets a higher version. A read that finds its newest version on fewer than
 //! `write_quorum` of the members that answered writes it back to a write quorum before
@@ -13,9 +20,11 @@ use super::decision::{self, DecisionLog};
 use super::link::{LinkError, NodeLink};
 use super::resp;
 use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
+use crate::config::policy::Rebalance;
 use crate::config::Policy;
 use crate::policy::detector::{FailureDetection, Health};
 use crate::policy::eviction::{Candidate, ClusterView, EvictionDecision};
+use crate::policy::rebalancer::{NodeLoad, ShardLoad};
 use crate::policy::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -56,6 +65,8 @@ struct Membership {
     members: Vec<Member>,
     nodes: Vec<NodeState>,
     evictions_in_progress: usize,
+    /// Rebalancing moves whose replacement has not caught up yet (at most 1).
+    moves_in_progress: usize,
     last_suppressed: Option<String>,
 }
 
@@ -71,6 +82,69 @@ pub struct Counters {
     pub catchups_completed: AtomicU64,
     pub keys_copied: AtomicU64,
     pub membership_changes: AtomicU64,
+    pub moves: AtomicU64,
+}
+
+/// The load the rebalancer sees, fixed for a run (as in the models): per node the disk use
+/// outside the keyspace shard and the compaction debt, the shard's own size and heat, and the
+/// debt above which a node hosting a hot shard is slow. `store up` leaves them all 0 (no
+/// node is ever overloaded); `store run` copies them from the model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadFacts {
+    /// One entry per node, or empty for all 0.
+    pub node_disk_used_pct: Vec<u8>,
+    /// One entry per node, or empty for all 0.
+    pub node_compaction_debt_pct: Vec<u8>,
+    pub shard_size_pct: u8,
+    pub shard_hot: bool,
+    pub slow_compaction_debt_pct: u8,
+}
+
+impl LoadFacts {
+    fn check(&self, node_count: usize) -> Result<(), String> {
+        for (name, values) in [
+            ("node_disk_used_pct", &self.node_disk_used_pct),
+            ("node_compaction_debt_pct", &self.node_compaction_debt_pct),
+        ] {
+            if !values.is_empty() && values.len() != node_count {
+                return Err(format!("{name} has {} entries for {node_count} nodes", values.len()));
+            }
+            if let Some(v) = values.iter().find(|v| **v > 100) {
+                return Err(format!("{name} = {v}: a percentage, 0 to 100"));
+            }
+        }
+        for (name, v) in [
+            ("shard_size_pct", self.shard_size_pct),
+            ("slow_compaction_debt_pct", self.slow_compaction_debt_pct),
+        ] {
+            if v > 100 {
+                return Err(format!("{name} = {v}: a percentage, 0 to 100"));
+            }
+        }
+        Ok(())
+    }
+
+    fn of(values: &[u8], node: NodeId) -> u8 {
+        values.get(usize::from(node)).copied().unwrap_or(0)
+    }
+}
+
+/// The rebalancer's memory of the keyspace shard's cooldown (ms).
+#[derive(Default)]
+struct Cooldown {
+    /// The cooldown after the latest move (0: no move yet).
+    len_ms: u32,
+    resting_until: Option<Instant>,
+}
+
+/// Why a member is being replaced, so its catch-up ends the right kind of change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    Eviction,
+    /// A rebalancing move away from this (healthy) node, which is also a copy source.
+    Move {
+        from: NodeId,
+    },
 }
 
 fn bump(counter: &AtomicU64) {
@@ -111,6 +185,7 @@ pub struct Coordinator {
     started: Instant,
     /// Every policy decision goes through `decision::*` and is logged here.
     log: DecisionLog,
+    load: LoadFacts,
 }
 
 impl Coordinator {
@@ -124,7 +199,9 @@ impl Coordinator {
         node_zones: &[u8],
         value_bytes_max: usize,
         log: DecisionLog,
+        load: LoadFacts,
     ) -> Result<Arc<Coordinator>, String> {
+        load.check(node_addrs.len())?;
         let rf = usize::from(policy.replication_factor);
         if rf > node_addrs.len() {
             return Err(format!("replication_factor {rf} exceeds the {} nodes", node_addrs.len()));
@@ -163,6 +240,7 @@ impl Coordinator {
             members: (0..rf).map(|n| Member { node: n as NodeId, caught_up: true }).collect(),
             nodes: node_addrs.iter().map(|_| NodeState { health: Health::Alive, last_heard: now }).collect(),
             evictions_in_progress: 0,
+            moves_in_progress: 0,
             last_suppressed: None,
         };
         let coordinator = Arc::new(Coordinator {
@@ -176,11 +254,15 @@ impl Coordinator {
             value_bytes_max,
             started: now,
             log,
+            load,
         });
         for node in 0..coordinator.links.len() {
             tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
         }
         tokio::spawn(Arc::clone(&coordinator).detector_loop());
+        if coordinator.policy.rebalance.is_some() {
+            tokio::spawn(Arc::clone(&coordinator).rebalance_loop());
+        }
         Ok(coordinator)
     }
 
@@ -430,7 +512,7 @@ impl Coordinator {
                     bump(&self.counters.evictions);
                     bump(&self.counters.membership_changes);
                     eprintln!("replicheck store: evicted node {dead}, replacing it with node {replacement}");
-                    tokio::spawn(Arc::clone(self).catch_up(replacement));
+                    tokio::spawn(Arc::clone(self).catch_up(replacement, Change::Eviction));
                 }
                 EvictionDecision::Suppressed(why) => {
                     membership.last_suppressed = Some(format!("node {dead}: {why:?}"));
@@ -439,8 +521,87 @@ impl Coordinator {
         }
     }
 
-    /// Copy every key from the caught-up members to `node`, then let it count toward quorums.
-    async fn catch_up(self: Arc<Self>, node: NodeId) {
+    /// Every `rebalance_interval` ms, ask the rebalancer for a move of the keyspace shard.
+    async fn rebalance_loop(self: Arc<Self>) {
+        let r = self.policy.rebalance.clone().expect("started only when rebalancing is enabled");
+        assert!(r.interval_ticks > 0, "the policy loader rejects a zero rebalance_interval");
+        let interval = Duration::from_millis(u64::from(r.interval_ticks));
+        let mut cooldown = Cooldown::default();
+        let log = self.log.with_actor("rebalancer");
+        loop {
+            tokio::time::sleep(interval).await;
+            self.consider_move(&log, &r, &mut cooldown);
+        }
+    }
+
+    /// The node loads as `model::coordinator::node_loads` computes them: a node holding the
+    /// shard (a member, caught up or not) carries its size, and is slow if the shard is hot
+    /// and its compaction debt is over the threshold.
+    fn node_loads(&self, log: &DecisionLog, members: &[Member]) -> Vec<NodeLoad> {
+        let f = &self.load;
+        (0..self.links.len() as NodeId)
+            .map(|n| {
+                let holds = members.iter().any(|m| m.node == n);
+                let debt = LoadFacts::of(&f.node_compaction_debt_pct, n);
+                let shard = if holds { u16::from(f.shard_size_pct) } else { 0 };
+                NodeLoad {
+                    node: n,
+                    disk_pct: u16::from(LoadFacts::of(&f.node_disk_used_pct, n)) + shard,
+                    compaction_debt_pct: debt,
+                    slow: decision::is_slow(log, n, holds && f.shard_hot, debt, f.slow_compaction_debt_pct),
+                }
+            })
+            .collect()
+    }
+
+    /// One rebalancer round. The shard rests during its cooldown and while any membership
+    /// change (eviction or move) is still catching up.
+    fn consider_move(self: &Arc<Self>, log: &DecisionLog, r: &Rebalance, cooldown: &mut Cooldown) {
+        let mut membership = self.membership.lock().expect("membership lock");
+        let now = Instant::now();
+        let nodes = self.node_loads(log, &membership.members);
+        let shard = ShardLoad {
+            shard: 0,
+            holders: membership.members.iter().map(|m| m.node).collect(),
+            size_pct: self.load.shard_size_pct,
+            hot: self.load.shard_hot,
+            resting: cooldown.resting_until.is_some_and(|until| now < until)
+                || membership.evictions_in_progress > 0
+                || membership.moves_in_progress > 0,
+        };
+        let Some(m) = decision::choose_move(log, &nodes, &[shard], &r.policy) else { return };
+        assert_eq!(m.shard, 0, "the store has one shard");
+        cooldown.len_ms = decision::next_cooldown_ticks(
+            log,
+            m.shard,
+            cooldown.len_ms,
+            r.move_cooldown_ticks,
+            r.cooldown_backoff,
+            r.cooldown_max_ticks,
+        );
+        cooldown.resting_until = Some(now + Duration::from_millis(u64::from(cooldown.len_ms)));
+        let slot = membership.members.iter().position(|x| x.node == m.from).expect("moves leave a holder");
+        membership.members[slot] = Member { node: m.to, caught_up: false };
+        membership.moves_in_progress += 1;
+        bump(&self.counters.moves);
+        bump(&self.counters.membership_changes);
+        eprintln!("replicheck store: moving the keyspace shard from node {} to node {}", m.from, m.to);
+        tokio::spawn(Arc::clone(self).catch_up(m.to, Change::Move { from: m.from }));
+    }
+
+    fn end_change(&self, change: Change) {
+        let mut membership = self.membership.lock().expect("membership lock");
+        let counter = match change {
+            Change::Eviction => &mut membership.evictions_in_progress,
+            Change::Move { .. } => &mut membership.moves_in_progress,
+        };
+        assert!(*counter > 0, "a change ends only once");
+        *counter -= 1;
+    }
+
+    /// Copy every key from the caught-up members (and, for a move, the node it moves away
+    /// from) to `node`, then let it count toward quorums.
+    async fn catch_up(self: Arc<Self>, node: NodeId, change: Change) {
         // Writes that began before the eviction still count the evicted member's ack. Each
         // ends by its ack deadline: wait that long, so that every such write that was acked is
         // on a remaining member by the time that member is copied.
@@ -449,10 +610,16 @@ impl Coordinator {
             let members = self.members();
             if !members.iter().any(|m| m.node == node) {
                 // Evicted itself before it caught up.
-                self.membership.lock().expect("membership lock").evictions_in_progress -= 1;
+                self.end_change(change);
                 return;
             }
-            let sources: Vec<NodeId> = members.iter().filter(|m| m.caught_up).map(|m| m.node).collect();
+            let mut sources: Vec<NodeId> = members.iter().filter(|m| m.caught_up).map(|m| m.node).collect();
+            if let Change::Move { from } = change {
+                // With one replica, the node the shard leaves is the only copy.
+                if !sources.contains(&from) {
+                    sources.push(from);
+                }
+            }
             let mut complete = true;
             for source in sources {
                 if let Err(e) = self.copy_all(source, node).await {
@@ -467,7 +634,8 @@ impl Coordinator {
                     member.caught_up = true;
                     bump(&self.counters.catchups_completed);
                 }
-                membership.evictions_in_progress -= 1;
+                drop(membership);
+                self.end_change(change);
                 return;
             }
             tokio::time::sleep(self.probe_interval()).await;
@@ -538,12 +706,18 @@ impl Coordinator {
             );
         }
         let _ = write!(out, "evictions_in_progress:{}\r\n", membership.evictions_in_progress);
+        let _ = write!(out, "moves_in_progress:{}\r\n", membership.moves_in_progress);
+        let rebalancer = match &p.rebalance {
+            Some(r) => format!("every {} ms, scoring {:?}", r.interval_ticks, r.policy.scoring),
+            None => "off".into(),
+        };
+        let _ = write!(out, "rebalancer:{rebalancer}\r\n");
         if let Some(why) = &membership.last_suppressed {
             let _ = write!(out, "last_eviction_suppressed:{why}\r\n");
         }
         let _ = write!(
             out,
-            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nnext_version:{}\r\n",
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nmoves:{}\r\nnext_version:{}\r\n",
             get(&c.writes_acked),
             get(&c.writes_failed),
             get(&c.reads_ok),
@@ -553,6 +727,7 @@ impl Coordinator {
             get(&c.catchups_completed),
             get(&c.keys_copied),
             get(&c.membership_changes),
+            get(&c.moves),
             self.next_version.load(Ordering::SeqCst),
         );
         out

@@ -20,7 +20,9 @@
 //! - duplicate effects: a retried SET whose token the coordinator had sequenced already, given
 //!   a new version (`version_for_attempt` in the decision log; `no_duplicate_effects`);
 //! - evictions, each with its time and whether the fault schedule had touched the evicted node
-//!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters.
+//!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters;
+//! - rebalancing moves of the keyspace shard over time (`choose_move` in the decision log),
+//!   from the model's node disk use, compaction debt and first shard's size and heat.
 //!
 //! What it cannot see: the model explores every interleaving, the run sees one; a property the
 //! model finds violated may simply not happen in a few seconds (each disagreement is explained
@@ -29,6 +31,7 @@
 
 use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome};
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use super::coordinator::LoadFacts;
 use super::decision::{Decision, LogLine};
 use super::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use super::lincheck::{self, Budget, Operation, Verdict};
@@ -120,6 +123,10 @@ pub struct RunOutcome {
     pub duplicate_effects: usize,
     /// (ms, evicted node, replacement, healthy: the schedule had not crashed/partitioned it).
     pub evictions: Vec<(u64, NodeId, NodeId, bool)>,
+    /// Rebalancing moves of the keyspace shard: (ms, from, to).
+    pub moves: Vec<(u64, NodeId, NodeId)>,
+    /// The scenario's churn budget in ms: at most `.0` membership changes in any `.1` ms.
+    pub churn_budget_ms: Option<(u8, u64)>,
     pub deadline_deaths: usize,
     pub events: Vec<Event>,
     pub info_counters: BTreeMap<String, u64>,
@@ -127,6 +134,15 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// Whether more membership changes (evictions and moves) than the churn budget allows
+    /// started within one window, as the model's `churn_bounded` counts them.
+    pub fn churn_exceeded(&self, changes_max: u8, window_ms: u64) -> bool {
+        let mut at_ms: Vec<u64> =
+            self.evictions.iter().map(|e| e.0).chain(self.moves.iter().map(|m| m.0)).collect();
+        at_ms.sort_unstable();
+        at_ms.windows(usize::from(changes_max) + 1).any(|w| w[w.len() - 1] - w[0] < window_ms)
+    }
+
     pub fn healthy_evictions(&self) -> usize {
         self.evictions.iter().filter(|e| e.3).count()
     }
@@ -139,6 +155,9 @@ impl RunOutcome {
             PropertyName::Linearizable => violated(!self.not_linearizable.is_empty()),
             PropertyName::NoDuplicateEffects => violated(self.duplicate_effects > 0),
             PropertyName::NoHealthyEviction => violated(self.healthy_evictions() > 0),
+            PropertyName::ChurnBounded => {
+                self.churn_budget_ms.and_then(|(n, window_ms)| violated(self.churn_exceeded(n, window_ms)))
+            }
             _ => None,
         }
     }
@@ -389,6 +408,7 @@ fn run_store(
         value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
         decision_log: Some(log_path.clone()),
         proxy_seed: req.seed,
+        load: load_facts(scenario),
     })?;
     // The decision log's clock started inside `Cluster::start`: at most this much after ours.
     let log_offset_ms = before_start.elapsed().as_millis() as u64;
@@ -444,7 +464,7 @@ fn run_store(
     // Let the last catch-up copies and deadlines run out before the final reads.
     let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
     std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
-    let finals = final_reads(&rig, &load, request_timeout_ms)?;
+    let finals = final_reads(&rig, &load, request_timeout_ms, u64::from(policy.replica_ack_timeout_ticks))?;
     let info = rig.cluster.info();
     rig.cluster.decision_log().flush().map_err(|e| format!("decision log: {e}"))?;
     let log_text = std::fs::read_to_string(&log_path)
@@ -452,7 +472,23 @@ fn run_store(
     let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
     outcome.events = std::mem::take(&mut rig.events);
     outcome.info_counters = info_counters(&info);
+    outcome.churn_budget_ms =
+        rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
     Ok(outcome)
+}
+
+/// The rebalancer's view of the scenario. The store keeps the whole keyspace in one shard:
+/// it takes the size and heat of the model's first shard (a model with several shards is
+/// rebalanced as if they were one).
+fn load_facts(scenario: &Scenario) -> LoadFacts {
+    let first = scenario.shards.first();
+    LoadFacts {
+        node_disk_used_pct: scenario.nodes.iter().map(|n| n.disk_used_pct).collect(),
+        node_compaction_debt_pct: scenario.nodes.iter().map(|n| n.compaction_debt_pct).collect(),
+        shard_size_pct: first.map_or(0, |s| s.size_pct),
+        shard_hot: first.is_some_and(|s| s.hot),
+        slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
+    }
 }
 
 fn sleep_until(rig: &Rig, at_ms: u64) {
@@ -463,8 +499,17 @@ fn sleep_until(rig: &Rig, at_ms: u64) {
 }
 
 /// The last value of every key, read directly from the coordinator (no proxy), as operations
-/// of a client of its own, after every other operation ended.
-fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<Vec<Op>, String> {
+/// of a client of its own, after every other operation ended. A read is retried for as long
+/// as a catch-up copy may keep a move's or eviction's target out of quorums (it waits one ack
+/// timeout first), since a rebalancer that oscillates keeps starting new ones.
+fn final_reads(
+    rig: &Rig,
+    load: &LoadReport,
+    request_timeout_ms: u64,
+    ack_timeout_ms: u64,
+) -> Result<Vec<Op>, String> {
+    const RETRY_PAUSE_MS: u64 = 200;
+    let attempts = ((2 * ack_timeout_ms + 2_000) / RETRY_PAUSE_MS).max(5);
     let mut keys: Vec<&str> = load.history.iter().map(|op| op.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -474,7 +519,7 @@ fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<
     for key in keys {
         let mut last_error = String::new();
         let mut read = None;
-        for _ in 0..5 {
+        for _ in 0..attempts {
             let call_ns = rig.started.elapsed().as_nanos() as u64;
             let attempt = resp::Client::connect_timeout(rig.cluster.client_addr(), timeout)
                 .and_then(|mut c| c.get(key.as_bytes()));
@@ -497,9 +542,10 @@ fn final_reads(rig: &Rig, load: &LoadReport, request_timeout_ms: u64) -> Result<
                 }
                 Err(e) => last_error = e.to_string(),
             }
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(RETRY_PAUSE_MS));
         }
-        finals.push(read.ok_or_else(|| format!("final read of {key} failed 5 times: {last_error}"))?);
+        finals
+            .push(read.ok_or_else(|| format!("final read of {key} failed {attempts} times: {last_error}"))?);
     }
     Ok(finals)
 }
@@ -550,6 +596,9 @@ fn measure(
                 let at_ms = line.elapsed_ms + log_offset_ms;
                 let healthy = faulted_at_ms.get(&node).is_none_or(|t| *t > at_ms);
                 outcome.evictions.push((at_ms, node, replacement, healthy));
+            }
+            Decision::ChooseMove { output: Some(m), .. } => {
+                outcome.moves.push((line.elapsed_ms + log_offset_ms, m.from, m.to))
             }
             _ => {}
         }
@@ -631,6 +680,9 @@ fn model_verdicts(
 /// Why the store and the model can disagree on a property, in one line.
 fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static str {
     match (property, store, model) {
+        (PropertyName::ChurnBounded, Found::Holds, Found::Violated) => {
+            "the store's catch-up copy waits one replica_ack_timeout before copying, so its moves come further apart than the model's membership_update_time lets them, and may fit the churn budget the model exceeds"
+        }
         (_, Found::Holds, Found::Violated) => {
             "the model found a schedule that violates it; this run's one schedule did not hit it (run longer, or the fault came too late)"
         }
@@ -647,6 +699,19 @@ fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static 
     }
 }
 
+/// Moves per second of the run, one figure per whole second that had any, e.g. "1s: 2, 3s: 1".
+fn moves_per_second(o: &RunOutcome) -> String {
+    let mut per_second: BTreeMap<u64, usize> = BTreeMap::new();
+    for (at_ms, _, _) in &o.moves {
+        *per_second.entry(at_ms / 1000).or_default() += 1;
+    }
+    if per_second.is_empty() {
+        return "none".into();
+    }
+    let parts: Vec<String> = per_second.iter().map(|(s, n)| format!("{s}s: {n}")).collect();
+    format!("per second since start: {}", parts.join(", "))
+}
+
 fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(PropertyName, Found)]) {
     let _ = writeln!(out, "timeline (ms since start):");
     let mut timeline: Vec<(u64, String)> = o.events.iter().map(|e| (e.at_ms, e.what.clone())).collect();
@@ -654,6 +719,10 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
         let how = if *healthy { "healthy (never crashed or cut off)" } else { "after a fault hit it" };
         timeline.push((*at_ms, format!("evict {} -> {}: {how}", name(node), name(replacement))));
+    }
+    let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
+    for (at_ms, from, to) in &o.moves {
+        timeline.push((*at_ms, format!("move the keyspace shard {} -> {}", name(from), name(to))));
     }
     timeline.sort();
     for (at_ms, what) in &timeline {
@@ -664,7 +733,7 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         "operations: {} ({} ok, {} writes with unknown outcome, {} reads failed), {} retries",
         o.ops, o.ops_ok, o.writes_unknown, o.reads_failed, o.retries
     );
-    let info: Vec<String> = ["evictions", "membership_changes", "catchups_completed"]
+    let info: Vec<String> = ["evictions", "moves", "membership_changes", "catchups_completed"]
         .iter()
         .filter_map(|name| o.info_counters.get(*name).map(|n| format!("{name} {n}")))
         .collect();
@@ -679,7 +748,9 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
     );
     let _ = writeln!(
         out,
-        "moves: none possible (the store has no rebalancer); leader changes: none possible (one coordinator)"
+        "moves: {} ({}); leader changes: none possible (one coordinator)",
+        o.moves.len(),
+        moves_per_second(o)
     );
     let _ = writeln!(out, "acked writes lost: {}", o.acked_writes_lost.len());
     for line in &o.acked_writes_lost {
@@ -751,4 +822,23 @@ pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
     let broken =
         model.iter().any(|(p, m)| *m == Found::Holds && outcome.verdict(*p) == Some(Found::Violated));
     u8::from(broken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunOutcome;
+
+    #[test]
+    fn churn_counts_moves_and_evictions_within_one_window() {
+        let o = RunOutcome {
+            moves: vec![(1_000, 0, 1), (2_000, 1, 0), (9_000, 0, 1)],
+            evictions: vec![(5_500, 1, 2, false)],
+            ..RunOutcome::default()
+        };
+        // 1000, 2000, 5500 are three changes within 5 s.
+        assert!(o.churn_exceeded(2, 5_000));
+        // No three within 4.5 s.
+        assert!(!o.churn_exceeded(2, 4_500));
+        assert!(!o.churn_exceeded(4, 60_000));
+    }
 }
