@@ -247,7 +247,8 @@ fn render_scope(out: &mut String, job: &Job, cfg: &WorldConfig) {
     let _ = writeln!(out, "lossy = {}", strings(&lossy));
 
     let _ = writeln!(out, "\n[scope.clients]");
-    for client in &s.clients {
+    let partitions = partitions_in_play(cfg);
+    for (i, client) in s.clients.iter().enumerate() {
         let ops: Vec<&str> = client
             .ops
             .iter()
@@ -256,18 +257,28 @@ fn render_scope(out: &mut String, job: &Job, cfg: &WorldConfig) {
                 OpKind::Read => "read",
             })
             .collect();
-        let _ = writeln!(
-            out,
-            "{} = {}",
-            key(&client.name),
-            inline(&[
-                ("zone", quote(zone(client.zone))),
-                ("shard", quote(&s.shards[usize::from(client.shard)].name)),
-                ("ops", strings(&ops)),
-                ("request_timeout", quote(&duration_text(u64::from(client.request_timeout_ticks) * tick)),),
-                ("think_time", quote(&latency_text(&client.think_ticks, tick))),
-            ])
-        );
+        let mut entry = vec![
+            ("zone", quote(zone(client.zone))),
+            ("shard", quote(&s.shards[usize::from(client.shard)].name)),
+        ];
+        if partitions {
+            // Where key sharding sends this client's key: its operations go to that partition.
+            let partition = cfg.client_partitions[i];
+            entry.push(("key_hash", client.key_hash.to_string()));
+            entry.push(("partition", quote(&cfg.shard_names[usize::from(partition)])));
+        }
+        entry.extend([
+            ("ops", strings(&ops)),
+            ("request_timeout", quote(&duration_text(u64::from(client.request_timeout_ticks) * tick))),
+            ("think_time", quote(&latency_text(&client.think_ticks, tick))),
+        ]);
+        let _ = writeln!(out, "{} = {}", key(&client.name), inline(&entry));
+    }
+    if partitions {
+        render_partitions(out, cfg);
+    }
+    if cfg.backends_modelled {
+        render_backends(out, cfg);
     }
 
     let f = &s.faults;
@@ -289,6 +300,62 @@ fn render_scope(out: &mut String, job: &Job, cfg: &WorldConfig) {
         .collect();
     let _ = writeln!(out, "degrade = {}", array(&degrade));
     let _ = writeln!(out, "drop = {}", f.drop);
+}
+
+/// Whether the variant routes keys to partitions in a way the scope must record: a partition
+/// has a write capacity, keys are split over suffixes, or a shard has background writes.
+/// Otherwise every client's partition is its shard and no partition has a limit, and the
+/// certificate leaves the partition facts out rather than list zeros.
+fn partitions_in_play(cfg: &WorldConfig) -> bool {
+    cfg.partition_capacity_per_tick.is_some()
+        || cfg.policy.routing.write_shard_suffixes > 1
+        || cfg.shards.iter().any(|shard| shard.burst_writes_per_tick > 0)
+}
+
+/// A capacity in writes per tick; `None` is unlimited.
+fn capacity_text(capacity_per_tick: Option<u16>) -> String {
+    capacity_per_tick.map_or_else(|| quote("unlimited"), |c| c.to_string())
+}
+
+/// One value per shard (which is also a partition), keyed by the shard's name.
+fn per_shard(cfg: &WorldConfig, value: impl Fn(usize) -> String) -> String {
+    let pairs: Vec<(&str, String)> =
+        cfg.shard_names.iter().enumerate().map(|(p, name)| (name.as_str(), value(p))).collect();
+    inline(&pairs)
+}
+
+/// One value per node, keyed by the node's name.
+fn per_node(cfg: &WorldConfig, value: impl Fn(&crate::config::NodeSpec) -> String) -> String {
+    let pairs: Vec<(&str, String)> = cfg.nodes.iter().map(|n| (n.name.as_str(), value(n))).collect();
+    inline(&pairs)
+}
+
+/// The partition facts the model admits writes by, in writes per tick: every partition's
+/// capacity (its own cap and its share of the table's, resolved), each shard's burst on its
+/// key prefix as the model file gives it, and the background that burst puts on each
+/// partition once spread over the suffixes.
+fn render_partitions(out: &mut String, cfg: &WorldConfig) {
+    assert_eq!(cfg.partition_background.len(), cfg.shard_names.len(), "one background per partition");
+    let _ = writeln!(out, "\n[scope.partitions]");
+    let _ = writeln!(out, "write_capacity_per_tick = {}", capacity_text(cfg.partition_capacity_per_tick));
+    let burst = per_shard(cfg, |p| cfg.shards[p].burst_writes_per_tick.to_string());
+    let _ = writeln!(out, "burst_writes_per_tick = {burst}");
+    let background = per_shard(cfg, |p| cfg.partition_background[p].to_string());
+    let _ = writeln!(out, "background_writes_per_tick = {background}");
+}
+
+/// The ingest backends placement chooses among, present only when they are modelled (a node
+/// has a write capacity): the load balancer's preference order, and each backend's capacity
+/// and the load it carries from traffic outside the model, in writes per tick.
+fn render_backends(out: &mut String, cfg: &WorldConfig) {
+    assert!(cfg.backends_modelled);
+    let _ = writeln!(out, "\n[scope.backends]");
+    // The model offers the backends in the scenario's node order (`coordinator::backend_loads`).
+    let order: Vec<&str> = cfg.nodes.iter().map(|n| n.name.as_str()).collect();
+    let _ = writeln!(out, "preference_order = {}", strings(&order));
+    let capacity = per_node(cfg, |n| capacity_text(n.write_capacity_per_tick));
+    let _ = writeln!(out, "write_capacity_per_tick = {capacity}");
+    let _ = writeln!(out, "base_load_per_tick = {}", per_node(cfg, |n| n.base_load_per_tick.to_string()));
 }
 
 /// The certificate of one run, as TOML text. Deterministic: the same job and result give the
@@ -974,6 +1041,16 @@ pub fn explain(old: &toml::Table, new: &toml::Table) -> Vec<String> {
             if what.is_empty() { "the policy source hashes differ".to_string() } else { what.join(", ") }
         ));
     }
+    // Part of the scope is derived (partition capacities, where keys land), so it can change
+    // with the model file unchanged: through a built-in policy default or the code that
+    // derives it. Name those changes too; above they are listed with the model file's.
+    if !(differs("model_file.sha256") || differs("model_file.path")) {
+        let scope = changes(&a, &b, "scope");
+        if !scope.is_empty() {
+            let what: Vec<String> = scope.into_iter().map(|c| format!("scope.{c}")).collect();
+            reasons.push(format!("scope changed with the same model file: {}", what.join("; ")));
+        }
+    }
     for c in changes(&a, &b, "verdicts") {
         if let Some((k, rest)) = c.split_once(".found ") {
             reasons.push(format!("verdict changed: {k} {}", rest.replace('"', "")));
@@ -1230,5 +1307,181 @@ mod tests {
         assert_eq!(r, vec!["other keys differ: extra (absent) -> true"]);
         let r = explain(&doc("format = 1\n"), &doc("format = 1\n"));
         assert!(r[0].contains("edited by hand"), "{r:?}");
+    }
+}
+
+/// The capacity and routing facts of `[scope]`: rendered from real model files, and a change to
+/// any of them explained as a scope change.
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+
+    /// A model file of the library, as text.
+    fn library_model(name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name);
+        std::fs::read_to_string(&path).expect("the model library has the file")
+    }
+
+    /// `text` with `from` (present exactly once) replaced by `to`.
+    fn edited(text: &str, from: &str, to: &str) -> String {
+        assert_eq!(text.matches(from).count(), 1, "the model has `{from}` once");
+        text.replace(from, to)
+    }
+
+    /// The certificate of `variant` of the model `text`, saved as `dir/model.toml`. Nothing is
+    /// explored: the scope does not depend on the run, so an empty result stands in for it.
+    fn certificate(dir: &Path, text: &str, variant: &str) -> String {
+        let path = dir.join("model.toml");
+        std::fs::write(&path, text).expect("write the model");
+        let jobs =
+            plan(&[path], &PolicyChoice::Variants(Some(variant.to_string()))).expect("the model loads");
+        assert_eq!(jobs.len(), 1);
+        let job = &jobs[0];
+        let result = RunResult {
+            model: job.scenario.name.clone(),
+            file: job.scenario.path.clone(),
+            variant: job.variant.clone(),
+            description: job.description.clone(),
+            policy: Vec::new(),
+            properties: Vec::new(),
+            unique_states: 0,
+            transitions: 0,
+            max_depth: 0,
+            complete: true,
+            stopped: None,
+            elapsed_ms: 0,
+            states_per_second: 0.0,
+        };
+        render(job, &result, text).expect("the certificate renders")
+    }
+
+    /// Why the certificate of `variant` changes when the model's `from` becomes `to`.
+    fn explain_edit(model: &str, variant: &str, from: &str, to: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let text = library_model(model);
+        let old = certificate(dir.path(), &text, variant);
+        let new = certificate(dir.path(), &edited(&text, from, to), variant);
+        explain(&old.parse().expect("valid TOML"), &new.parse().expect("valid TOML"))
+    }
+
+    #[test]
+    fn backends_are_recorded_only_when_modelled() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cert = certificate(dir.path(), &library_model("capacity-routing-bypass.toml"), "incident");
+        assert!(
+            cert.contains(
+                "[scope.backends]\n\
+                 preference_order = [\"n1\", \"n2\", \"n3\", \"n4\"]\n\
+                 write_capacity_per_tick = { n1 = 3, n2 = 4, n3 = 2, n4 = 4 }\n\
+                 base_load_per_tick = { n1 = 2, n2 = 0, n3 = 1, n4 = 0 }\n"
+            ),
+            "{cert}"
+        );
+        // One suffix, no partition capacity, no burst: a client's partition is its shard.
+        assert!(!cert.contains("[scope.partitions]") && !cert.contains("key_hash"), "{cert}");
+
+        // A model with no capacity anywhere gets neither table.
+        let plain = certificate(dir.path(), &library_model("basic-quorum.toml"), "default");
+        for absent in ["[scope.backends]", "[scope.partitions]", "key_hash", "_per_tick"] {
+            assert!(!plain.contains(absent), "{absent} in\n{plain}");
+        }
+    }
+
+    #[test]
+    fn partitions_and_where_each_key_lands_are_recorded() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let text = library_model("hot-partition-retry-storm.toml");
+        let incident = certificate(dir.path(), &text, "incident");
+        assert!(
+            incident.contains(
+                "[scope.partitions]\n\
+                 write_capacity_per_tick = 2\n\
+                 burst_writes_per_tick = { p1 = 2, p2 = 0, p3 = 0, p4 = 0 }\n\
+                 background_writes_per_tick = { p1 = 2, p2 = 0, p3 = 0, p4 = 0 }\n"
+            ),
+            "{incident}"
+        );
+        // One suffix: both keys land on their prefix's partition.
+        assert!(incident
+            .contains("checkout-2 = { zone = \"a\", shard = \"p1\", key_hash = 1, partition = \"p1\","));
+        // Four suffixes: key hash 1 lands on p2, and the burst is spread over p1 and p2.
+        let fixed = certificate(dir.path(), &text, "fixed");
+        assert!(
+            fixed.contains("checkout-2 = { zone = \"a\", shard = \"p1\", key_hash = 1, partition = \"p2\",")
+        );
+        assert!(
+            fixed.contains("background_writes_per_tick = { p1 = 1, p2 = 1, p3 = 0, p4 = 0 }\n"),
+            "{fixed}"
+        );
+        assert!(!fixed.contains("[scope.backends]"), "no node has a write capacity\n{fixed}");
+    }
+
+    #[test]
+    fn a_changed_backend_capacity_is_a_scope_change() {
+        let r = explain_edit(
+            "capacity-routing-bypass.toml",
+            "incident",
+            "write_capacity = \"30/s\"",
+            "write_capacity = \"40/s\"",
+        );
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].starts_with("model file changed (sha256 "), "{r:?}");
+        assert!(r[0].ends_with("): scope.backends.write_capacity_per_tick.n1 3 -> 4"), "{r:?}");
+
+        let r = explain_edit(
+            "capacity-routing-bypass.toml",
+            "fixed",
+            "base_load = \"10/s\"",
+            "base_load = \"0/s\"",
+        );
+        assert!(r[0].ends_with("): scope.backends.base_load_per_tick.n3 1 -> 0"), "{r:?}");
+    }
+
+    #[test]
+    fn a_changed_partition_capacity_or_burst_is_a_scope_change() {
+        // The partition cap is a policy value; the capacity it resolves to is scope.
+        let model = "hot-partition-retry-storm.toml";
+        let r = explain_edit(
+            model,
+            "incident",
+            "partition_write_capacity = \"20/s\"",
+            "partition_write_capacity = \"10/s\"",
+        );
+        let all = r.join("\n");
+        assert!(all.contains("): scope.partitions.write_capacity_per_tick 2 -> 1"), "{all}");
+        assert!(all.contains("policy changed: partition_write_capacity \"20/s\" -> \"10/s\""), "{all}");
+
+        let r = explain_edit(model, "incident", "burst_writes = \"20/s\"", "burst_writes = \"10/s\"");
+        assert!(
+            r[0].ends_with(
+                "): scope.partitions.background_writes_per_tick.p1 2 -> 1; scope.partitions.burst_writes_per_tick.p1 2 -> 1"
+            ),
+            "{r:?}"
+        );
+
+        let r = explain_edit(model, "fixed", "key_hash = 1", "key_hash = 2");
+        assert!(
+            r[0].ends_with(
+                "): scope.clients.checkout-2.key_hash 1 -> 2; scope.clients.checkout-2.partition \"p2\" -> \"p3\""
+            ),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_derived_scope_change_with_the_same_model_file_is_named() {
+        let doc = |cap: u16| -> toml::Table {
+            format!(
+                "format = 1\n[model_file]\npath = \"m.toml\"\nsha256 = \"aa\"\n\
+                 [scope.partitions]\nwrite_capacity_per_tick = {cap}\n"
+            )
+            .parse()
+            .expect("valid TOML")
+        };
+        let r = explain(&doc(2), &doc(4));
+        assert_eq!(
+            r,
+            vec!["scope changed with the same model file: scope.partitions.write_capacity_per_tick 2 -> 4"]
+        );
     }
 }
