@@ -217,15 +217,17 @@ fn render_scope(out: &mut String, job: &Job, cfg: &WorldConfig) {
         .collect();
     let _ = writeln!(out, "shards = {}", inline(&shards));
     let c = &s.coordinator;
-    let _ = writeln!(
-        out,
-        "coordinator = {}",
-        inline(&[
-            ("zone", quote(zone(c.zone))),
-            ("membership_queue_capacity", c.membership_queue_capacity.to_string()),
-            ("membership_update_time", quote(&duration_text(u64::from(c.membership_update_ticks) * tick)),),
-        ])
-    );
+    let mut coordinator = vec![
+        ("zone", quote(zone(c.zone))),
+        ("membership_queue_capacity", c.membership_queue_capacity.to_string()),
+        ("membership_update_time", quote(&duration_text(u64::from(c.membership_update_ticks) * tick))),
+    ];
+    // The churn budget churn_bounded counts against, in the model file's keys.
+    if let Some((changes, window_ticks)) = c.churn_budget {
+        coordinator.push(("max_changes_per_window", changes.to_string()));
+        coordinator.push(("change_window", quote(&duration_text(u64::from(window_ticks) * tick))));
+    }
+    let _ = writeln!(out, "coordinator = {}", inline(&coordinator));
     if let Some(max) = s.max_states {
         let _ = writeln!(out, "max_states = {max}");
     }
@@ -279,6 +281,9 @@ fn render_scope(out: &mut String, job: &Job, cfg: &WorldConfig) {
     }
     if cfg.backends_modelled {
         render_backends(out, cfg);
+    }
+    if cfg.policy.rebalance.is_some() {
+        render_rebalancer_inputs(out, cfg);
     }
 
     let f = &s.faults;
@@ -356,6 +361,20 @@ fn render_backends(out: &mut String, cfg: &WorldConfig) {
     let capacity = per_node(cfg, |n| capacity_text(n.write_capacity_per_tick));
     let _ = writeln!(out, "write_capacity_per_tick = {capacity}");
     let _ = writeln!(out, "base_load_per_tick = {}", per_node(cfg, |n| n.base_load_per_tick.to_string()));
+}
+
+/// What the rebalancer decides by, present only when it runs: each node's disk use from data
+/// outside the model and its compaction debt, each shard's size and which shards are hot, in
+/// percent of a node's disk, and the debt at which a node hosting a hot shard is slow.
+fn render_rebalancer_inputs(out: &mut String, cfg: &WorldConfig) {
+    assert!(cfg.policy.rebalance.is_some());
+    let _ = writeln!(out, "\n[scope.rebalancer]");
+    let _ = writeln!(out, "disk_used_pct = {}", per_node(cfg, |n| n.disk_used_pct.to_string()));
+    let _ = writeln!(out, "compaction_debt_pct = {}", per_node(cfg, |n| n.compaction_debt_pct.to_string()));
+    let _ = writeln!(out, "shard_size_pct = {}", per_shard(cfg, |k| cfg.shards[k].size_pct.to_string()));
+    let hot: Vec<&str> = cfg.shards.iter().filter(|k| k.hot).map(|k| k.name.as_str()).collect();
+    let _ = writeln!(out, "hot_shards = {}", strings(&hot));
+    let _ = writeln!(out, "slow_compaction_debt_pct = {}", cfg.slow_compaction_debt_pct);
 }
 
 /// The certificate of one run, as TOML text. Deterministic: the same job and result give the
@@ -1466,6 +1485,32 @@ mod scope_tests {
             ),
             "{r:?}"
         );
+    }
+
+    #[test]
+    fn the_rebalancers_inputs_and_the_churn_budget_are_recorded_and_diffed() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let model = "rebalancer-compaction.toml";
+        let cert = certificate(dir.path(), &library_model(model), "incident");
+        assert!(
+            cert.contains(
+                "[scope.rebalancer]\n\
+                 disk_used_pct = { n1 = 70, n2 = 40 }\n\
+                 compaction_debt_pct = { n1 = 0, n2 = 60 }\n\
+                 shard_size_pct = { hot = 10 }\n\
+                 hot_shards = [\"hot\"]\n\
+                 slow_compaction_debt_pct = 50\n"
+            ),
+            "{cert}"
+        );
+        assert!(cert.contains(", max_changes_per_window = 2, change_window = \"5s\" }\n"), "{cert}");
+        let plain = certificate(dir.path(), &library_model("basic-quorum.toml"), "default");
+        assert!(!plain.contains("[scope.rebalancer]") && !plain.contains("change_window"), "{plain}");
+
+        let r = explain_edit(model, "incident", "compaction_debt_pct = 60", "compaction_debt_pct = 40");
+        assert!(r[0].ends_with("): scope.rebalancer.compaction_debt_pct.n2 60 -> 40"), "{r:?}");
+        let r = explain_edit(model, "incident", "change_window = \"5s\"", "change_window = \"3s\"");
+        assert!(r[0].ends_with("): scope.coordinator.change_window \"5s\" -> \"3s\""), "{r:?}");
     }
 
     #[test]
