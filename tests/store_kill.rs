@@ -55,6 +55,7 @@ fn killed_nodes_lose_no_acked_write_and_history_is_linearizable() {
         clients: 4,
         keys: KEYS.iter().map(|k| k.to_string()).collect(),
         write_permille: 500,
+        roles: Vec::new(),
         request_timeout_ms: 3000,
         retry: policy.retry,
         ms_per_tick: 1,

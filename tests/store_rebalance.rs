@@ -58,10 +58,10 @@ fn start(dir: &tempfile::TempDir, policy_toml: &str) -> (Cluster, PathBuf) {
     config.load = LoadFacts {
         node_disk_used_pct: vec![70, 40],
         node_compaction_debt_pct: vec![0, 60],
-        shard_size_pct: 10,
-        shard_hot: true,
         slow_compaction_debt_pct: 50,
     };
+    config.layout.shards[0].size_pct = 10;
+    config.layout.shards[0].hot = true;
     let log_path = dir.path().join("decisions.jsonl");
     config.decision_log = Some(log_path.clone());
     (Cluster::start(config).expect("cluster starts"), log_path)

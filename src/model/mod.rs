@@ -71,18 +71,10 @@ impl WorldConfig {
         let client_partitions = scenario
             .clients
             .iter()
-            .map(|c| {
-                routing::partition_for(c.shard, routing::write_suffix(c.key_hash, suffixes), partition_count)
-            })
+            .map(|c| routing::key_partition(c.shard, c.key_hash, suffixes, partition_count))
             .collect();
-        let mut partition_background = vec![0u16; scenario.shards.len()];
-        for (prefix, shard) in scenario.shards.iter().enumerate() {
-            for suffix in 0..suffixes {
-                let p = routing::partition_for(prefix as u8, suffix, partition_count);
-                partition_background[usize::from(p)] +=
-                    routing::suffix_share(shard.burst_writes_per_tick, suffixes, suffix);
-            }
-        }
+        let bursts: Vec<u16> = scenario.shards.iter().map(|s| s.burst_writes_per_tick).collect();
+        let partition_background = routing::partition_background(&bursts, suffixes);
         let rf = usize::from(policy.replication_factor);
         let mut initial_members = Vec::new();
         for s in &scenario.shards {

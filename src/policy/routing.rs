@@ -63,6 +63,58 @@ pub fn partition_for(prefix_partition: u8, suffix: u8, partition_count: u8) -> u
     ((u16::from(prefix_partition) + u16::from(suffix)) % u16::from(partition_count)) as u8
 }
 
+/// The separator between a concrete key's prefix and the rest (`cart:42` has prefix `cart`).
+pub const KEY_PREFIX_SEPARATOR: u8 = b':';
+
+/// FNV-1a over a key's bytes: stable across runs, machines and versions, because it decides
+/// where data lives.
+pub fn key_hash64(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A concrete key's hash as the models see it (`key_hash`, 0..=255), the input of
+/// `write_suffix`. The low byte of FNV-1a: every suffix count up to 16 divides nothing away
+/// from it that a model depends on.
+pub fn key_hash(key: &[u8]) -> u8 {
+    (key_hash64(key) & 0xff) as u8
+}
+
+/// A concrete key's prefix: its bytes up to the first `:`, or the whole key.
+pub fn key_prefix(key: &[u8]) -> &[u8] {
+    key.iter().position(|&b| b == KEY_PREFIX_SEPARATOR).map_or(key, |i| &key[..i])
+}
+
+/// The partition a prefix hashes to (before any suffix).
+pub fn prefix_partition(prefix: &[u8], partition_count: u8) -> u8 {
+    assert!(partition_count > 0);
+    (key_hash64(prefix) % u64::from(partition_count)) as u8
+}
+
+/// The partition a key is written to and read from: its prefix's partition, moved by the
+/// key's suffix (`write_suffix` of its hash). The models and the store both route by this.
+pub fn key_partition(
+    prefix_partition: u8,
+    key_hash: u8,
+    write_shard_suffixes: u8,
+    partition_count: u8,
+) -> u8 {
+    partition_for(prefix_partition, write_suffix(key_hash, write_shard_suffixes), partition_count)
+}
+
+/// Background writes per tick on each partition, from each prefix's burst (`bursts_per_tick`,
+/// indexed by prefix partition) spread evenly over its suffixes.
+pub fn partition_background(bursts_per_tick: &[u16], write_shard_suffixes: u8) -> Vec<u16> {
+    let partition_count = u8::try_from(bursts_per_tick.len()).expect("at most 255 partitions");
+    let mut background = vec![0u16; bursts_per_tick.len()];
+    for (prefix, &burst) in bursts_per_tick.iter().enumerate() {
+        for suffix in 0..write_shard_suffixes {
+            let p = partition_for(prefix as u8, suffix, partition_count);
+            background[usize::from(p)] += suffix_share(burst, write_shard_suffixes, suffix);
+        }
+    }
+    background
+}
+
 /// How many of a prefix's `writes_per_tick` land on each of its `suffixes` suffixes: the many
 /// keys of a cohort hash evenly, so suffix `i` gets the even share, one more for the first
 /// `writes_per_tick % suffixes`.
@@ -153,6 +205,32 @@ mod tests {
         }
         let spread: Vec<u8> = (0..4).map(|h| partition_for(1, write_suffix(h, 4), 4)).collect();
         assert_eq!(spread, vec![1, 2, 3, 0]);
+    }
+
+    #[test]
+    fn concrete_keys_split_by_prefix_and_suffix() {
+        assert_eq!(key_prefix(b"cart:42"), b"cart");
+        assert_eq!(key_prefix(b"plain"), b"plain");
+        assert_eq!(key_prefix(b":x"), b"");
+        // FNV-1a's published test vectors pin the hash (data placement depends on it).
+        assert_eq!(key_hash64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(key_hash64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        // One suffix: every key of a prefix on the prefix's partition.
+        for i in 0..50u32 {
+            let key = format!("cart:{i}");
+            assert_eq!(key_partition(2, key_hash(key.as_bytes()), 1, 4), 2);
+        }
+        // Four suffixes over four partitions: keys of one prefix reach all of them.
+        let reached: std::collections::BTreeSet<u8> =
+            (0..50u32).map(|i| key_partition(2, key_hash(format!("cart:{i}").as_bytes()), 4, 4)).collect();
+        assert_eq!(reached.len(), 4);
+    }
+
+    #[test]
+    fn background_spreads_each_burst_over_its_suffixes() {
+        assert_eq!(partition_background(&[2, 0, 0, 0], 1), vec![2, 0, 0, 0]);
+        assert_eq!(partition_background(&[2, 0, 0, 0], 4), vec![1, 1, 0, 0]);
+        assert_eq!(partition_background(&[0, 0, 0, 5], 2), vec![2, 0, 0, 3]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use super::bench::BenchConfig;
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use super::coordinator::LoadFacts;
+use super::layout::{Layout, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
 use crate::config::{self, Policy, SourcedPolicy};
 use clap::Subcommand;
 use std::net::SocketAddr;
@@ -23,6 +24,14 @@ pub enum StoreCommand {
         /// Overrides the policy's replication_factor.
         #[arg(long)]
         replication_factor: Option<u8>,
+        /// Partitions, each with its own replica set (partition i on nodes i, i+1, ...); a
+        /// key's prefix (before `:`) picks its partition: `s2:x` is on s2, other prefixes hash.
+        #[arg(long, default_value = "1")]
+        partitions: usize,
+        /// Each node's zone, comma-separated ("a,a,b"); replacements prefer the evicted
+        /// node's zone. Default: all in one zone.
+        #[arg(long, value_delimiter = ',')]
+        zones: Vec<String>,
         /// Where nodes keep their data (node-N/ below it); default: a new directory under the
         /// system's temporary directory.
         #[arg(long)]
@@ -112,6 +121,14 @@ pub fn store_policy(
     replication_factor: Option<u8>,
     node_count: usize,
 ) -> Result<Policy, String> {
+    store_policy_sourced(path, replication_factor, node_count).map(|(policy, _)| policy)
+}
+
+fn store_policy_sourced(
+    path: Option<&Path>,
+    replication_factor: Option<u8>,
+    node_count: usize,
+) -> Result<(Policy, SourcedPolicy), String> {
     let mut sourced = match path {
         Some(path) => config::load_policy(path).map_err(|e| e.to_string())?,
         None => SourcedPolicy::default(),
@@ -124,7 +141,83 @@ pub fn store_policy(
     if usize::from(policy.replication_factor) > node_count {
         return Err(format!("replication_factor {} exceeds --nodes {node_count}", policy.replication_factor));
     }
-    Ok(policy)
+    Ok((policy, sourced))
+}
+
+/// `store up`'s partitions and capacities: `partitions` spread round-robin over the nodes,
+/// the policy's partition and table capacities counted per 100 ms window.
+pub fn store_layout(
+    sourced: &SourcedPolicy,
+    policy: &Policy,
+    partitions: usize,
+    node_count: usize,
+) -> Result<Layout, String> {
+    if partitions == 0 || partitions > PARTITIONS_MAX {
+        return Err(format!("--partitions {partitions}: must be 1 to {PARTITIONS_MAX}"));
+    }
+    let mut layout = Layout::round_robin(partitions, node_count, policy.replication_factor);
+    layout.partition_write_capacity_per_window = sourced.rate_per_tick(
+        "partition_write_capacity",
+        &policy.partition_write_capacity,
+        WINDOW_MS_DEFAULT,
+    )?;
+    layout.table_write_capacity_per_window =
+        sourced.rate_per_tick("table_write_capacity", &policy.table_write_capacity, WINDOW_MS_DEFAULT)?;
+    layout.check(node_count, policy.replication_factor)?;
+    Ok(layout)
+}
+
+/// Zone indices from zone names, numbered in order of first appearance.
+fn zone_indices(zones: &[String], node_count: usize) -> Result<Vec<u8>, String> {
+    if zones.is_empty() {
+        return Ok(vec![0; node_count]);
+    }
+    if zones.len() != node_count {
+        return Err(format!("--zones lists {} zones for --nodes {node_count}: one per node", zones.len()));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    zones
+        .iter()
+        .map(|z| {
+            let z = z.trim();
+            if z.is_empty() {
+                return Err("--zones: an empty zone name".to_string());
+            }
+            let i = names.iter().position(|n| *n == z).unwrap_or_else(|| {
+                names.push(z);
+                names.len() - 1
+            });
+            u8::try_from(i).map_err(|_| "--zones: more than 256 zones".to_string())
+        })
+        .collect()
+}
+
+/// A data directory keeps the layout it was first written with: keys are stored on the
+/// partition their prefix and suffix route to, so changing the partitions or suffixes would
+/// make stored keys unreachable. The layout is recorded in `DIR/layout` and checked.
+fn check_data_dir_layout(data_dir: &Path, layout: &Layout, write_shard_suffixes: u8) -> Result<(), String> {
+    let path = data_dir.join("layout");
+    let replicas: Vec<String> = layout
+        .shards
+        .iter()
+        .map(|s| {
+            let nodes: Vec<String> = s.replicas.iter().map(|n| n.to_string()).collect();
+            format!("{}={}", s.name, nodes.join(","))
+        })
+        .collect();
+    let now = format!("partitions {}\nwrite_shard_suffixes {write_shard_suffixes}\n", replicas.join(" "));
+    match std::fs::read_to_string(&path) {
+        Ok(before) if before == now => Ok(()),
+        Ok(before) => Err(format!(
+            "{}: this data directory was written with another layout:\n{before}now asked for:\n{now}keys would be routed to partitions that do not hold them; use a new --data-dir, or the same --partitions, --replication-factor, --nodes and write_shard_suffixes",
+            path.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+            std::fs::write(&path, now).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
 }
 
 pub fn run(command: StoreCommand) -> Result<u8, String> {
@@ -205,21 +298,28 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             nodes,
             policy,
             replication_factor,
+            partitions,
+            zones,
             data_dir,
             port,
             value_bytes_max,
             decision_log,
         } => {
-            let policy = store_policy(policy.as_deref(), replication_factor, nodes)?;
+            let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)?;
+            let layout = store_layout(&sourced, &policy, partitions, nodes)?;
+            let node_zones = zone_indices(&zones, nodes)?;
             let data_dir = data_dir.unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
             });
+            check_data_dir_layout(&data_dir, &layout, policy.routing.write_shard_suffixes)?;
             let binary =
                 std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let partition_count = layout.shards.len();
             let config = ClusterConfig {
                 binary,
                 node_count: nodes,
-                node_zones: vec![0; nodes],
+                node_zones,
+                layout,
                 policy,
                 data_dir: data_dir.clone(),
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -230,7 +330,10 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             };
             let mut cluster = Cluster::start(config)?;
             let addr = cluster.client_addr();
-            println!("replicheck store: {nodes} nodes, data in {}", data_dir.display());
+            println!(
+                "replicheck store: {nodes} nodes, {partition_count} partition(s), data in {}",
+                data_dir.display()
+            );
             for node in 0..cluster.node_count() {
                 let node = node as u8;
                 println!("  node {node}: {} (coordinator link via proxy)", cluster.node_addr(node));

@@ -59,6 +59,9 @@ pub struct Op {
     pub call_ns: u64,
     pub outcome: Outcome,
     pub attempts: u8,
+    /// The load ended while the retry policy still meant to try again: the operation never
+    /// completed and was not given up (the retry storm's signature when it lasts).
+    pub cut_off: bool,
 }
 
 impl Op {
@@ -85,6 +88,17 @@ pub fn unique_value(client: u64, seq: u32) -> u64 {
     ((client + 1) << 32) | u64::from(seq)
 }
 
+/// What one kind of client does: its keys and its share of writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientRole {
+    pub keys: Vec<String>,
+    /// Share of operations that are writes, in thousandths.
+    pub write_permille: u16,
+    /// Pause between operations, drawn uniformly.
+    pub think_lo_ms: u64,
+    pub think_hi_ms: u64,
+}
+
 /// The load to generate.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
@@ -93,6 +107,9 @@ pub struct LoadConfig {
     pub keys: Vec<String>,
     /// Share of operations that are writes, in thousandths.
     pub write_permille: u16,
+    /// If not empty, client `i` plays role `i % roles.len()` instead of using `keys` and
+    /// `write_permille` (`store run` gives each of a model's clients its keys).
+    pub roles: Vec<ClientRole>,
     /// One request attempt waits this long for its reply.
     pub request_timeout_ms: u64,
     /// Retry knobs in policy ticks; a tick lasts `ms_per_tick` real milliseconds.
@@ -115,6 +132,26 @@ impl LoadConfig {
         }
         if self.write_permille > 1000 {
             return Err(format!("write_permille = {}: at most 1000", self.write_permille));
+        }
+        for (i, role) in self.roles.iter().enumerate() {
+            if role.keys.is_empty() || role.keys.len() > LOAD_KEYS_MAX {
+                return Err(format!(
+                    "client role {i}: {} keys: must be 1 to {LOAD_KEYS_MAX}",
+                    role.keys.len()
+                ));
+            }
+            if role.write_permille > 1000 {
+                return Err(format!(
+                    "client role {i}: write_permille = {}: at most 1000",
+                    role.write_permille
+                ));
+            }
+            if role.think_lo_ms > role.think_hi_ms {
+                return Err(format!(
+                    "client role {i}: think time {}..{} ms: lo exceeds hi",
+                    role.think_lo_ms, role.think_hi_ms
+                ));
+            }
         }
         if self.think_lo_ms > self.think_hi_ms {
             return Err(format!("think time {}..{} ms: lo exceeds hi", self.think_lo_ms, self.think_hi_ms));
@@ -205,17 +242,31 @@ impl<'a> ClientLoop<'a> {
     }
 
     fn run(mut self, deadline: Instant, stop: &AtomicBool) -> LoadReport {
+        let role = match self.config.roles.len() {
+            0 => ClientRole {
+                keys: self.config.keys.clone(),
+                write_permille: self.config.write_permille,
+                think_lo_ms: self.config.think_lo_ms,
+                think_hi_ms: self.config.think_hi_ms,
+            },
+            n => self.config.roles[self.client as usize % n].clone(),
+        };
+        let (keys, write_permille) = (&role.keys, role.write_permille);
         while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-            let key = self.config.keys[self.rng.random_range(0..self.config.keys.len())].clone();
-            let input = if self.rng.random_range(0..1000u16) < self.config.write_permille {
+            let key = keys[self.rng.random_range(0..keys.len())].clone();
+            let input = if self.rng.random_range(0..1000u16) < write_permille {
                 self.writes += 1;
                 Input::Write(unique_value(self.client, self.writes))
             } else {
                 Input::Read
             };
             let op = self.operation(key, input, deadline, stop);
+            let cut_off = op.cut_off;
             self.report.history.push(op);
-            let think_ms = self.rng.random_range(self.config.think_lo_ms..=self.config.think_hi_ms);
+            if cut_off {
+                break; // the load is over for this client
+            }
+            let think_ms = self.rng.random_range(role.think_lo_ms..=role.think_hi_ms);
             thread::sleep(Duration::from_millis(think_ms));
         }
         self.report
@@ -233,7 +284,15 @@ impl<'a> ClientLoop<'a> {
             match self.attempt(&key, input, &token) {
                 Ok(read) => {
                     let outcome = Outcome::Ok { return_ns: self.now_ns(), read };
-                    return Op { client: self.client, key, input, call_ns, outcome, attempts };
+                    return Op {
+                        client: self.client,
+                        key,
+                        input,
+                        call_ns,
+                        outcome,
+                        attempts,
+                        cut_off: false,
+                    };
                 }
                 Err(e) => {
                     if !matches!(e, ClientError::Server(_)) {
@@ -246,8 +305,15 @@ impl<'a> ClientLoop<'a> {
                 Input::Read => Outcome::Failed,
                 Input::Write(_) => Outcome::Unknown,
             };
-            let give_up =
-                Op { client: self.client, key: key.clone(), input, call_ns, outcome: unfinished, attempts };
+            let give_up = Op {
+                client: self.client,
+                key: key.clone(),
+                input,
+                call_ns,
+                outcome: unfinished,
+                attempts,
+                cut_off: false,
+            };
             match decision::after_failure(&self.log, &self.config.retry, attempts, self.retries_used) {
                 RetryDecision::GiveUp => {
                     self.report.give_ups += 1;
@@ -257,7 +323,7 @@ impl<'a> ClientLoop<'a> {
                     let wait_ticks = self.rng.random_range(earliest_ticks..=latest_ticks);
                     let wait = Duration::from_millis(u64::from(wait_ticks) * self.config.ms_per_tick);
                     if Instant::now() + wait >= deadline || stop.load(Ordering::Relaxed) {
-                        return give_up;
+                        return Op { cut_off: true, ..give_up };
                     }
                     thread::sleep(wait);
                     self.retries_used = self.retries_used.saturating_add(1);
@@ -406,6 +472,7 @@ mod tests {
             clients: 1,
             keys: vec!["a".into()],
             write_permille: 1000,
+            roles: Vec::new(),
             request_timeout_ms: 2000,
             retry: retry(2),
             ms_per_tick: 1,
@@ -442,6 +509,7 @@ mod tests {
             clients: 3,
             keys: vec!["x".into(), "y".into()],
             write_permille: 500,
+            roles: Vec::new(),
             request_timeout_ms: 2000,
             retry: retry(3),
             ms_per_tick: 1,

@@ -15,6 +15,7 @@
 
 use super::coordinator::{Coordinator, LoadFacts};
 use super::decision::DecisionLog;
+use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
 use crate::config::Policy;
 use crate::policy::NodeId;
@@ -48,8 +49,11 @@ pub struct ClusterConfig {
     /// Where the coordinator logs every policy decision (JSON lines, for `replicheck
     /// conform`); `None`: not logged.
     pub decision_log: Option<PathBuf>,
-    /// The node and shard loads the rebalancer sees (all 0 by default: nothing to move).
+    /// The node loads the rebalancer sees (all 0 by default: nothing to move).
     pub load: LoadFacts,
+    /// The partitions with their replica sets, and the capacities writes are routed by
+    /// (default: one partition on nodes `0..replication_factor`, no capacities).
+    pub layout: Layout,
 }
 
 impl ClusterConfig {
@@ -60,6 +64,7 @@ impl ClusterConfig {
             binary,
             node_count,
             node_zones: vec![0; node_count],
+            layout: Layout::round_robin(1, node_count, policy.replication_factor),
             policy,
             data_dir,
             client_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -160,6 +165,7 @@ impl Cluster {
                 config.value_bytes_max,
                 log.clone(),
                 config.load.clone(),
+                config.layout.clone(),
             )
             .await?;
             let listener = tokio::net::TcpListener::bind(config.client_addr)

@@ -3,10 +3,17 @@
 //! members and answers with the newest version, detects failed nodes and replaces evicted
 //! replicas with a spare after a catch-up copy.
 //!
-//! Rebalancing: the whole keyspace is one shard (shard 0). Every `rebalance_interval` the
-//! rebalancer asks `choose_move` (through `decision`) whether to move it, from the node loads
-//! given in `LoadFacts`; a move swaps the member `from` for `to` exactly as an eviction swaps
-//! in its replacement (writes at once, quorums after the catch-up copy), and `from`, still
+//! Partitions: the keyspace is split into the partitions of a [`Layout`], each with its own
+//! replica set; a key's partition is decided by `routing::key_partition`. Before a write is
+//! replicated the coordinator, as the request router, offers it to its partition and (when
+//! backends have capacities) to the ingest backend `routing::choose_backend` places it on,
+//! counting writes per capacity window; above capacity it is throttled (an error reply, which
+//! clients retry per their policy), exactly as the models route.
+//!
+//! Rebalancing: every `rebalance_interval` the rebalancer asks `choose_move` (through
+//! `decision`) whether to move a partition, from the node loads given in `LoadFacts` and the
+//! partitions' sizes; a move swaps the member `from` for `to` exactly as an eviction swaps in
+//! its replacement (writes at once, quorums after the catch-up copy), and `from`, still
 //! healthy, is one of the copy sources. The rebalancer's tick is one millisecond: the policy's
 //! `interval_ticks`, `move_cooldown_ticks` and `cooldown_max_ticks` are milliseconds here.
 //!
@@ -17,6 +24,7 @@
 //! meets a member that holds it.
 
 use super::decision::{self, DecisionLog};
+use super::layout::Layout;
 use super::link::{LinkError, NodeLink};
 use super::resp;
 use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
@@ -25,6 +33,7 @@ use crate::config::Policy;
 use crate::policy::detector::{FailureDetection, Health};
 use crate::policy::eviction::{Candidate, ClusterView, EvictionDecision};
 use crate::policy::rebalancer::{NodeLoad, ShardLoad};
+use crate::policy::routing::BackendLoad;
 use crate::policy::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -61,13 +70,41 @@ struct NodeState {
     last_heard: Instant,
 }
 
-struct Membership {
+/// One partition's replica set.
+struct ShardMembers {
     members: Vec<Member>,
+    /// Membership changes of this partition still catching up (the rebalancer leaves a
+    /// changing partition alone, as the models do).
+    catching_up: usize,
+}
+
+struct Membership {
+    /// Indexed by partition.
+    shards: Vec<ShardMembers>,
     nodes: Vec<NodeState>,
     evictions_in_progress: usize,
-    /// Rebalancing moves whose replacement has not caught up yet (at most 1).
+    /// Rebalancing moves whose replacement has not caught up yet.
     moves_in_progress: usize,
     last_suppressed: Option<String>,
+}
+
+impl Membership {
+    fn holds(&self, node: NodeId) -> bool {
+        self.shards.iter().any(|s| s.members.iter().any(|m| m.node == node))
+    }
+}
+
+/// Writes offered in the current capacity window, per partition and per backend (background
+/// load excluded), and what was seen over the whole run.
+struct Admission {
+    window: u64,
+    partition_offered: Vec<u16>,
+    backend_offered: Vec<u16>,
+    /// Most offered in one window so far, background included.
+    partition_peak: Vec<u16>,
+    backend_peak: Vec<u16>,
+    /// The first time a partition or backend was offered more than its capacity.
+    first_breach: Option<String>,
 }
 
 /// What INFO shows; monotone counters.
@@ -83,20 +120,23 @@ pub struct Counters {
     pub keys_copied: AtomicU64,
     pub membership_changes: AtomicU64,
     pub moves: AtomicU64,
+    /// Writes refused because their partition or backend was at capacity, or no backend had
+    /// room (the error reply clients retry).
+    pub writes_throttled: AtomicU64,
+    /// Offers above a capacity: each write that found its partition or backend full.
+    pub capacity_breaches: AtomicU64,
 }
 
 /// The load the rebalancer sees, fixed for a run (as in the models): per node the disk use
-/// outside the keyspace shard and the compaction debt, the shard's own size and heat, and the
-/// debt above which a node hosting a hot shard is slow. `store up` leaves them all 0 (no
-/// node is ever overloaded); `store run` copies them from the model.
+/// outside the partitions and the compaction debt, and the debt above which a node hosting a
+/// hot partition is slow (the partitions' sizes and heat are in the [`Layout`]). `store up`
+/// leaves them all 0 (no node is ever overloaded); `store run` copies them from the model.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoadFacts {
     /// One entry per node, or empty for all 0.
     pub node_disk_used_pct: Vec<u8>,
     /// One entry per node, or empty for all 0.
     pub node_compaction_debt_pct: Vec<u8>,
-    pub shard_size_pct: u8,
-    pub shard_hot: bool,
     pub slow_compaction_debt_pct: u8,
 }
 
@@ -113,13 +153,11 @@ impl LoadFacts {
                 return Err(format!("{name} = {v}: a percentage, 0 to 100"));
             }
         }
-        for (name, v) in [
-            ("shard_size_pct", self.shard_size_pct),
-            ("slow_compaction_debt_pct", self.slow_compaction_debt_pct),
-        ] {
-            if v > 100 {
-                return Err(format!("{name} = {v}: a percentage, 0 to 100"));
-            }
+        if self.slow_compaction_debt_pct > 100 {
+            return Err(format!(
+                "slow_compaction_debt_pct = {}: a percentage, 0 to 100",
+                self.slow_compaction_debt_pct
+            ));
         }
         Ok(())
     }
@@ -129,8 +167,8 @@ impl LoadFacts {
     }
 }
 
-/// The rebalancer's memory of the keyspace shard's cooldown (ms).
-#[derive(Default)]
+/// The rebalancer's memory of a partition's cooldown (ms).
+#[derive(Clone, Default)]
 struct Cooldown {
     /// The cooldown after the latest move (0: no move yet).
     len_ms: u32,
@@ -186,13 +224,20 @@ pub struct Coordinator {
     /// Every policy decision goes through `decision::*` and is logged here.
     log: DecisionLog,
     load: LoadFacts,
+    layout: Layout,
+    /// Each partition's write capacity per window (`routing::partition_capacity`).
+    partition_capacity_per_window: Option<u16>,
+    /// Background writes per window on each partition (the bursts over their suffixes).
+    partition_background: Vec<u16>,
+    admission: Mutex<Admission>,
 }
 
 impl Coordinator {
     /// Connect to every node (each link dials `node_addrs[i]`: the node, or its proxy), learn
-    /// the highest stored version, and start heartbeats and failure detection. The first
-    /// `replication_factor` nodes form the replica set; the others are spares. Node `i` is in
-    /// zone `node_zones[i]`.
+    /// the highest stored version, and start heartbeats and failure detection. Each partition
+    /// of `layout` starts with its listed replicas; a node in no replica set is a spare. Node
+    /// `i` is in zone `node_zones[i]`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         policy: Policy,
         node_addrs: &[SocketAddr],
@@ -200,8 +245,10 @@ impl Coordinator {
         value_bytes_max: usize,
         log: DecisionLog,
         load: LoadFacts,
+        layout: Layout,
     ) -> Result<Arc<Coordinator>, String> {
         load.check(node_addrs.len())?;
+        layout.check(node_addrs.len(), policy.replication_factor)?;
         let rf = usize::from(policy.replication_factor);
         if rf > node_addrs.len() {
             return Err(format!("replication_factor {rf} exceeds the {} nodes", node_addrs.len()));
@@ -237,11 +284,34 @@ impl Coordinator {
         }
         let now = Instant::now();
         let membership = Membership {
-            members: (0..rf).map(|n| Member { node: n as NodeId, caught_up: true }).collect(),
+            shards: layout
+                .shards
+                .iter()
+                .map(|s| ShardMembers {
+                    members: s.replicas.iter().map(|&node| Member { node, caught_up: true }).collect(),
+                    catching_up: 0,
+                })
+                .collect(),
             nodes: node_addrs.iter().map(|_| NodeState { health: Health::Alive, last_heard: now }).collect(),
             evictions_in_progress: 0,
             moves_in_progress: 0,
             last_suppressed: None,
+        };
+        let partition_count = layout.partition_count();
+        let partition_capacity_per_window = decision::partition_capacity(
+            &log,
+            layout.partition_write_capacity_per_window,
+            layout.table_write_capacity_per_window,
+            partition_count,
+        );
+        let partition_background = layout.partition_background(policy.routing.write_shard_suffixes);
+        let admission = Admission {
+            window: 0,
+            partition_offered: vec![0; layout.shards.len()],
+            backend_offered: vec![0; node_addrs.len()],
+            partition_peak: vec![0; layout.shards.len()],
+            backend_peak: vec![0; node_addrs.len()],
+            first_breach: None,
         };
         let coordinator = Arc::new(Coordinator {
             policy,
@@ -255,6 +325,10 @@ impl Coordinator {
             started: now,
             log,
             load,
+            layout,
+            partition_capacity_per_window,
+            partition_background,
+            admission: Mutex::new(admission),
         });
         for node in 0..coordinator.links.len() {
             tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
@@ -277,13 +351,114 @@ impl Coordinator {
         }
     }
 
-    fn members(&self) -> Vec<Member> {
-        self.membership.lock().expect("membership lock").members.clone()
+    fn members(&self, shard: u8) -> Vec<Member> {
+        self.membership.lock().expect("membership lock").shards[usize::from(shard)].members.clone()
     }
 
-    /// Member node ids in replica-set order, and whether each counts toward quorums.
-    pub fn replica_set(&self) -> Vec<(NodeId, bool)> {
-        self.members().iter().map(|m| (m.node, m.caught_up)).collect()
+    /// Partition `shard`'s member node ids in replica-set order, and whether each counts
+    /// toward quorums.
+    pub fn replica_set(&self, shard: u8) -> Vec<(NodeId, bool)> {
+        self.members(shard).iter().map(|m| (m.node, m.caught_up)).collect()
+    }
+
+    /// The partition `key` is stored on (`routing::key_partition`, logged).
+    pub fn partition_of(&self, key: &[u8]) -> u8 {
+        self.partition_of_with(&self.log, key)
+    }
+
+    fn partition_of_with(&self, log: &DecisionLog, key: &[u8]) -> u8 {
+        decision::key_partition(
+            log,
+            self.layout.prefix_partition(key),
+            crate::policy::routing::key_hash(key),
+            self.policy.routing.write_shard_suffixes,
+            self.layout.partition_count(),
+        )
+    }
+
+    /// Route one write: offer it to its partition, then place it on an ingest backend when
+    /// backends have capacities. `Err`: throttled or shed, with why. Throttled writes count as
+    /// offered, as in the models: a retry storm is load too.
+    fn admit_write(&self, partition: u8) -> Result<(), String> {
+        let up: Vec<bool> = {
+            let membership = self.membership.lock().expect("membership lock");
+            membership.nodes.iter().map(|n| n.health != Health::Dead).collect()
+        };
+        let window_ms = self.layout.window_ms;
+        let window = self.started.elapsed().as_millis() as u64 / window_ms;
+        let mut a = self.admission.lock().expect("admission lock");
+        if a.window != window {
+            a.window = window;
+            a.partition_offered.iter_mut().for_each(|o| *o = 0);
+            a.backend_offered.iter_mut().for_each(|o| *o = 0);
+        }
+        let p = usize::from(partition);
+        if let Some(capacity) = self.partition_capacity_per_window {
+            let cap = Some(capacity);
+            let before = self.partition_background[p].saturating_add(a.partition_offered[p]);
+            a.partition_offered[p] = a.partition_offered[p].saturating_add(1);
+            a.partition_peak[p] = a.partition_peak[p].max(before + 1);
+            let name = &self.layout.shards[p].name;
+            self.note_breach(&mut a, || format!("partition {name}"), before, cap);
+            if !decision::admits(&self.log, || format!("partition {name}"), before, cap) {
+                return Err(format!(
+                    "throttled: partition {name} was offered {} writes in this {window_ms} ms window, capacity {}",
+                    before + 1,
+                    capacity
+                ));
+            }
+        }
+        if self.layout.backends_modelled() {
+            let backends: Vec<BackendLoad> = (0..up.len())
+                .map(|n| BackendLoad {
+                    node: n as NodeId,
+                    up: up[n],
+                    capacity_per_tick: self.layout.node_capacity(n as NodeId),
+                    load_per_tick: self
+                        .layout
+                        .node_base_load(n as NodeId)
+                        .saturating_add(a.backend_offered[n]),
+                })
+                .collect();
+            let Some(b) = decision::choose_backend(&self.log, &self.policy.routing, &backends) else {
+                return Err("throttled: no ingest backend has room in this window (write shed)".into());
+            };
+            let chosen = backends[usize::from(b)];
+            let n = usize::from(b);
+            a.backend_offered[n] = a.backend_offered[n].saturating_add(1);
+            a.backend_peak[n] = a.backend_peak[n].max(chosen.load_per_tick + 1);
+            self.note_breach(
+                &mut a,
+                || format!("backend node {b}"),
+                chosen.load_per_tick,
+                chosen.capacity_per_tick,
+            );
+            if !decision::admits(
+                &self.log,
+                || format!("backend node {b}"),
+                chosen.load_per_tick,
+                chosen.capacity_per_tick,
+            ) {
+                return Err(format!(
+                    "throttled: ingest backend node {b} was offered {} writes in this {window_ms} ms window, capacity {}",
+                    chosen.load_per_tick + 1,
+                    chosen.capacity_per_tick.expect("only a capacity refuses")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Count an offer above capacity (`capacity_respected` is violated by the first).
+    fn note_breach(&self, a: &mut Admission, unit: impl FnOnce() -> String, before: u16, cap: Option<u16>) {
+        if let Some(cap) = cap.filter(|&cap| before + 1 > cap) {
+            bump(&self.counters.capacity_breaches);
+            if a.first_breach.is_none() {
+                let at_ms = self.started.elapsed().as_millis();
+                a.first_breach =
+                    Some(format!("{} offered {} > capacity {cap} at {at_ms} ms", unit(), before + 1));
+            }
+        }
     }
 
     /// Record what a request to `node` says about its health.
@@ -341,12 +516,13 @@ impl Coordinator {
     /// Store `value` at `version` on the replica set; Ok once a write quorum acked in time.
     async fn replicate(
         self: &Arc<Self>,
+        shard: u8,
         key: &[u8],
         version: u64,
         value: &StoredValue,
     ) -> Result<(), String> {
         let w = self.policy.write_quorum;
-        let members = self.members();
+        let members = self.members(shard);
         let request = NodeRequest::Replicate { key: key.to_vec(), version, value: value.clone() };
         let mut acks = 0;
         let mut reached = false;
@@ -376,6 +552,12 @@ impl Coordinator {
         value: StoredValue,
         token: Option<&[u8]>,
     ) -> Result<(), String> {
+        let shard = self.partition_of(key);
+        if let Err(e) = self.admit_write(shard) {
+            bump(&self.counters.writes_throttled);
+            bump(&self.counters.writes_failed);
+            return Err(e);
+        }
         let next = self.next_version.fetch_add(1, Ordering::SeqCst);
         let version = match token {
             None => next,
@@ -392,7 +574,7 @@ impl Coordinator {
                 version
             }
         };
-        let result = self.replicate(key, version, &value).await;
+        let result = self.replicate(shard, key, version, &value).await;
         bump(if result.is_ok() { &self.counters.writes_acked } else { &self.counters.writes_failed });
         result
     }
@@ -407,7 +589,8 @@ impl Coordinator {
 
     async fn read_inner(self: &Arc<Self>, key: &[u8]) -> Result<StoredValue, String> {
         let r = self.policy.read_quorum;
-        let members = self.members();
+        let shard = self.partition_of(key);
+        let members = self.members(shard);
         let mut replies: Vec<(u64, StoredValue)> = Vec::new();
         let failures = self
             .fan_out(&members, NodeRequest::Read { key: key.to_vec() }, |member, reply| {
@@ -428,7 +611,9 @@ impl Coordinator {
         let (version, value) = decision::read_result(&self.log, &replies).expect("a quorum is never empty");
         let holders = replies.iter().filter(|(v, _)| *v == version).count();
         if version > 0 && !decision::quorum_reached(&self.log, holders, self.policy.write_quorum) {
-            self.replicate(key, version, &value).await.map_err(|e| format!("read repair failed: {e}"))?;
+            self.replicate(shard, key, version, &value)
+                .await
+                .map_err(|e| format!("read repair failed: {e}"))?;
             bump(&self.counters.read_repairs);
         }
         Ok(value)
@@ -472,105 +657,118 @@ impl Coordinator {
         }
     }
 
-    /// For each dead member, ask the eviction policy; an eviction swaps in the replacement,
-    /// which starts its catch-up copy.
+    /// For each dead member of each partition, ask the eviction policy; an eviction swaps in
+    /// the replacement, which starts its catch-up copy of that partition.
     fn consider_evictions(self: &Arc<Self>) {
         let mut membership = self.membership.lock().expect("membership lock");
-        let dead_members: Vec<NodeId> = membership
-            .members
-            .iter()
-            .filter(|m| membership.nodes[usize::from(m.node)].health == Health::Dead)
-            .map(|m| m.node)
-            .collect();
-        for dead in dead_members {
-            let view = ClusterView {
-                dead_nodes: membership.nodes.iter().filter(|n| n.health == Health::Dead).count(),
-                total_nodes: membership.nodes.len(),
-                evictions_in_progress: membership.evictions_in_progress,
-            };
-            let candidates: Vec<Candidate> = (0..membership.nodes.len())
-                .map(|n| Candidate {
-                    node: n as NodeId,
-                    zone: self.zones[n],
-                    health: membership.nodes[n].health,
-                    is_member: membership.members.iter().any(|m| usize::from(m.node) == n),
-                })
+        for shard in 0..membership.shards.len() {
+            let dead_members: Vec<NodeId> = membership.shards[shard]
+                .members
+                .iter()
+                .filter(|m| membership.nodes[usize::from(m.node)].health == Health::Dead)
+                .map(|m| m.node)
                 .collect();
-            match decision::decide_eviction(
-                &self.log,
-                dead,
-                self.policy.eviction,
-                view,
-                self.zones[usize::from(dead)],
-                &candidates,
-            ) {
-                EvictionDecision::Evict { replacement } => {
-                    let slot = membership.members.iter().position(|m| m.node == dead).expect("a member");
-                    membership.members[slot] = Member { node: replacement, caught_up: false };
-                    membership.evictions_in_progress += 1;
-                    membership.last_suppressed = None;
-                    bump(&self.counters.evictions);
-                    bump(&self.counters.membership_changes);
-                    eprintln!("replicheck store: evicted node {dead}, replacing it with node {replacement}");
-                    tokio::spawn(Arc::clone(self).catch_up(replacement, Change::Eviction));
-                }
-                EvictionDecision::Suppressed(why) => {
-                    membership.last_suppressed = Some(format!("node {dead}: {why:?}"));
+            for dead in dead_members {
+                let view = ClusterView {
+                    dead_nodes: membership.nodes.iter().filter(|n| n.health == Health::Dead).count(),
+                    total_nodes: membership.nodes.len(),
+                    evictions_in_progress: membership.evictions_in_progress,
+                };
+                let members = &membership.shards[shard].members;
+                let candidates: Vec<Candidate> = (0..membership.nodes.len())
+                    .map(|n| Candidate {
+                        node: n as NodeId,
+                        zone: self.zones[n],
+                        health: membership.nodes[n].health,
+                        is_member: members.iter().any(|m| usize::from(m.node) == n),
+                    })
+                    .collect();
+                match decision::decide_eviction(
+                    &self.log,
+                    dead,
+                    self.policy.eviction,
+                    view,
+                    self.zones[usize::from(dead)],
+                    &candidates,
+                ) {
+                    EvictionDecision::Evict { replacement } => {
+                        let s = &mut membership.shards[shard];
+                        let slot = s.members.iter().position(|m| m.node == dead).expect("a member");
+                        s.members[slot] = Member { node: replacement, caught_up: false };
+                        s.catching_up += 1;
+                        membership.evictions_in_progress += 1;
+                        membership.last_suppressed = None;
+                        bump(&self.counters.evictions);
+                        bump(&self.counters.membership_changes);
+                        let name = &self.layout.shards[shard].name;
+                        eprintln!(
+                            "replicheck store: evicted node {dead} from partition {name}, replacing it with node {replacement}"
+                        );
+                        tokio::spawn(Arc::clone(self).catch_up(shard as u8, replacement, Change::Eviction));
+                    }
+                    EvictionDecision::Suppressed(why) => {
+                        membership.last_suppressed = Some(format!("node {dead}: {why:?}"));
+                    }
                 }
             }
         }
     }
 
-    /// Every `rebalance_interval` ms, ask the rebalancer for a move of the keyspace shard.
+    /// Every `rebalance_interval` ms, ask the rebalancer for a move of a partition.
     async fn rebalance_loop(self: Arc<Self>) {
         let r = self.policy.rebalance.clone().expect("started only when rebalancing is enabled");
         assert!(r.interval_ticks > 0, "the policy loader rejects a zero rebalance_interval");
         let interval = Duration::from_millis(u64::from(r.interval_ticks));
-        let mut cooldown = Cooldown::default();
+        let mut cooldowns = vec![Cooldown::default(); self.layout.shards.len()];
         let log = self.log.with_actor("rebalancer");
         loop {
             tokio::time::sleep(interval).await;
-            self.consider_move(&log, &r, &mut cooldown);
+            self.consider_move(&log, &r, &mut cooldowns);
         }
     }
 
-    /// The node loads as `model::coordinator::node_loads` computes them: a node holding the
-    /// shard (a member, caught up or not) carries its size, and is slow if the shard is hot
-    /// and its compaction debt is over the threshold.
-    fn node_loads(&self, log: &DecisionLog, members: &[Member]) -> Vec<NodeLoad> {
+    /// The node loads as `model::coordinator::node_loads` computes them: a node carries the
+    /// size of every partition it holds (as a member, caught up or not), and is slow if it
+    /// holds a hot partition and its compaction debt is over the threshold.
+    fn node_loads(&self, log: &DecisionLog, membership: &Membership) -> Vec<NodeLoad> {
         let f = &self.load;
         (0..self.links.len() as NodeId)
             .map(|n| {
-                let holds = members.iter().any(|m| m.node == n);
+                let held: Vec<usize> = (0..membership.shards.len())
+                    .filter(|&k| membership.shards[k].members.iter().any(|m| m.node == n))
+                    .collect();
                 let debt = LoadFacts::of(&f.node_compaction_debt_pct, n);
-                let shard = if holds { u16::from(f.shard_size_pct) } else { 0 };
+                let held_pct: u16 = held.iter().map(|&k| u16::from(self.layout.shards[k].size_pct)).sum();
+                let hosts_hot = held.iter().any(|&k| self.layout.shards[k].hot);
                 NodeLoad {
                     node: n,
-                    disk_pct: u16::from(LoadFacts::of(&f.node_disk_used_pct, n)) + shard,
+                    disk_pct: u16::from(LoadFacts::of(&f.node_disk_used_pct, n)) + held_pct,
                     compaction_debt_pct: debt,
-                    slow: decision::is_slow(log, n, holds && f.shard_hot, debt, f.slow_compaction_debt_pct),
+                    slow: decision::is_slow(log, n, hosts_hot, debt, f.slow_compaction_debt_pct),
                 }
             })
             .collect()
     }
 
-    /// One rebalancer round. The shard rests during its cooldown and while any membership
-    /// change (eviction or move) is still catching up.
-    fn consider_move(self: &Arc<Self>, log: &DecisionLog, r: &Rebalance, cooldown: &mut Cooldown) {
+    /// One rebalancer round. A partition rests during its cooldown and while a membership
+    /// change of it (eviction or move) is still catching up.
+    fn consider_move(self: &Arc<Self>, log: &DecisionLog, r: &Rebalance, cooldowns: &mut [Cooldown]) {
         let mut membership = self.membership.lock().expect("membership lock");
         let now = Instant::now();
-        let nodes = self.node_loads(log, &membership.members);
-        let shard = ShardLoad {
-            shard: 0,
-            holders: membership.members.iter().map(|m| m.node).collect(),
-            size_pct: self.load.shard_size_pct,
-            hot: self.load.shard_hot,
-            resting: cooldown.resting_until.is_some_and(|until| now < until)
-                || membership.evictions_in_progress > 0
-                || membership.moves_in_progress > 0,
-        };
-        let Some(m) = decision::choose_move(log, &nodes, &[shard], &r.policy) else { return };
-        assert_eq!(m.shard, 0, "the store has one shard");
+        let nodes = self.node_loads(log, &membership);
+        let shards: Vec<ShardLoad> = (0..membership.shards.len())
+            .map(|k| ShardLoad {
+                shard: k as u8,
+                holders: membership.shards[k].members.iter().map(|m| m.node).collect(),
+                size_pct: self.layout.shards[k].size_pct,
+                hot: self.layout.shards[k].hot,
+                resting: cooldowns[k].resting_until.is_some_and(|until| now < until)
+                    || membership.shards[k].catching_up > 0,
+            })
+            .collect();
+        let Some(m) = decision::choose_move(log, &nodes, &shards, &r.policy) else { return };
+        let k = usize::from(m.shard);
+        let cooldown = &mut cooldowns[k];
         cooldown.len_ms = decision::next_cooldown_ticks(
             log,
             m.shard,
@@ -580,17 +778,25 @@ impl Coordinator {
             r.cooldown_max_ticks,
         );
         cooldown.resting_until = Some(now + Duration::from_millis(u64::from(cooldown.len_ms)));
-        let slot = membership.members.iter().position(|x| x.node == m.from).expect("moves leave a holder");
-        membership.members[slot] = Member { node: m.to, caught_up: false };
+        let s = &mut membership.shards[k];
+        let slot = s.members.iter().position(|x| x.node == m.from).expect("moves leave a holder");
+        s.members[slot] = Member { node: m.to, caught_up: false };
+        s.catching_up += 1;
         membership.moves_in_progress += 1;
         bump(&self.counters.moves);
         bump(&self.counters.membership_changes);
-        eprintln!("replicheck store: moving the keyspace shard from node {} to node {}", m.from, m.to);
-        tokio::spawn(Arc::clone(self).catch_up(m.to, Change::Move { from: m.from }));
+        eprintln!(
+            "replicheck store: moving partition {} from node {} to node {}",
+            self.layout.shards[k].name, m.from, m.to
+        );
+        tokio::spawn(Arc::clone(self).catch_up(m.shard, m.to, Change::Move { from: m.from }));
     }
 
-    fn end_change(&self, change: Change) {
+    fn end_change(&self, shard: u8, change: Change) {
         let mut membership = self.membership.lock().expect("membership lock");
+        let s = &mut membership.shards[usize::from(shard)];
+        assert!(s.catching_up > 0, "a change ends only once");
+        s.catching_up -= 1;
         let counter = match change {
             Change::Eviction => &mut membership.evictions_in_progress,
             Change::Move { .. } => &mut membership.moves_in_progress,
@@ -599,30 +805,30 @@ impl Coordinator {
         *counter -= 1;
     }
 
-    /// Copy every key from the caught-up members (and, for a move, the node it moves away
-    /// from) to `node`, then let it count toward quorums.
-    async fn catch_up(self: Arc<Self>, node: NodeId, change: Change) {
+    /// Copy every key of partition `shard` from its caught-up members (and, for a move, the
+    /// node it moves away from) to `node`, then let it count toward quorums.
+    async fn catch_up(self: Arc<Self>, shard: u8, node: NodeId, change: Change) {
         // Writes that began before the eviction still count the evicted member's ack. Each
         // ends by its ack deadline: wait that long, so that every such write that was acked is
         // on a remaining member by the time that member is copied.
         tokio::time::sleep(self.ack_timeout()).await;
         loop {
-            let members = self.members();
+            let members = self.members(shard);
             if !members.iter().any(|m| m.node == node) {
                 // Evicted itself before it caught up.
-                self.end_change(change);
+                self.end_change(shard, change);
                 return;
             }
             let mut sources: Vec<NodeId> = members.iter().filter(|m| m.caught_up).map(|m| m.node).collect();
             if let Change::Move { from } = change {
-                // With one replica, the node the shard leaves is the only copy.
+                // With one replica, the node the partition leaves is the only copy.
                 if !sources.contains(&from) {
                     sources.push(from);
                 }
             }
             let mut complete = true;
             for source in sources {
-                if let Err(e) = self.copy_all(source, node).await {
+                if let Err(e) = self.copy_partition(shard, source, node).await {
                     eprintln!("replicheck store: catch-up of node {node} from node {source}: {e}; retrying");
                     complete = false;
                     break;
@@ -630,19 +836,23 @@ impl Coordinator {
             }
             if complete {
                 let mut membership = self.membership.lock().expect("membership lock");
-                if let Some(member) = membership.members.iter_mut().find(|m| m.node == node) {
+                let s = &mut membership.shards[usize::from(shard)];
+                if let Some(member) = s.members.iter_mut().find(|m| m.node == node) {
                     member.caught_up = true;
                     bump(&self.counters.catchups_completed);
                 }
                 drop(membership);
-                self.end_change(change);
+                self.end_change(shard, change);
                 return;
             }
             tokio::time::sleep(self.probe_interval()).await;
         }
     }
 
-    async fn copy_all(&self, source: NodeId, target: NodeId) -> Result<(), String> {
+    /// Copy `source`'s keys of partition `shard` to `target` (a node keeps every partition it
+    /// holds in one key space; the partition of each key is decided as for a request).
+    async fn copy_partition(&self, shard: u8, source: NodeId, target: NodeId) -> Result<(), String> {
+        let log = self.log.with_actor("catch-up");
         let mut after: Option<Vec<u8>> = None;
         loop {
             let deadline = Instant::now() + self.ack_timeout();
@@ -658,6 +868,9 @@ impl Coordinator {
             let deadline = Instant::now() + self.ack_timeout();
             let mut copies = tokio::task::JoinSet::new();
             for (key, version, value) in entries {
+                if self.partition_of_with(&log, &key) != shard {
+                    continue;
+                }
                 let link = Arc::clone(&self.links[usize::from(target)]);
                 copies.spawn(async move {
                     link.request(NodeRequest::Replicate { key, version, value }, deadline).await
@@ -688,15 +901,26 @@ impl Coordinator {
             "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{:?}\r\n",
             p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, p.failure_detection
         );
-        let members: Vec<String> = membership
-            .members
-            .iter()
-            .map(|m| if m.caught_up { m.node.to_string() } else { format!("{}(catching_up)", m.node) })
-            .collect();
-        let _ = write!(out, "members:{}\r\n", members.join(","));
+        let member_list = |members: &[Member]| -> String {
+            let names: Vec<String> = members
+                .iter()
+                .map(|m| if m.caught_up { m.node.to_string() } else { format!("{}(catching_up)", m.node) })
+                .collect();
+            names.join(",")
+        };
+        // `members`: the first partition's replica set (the only one unless there are more).
+        let _ = write!(out, "members:{}\r\n", member_list(&membership.shards[0].members));
+        let _ = write!(out, "partitions:{}\r\n", membership.shards.len());
+        for (k, s) in membership.shards.iter().enumerate() {
+            let _ = write!(
+                out,
+                "partition{k}:name={},members={}\r\n",
+                self.layout.shards[k].name,
+                member_list(&s.members).replace(',', ";")
+            );
+        }
         for (n, state) in membership.nodes.iter().enumerate() {
-            let role =
-                if membership.members.iter().any(|m| usize::from(m.node) == n) { "member" } else { "spare" };
+            let role = if membership.holds(n as NodeId) { "member" } else { "spare" };
             let _ = write!(
                 out,
                 "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={}\r\n",
@@ -715,11 +939,15 @@ impl Coordinator {
         if let Some(why) = &membership.last_suppressed {
             let _ = write!(out, "last_eviction_suppressed:{why}\r\n");
         }
+        drop(membership);
+        self.write_routing_info(&mut out);
         let _ = write!(
             out,
-            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nmoves:{}\r\nnext_version:{}\r\n",
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nwrites_throttled:{}\r\ncapacity_breaches:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nmoves:{}\r\nnext_version:{}\r\n",
             get(&c.writes_acked),
             get(&c.writes_failed),
+            get(&c.writes_throttled),
+            get(&c.capacity_breaches),
             get(&c.reads_ok),
             get(&c.reads_failed),
             get(&c.read_repairs),
@@ -731,6 +959,46 @@ impl Coordinator {
             self.next_version.load(Ordering::SeqCst),
         );
         out
+    }
+
+    /// INFO's routing section: placement, capacities per window, and per partition and
+    /// backend the most writes offered in one window (background load included).
+    fn write_routing_info(&self, out: &mut String) {
+        let a = self.admission.lock().expect("admission lock");
+        let r = &self.policy.routing;
+        let cap = |c: Option<u16>| c.map_or("unlimited".to_string(), |c| c.to_string());
+        let _ = write!(
+            out,
+            "\r\n# Routing\r\nplacement:{:?}\r\nupload_planner:{:?}\r\nspill_threshold_permille:{}\r\nwrite_shard_suffixes:{}\r\ncapacity_window_ms:{}\r\npartition_capacity_per_window:{}\r\n",
+            r.placement,
+            r.upload_planner,
+            r.spill_threshold_permille,
+            r.write_shard_suffixes,
+            self.layout.window_ms,
+            cap(self.partition_capacity_per_window)
+        );
+        for (k, s) in self.layout.shards.iter().enumerate() {
+            let _ = write!(
+                out,
+                "partition{k}_load:name={},background_per_window={},peak_offered={}\r\n",
+                s.name, self.partition_background[k], a.partition_peak[k]
+            );
+        }
+        if self.layout.backends_modelled() {
+            for n in 0..self.links.len() {
+                let node = n as NodeId;
+                let _ = write!(
+                    out,
+                    "backend{n}_load:capacity_per_window={},base_load_per_window={},peak_offered={}\r\n",
+                    cap(self.layout.node_capacity(node)),
+                    self.layout.node_base_load(node),
+                    a.backend_peak[n]
+                );
+            }
+        }
+        if let Some(breach) = &a.first_breach {
+            let _ = write!(out, "first_capacity_breach:{breach}\r\n");
+        }
     }
 
     /// Accept clients until the listener fails.

@@ -22,6 +22,7 @@ use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision, Ev
 use crate::policy::quorum;
 use crate::policy::rebalancer::{self, Move, NodeLoad, RebalancePolicy, ShardLoad};
 use crate::policy::retry::{self, RetryDecision, RetryPolicy};
+use crate::policy::routing::{self, BackendLoad, RoutingPolicy, WRITE_SHARD_SUFFIXES_MAX};
 use crate::policy::{NodeId, Ticks, NODE_COUNT_MAX};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -95,6 +96,25 @@ pub enum Decision {
         next_version: KeyVersion,
         output: KeyVersion,
     },
+    /// `routing::key_partition`: the partition (shard) a key of hash `key_hash` is routed to.
+    KeyPartition {
+        prefix_partition: u8,
+        key_hash: u8,
+        write_shard_suffixes: u8,
+        partition_count: u8,
+        output: u8,
+    },
+    /// `routing::partition_capacity`: a partition's writes per window.
+    PartitionCapacity {
+        partition_cap_per_tick: Option<u16>,
+        table_cap_per_tick: Option<u16>,
+        partition_count: u8,
+        output: Option<u16>,
+    },
+    /// `routing::admits` for `unit` ("partition 2", "backend 1"), offered this window.
+    Admits { unit: String, offered_before: u16, capacity_per_tick: Option<u16>, output: bool },
+    /// `routing::choose_backend`: the backend that ingests a write (`None`: shed).
+    ChooseBackend { policy: RoutingPolicy, backends: Vec<BackendLoad>, output: Option<NodeId> },
 }
 
 impl Decision {
@@ -113,6 +133,10 @@ impl Decision {
             Decision::NextCooldownTicks { .. } => "next_cooldown_ticks",
             Decision::AfterFailure { .. } => "after_failure",
             Decision::VersionForAttempt { .. } => "version_for_attempt",
+            Decision::KeyPartition { .. } => "key_partition",
+            Decision::PartitionCapacity { .. } => "partition_capacity",
+            Decision::Admits { .. } => "admits",
+            Decision::ChooseBackend { .. } => "choose_backend",
         }
     }
 
@@ -176,6 +200,38 @@ impl Decision {
             Decision::VersionForAttempt { idempotency_tokens, version_of_token, next_version, output } => {
                 *output = retry::version_for_attempt(*idempotency_tokens, *version_of_token, *next_version)
             }
+            Decision::KeyPartition {
+                prefix_partition,
+                key_hash,
+                write_shard_suffixes,
+                partition_count,
+                output,
+            } => {
+                *output = routing::key_partition(
+                    *prefix_partition,
+                    *key_hash,
+                    *write_shard_suffixes,
+                    *partition_count,
+                )
+            }
+            Decision::PartitionCapacity {
+                partition_cap_per_tick,
+                table_cap_per_tick,
+                partition_count,
+                output,
+            } => {
+                *output = routing::partition_capacity(
+                    *partition_cap_per_tick,
+                    *table_cap_per_tick,
+                    *partition_count,
+                )
+            }
+            Decision::Admits { offered_before, capacity_per_tick, output, .. } => {
+                *output = routing::admits(*offered_before, *capacity_per_tick)
+            }
+            Decision::ChooseBackend { policy, backends, output } => {
+                *output = routing::choose_backend(policy, backends)
+            }
         }
         Ok(replayed)
     }
@@ -221,6 +277,23 @@ impl Decision {
                 ..
             } if v >= next_version => {
                 fail(format!("version_of_token {v} is not below next_version {next_version}"))
+            }
+            Decision::KeyPartition { prefix_partition, write_shard_suffixes, partition_count, .. } => {
+                if *write_shard_suffixes == 0 || *write_shard_suffixes > WRITE_SHARD_SUFFIXES_MAX {
+                    return fail(format!(
+                        "write_shard_suffixes {write_shard_suffixes} is not 1 to {WRITE_SHARD_SUFFIXES_MAX}"
+                    ));
+                }
+                if prefix_partition >= partition_count {
+                    return fail(format!(
+                        "prefix_partition {prefix_partition} >= partition_count {partition_count}"
+                    ));
+                }
+                Ok(())
+            }
+            Decision::PartitionCapacity { partition_count: 0, .. } => fail("partition_count is 0".into()),
+            Decision::ChooseBackend { policy, .. } if policy.spill_threshold_permille > 1000 => {
+                fail(format!("spill_threshold_permille {} > 1000", policy.spill_threshold_permille))
             }
             _ => Ok(()),
         }
@@ -498,6 +571,60 @@ pub fn after_failure(
 ) -> RetryDecision {
     let output = retry::after_failure(policy, attempts_made, retries_used);
     log.log(Decision::AfterFailure { policy: *policy, attempts_made, retries_used, output });
+    output
+}
+
+pub fn key_partition(
+    log: &DecisionLog,
+    prefix_partition: u8,
+    key_hash: u8,
+    write_shard_suffixes: u8,
+    partition_count: u8,
+) -> u8 {
+    let output = routing::key_partition(prefix_partition, key_hash, write_shard_suffixes, partition_count);
+    log.log(Decision::KeyPartition {
+        prefix_partition,
+        key_hash,
+        write_shard_suffixes,
+        partition_count,
+        output,
+    });
+    output
+}
+
+pub fn partition_capacity(
+    log: &DecisionLog,
+    partition_cap_per_tick: Option<u16>,
+    table_cap_per_tick: Option<u16>,
+    partition_count: u8,
+) -> Option<u16> {
+    let output = routing::partition_capacity(partition_cap_per_tick, table_cap_per_tick, partition_count);
+    log.log(Decision::PartitionCapacity {
+        partition_cap_per_tick,
+        table_cap_per_tick,
+        partition_count,
+        output,
+    });
+    output
+}
+
+/// `unit` is context for the reader ("partition 2"); it is only formatted when logging.
+pub fn admits(
+    log: &DecisionLog,
+    unit: impl FnOnce() -> String,
+    offered_before: u16,
+    capacity_per_tick: Option<u16>,
+) -> bool {
+    let output = routing::admits(offered_before, capacity_per_tick);
+    if log.is_on() {
+        log.log(Decision::Admits { unit: unit(), offered_before, capacity_per_tick, output });
+    }
+    output
+}
+
+pub fn choose_backend(log: &DecisionLog, policy: &RoutingPolicy, backends: &[BackendLoad]) -> Option<NodeId> {
+    let output = routing::choose_backend(policy, backends);
+    log.log(Decision::ChooseBackend { policy: *policy, backends: backends.to_vec(), output });
     output
 }
 

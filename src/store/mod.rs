@@ -9,6 +9,7 @@ pub mod client;
 pub mod cluster;
 pub mod coordinator;
 pub mod decision;
+pub mod layout;
 pub mod lincheck;
 pub mod link;
 pub mod node;

@@ -21,25 +21,41 @@
 //!   a new version (`version_for_attempt` in the decision log; `no_duplicate_effects`);
 //! - evictions, each with its time and whether the fault schedule had touched the evicted node
 //!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters;
-//! - rebalancing moves of the keyspace shard over time (`choose_move` in the decision log),
-//!   from the model's node disk use, compaction debt and first shard's size and heat.
+//! - rebalancing moves over time (`choose_move` in the decision log), from the model's node
+//!   disk use and compaction debt and its shards' sizes and heat;
+//! - capacity: the store has the model's shards as partitions, with their replica sets, its
+//!   nodes' ingest capacities and base loads, its shards' bursts and the policy's partition
+//!   and table capacities, counted per window of one tick; INFO's `capacity_breaches` counts
+//!   writes offered above a capacity (`capacity_respected`);
+//! - operations that never completed: still being retried, per the policy, when the load
+//!   ended although they began before the heal (`ops_complete`);
+//! - whether membership settles: no eviction or move starts in the second half of the healed
+//!   phase and none is in progress at the end (`converges`).
+//!
+//! Each of the model's clients is played by a client thread with the client's keys, think time
+//! and mix of reads and writes (a model's client on shard `p1` with `key_hash` 3 writes keys
+//! named `p1:...` whose hash is 3, so write-shard suffixes route them as in the model). When
+//! the model has a capacity, exactly one thread plays each of its clients: the rate of writes
+//! is part of what is checked.
 //!
 //! What it cannot see: the model explores every interleaving, the run sees one; a property the
 //! model finds violated may simply not happen in a few seconds (each disagreement is explained
 //! in one line). Each node is in its model zone: latency and partitions follow the zones, and
 //! the coordinator prefers a replacement in the evicted replica's zone, as the model does.
 
-use super::client::{self, Input, LoadConfig, LoadReport, Op, Outcome};
+use super::client::{self, ClientRole, Input, LoadConfig, LoadReport, Op, Outcome};
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use super::coordinator::LoadFacts;
 use super::decision::{Decision, LogLine};
+use super::layout::Layout;
 use super::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use super::lincheck::{self, Budget, Operation, Verdict};
 use super::proxy::{Proxy, ProxyHandle};
 use super::resp;
 use crate::check::{self, Found, PolicyChoice, RunOptions};
-use crate::config::{self, LatencyTicks, Policy, PropertyName, Scenario, SourcedPolicy};
+use crate::config::{self, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::policy::eviction::EvictionDecision;
+use crate::policy::routing;
 use crate::policy::NodeId;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -123,8 +139,20 @@ pub struct RunOutcome {
     pub duplicate_effects: usize,
     /// (ms, evicted node, replacement, healthy: the schedule had not crashed/partitioned it).
     pub evictions: Vec<(u64, NodeId, NodeId, bool)>,
-    /// Rebalancing moves of the keyspace shard: (ms, from, to).
-    pub moves: Vec<(u64, NodeId, NodeId)>,
+    /// Rebalancing moves: (ms, partition, from, to).
+    pub moves: Vec<(u64, u8, NodeId, NodeId)>,
+    /// Writes offered to a partition or backend above its capacity (INFO), and the first.
+    pub capacity_breaches: u64,
+    pub first_capacity_breach: Option<String>,
+    pub writes_throttled: u64,
+    /// Operations still being retried when the load ended that began before the heal, as
+    /// "client N key K: A attempts since T ms".
+    pub ops_never_completed: Vec<String>,
+    /// Membership changes (ms, what) that started after the settle point, and changes
+    /// still in progress at the end: membership did not settle.
+    pub settle_at_ms: u64,
+    pub changes_after_settle: Vec<(u64, String)>,
+    pub changes_in_progress_at_end: u64,
     /// The scenario's churn budget in ms: at most `.0` membership changes in any `.1` ms.
     pub churn_budget_ms: Option<(u8, u64)>,
     pub deadline_deaths: usize,
@@ -158,7 +186,11 @@ impl RunOutcome {
             PropertyName::ChurnBounded => {
                 self.churn_budget_ms.and_then(|(n, window_ms)| violated(self.churn_exceeded(n, window_ms)))
             }
-            _ => None,
+            PropertyName::CapacityRespected => violated(self.capacity_breaches > 0),
+            PropertyName::OpsComplete => violated(!self.ops_never_completed.is_empty()),
+            PropertyName::Converges => {
+                violated(!self.changes_after_settle.is_empty() || self.changes_in_progress_at_end > 0)
+            }
         }
     }
 }
@@ -210,17 +242,21 @@ pub fn run(req: &RunRequest, out: &mut String) -> Result<(RunOutcome, Vec<(Prope
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick)?;
     let policy = policy_in_ms(&ticks_policy, ms_per_tick);
+    let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)?;
+    let load = Workload::of_model(&scenario, &layout, req, ms_per_tick);
     let _ = writeln!(
         out,
-        "store run {} / {label}: {} nodes, 1 tick = {ms_per_tick} ms (model tick {} ms), {:.1}s, {} clients on {} keys",
+        "store run {} / {label}: {} nodes, {} partitions, 1 tick = {ms_per_tick} ms (model tick {} ms), {:.1}s, {} client threads playing {} model clients on {} keys",
         scenario.name,
         scenario.nodes.len(),
+        layout.shards.len(),
         scenario.tick_ms,
         req.duration.as_secs_f64(),
-        req.clients,
-        req.keys
+        load.threads,
+        scenario.clients.len(),
+        load.key_count()
     );
-    let outcome = run_store(&scenario, &policy, ms_per_tick, req)?;
+    let outcome = run_store(&scenario, &policy, layout, &load, ms_per_tick, req)?;
     let model = model_verdicts(&scenario, req, &label, &sourced)?;
     report(out, &scenario, &outcome, &model);
     Ok((outcome, model))
@@ -389,9 +425,66 @@ impl Rig<'_> {
     }
 }
 
+/// The client threads of a run, and what each plays.
+struct Workload {
+    threads: usize,
+    roles: Vec<ClientRole>,
+}
+
+impl Workload {
+    /// One role per model client. Clients whose keys land on the same partition through the
+    /// same suffix (same shard, same `key_hash`) share keys, as they share a register in the
+    /// model; each group gets `req.keys / groups` keys (at least one).
+    fn of_model(scenario: &Scenario, layout: &Layout, req: &RunRequest, ms_per_tick: u64) -> Workload {
+        let mut groups: Vec<(u8, u8)> = scenario.clients.iter().map(|c| (c.shard, c.key_hash)).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let keys_per_group = (req.keys / groups.len().max(1)).max(1);
+        let keys_of = |shard: u8, hash: u8| -> Vec<String> {
+            let name = &layout.shards[usize::from(shard)].name;
+            (0u32..)
+                .map(|j| format!("{name}:{j}"))
+                .filter(|key| routing::key_hash(key.as_bytes()) == hash)
+                .take(keys_per_group)
+                .collect()
+        };
+        let roles: Vec<ClientRole> = scenario
+            .clients
+            .iter()
+            .map(|c| {
+                let (reads, writes) = (c.ops.contains(&OpKind::Read), c.ops.contains(&OpKind::Write));
+                ClientRole {
+                    keys: keys_of(c.shard, c.key_hash),
+                    write_permille: match (reads, writes) {
+                        (true, true) => req.write_permille,
+                        (false, _) => 1000,
+                        (true, false) => 0,
+                    },
+                    think_lo_ms: u64::from(c.think_ticks.lo) * ms_per_tick,
+                    think_hi_ms: u64::from(c.think_ticks.hi) * ms_per_tick,
+                }
+            })
+            .collect();
+        let has_capacity = layout.partition_write_capacity_per_window.is_some()
+            || layout.table_write_capacity_per_window.is_some()
+            || layout.backends_modelled();
+        let threads = if has_capacity { roles.len() } else { req.clients };
+        Workload { threads, roles }
+    }
+
+    fn key_count(&self) -> usize {
+        let mut keys: Vec<&String> = self.roles.iter().flat_map(|r| &r.keys).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.len()
+    }
+}
+
 fn run_store(
     scenario: &Scenario,
     policy: &Policy,
+    layout: Layout,
+    workload: &Workload,
     ms_per_tick: u64,
     req: &RunRequest,
 ) -> Result<RunOutcome, String> {
@@ -409,6 +502,7 @@ fn run_store(
         decision_log: Some(log_path.clone()),
         proxy_seed: req.seed,
         load: load_facts(scenario),
+        layout,
     })?;
     // The decision log's clock started inside `Cluster::start`: at most this much after ours.
     let log_offset_ms = before_start.elapsed().as_millis() as u64;
@@ -431,17 +525,18 @@ fn run_store(
         .first()
         .map(|c| u64::from(c.request_timeout_ticks) * ms_per_tick)
         .unwrap_or(u64::from(policy.replica_ack_timeout_ticks) * 2);
-    let think = scenario.clients.first().map(|c| c.think_ticks).unwrap_or(LatencyTicks { lo: 0, hi: 0 });
+    let first_role = workload.roles.first().ok_or("the model has no clients")?;
     let load = LoadConfig {
         addr: rig.client_proxy.addr(),
-        clients: req.clients,
-        keys: (0..req.keys).map(|k| format!("{}:k{k}", scenario.name)).collect(),
-        write_permille: req.write_permille,
+        clients: workload.threads,
+        keys: first_role.keys.clone(),
+        write_permille: first_role.write_permille,
+        roles: workload.roles.clone(),
         request_timeout_ms,
         retry: policy.retry,
         ms_per_tick: 1,
-        think_lo_ms: u64::from(think.lo) * ms_per_tick,
-        think_hi_ms: u64::from(think.hi) * ms_per_tick,
+        think_lo_ms: first_role.think_lo_ms,
+        think_hi_ms: first_role.think_hi_ms,
         duration: req.duration,
         seed: req.seed,
     };
@@ -457,10 +552,12 @@ fn run_store(
         sleep_until(&rig, duration_ms * (CALM_PERMILLE + FAULT_STAGGER_PERMILLE * i as u64) / 1000);
         rig.apply(fault)?;
     }
-    sleep_until(&rig, duration_ms * HEAL_PERMILLE / 1000);
+    let heal_at_ms = duration_ms * HEAL_PERMILLE / 1000;
+    sleep_until(&rig, heal_at_ms);
     rig.heal()?;
     let load = load_thread.join().map_err(|_| "the load thread panicked".to_string())??;
     rig.event(format!("load stopped after {} operations", load.history.len()));
+    let load_end_ms = rig.now_ms();
     // Let the last catch-up copies and deadlines run out before the final reads.
     let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
     std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
@@ -472,21 +569,52 @@ fn run_store(
     let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
     outcome.events = std::mem::take(&mut rig.events);
     outcome.info_counters = info_counters(&info);
+    let counter = |name: &str| outcome.info_counters.get(name).copied().unwrap_or(0);
+    outcome.capacity_breaches = counter("capacity_breaches");
+    outcome.writes_throttled = counter("writes_throttled");
+    outcome.changes_in_progress_at_end = counter("evictions_in_progress") + counter("moves_in_progress");
+    outcome.first_capacity_breach =
+        info.lines().find_map(|line| line.trim().strip_prefix("first_capacity_breach:")).map(str::to_string);
+    let heal_ns = heal_at_ms * 1_000_000;
+    outcome.ops_never_completed = load
+        .history
+        .iter()
+        .filter(|op| op.cut_off && op.call_ns < heal_ns)
+        .map(|op| {
+            format!(
+                "client {} {}: {} attempts since {} ms",
+                op.client,
+                op.key,
+                op.attempts,
+                op.call_ns / 1_000_000
+            )
+        })
+        .collect();
+    // The second half of the healed phase: whatever the faults set off has had half of it.
+    outcome.settle_at_ms = heal_at_ms + load_end_ms.saturating_sub(heal_at_ms) / 2;
+    let settle = outcome.settle_at_ms;
+    let mut after: Vec<(u64, String)> = outcome
+        .evictions
+        .iter()
+        .filter(|e| e.0 >= settle)
+        .map(|e| (e.0, format!("eviction of node {}", e.1)))
+        .chain(
+            outcome.moves.iter().filter(|m| m.0 >= settle).map(|m| (m.0, format!("move {} -> {}", m.2, m.3))),
+        )
+        .collect();
+    after.sort();
+    outcome.changes_after_settle = after;
     outcome.churn_budget_ms =
         rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
     Ok(outcome)
 }
 
-/// The rebalancer's view of the scenario. The store keeps the whole keyspace in one shard:
-/// it takes the size and heat of the model's first shard (a model with several shards is
-/// rebalanced as if they were one).
+/// The rebalancer's view of the scenario's nodes (the shards' sizes and heat are in the
+/// layout).
 fn load_facts(scenario: &Scenario) -> LoadFacts {
-    let first = scenario.shards.first();
     LoadFacts {
         node_disk_used_pct: scenario.nodes.iter().map(|n| n.disk_used_pct).collect(),
         node_compaction_debt_pct: scenario.nodes.iter().map(|n| n.compaction_debt_pct).collect(),
-        shard_size_pct: first.map_or(0, |s| s.size_pct),
-        shard_hot: first.is_some_and(|s| s.hot),
         slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
     }
 }
@@ -537,6 +665,7 @@ fn final_reads(
                         call_ns,
                         outcome: Outcome::Ok { return_ns, read: value },
                         attempts: 1,
+                        cut_off: false,
                     });
                     break;
                 }
@@ -598,7 +727,7 @@ fn measure(
                 outcome.evictions.push((at_ms, node, replacement, healthy));
             }
             Decision::ChooseMove { output: Some(m), .. } => {
-                outcome.moves.push((line.elapsed_ms + log_offset_ms, m.from, m.to))
+                outcome.moves.push((line.elapsed_ms + log_offset_ms, m.shard, m.from, m.to))
             }
             _ => {}
         }
@@ -702,7 +831,7 @@ fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static 
 /// Moves per second of the run, one figure per whole second that had any, e.g. "1s: 2, 3s: 1".
 fn moves_per_second(o: &RunOutcome) -> String {
     let mut per_second: BTreeMap<u64, usize> = BTreeMap::new();
-    for (at_ms, _, _) in &o.moves {
+    for (at_ms, ..) in &o.moves {
         *per_second.entry(at_ms / 1000).or_default() += 1;
     }
     if per_second.is_empty() {
@@ -721,8 +850,9 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         timeline.push((*at_ms, format!("evict {} -> {}: {how}", name(node), name(replacement))));
     }
     let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
-    for (at_ms, from, to) in &o.moves {
-        timeline.push((*at_ms, format!("move the keyspace shard {} -> {}", name(from), name(to))));
+    for (at_ms, shard, from, to) in &o.moves {
+        let shard = scenario.shards.get(usize::from(*shard)).map_or("?", |s| s.name.as_str());
+        timeline.push((*at_ms, format!("move {shard} {} -> {}", name(from), name(to))));
     }
     timeline.sort();
     for (at_ms, what) in &timeline {
@@ -769,6 +899,31 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         let _ = writeln!(out, "  undecided: {why}");
     }
     let _ = writeln!(out, "duplicate effects (a retried token given a new version): {}", o.duplicate_effects);
+    let _ = writeln!(
+        out,
+        "capacity: {} writes offered above a capacity, {} throttled{}",
+        o.capacity_breaches,
+        o.writes_throttled,
+        o.first_capacity_breach.as_ref().map(|b| format!("; first: {b}")).unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "operations begun before the heal and still retried at the end: {}",
+        o.ops_never_completed.len()
+    );
+    for line in o.ops_never_completed.iter().take(5) {
+        let _ = writeln!(out, "  {line}");
+    }
+    let _ = writeln!(
+        out,
+        "membership changes after the settle point ({} ms): {}; in progress at the end: {}",
+        o.settle_at_ms,
+        o.changes_after_settle.len(),
+        o.changes_in_progress_at_end
+    );
+    for (at_ms, what) in o.changes_after_settle.iter().take(5) {
+        let _ = writeln!(out, "  {at_ms} ms: {what}");
+    }
     let _ = writeln!(out, "{:<22} {:<10} {:<10}", "property", "store", "model");
     let mut properties: Vec<PropertyName> = scenario.properties.clone();
     for extra in [PropertyName::Linearizable] {
@@ -831,7 +986,7 @@ mod tests {
     #[test]
     fn churn_counts_moves_and_evictions_within_one_window() {
         let o = RunOutcome {
-            moves: vec![(1_000, 0, 1), (2_000, 1, 0), (9_000, 0, 1)],
+            moves: vec![(1_000, 0, 0, 1), (2_000, 0, 1, 0), (9_000, 0, 0, 1)],
             evictions: vec![(5_500, 1, 2, false)],
             ..RunOutcome::default()
         };

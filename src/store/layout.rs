@@ -1,0 +1,217 @@
+//! Where data lives and how much a partition or backend may be written: the store's
+//! partitions (shards), each with its own replica set, and the capacity facts the coordinator
+//! routes writes by. The routing itself (key to partition, admission, placement on an ingest
+//! backend) is decided by `policy::routing`, through `store::decision`.
+//!
+//! A key's partition: its prefix (the bytes before the first `:`) names a partition directly
+//! when it is a partition's name (`p1:customer-7` is on `p1`), and otherwise hashes to one;
+//! then `write_shard_suffixes` moves it by the key's suffix, as in the models
+//! (`routing::key_partition`). Changing the partition count or the suffix count moves keys, so
+//! a data directory keeps the layout it was first written with (see `store up`).
+//!
+//! Capacities count writes per window of `window_ms` (a model tick in `store run`), as the
+//! models count them per tick.
+
+use crate::config::{Scenario, SourcedPolicy};
+use crate::policy::routing::{self, WRITE_SHARD_SUFFIXES_MAX};
+use crate::policy::NodeId;
+
+/// Partitions at most (a partition index is a `u8`, as in the models).
+pub const PARTITIONS_MAX: usize = 64;
+/// Default capacity window of `store up`: capacities given per second are counted per 100 ms.
+pub const WINDOW_MS_DEFAULT: u64 = 100;
+
+/// One partition: its name, initial replica set, and what the rebalancer and the router know
+/// of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSpec {
+    pub name: String,
+    /// The initial replica set (`replication_factor` distinct nodes).
+    pub replicas: Vec<NodeId>,
+    /// Disk share the partition adds to each node holding it, in percent (rebalancer input).
+    pub size_pct: u8,
+    /// Whether it is hot: a node holding it with compaction debt is slow (rebalancer input).
+    pub hot: bool,
+    /// Writes per window on this prefix from traffic outside the store's clients (a burst);
+    /// spread over the suffixes like the models spread it.
+    pub burst_writes_per_window: u16,
+}
+
+/// The store's partitions and capacity facts, fixed for a cluster's life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub shards: Vec<ShardSpec>,
+    pub window_ms: u64,
+    /// A partition's own write capacity per window (`None`: unlimited).
+    pub partition_write_capacity_per_window: Option<u16>,
+    /// The table's write capacity per window, shared evenly by the partitions.
+    pub table_write_capacity_per_window: Option<u16>,
+    /// Each node's ingest capacity per window, or empty: no backend has a capacity, and
+    /// placement is not decided (as in the models).
+    pub node_write_capacity_per_window: Vec<Option<u16>>,
+    /// Each node's ingest load per window from traffic outside the store, or empty for 0.
+    pub node_base_load_per_window: Vec<u16>,
+}
+
+impl Layout {
+    /// `shard_count` partitions named `s0`, `s1`, ...; partition `i`'s replicas are nodes
+    /// `i, i+1, ...` (mod `node_count`), so partitions spread over the nodes. No capacities.
+    pub fn round_robin(shard_count: usize, node_count: usize, replication_factor: u8) -> Layout {
+        let rf = usize::from(replication_factor);
+        let shards = (0..shard_count)
+            .map(|i| ShardSpec {
+                name: format!("s{i}"),
+                replicas: (0..rf).map(|j| ((i + j) % node_count.max(1)) as NodeId).collect(),
+                size_pct: 0,
+                hot: false,
+                burst_writes_per_window: 0,
+            })
+            .collect();
+        Layout {
+            shards,
+            window_ms: WINDOW_MS_DEFAULT,
+            partition_write_capacity_per_window: None,
+            table_write_capacity_per_window: None,
+            node_write_capacity_per_window: Vec::new(),
+            node_base_load_per_window: Vec::new(),
+        }
+    }
+
+    /// A model's partitions and capacities: its shards (replicas, size, heat, burst), its
+    /// nodes' ingest capacities and base loads, and the policy's partition and table
+    /// capacities, all per model tick; a window is one tick of `ms_per_tick` real ms.
+    pub fn of_model(
+        scenario: &Scenario,
+        sourced: &SourcedPolicy,
+        replication_factor: u8,
+        ms_per_tick: u64,
+    ) -> Result<Layout, String> {
+        let rf = usize::from(replication_factor);
+        let shards = scenario
+            .shards
+            .iter()
+            .map(|s| ShardSpec {
+                name: s.name.clone(),
+                replicas: s.replicas.clone().unwrap_or_else(|| (0..rf as NodeId).collect()),
+                size_pct: s.size_pct,
+                hot: s.hot,
+                burst_writes_per_window: s.burst_writes_per_tick,
+            })
+            .collect();
+        let policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len())?;
+        let any_capacity = scenario.nodes.iter().any(|n| n.write_capacity_per_tick.is_some());
+        Ok(Layout {
+            shards,
+            window_ms: ms_per_tick,
+            partition_write_capacity_per_window: sourced.rate_per_tick(
+                "partition_write_capacity",
+                &policy.partition_write_capacity,
+                scenario.tick_ms,
+            )?,
+            table_write_capacity_per_window: sourced.rate_per_tick(
+                "table_write_capacity",
+                &policy.table_write_capacity,
+                scenario.tick_ms,
+            )?,
+            node_write_capacity_per_window: if any_capacity {
+                scenario.nodes.iter().map(|n| n.write_capacity_per_tick).collect()
+            } else {
+                Vec::new()
+            },
+            node_base_load_per_window: scenario.nodes.iter().map(|n| n.base_load_per_tick).collect(),
+        })
+    }
+
+    /// Whether the layout fits a cluster of `node_count` nodes and replication factor `rf`.
+    pub fn check(&self, node_count: usize, replication_factor: u8) -> Result<(), String> {
+        if self.shards.is_empty() || self.shards.len() > PARTITIONS_MAX {
+            return Err(format!("{} partitions: must be 1 to {PARTITIONS_MAX}", self.shards.len()));
+        }
+        if self.window_ms == 0 {
+            return Err("the capacity window must be at least 1 ms".into());
+        }
+        for s in &self.shards {
+            if s.replicas.len() != usize::from(replication_factor) {
+                return Err(format!(
+                    "partition \"{}\" has {} replicas but replication_factor = {replication_factor}",
+                    s.name,
+                    s.replicas.len()
+                ));
+            }
+            if let Some(n) = s.replicas.iter().find(|&&n| usize::from(n) >= node_count) {
+                return Err(format!("partition \"{}\": replica node {n} of {node_count} nodes", s.name));
+            }
+            let mut sorted = s.replicas.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.len() != s.replicas.len() {
+                return Err(format!("partition \"{}\" lists a replica twice", s.name));
+            }
+        }
+        for (name, len) in [
+            ("node_write_capacity_per_window", self.node_write_capacity_per_window.len()),
+            ("node_base_load_per_window", self.node_base_load_per_window.len()),
+        ] {
+            if len != 0 && len != node_count {
+                return Err(format!("{name} has {len} entries for {node_count} nodes"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn partition_count(&self) -> u8 {
+        u8::try_from(self.shards.len()).expect("checked: at most PARTITIONS_MAX")
+    }
+
+    /// The partition a key's prefix names or hashes to, before its suffix.
+    pub fn prefix_partition(&self, key: &[u8]) -> u8 {
+        let prefix = routing::key_prefix(key);
+        match self.shards.iter().position(|s| s.name.as_bytes() == prefix) {
+            Some(i) => i as u8,
+            None => routing::prefix_partition(prefix, self.partition_count()),
+        }
+    }
+
+    /// Background writes per window on each partition: each prefix's burst over its suffixes.
+    pub fn partition_background(&self, write_shard_suffixes: u8) -> Vec<u16> {
+        assert!((1..=WRITE_SHARD_SUFFIXES_MAX).contains(&write_shard_suffixes));
+        let bursts: Vec<u16> = self.shards.iter().map(|s| s.burst_writes_per_window).collect();
+        routing::partition_background(&bursts, write_shard_suffixes)
+    }
+
+    pub fn backends_modelled(&self) -> bool {
+        !self.node_write_capacity_per_window.is_empty()
+    }
+
+    pub fn node_capacity(&self, node: NodeId) -> Option<u16> {
+        self.node_write_capacity_per_window.get(usize::from(node)).copied().flatten()
+    }
+
+    pub fn node_base_load(&self, node: NodeId) -> u16 {
+        self.node_base_load_per_window.get(usize::from(node)).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_robin_spreads_partitions_over_the_nodes() {
+        let layout = Layout::round_robin(3, 5, 3);
+        let replicas: Vec<Vec<NodeId>> = layout.shards.iter().map(|s| s.replicas.clone()).collect();
+        assert_eq!(replicas, vec![vec![0, 1, 2], vec![1, 2, 3], vec![2, 3, 4]]);
+        assert_eq!(layout.check(5, 3), Ok(()));
+        assert!(layout.check(2, 3).unwrap_err().contains("replica node 2 of 2 nodes"));
+    }
+
+    #[test]
+    fn a_prefix_naming_a_partition_lands_on_it() {
+        let layout = Layout::round_robin(4, 3, 1);
+        assert_eq!(layout.prefix_partition(b"s2:customer-7"), 2);
+        assert_eq!(layout.prefix_partition(b"s3"), 3);
+        let hashed = layout.prefix_partition(b"cart:1");
+        assert_eq!(hashed, routing::prefix_partition(b"cart", 4));
+        assert_eq!(layout.prefix_partition(b"cart:2"), hashed, "one prefix, one partition");
+    }
+}
