@@ -387,3 +387,58 @@ fn state_limit_gives_incomplete_and_no_holds() {
         assert!(found == "unknown" || found == "violated", "{p}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// `store up`: its partitions, zones, capacities and data directory are checked before any
+// process starts.
+
+/// Run `replicheck store up ARGS` and expect it to refuse at once; a cluster that started
+/// would serve until killed, so give up after 30 s.
+fn store_up_refuses(args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["store", "up", "--port", "0"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run replicheck");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("store up {args:?} started instead of refusing");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "store up {args:?}:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn store_up_checks_partitions_zones_and_capacities() {
+    let stderr = store_up_refuses(&["--partitions", "0"]);
+    assert!(stderr.contains("--partitions 0: must be 1 to 64"), "{stderr}");
+    let stderr = store_up_refuses(&["--nodes", "3", "--zones", "a,b"]);
+    assert!(stderr.contains("--zones lists 2 zones for --nodes 3"), "{stderr}");
+    // 25 writes per second is 2.5 per 100 ms capacity window.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("capacity.toml");
+    std::fs::write(&policy, "partition_write_capacity = \"25/s\"\n").unwrap();
+    let stderr = store_up_refuses(&["--policy", policy.to_str().unwrap()]);
+    for needle in [policy.to_str().unwrap(), "partition_write_capacity", "\"25/s\""] {
+        assert!(stderr.contains(needle), "does not name {needle}:\n{stderr}");
+    }
+}
+
+#[test]
+fn store_up_refuses_a_data_directory_written_with_another_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("layout"), "partitions s0=0,1,2\nwrite_shard_suffixes 1\n").unwrap();
+    let stderr = store_up_refuses(&["--data-dir", dir.path().to_str().unwrap(), "--partitions", "2"]);
+    assert!(stderr.contains("this data directory was written with another layout"), "{stderr}");
+    assert!(stderr.contains("partitions s0=0,1,2 s1=1,2,0"), "{stderr}");
+}

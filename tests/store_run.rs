@@ -129,3 +129,92 @@ fn bad_arguments_are_named() {
     assert!(text(&out).contains("--model-verdicts declared needs a --variant"), "{}", text(&out));
     assert!(!text(&out).contains("timeline"), "rejected before running: {}", text(&out));
 }
+
+/// `store run MODEL --variant V` with the variant's declared verdicts, keeping its log.
+fn run_variant(model: &str, variant: &str, duration: &str, log: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["store", "run", model, "--variant", variant, "--duration", duration])
+        .args(["--model-verdicts", "declared", "--decision-log"])
+        .arg(log)
+        .output()
+        .expect("run replicheck")
+}
+
+/// Run two variants of a model side by side; for each, the store's verdict of every listed
+/// property must be the model's, and the decision log must conform.
+fn store_agrees_with_the_model(
+    model: &str,
+    variants: [&str; 2],
+    duration: &str,
+    properties: &[&str],
+) -> [String; 2] {
+    let dir = tempfile::tempdir().unwrap();
+    let runs: Vec<_> = variants
+        .iter()
+        .map(|variant| {
+            let (model, variant, duration) = (model.to_string(), variant.to_string(), duration.to_string());
+            let log = dir.path().join(format!("{variant}.jsonl"));
+            std::thread::spawn(move || (run_variant(&model, &variant, &duration, &log), log))
+        })
+        .collect();
+    let mut reports = Vec::new();
+    for (run, variant) in runs.into_iter().zip(variants) {
+        let (out, log) = run.join().expect("a store run");
+        let report = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{variant}:\n{report}");
+        for property in properties {
+            let row = property_row(&report, property);
+            assert_eq!(
+                row[1], row[2],
+                "{variant}: {property}: the store disagrees with the model:\n{report}"
+            );
+        }
+        let replay = conform(&log);
+        assert_eq!(replay.status.code(), Some(0), "{variant}: {}", text(&replay));
+        reports.push(report);
+    }
+    reports.try_into().expect("two reports")
+}
+
+#[test]
+fn hot_partition_incident_storms_against_the_store_and_fixed_does_not() {
+    let [incident, fixed] = store_agrees_with_the_model(
+        "models/hot-partition-retry-storm.toml",
+        ["incident", "fixed"],
+        "4s",
+        &["capacity_respected", "ops_complete", "acked_writes_persist", "linearizable"],
+    );
+    assert_eq!(property_row(&incident, "capacity_respected")[1], "violated", "{incident}");
+    assert_eq!(property_row(&incident, "ops_complete")[1], "violated", "{incident}");
+    assert!(incident.contains("first: partition p1 offered 3 > capacity 2"), "{incident}");
+    assert!(number_after(&incident, "operations begun before the heal and still retried at the end: ") >= 1);
+    assert_eq!(property_row(&fixed, "capacity_respected")[1], "holds", "{fixed}");
+    assert_eq!(number_after(&fixed, "capacity: "), 0, "{fixed}");
+}
+
+#[test]
+fn capacity_routing_overloads_a_backend_until_both_changes_are_reverted() {
+    let [sorting_only, fixed] = store_agrees_with_the_model(
+        "models/capacity-routing-bypass.toml",
+        ["sorting-only", "fixed"],
+        "3s",
+        &["capacity_respected", "ops_complete", "acked_writes_persist"],
+    );
+    assert!(sorting_only.contains("first: backend node 0 offered 4 > capacity 3"), "{sorting_only}");
+    assert_eq!(property_row(&fixed, "capacity_respected")[1], "holds", "{fixed}");
+}
+
+#[test]
+fn the_oscillating_rebalancer_never_settles_and_fixed_does() {
+    let [incident, fixed] = store_agrees_with_the_model(
+        "models/rebalancer-compaction.toml",
+        ["incident", "fixed"],
+        "6s",
+        &["converges", "acked_writes_persist"],
+    );
+    assert_eq!(property_row(&incident, "converges")[1], "violated", "{incident}");
+    assert!(number_after(&incident, "moves: ") >= 3, "{incident}");
+    assert_eq!(property_row(&fixed, "converges")[1], "holds", "{fixed}");
+    assert_eq!(number_after(&fixed, "moves: "), 0, "{fixed}");
+}

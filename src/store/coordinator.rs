@@ -392,19 +392,19 @@ impl Coordinator {
             a.partition_offered.iter_mut().for_each(|o| *o = 0);
             a.backend_offered.iter_mut().for_each(|o| *o = 0);
         }
+        // Offers are counted whether or not there is a capacity: INFO shows the peak.
         let p = usize::from(partition);
+        let before = self.partition_background[p].saturating_add(a.partition_offered[p]);
+        a.partition_offered[p] = a.partition_offered[p].saturating_add(1);
+        a.partition_peak[p] = a.partition_peak[p].max(before.saturating_add(1));
         if let Some(capacity) = self.partition_capacity_per_window {
             let cap = Some(capacity);
-            let before = self.partition_background[p].saturating_add(a.partition_offered[p]);
-            a.partition_offered[p] = a.partition_offered[p].saturating_add(1);
-            a.partition_peak[p] = a.partition_peak[p].max(before + 1);
             let name = &self.layout.shards[p].name;
             self.note_breach(&mut a, || format!("partition {name}"), before, cap);
             if !decision::admits(&self.log, || format!("partition {name}"), before, cap) {
                 return Err(format!(
-                    "throttled: partition {name} was offered {} writes in this {window_ms} ms window, capacity {}",
-                    before + 1,
-                    capacity
+                    "throttled: partition {name} was offered {} writes in this {window_ms} ms window, capacity {capacity}",
+                    before.saturating_add(1)
                 ));
             }
         }
@@ -426,7 +426,7 @@ impl Coordinator {
             let chosen = backends[usize::from(b)];
             let n = usize::from(b);
             a.backend_offered[n] = a.backend_offered[n].saturating_add(1);
-            a.backend_peak[n] = a.backend_peak[n].max(chosen.load_per_tick + 1);
+            a.backend_peak[n] = a.backend_peak[n].max(chosen.load_per_tick.saturating_add(1));
             self.note_breach(
                 &mut a,
                 || format!("backend node {b}"),
@@ -441,7 +441,7 @@ impl Coordinator {
             ) {
                 return Err(format!(
                     "throttled: ingest backend node {b} was offered {} writes in this {window_ms} ms window, capacity {}",
-                    chosen.load_per_tick + 1,
+                    chosen.load_per_tick.saturating_add(1),
                     chosen.capacity_per_tick.expect("only a capacity refuses")
                 ));
             }
@@ -451,12 +451,15 @@ impl Coordinator {
 
     /// Count an offer above capacity (`capacity_respected` is violated by the first).
     fn note_breach(&self, a: &mut Admission, unit: impl FnOnce() -> String, before: u16, cap: Option<u16>) {
-        if let Some(cap) = cap.filter(|&cap| before + 1 > cap) {
+        if let Some(cap) = cap.filter(|&cap| before.saturating_add(1) > cap) {
             bump(&self.counters.capacity_breaches);
             if a.first_breach.is_none() {
                 let at_ms = self.started.elapsed().as_millis();
-                a.first_breach =
-                    Some(format!("{} offered {} > capacity {cap} at {at_ms} ms", unit(), before + 1));
+                a.first_breach = Some(format!(
+                    "{} offered {} > capacity {cap} at {at_ms} ms",
+                    unit(),
+                    before.saturating_add(1)
+                ));
             }
         }
     }

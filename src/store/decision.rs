@@ -712,6 +712,41 @@ mod tests {
     };
 
     #[test]
+    fn routing_decisions_replay_and_a_tampered_placement_is_caught() {
+        use crate::policy::routing::{Placement, UploadPlanner};
+        let shared = Shared::default();
+        let log = DecisionLog::to_writer(Box::new(shared.clone()), "coordinator");
+        let sorted = RoutingPolicy {
+            placement: Placement::Sorted,
+            spill_threshold_permille: 800,
+            upload_planner: UploadPlanner::CapacityAware,
+            write_shard_suffixes: 4,
+        };
+        let backends = [
+            BackendLoad { node: 0, up: true, capacity_per_tick: Some(3), load_per_tick: 3 },
+            BackendLoad { node: 1, up: true, capacity_per_tick: Some(4), load_per_tick: 0 },
+        ];
+        assert_eq!(key_partition(&log, 1, 6, 4, 4), 3);
+        assert_eq!(partition_capacity(&log, Some(2), Some(4), 4), Some(1));
+        assert!(!admits(&log, || "partition 1".into(), 2, Some(2)));
+        assert_eq!(choose_backend(&log, &sorted, &backends), Some(0));
+        drop(log);
+        let out = text(&shared);
+        assert_eq!(conform(&out), Ok(Conformance::Conforms { decisions: 4 }));
+        // A store that had spilled to node 1 under sorted placement did not run this policy.
+        let tampered = out.replacen("\"output\":0", "\"output\":1", 1);
+        assert_ne!(tampered, out);
+        assert!(matches!(conform(&tampered), Ok(Conformance::Mismatch { line: 4, .. })));
+        // Inputs outside a precondition are an error, not a panic.
+        let bad = out.replacen(
+            "\"write_shard_suffixes\":4,\"partition_count\"",
+            "\"write_shard_suffixes\":0,\"partition_count\"",
+            1,
+        );
+        assert!(conform(&bad).unwrap_err().message.contains("write_shard_suffixes 0"));
+    }
+
+    #[test]
     fn wrappers_return_the_policy_output_and_log_one_line_each() {
         let shared = Shared::default();
         let log = DecisionLog::to_writer(Box::new(BufWriter::new(shared.clone())), "coordinator");
