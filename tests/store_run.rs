@@ -211,7 +211,7 @@ fn the_oscillating_rebalancer_never_settles_and_fixed_does() {
         "models/rebalancer-compaction.toml",
         ["incident", "fixed"],
         "6s",
-        &["converges", "acked_writes_persist"],
+        &["converges", "churn_bounded", "acked_writes_persist"],
     );
     assert_eq!(property_row(&incident, "converges")[1], "violated", "{incident}");
     assert!(number_after(&incident, "moves: ") >= 3, "{incident}");

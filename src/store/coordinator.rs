@@ -54,6 +54,10 @@ const PROBE_INTERVAL_DEFAULT_MS: u64 = 1000;
 /// Every node must answer the first heartbeat within this, so that the version counter starts
 /// above every version already stored.
 const STARTUP_TIMEOUT_MS: u64 = 10_000;
+/// A catch-up polls this often for the writes that began before its change to end.
+const WRITE_END_POLL_MS: u64 = 2;
+/// How long past its ack deadline a write may take to finish (scheduling), at most.
+const WRITE_END_SLACK_MS: u64 = 5_000;
 /// Client connections read at most this much ahead of the command being executed.
 const CLIENT_BUFFER_SLACK_BYTES: usize = 64 * 1024;
 
@@ -76,6 +80,50 @@ struct ShardMembers {
     /// Membership changes of this partition still catching up (the rebalancer leaves a
     /// changing partition alone, as the models do).
     catching_up: usize,
+    /// Bumped by every membership change; a write replicates to the members of the epoch it
+    /// began in.
+    epoch: u64,
+    /// Writes in flight, by the epoch they began in: a catch-up copies once every write that
+    /// may have counted the replaced member's ack has ended.
+    writes_in_flight: std::collections::BTreeMap<u64, usize>,
+}
+
+impl ShardMembers {
+    fn new(members: Vec<Member>) -> ShardMembers {
+        ShardMembers { members, catching_up: 0, epoch: 0, writes_in_flight: Default::default() }
+    }
+
+    /// Replace `old` by `new` (not yet caught up); returns the new epoch.
+    fn replace(&mut self, old: NodeId, new: NodeId) -> u64 {
+        let slot = self.members.iter().position(|m| m.node == old).expect("replaces a member");
+        self.members[slot] = Member { node: new, caught_up: false };
+        self.catching_up += 1;
+        self.epoch += 1;
+        self.epoch
+    }
+
+    fn writes_before(&self, epoch: u64) -> usize {
+        self.writes_in_flight.range(..epoch).map(|(_, n)| n).sum()
+    }
+}
+
+/// A write in flight on a partition, counted until dropped.
+struct WriteInFlight<'a> {
+    coordinator: &'a Coordinator,
+    shard: usize,
+    epoch: u64,
+}
+
+impl Drop for WriteInFlight<'_> {
+    fn drop(&mut self) {
+        let mut membership = self.coordinator.membership.lock().unwrap_or_else(|p| p.into_inner());
+        let in_flight = &mut membership.shards[self.shard].writes_in_flight;
+        let n = in_flight.get_mut(&self.epoch).expect("counted when the write began");
+        *n -= 1;
+        if *n == 0 {
+            in_flight.remove(&self.epoch);
+        }
+    }
 }
 
 struct Membership {
@@ -287,9 +335,10 @@ impl Coordinator {
             shards: layout
                 .shards
                 .iter()
-                .map(|s| ShardMembers {
-                    members: s.replicas.iter().map(|&node| Member { node, caught_up: true }).collect(),
-                    catching_up: 0,
+                .map(|s| {
+                    ShardMembers::new(
+                        s.replicas.iter().map(|&node| Member { node, caught_up: true }).collect(),
+                    )
                 })
                 .collect(),
             nodes: node_addrs.iter().map(|_| NodeState { health: Health::Alive, last_heard: now }).collect(),
@@ -353,6 +402,15 @@ impl Coordinator {
 
     fn members(&self, shard: u8) -> Vec<Member> {
         self.membership.lock().expect("membership lock").shards[usize::from(shard)].members.clone()
+    }
+
+    /// The members a write to `shard` replicates to, counted in flight until the guard drops.
+    fn begin_write(&self, shard: u8) -> (Vec<Member>, WriteInFlight<'_>) {
+        let mut membership = self.membership.lock().expect("membership lock");
+        let s = &mut membership.shards[usize::from(shard)];
+        *s.writes_in_flight.entry(s.epoch).or_default() += 1;
+        let guard = WriteInFlight { coordinator: self, shard: usize::from(shard), epoch: s.epoch };
+        (s.members.clone(), guard)
     }
 
     /// Partition `shard`'s member node ids in replica-set order, and whether each counts
@@ -465,9 +523,12 @@ impl Coordinator {
     }
 
     /// Record what a request to `node` says about its health.
-    fn observe(&self, node: NodeId, result: &Result<NodeReply, LinkError>) {
+    /// A node declared dead here is considered for eviction at once, as the models do,
+    /// rather than at the next detector tick.
+    fn observe(self: &Arc<Self>, node: NodeId, result: &Result<NodeReply, LinkError>) {
         let mut membership = self.membership.lock().expect("membership lock");
         let state = &mut membership.nodes[usize::from(node)];
+        let was_dead = state.health == Health::Dead;
         match result {
             Ok(_) | Err(LinkError::Node(_)) => {
                 state.health = crate::policy::detector::health_after_hearing_from();
@@ -480,6 +541,12 @@ impl Coordinator {
                     state.health = health;
                 }
             }
+        }
+        let died = !was_dead && state.health == Health::Dead;
+        let holds = membership.holds(node);
+        drop(membership);
+        if died && holds {
+            self.consider_evictions();
         }
     }
 
@@ -525,7 +592,7 @@ impl Coordinator {
         value: &StoredValue,
     ) -> Result<(), String> {
         let w = self.policy.write_quorum;
-        let members = self.members(shard);
+        let (members, _in_flight) = self.begin_write(shard);
         let request = NodeRequest::Replicate { key: key.to_vec(), version, value: value.clone() };
         let mut acks = 0;
         let mut reached = false;
@@ -695,10 +762,7 @@ impl Coordinator {
                     &candidates,
                 ) {
                     EvictionDecision::Evict { replacement } => {
-                        let s = &mut membership.shards[shard];
-                        let slot = s.members.iter().position(|m| m.node == dead).expect("a member");
-                        s.members[slot] = Member { node: replacement, caught_up: false };
-                        s.catching_up += 1;
+                        let epoch = membership.shards[shard].replace(dead, replacement);
                         membership.evictions_in_progress += 1;
                         membership.last_suppressed = None;
                         bump(&self.counters.evictions);
@@ -707,7 +771,12 @@ impl Coordinator {
                         eprintln!(
                             "replicheck store: evicted node {dead} from partition {name}, replacing it with node {replacement}"
                         );
-                        tokio::spawn(Arc::clone(self).catch_up(shard as u8, replacement, Change::Eviction));
+                        tokio::spawn(Arc::clone(self).catch_up(
+                            shard as u8,
+                            replacement,
+                            Change::Eviction,
+                            epoch,
+                        ));
                     }
                     EvictionDecision::Suppressed(why) => {
                         membership.last_suppressed = Some(format!("node {dead}: {why:?}"));
@@ -781,10 +850,7 @@ impl Coordinator {
             r.cooldown_max_ticks,
         );
         cooldown.resting_until = Some(now + Duration::from_millis(u64::from(cooldown.len_ms)));
-        let s = &mut membership.shards[k];
-        let slot = s.members.iter().position(|x| x.node == m.from).expect("moves leave a holder");
-        s.members[slot] = Member { node: m.to, caught_up: false };
-        s.catching_up += 1;
+        let epoch = membership.shards[k].replace(m.from, m.to);
         membership.moves_in_progress += 1;
         bump(&self.counters.moves);
         bump(&self.counters.membership_changes);
@@ -792,7 +858,7 @@ impl Coordinator {
             "replicheck store: moving partition {} from node {} to node {}",
             self.layout.shards[k].name, m.from, m.to
         );
-        tokio::spawn(Arc::clone(self).catch_up(m.shard, m.to, Change::Move { from: m.from }));
+        tokio::spawn(Arc::clone(self).catch_up(m.shard, m.to, Change::Move { from: m.from }, epoch));
     }
 
     fn end_change(&self, shard: u8, change: Change) {
@@ -810,11 +876,27 @@ impl Coordinator {
 
     /// Copy every key of partition `shard` from its caught-up members (and, for a move, the
     /// node it moves away from) to `node`, then let it count toward quorums.
-    async fn catch_up(self: Arc<Self>, shard: u8, node: NodeId, change: Change) {
-        // Writes that began before the eviction still count the evicted member's ack. Each
-        // ends by its ack deadline: wait that long, so that every such write that was acked is
-        // on a remaining member by the time that member is copied.
-        tokio::time::sleep(self.ack_timeout()).await;
+    async fn catch_up(self: Arc<Self>, shard: u8, node: NodeId, change: Change, epoch: u64) {
+        // Writes that began before the change still count the replaced member's ack: wait
+        // until they have ended, so that every such write that was acked is on a remaining
+        // member by the time that member is copied. Each ends by its ack deadline.
+        let waited_max = Instant::now() + self.ack_timeout() + Duration::from_millis(WRITE_END_SLACK_MS);
+        loop {
+            let before = self.membership.lock().expect("membership lock").shards[usize::from(shard)]
+                .writes_before(epoch);
+            if before == 0 {
+                break;
+            }
+            if Instant::now() >= waited_max {
+                // Not expected: every request has the ack deadline. Copy anyway rather than
+                // leave the partition changing forever.
+                eprintln!(
+                    "replicheck store: {before} writes outlived their ack deadline; catching up anyway"
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(WRITE_END_POLL_MS)).await;
+        }
         loop {
             let members = self.members(shard);
             if !members.iter().any(|m| m.node == node) {

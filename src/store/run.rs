@@ -628,8 +628,8 @@ fn sleep_until(rig: &Rig, at_ms: u64) {
 
 /// The last value of every key, read directly from the coordinator (no proxy), as operations
 /// of a client of its own, after every other operation ended. A read is retried for as long
-/// as a catch-up copy may keep a move's or eviction's target out of quorums (it waits one ack
-/// timeout first), since a rebalancer that oscillates keeps starting new ones.
+/// as a catch-up copy may keep a move's or eviction's target out of quorums (it first waits
+/// for the writes in flight to end), since a rebalancer that oscillates keeps starting new ones.
 fn final_reads(
     rig: &Rig,
     load: &LoadReport,
@@ -809,9 +809,6 @@ fn model_verdicts(
 /// Why the store and the model can disagree on a property, in one line.
 fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static str {
     match (property, store, model) {
-        (PropertyName::ChurnBounded, Found::Holds, Found::Violated) => {
-            "the store's catch-up copy waits one replica_ack_timeout before copying, so its moves come further apart than the model's membership_update_time lets them, and may fit the churn budget the model exceeds"
-        }
         (_, Found::Holds, Found::Violated) => {
             "the model found a schedule that violates it; this run's one schedule did not hit it (run longer, or the fault came too late)"
         }
