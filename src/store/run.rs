@@ -815,6 +815,12 @@ fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static 
         (PropertyName::NoHealthyEviction, Found::Violated, Found::Holds) => {
             "a node was evicted although the schedule never crashed or cut it off: real delays exceed the model's latency range (scheduling, fsync), or the time scale is too small"
         }
+        (PropertyName::Converges, Found::Violated, Found::Holds) => {
+            "an eviction or move started late in the healed phase or was still catching up at the end: if it followed a fault, detection (dead_after) and the catch-up copy need more time than half the healed phase (run longer); if it repeats, the store oscillates where the model settles"
+        }
+        (PropertyName::OpsComplete, Found::Violated, Found::Holds) => {
+            "an operation begun before the heal was still being retried when the load ended: the policy's retries outlasted the run (run longer), or the store kept refusing it"
+        }
         (PropertyName::NoDuplicateEffects, Found::Violated, Found::Holds) => {
             "a retry was sequenced again: the store forgot the token (token memory limit) or the model's scope hides this retry"
         }
