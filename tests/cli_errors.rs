@@ -442,3 +442,14 @@ fn store_up_refuses_a_data_directory_written_with_another_layout() {
     assert!(stderr.contains("this data directory was written with another layout"), "{stderr}");
     assert!(stderr.contains("partitions s0=0,1,2 s1=1,2,0"), "{stderr}");
 }
+
+#[test]
+fn store_up_names_a_bad_backend_rate() {
+    let stderr = store_up_refuses(&["--nodes", "3", "--write-capacity", "25/s,40/s,40/s"]);
+    assert!(stderr.contains("--write-capacity \"25/s\" (node 0)"), "{stderr}");
+    assert!(stderr.contains("not a whole number of writes per tick"), "{stderr}");
+    let stderr = store_up_refuses(&["--nodes", "3", "--base-load", "10/s"]);
+    assert!(stderr.contains("--base-load lists 1 rates for --nodes 3"), "{stderr}");
+    let stderr = store_up_refuses(&["--nodes", "3", "--base-load", "unlimited,0/s,0/s"]);
+    assert!(stderr.contains("--base-load (node 0): invalid rate \"unlimited\""), "{stderr}");
+}

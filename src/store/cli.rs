@@ -32,6 +32,13 @@ pub enum StoreCommand {
         /// node's zone. Default: all in one zone.
         #[arg(long, value_delimiter = ',')]
         zones: Vec<String>,
+        /// Each node's ingest capacity as an ingest backend, comma-separated rates ("30/s,40/s,
+        /// unlimited"): writes are then placed on backends by the policy's `placement`.
+        #[arg(long, value_delimiter = ',')]
+        write_capacity: Vec<String>,
+        /// Each node's ingest load from traffic outside the store, comma-separated rates.
+        #[arg(long, value_delimiter = ',')]
+        base_load: Vec<String>,
         /// Where nodes keep their data (node-N/ below it); default: a new directory under the
         /// system's temporary directory.
         #[arg(long)]
@@ -151,6 +158,7 @@ pub fn store_layout(
     policy: &Policy,
     partitions: usize,
     node_count: usize,
+    backends: &BackendFlags,
 ) -> Result<Layout, String> {
     if partitions == 0 || partitions > PARTITIONS_MAX {
         return Err(format!("--partitions {partitions}: must be 1 to {PARTITIONS_MAX}"));
@@ -163,8 +171,50 @@ pub fn store_layout(
     )?;
     layout.table_write_capacity_per_window =
         sourced.rate_per_tick("table_write_capacity", &policy.table_write_capacity, WINDOW_MS_DEFAULT)?;
+    layout.node_write_capacity_per_window =
+        per_node_rates("--write-capacity", &backends.write_capacity, node_count, true)?;
+    layout.node_base_load_per_window = per_node_rates("--base-load", &backends.base_load, node_count, false)?
+        .into_iter()
+        .map(|load| load.expect("no `unlimited` base load"))
+        .collect();
     layout.check(node_count, policy.replication_factor)?;
     Ok(layout)
+}
+
+/// `store up`'s per-node ingest capacities and base loads, as written.
+#[derive(Clone, Debug, Default)]
+pub struct BackendFlags {
+    pub write_capacity: Vec<String>,
+    pub base_load: Vec<String>,
+}
+
+/// One rate per node, in writes per 100 ms window (`None`: `unlimited`, where allowed).
+fn per_node_rates(
+    flag: &str,
+    rates: &[String],
+    node_count: usize,
+    unlimited_ok: bool,
+) -> Result<Vec<Option<u16>>, String> {
+    if rates.is_empty() {
+        return Ok(Vec::new());
+    }
+    if rates.len() != node_count {
+        return Err(format!("{flag} lists {} rates for --nodes {node_count}: one per node", rates.len()));
+    }
+    rates
+        .iter()
+        .enumerate()
+        .map(|(node, text)| {
+            if unlimited_ok && text.trim() == "unlimited" {
+                return Ok(None);
+            }
+            let rate =
+                config::duration::Rate::parse(text).map_err(|e| format!("{flag} (node {node}): {e}"))?;
+            rate.per_tick(WINDOW_MS_DEFAULT)
+                .map(Some)
+                .map_err(|e| format!("{flag} \"{text}\" (node {node}): {e}"))
+        })
+        .collect()
 }
 
 /// Zone indices from zone names, numbered in order of first appearance.
@@ -300,13 +350,16 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             replication_factor,
             partitions,
             zones,
+            write_capacity,
+            base_load,
             data_dir,
             port,
             value_bytes_max,
             decision_log,
         } => {
             let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)?;
-            let layout = store_layout(&sourced, &policy, partitions, nodes)?;
+            let backends = BackendFlags { write_capacity, base_load };
+            let layout = store_layout(&sourced, &policy, partitions, nodes, &backends)?;
             let node_zones = zone_indices(&zones, nodes)?;
             let data_dir = data_dir.unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))

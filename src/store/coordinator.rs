@@ -1008,10 +1008,11 @@ impl Coordinator {
             let role = if membership.holds(n as NodeId) { "member" } else { "spare" };
             let _ = write!(
                 out,
-                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={}\r\n",
+                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={},zone={}\r\n",
                 self.links[n].addr(),
                 state.health,
-                state.last_heard.elapsed().as_millis()
+                state.last_heard.elapsed().as_millis(),
+                self.zones[n]
             );
         }
         let _ = write!(out, "evictions_in_progress:{}\r\n", membership.evictions_in_progress);
