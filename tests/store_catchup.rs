@@ -1,0 +1,287 @@
+//! The catch-up of a replacement waits for the writes that began before its membership change.
+//!
+//! A write that began before node 1 was evicted replicates to the old replica set {0, 1, 2}
+//! and may be acked by node 1 and node 0. If the replacement's copy scanned node 0 before that
+//! write was durable there (a node answers a scan while an earlier write still waits for its
+//! fsync), the replacement would miss an acked write, and once node 1 is gone a read quorum of
+//! nodes 2 and 3 would not see it.
+//!
+//! The bad interleaving is forced, not hoped for: a frame-level gate in front of each of nodes
+//! 0, 1 and 2 (behind the cluster's own proxies) decides what each node sees and when.
+//! - node 1 stores and acks the write, then goes silent (its gate swallows every later
+//!   request), so independent detection declares it dead and evicts it for the spare, node 3;
+//! - node 2 never receives the write (its gate swallows that one request);
+//! - node 0's gate holds the write back until a catch-up scan of node 0 has been answered,
+//!   then lets it through, so node 0's ack completes the write quorum {1, 0}. If no scan comes
+//!   (a catch-up that waits for the write cannot scan before the write ended), the gate lets
+//!   the write through after `NO_SCAN_RELEASE_MS`.
+//!
+//! A catch-up that did not wait copies node 0 and node 2 without the write: with node 0 and
+//! node 1 killed afterwards, the read from nodes 2 and 3 returns the old value. The waiting
+//! catch-up copies node 0 after the write ended there, so node 3 holds it.
+
+use replicheck::store::cli::store_policy;
+use replicheck::store::cluster::{Cluster, ClusterConfig};
+use replicheck::store::resp::{Client, Reply};
+use replicheck::store::wire::{read_frame, write_frame, Frame, NodeReply, NodeRequest};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// How long node 0's gate waits for a catch-up scan before it lets the held write through.
+/// A catch-up that skips the wait scans within milliseconds of the eviction; a longer wait
+/// here only makes the passing run slower, never a failure.
+const NO_SCAN_RELEASE_MS: u64 = 1500;
+
+/// What a gate does with the one `Replicate` of the watched key and value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rule {
+    /// Forward it; once its reply went back, swallow every later request (the node is silent).
+    SilenceAfterReply,
+    /// Drop it (the node never stores it; the request misses its deadline).
+    Swallow,
+    /// Keep it until `release`, then forward it.
+    Hold,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// The watched request arrived (and was forwarded, dropped or held per the rule).
+    seen: bool,
+    /// Its reply went back to the coordinator.
+    replied: bool,
+    /// Request ids of the watched write and of scans, to recognise their replies.
+    watched_ids: HashSet<u64>,
+    scan_ids: HashSet<u64>,
+    scans_answered: usize,
+    /// The held frame, and where to send it on release.
+    held: Option<(Frame<NodeRequest>, mpsc::UnboundedSender<Frame<NodeRequest>>)>,
+    released: bool,
+}
+
+/// A frame-level relay in front of one node.
+#[derive(Clone)]
+struct Gate {
+    addr: SocketAddr,
+    rule: Rule,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    state: Arc<Mutex<GateState>>,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn start(
+        runtime: &tokio::runtime::Runtime,
+        upstream: SocketAddr,
+        rule: Rule,
+        key: &[u8],
+        value: &[u8],
+    ) -> Gate {
+        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).expect("gate binds");
+        let gate = Gate {
+            addr: listener.local_addr().expect("gate address"),
+            rule,
+            key: key.to_vec(),
+            value: value.to_vec(),
+            state: Arc::default(),
+        };
+        let accepting = gate.clone();
+        runtime.spawn(async move {
+            while let Ok((down, _)) = listener.accept().await {
+                tokio::spawn(accepting.clone().relay(down, upstream));
+            }
+        });
+        gate
+    }
+
+    fn is_watched(&self, request: &NodeRequest) -> bool {
+        matches!(request, NodeRequest::Replicate { key, value: Some(value), .. }
+            if *key == self.key && *value == self.value)
+    }
+
+    async fn relay(self, down: TcpStream, upstream: SocketAddr) {
+        let Ok(up) = TcpStream::connect(upstream).await else { return };
+        let (mut down_read, mut down_write) = down.into_split();
+        let (mut up_read, mut up_write) = up.into_split();
+        // One writer toward the node, so a released frame queues behind those sent before.
+        let (to_node, mut outbox) = mpsc::unbounded_channel::<Frame<NodeRequest>>();
+        tokio::spawn(async move {
+            while let Some(frame) = outbox.recv().await {
+                if write_frame(&mut up_write, &frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let replies = self.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(frame)) = read_frame::<NodeReply, _>(&mut up_read).await {
+                let id = frame.id;
+                if write_frame(&mut down_write, &frame).await.is_err() {
+                    return;
+                }
+                // Recorded once the reply is on its way to the coordinator.
+                let mut s = replies.lock();
+                if s.watched_ids.contains(&id) {
+                    s.replied = true;
+                }
+                if s.scan_ids.remove(&id) {
+                    s.scans_answered += 1;
+                }
+            }
+        });
+        while let Ok(Some(frame)) = read_frame::<NodeRequest, _>(&mut down_read).await {
+            let mut s = self.lock();
+            if self.rule == Rule::SilenceAfterReply && s.replied {
+                continue;
+            }
+            if matches!(frame.body, NodeRequest::Scan { .. }) {
+                s.scan_ids.insert(frame.id);
+            }
+            if !s.seen && self.is_watched(&frame.body) {
+                s.seen = true;
+                s.watched_ids.insert(frame.id);
+                match self.rule {
+                    Rule::SilenceAfterReply => {}
+                    Rule::Swallow => continue,
+                    Rule::Hold => {
+                        s.held = Some((frame, to_node.clone()));
+                        continue;
+                    }
+                }
+            }
+            drop(s);
+            if to_node.send(frame).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Forward the held frame (once).
+    fn release(&self) {
+        let mut s = self.lock();
+        if let Some((frame, to_node)) = s.held.take() {
+            let _ = to_node.send(frame);
+        }
+        s.released = true;
+    }
+}
+
+/// Poll `predicate` until it holds; panics naming `what` after `limit`.
+fn wait_until(limit: Duration, what: &str, mut predicate: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !predicate() {
+        assert!(start.elapsed() < limit, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn wait_for_info(cluster: &Cluster, limit: Duration, what: &str, predicate: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let info = cluster.info();
+        if predicate(&info) {
+            return info;
+        }
+        assert!(start.elapsed() < limit, "no {what} within {limit:?}:\n{info}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Independent detection (a missed deadline is not a death), so node 2 missing the write's
+/// deadline changes nothing; the ack timeout leaves the write in flight for the whole
+/// eviction and the gate's wait for a scan.
+const POLICY: &str = r#"
+failure_detection = "independent"
+heartbeat_interval = "50ms"
+suspect_after = "300ms"
+dead_after = "600ms"
+replica_ack_timeout = "5s"
+"#;
+
+#[test]
+fn an_acked_write_in_flight_across_an_eviction_reaches_the_replacement() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy_path = dir.path().join("policy.toml");
+    std::fs::write(&policy_path, POLICY).unwrap();
+    let policy = store_policy(Some(&policy_path), Some(3), 4).expect("policy loads");
+    assert_eq!((policy.write_quorum, policy.read_quorum), (2, 2), "the scenario assumes majorities of 3");
+    let config = ClusterConfig::local(
+        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
+        4,
+        policy,
+        dir.path().join("data"),
+    );
+    let mut cluster = Cluster::start(config).expect("cluster starts");
+    assert!(cluster.info().contains("members:0,1,2\r\n"));
+
+    let (key, old, new) = (b"k".as_slice(), b"old".as_slice(), b"new".as_slice());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let gates: Vec<Gate> = [Rule::Hold, Rule::SilenceAfterReply, Rule::Swallow]
+        .into_iter()
+        .enumerate()
+        .map(|(node, rule)| {
+            let node = node as u8;
+            let gate = Gate::start(&runtime, cluster.node_addr(node), rule, key, new);
+            // The coordinator's link to the node re-dials through the gate.
+            cluster.proxy(node).set_upstream(gate.addr);
+            cluster.proxy(node).cut_all();
+            gate
+        })
+        .collect();
+    let mut c = Client::connect(cluster.client_addr()).unwrap();
+    // Writes fail until every link re-dialled through its gate: retry the first one.
+    let written = (0..100).any(|_| {
+        let ok = c.call(&[b"SET", key, old]).unwrap() == Reply::Simple("OK".into());
+        if !ok {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ok
+    });
+    assert!(written, "the first write succeeds once the links are re-dialled");
+
+    let client_addr = cluster.client_addr();
+    let writer = std::thread::spawn(move || {
+        let mut c = Client::connect(client_addr).unwrap();
+        c.call(&[b"SET", b"k", b"new"]).unwrap()
+    });
+    wait_until(Duration::from_secs(10), "write reaching the gates", || {
+        gates[0].lock().seen && gates[2].lock().seen && gates[1].lock().replied
+    });
+    // Node 1 acked and is silent now: it is evicted for node 3 while the write is in flight.
+    wait_for_info(&cluster, Duration::from_secs(10), "eviction of node 1", |info| {
+        info.contains("members:0,3(catching_up),2\r\n") || info.contains("members:0,3,2\r\n")
+    });
+    let scan_wait = Instant::now();
+    while gates[0].lock().scans_answered == 0
+        && scan_wait.elapsed() < Duration::from_millis(NO_SCAN_RELEASE_MS)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    gates[0].release();
+    let reply = writer.join().unwrap();
+    assert_eq!(reply, Reply::Simple("OK".into()), "acked by nodes 1 and 0");
+    let info = wait_for_info(&cluster, Duration::from_secs(10), "catch-up of node 3", |info| {
+        info.contains("catchups_completed:1\r\n")
+    });
+    assert!(info.contains("members:0,3,2\r\n"), "{info}");
+
+    // Only nodes 2 and 3 remain to answer: the acked write must be on one of them.
+    cluster.kill(1).unwrap();
+    cluster.kill(0).unwrap();
+    let got = c.call(&[b"GET", key]).unwrap();
+    assert_eq!(
+        got,
+        Reply::Bulk(Some(new.to_vec())),
+        "the acked write is lost: node 3 was copied before it ended (catch-up scans of node 0 \
+         answered before the write: {})",
+        gates[0].lock().scans_answered
+    );
+}
