@@ -732,10 +732,16 @@ impl Coordinator {
     fn consider_evictions(self: &Arc<Self>) {
         let mut membership = self.membership.lock().expect("membership lock");
         for shard in 0..membership.shards.len() {
+            // While a change of this partition catches up, its caught-up members are its copy
+            // sources and the holders of the writes only they and the replaced member have:
+            // they are not evicted until it ended (the models leave a partition with a join
+            // alone). A dead replacement that has not caught up may still be.
+            let changing = membership.shards[shard].catching_up > 0;
             let dead_members: Vec<NodeId> = membership.shards[shard]
                 .members
                 .iter()
                 .filter(|m| membership.nodes[usize::from(m.node)].health == Health::Dead)
+                .filter(|m| !(changing && m.caught_up))
                 .map(|m| m.node)
                 .collect();
             for dead in dead_members {
@@ -911,15 +917,19 @@ impl Coordinator {
                     sources.push(from);
                 }
             }
-            let mut complete = true;
-            for source in sources {
-                if let Err(e) = self.copy_partition(shard, source, node).await {
-                    eprintln!("replicheck store: catch-up of node {node} from node {source}: {e}; retrying");
-                    complete = false;
-                    break;
+            // Every source that answers is copied; a read quorum of them (all, if fewer) is
+            // enough, as in the models: a source that died must not hold the change forever,
+            // now that its partition's caught-up members are not evicted while it lasts.
+            let needed = crate::policy::quorum::copies_needed(self.policy.read_quorum, sources.len());
+            let mut copied = 0;
+            for &source in &sources {
+                match self.copy_partition(shard, source, node).await {
+                    Ok(()) => copied += 1,
+                    Err(e) => eprintln!("replicheck store: catch-up of node {node} from node {source}: {e}"),
                 }
             }
-            if complete {
+            // No source at all (one replica, evicted): nothing can be copied, as before.
+            if sources.is_empty() || decision::quorum_reached(&self.log, copied, needed) {
                 let mut membership = self.membership.lock().expect("membership lock");
                 let s = &mut membership.shards[usize::from(shard)];
                 if let Some(member) = s.members.iter_mut().find(|m| m.node == node) {
