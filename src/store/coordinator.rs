@@ -155,6 +155,19 @@ struct Admission {
     first_breach: Option<String>,
 }
 
+impl Admission {
+    /// Count from now on in `window`: a later window starts from zero offers. An earlier one
+    /// (a writer that read the clock before another's later reading) counts in the current
+    /// window instead of wiping it.
+    fn enter_window(&mut self, window: u64) {
+        if window > self.window {
+            self.window = window;
+            self.partition_offered.iter_mut().for_each(|o| *o = 0);
+            self.backend_offered.iter_mut().for_each(|o| *o = 0);
+        }
+    }
+}
+
 /// What INFO shows; monotone counters.
 #[derive(Default)]
 pub struct Counters {
@@ -443,13 +456,9 @@ impl Coordinator {
             membership.nodes.iter().map(|n| n.health != Health::Dead).collect()
         };
         let window_ms = self.layout.window_ms;
-        let window = self.started.elapsed().as_millis() as u64 / window_ms;
         let mut a = self.admission.lock().expect("admission lock");
-        if a.window != window {
-            a.window = window;
-            a.partition_offered.iter_mut().for_each(|o| *o = 0);
-            a.backend_offered.iter_mut().for_each(|o| *o = 0);
-        }
+        // The clock is read under the lock, so the windows writers see never go back.
+        a.enter_window(self.started.elapsed().as_millis() as u64 / window_ms);
         // Offers are counted whether or not there is a capacity: INFO shows the peak.
         let p = usize::from(partition);
         let before = self.partition_background[p].saturating_add(a.partition_offered[p]);
@@ -1219,4 +1228,33 @@ fn config_get(names: &[Vec<u8>]) -> Vec<u8> {
         }
     }
     resp::array(&items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(window: u64, offered: u16) -> Admission {
+        Admission {
+            window,
+            partition_offered: vec![offered],
+            backend_offered: vec![offered],
+            partition_peak: vec![offered],
+            backend_peak: vec![offered],
+            first_breach: None,
+        }
+    }
+
+    #[test]
+    fn a_window_resets_offers_only_when_it_moves_forward() {
+        let mut a = admission(6, 3);
+        a.enter_window(6);
+        assert_eq!((a.window, a.partition_offered[0], a.backend_offered[0]), (6, 3, 3));
+        // A writer that read the clock in window 5 must not wipe window 6's offers.
+        a.enter_window(5);
+        assert_eq!((a.window, a.partition_offered[0], a.backend_offered[0]), (6, 3, 3));
+        a.enter_window(7);
+        assert_eq!((a.window, a.partition_offered[0], a.backend_offered[0]), (7, 0, 0));
+        assert_eq!(a.partition_peak[0], 3, "peaks outlive their window");
+    }
 }
