@@ -745,15 +745,17 @@ impl Coordinator {
             // sources and the holders of the writes only they and the replaced member have:
             // they are not evicted until it ended (the models leave a partition with a join
             // alone). A dead replacement that has not caught up may still be.
-            let changing = membership.shards[shard].catching_up > 0;
-            let dead_members: Vec<NodeId> = membership.shards[shard]
+            let dead_members: Vec<Member> = membership.shards[shard]
                 .members
                 .iter()
                 .filter(|m| membership.nodes[usize::from(m.node)].health == Health::Dead)
-                .filter(|m| !(changing && m.caught_up))
-                .map(|m| m.node)
+                .copied()
                 .collect();
-            for dead in dead_members {
+            for Member { node: dead, caught_up } in dead_members {
+                // Checked per member: an eviction just made here starts a change too.
+                if caught_up && membership.shards[shard].catching_up > 0 {
+                    continue;
+                }
                 let view = ClusterView {
                     dead_nodes: membership.nodes.iter().filter(|n| n.health == Health::Dead).count(),
                     total_nodes: membership.nodes.len(),
