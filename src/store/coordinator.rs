@@ -184,7 +184,8 @@ pub struct Counters {
     /// Writes refused because their partition or backend was at capacity, or no backend had
     /// room (the error reply clients retry).
     pub writes_throttled: AtomicU64,
-    /// Offers above a capacity: each write that found its partition or backend full.
+    /// Offers above a capacity: each write that found its partition or backend full, and
+    /// each partition or backend that background load alone puts over its capacity.
     pub capacity_breaches: AtomicU64,
 }
 
@@ -392,6 +393,7 @@ impl Coordinator {
             partition_background,
             admission: Mutex::new(admission),
         });
+        coordinator.note_background_breaches();
         for node in 0..coordinator.links.len() {
             tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
         }
@@ -527,6 +529,29 @@ impl Coordinator {
                     unit(),
                     before.saturating_add(1)
                 ));
+            }
+        }
+    }
+
+    /// A partition or backend whose background load alone is above its capacity breaches it
+    /// in every window, whether or not a client write is ever offered to it (the models'
+    /// `background_breach`, which holds from the first tick): counted once, at start.
+    fn note_background_breaches(&self) {
+        let mut a = self.admission.lock().expect("admission lock");
+        for (p, s) in self.layout.shards.iter().enumerate() {
+            let background = self.partition_background[p];
+            if background > 0 {
+                let unit = || format!("partition {} by background load", s.name);
+                self.note_breach(&mut a, unit, background - 1, self.partition_capacity_per_window);
+            }
+        }
+        if self.layout.backends_modelled() {
+            for n in 0..self.links.len() as NodeId {
+                let base_load = self.layout.node_base_load(n);
+                if base_load > 0 {
+                    let unit = || format!("backend node {n} by base load");
+                    self.note_breach(&mut a, unit, base_load - 1, self.layout.node_capacity(n));
+                }
             }
         }
     }
