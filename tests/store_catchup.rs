@@ -1,24 +1,29 @@
-//! The catch-up of a replacement waits for the writes that began before its membership change.
+//! Catch-ups on a real cluster, with the bad interleavings forced by frame-level gates.
 //!
-//! A write that began before node 1 was evicted replicates to the old replica set {0, 1, 2}
-//! and may be acked by node 1 and node 0. If the replacement's copy scanned node 0 before that
-//! write was durable there (a node answers a scan while an earlier write still waits for its
-//! fsync), the replacement would miss an acked write, and once node 1 is gone a read quorum of
-//! nodes 2 and 3 would not see it.
+//! 1. The catch-up of a replacement waits for the writes that began before its membership
+//!    change. A write that began before node 1 was evicted replicates to the old replica set
+//!    {0, 1, 2} and may be acked by node 1 and node 0. If the replacement's copy scanned node
+//!    0 before that write was durable there (a node answers a scan while an earlier write
+//!    still waits for its fsync), the replacement would miss an acked write, and once node 1
+//!    is gone a read quorum of nodes 2 and 3 would not see it.
 //!
-//! The bad interleaving is forced, not hoped for: a frame-level gate in front of each of nodes
-//! 0, 1 and 2 (behind the cluster's own proxies) decides what each node sees and when.
-//! - node 1 stores and acks the write, then goes silent (its gate swallows every later
-//!   request), so independent detection declares it dead and evicts it for the spare, node 3;
-//! - node 2 never receives the write (its gate swallows that one request);
-//! - node 0's gate holds the write back until a catch-up scan of node 0 has been answered,
-//!   then lets it through, so node 0's ack completes the write quorum {1, 0}. If no scan comes
-//!   (a catch-up that waits for the write cannot scan before the write ended), the gate lets
-//!   the write through after `NO_SCAN_RELEASE_MS`.
+//!    A gate in front of each of nodes 0, 1 and 2 (behind the cluster's own proxies) decides
+//!    what each node sees and when:
+//!    - node 1 stores and acks the write, then goes silent (its gate swallows every later
+//!      request), so independent detection declares it dead and evicts it for the spare, 3;
+//!    - node 2 never receives the write (its gate swallows that one request);
+//!    - node 0's gate holds the write back until a catch-up scan of node 0 has been answered,
+//!      then lets it through, so node 0's ack completes the write quorum {1, 0}. If no scan
+//!      comes (a catch-up that waits for the write cannot scan before the write ended), the
+//!      gate lets the write through after `NO_SCAN_RELEASE_MS`.
 //!
-//! A catch-up that did not wait copies node 0 and node 2 without the write: with node 0 and
-//! node 1 killed afterwards, the read from nodes 2 and 3 returns the old value. The waiting
-//! catch-up copies node 0 after the write ended there, so node 3 holds it.
+//!    A catch-up that did not wait copies node 0 and node 2 without the write: with node 0
+//!    and node 1 killed afterwards, the read from nodes 2 and 3 returns the old value. The
+//!    waiting catch-up copies node 0 after the write ended there, so node 3 holds it.
+//!
+//! 2. A member that dies while a rebalancing move of its partition catches up is evicted only
+//!    after the move's copy ended, and that copy completes from a read quorum of its sources
+//!    although one of them is dead (see the test's comment).
 
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
