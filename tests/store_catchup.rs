@@ -69,6 +69,8 @@ struct GateState {
     scans_answered: usize,
     /// Held frames, and where to send them on release.
     held: Vec<(Frame<NodeRequest>, mpsc::UnboundedSender<Frame<NodeRequest>>)>,
+    /// After `release` nothing more is held: a frame that arrives late is not stuck.
+    released: bool,
 }
 
 /// A frame-level relay in front of one node.
@@ -159,7 +161,7 @@ impl Gate {
             if matches!(frame.body, NodeRequest::Scan { .. }) {
                 s.scan_ids.insert(frame.id);
                 s.scans_seen += 1;
-                if self.has(Rule::HoldFirstScan) && s.scans_seen == 1 {
+                if self.has(Rule::HoldFirstScan) && s.scans_seen == 1 && !s.released {
                     s.held.push((frame, to_node.clone()));
                     continue;
                 }
@@ -170,7 +172,7 @@ impl Gate {
                 if self.has(Rule::Swallow) {
                     continue;
                 }
-                if self.has(Rule::Hold) {
+                if self.has(Rule::Hold) && !s.released {
                     s.held.push((frame, to_node.clone()));
                     continue;
                 }
@@ -189,6 +191,7 @@ impl Gate {
     /// Forward the held frames (once).
     fn release(&self) {
         let mut s = self.lock();
+        s.released = true;
         for (frame, to_node) in s.held.drain(..) {
             let _ = to_node.send(frame);
         }
