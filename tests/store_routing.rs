@@ -172,3 +172,29 @@ fn sorted_placement_overloads_the_first_backend_and_capacity_aware_spreads() {
     assert_eq!(admitted, [true, true, false, false, false, false, false], "{info}");
     assert!(info_number(&info, "capacity_breaches") > 0, "{info}");
 }
+
+#[test]
+fn a_backend_over_capacity_by_base_load_alone_is_a_breach_without_any_write() {
+    // The models' background breach: node 0's base load exceeds its capacity in every window,
+    // so capacity is not respected even though capacity-aware placement never offers it a
+    // write (every write goes to node 1).
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = Layout::round_robin(1, 2, 1);
+    layout.window_ms = WINDOW_MS;
+    layout.node_write_capacity_per_window = vec![Some(2), Some(5)];
+    layout.node_base_load_per_window = vec![3, 0];
+    let (cluster, log) = start(&dir, 2, ONE_REPLICA, layout);
+    let mut c = Client::connect(cluster.client_addr()).unwrap();
+    c.set(b"s0:1", b"v", None).expect("placed on node 1, which has room");
+    let info = cluster.info();
+    assert_eq!(info_number(&info, "capacity_breaches"), 1, "{info}");
+    assert!(
+        info.contains("first_capacity_breach:backend node 0 by base load offered 3 > capacity 2"),
+        "{info}"
+    );
+    assert!(
+        info.contains("backend1_load:capacity_per_window=5,base_load_per_window=0,peak_offered=1"),
+        "{info}"
+    );
+    conforms(&log, &cluster);
+}

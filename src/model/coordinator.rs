@@ -508,7 +508,7 @@ fn on_copy_ack(cfg: &WorldConfig, s: &mut WorldState, shard: u8, from: NodeId, v
         return;
     };
     let sources = if join.is_move { view.members.len() } else { view.members.len() - 1 };
-    let needed = usize::from(cfg.policy.read_quorum).min(sources).max(1);
+    let needed = usize::from(quorum::copies_needed(cfg.policy.read_quorum, sources));
     join.copied_from |= bit(from);
     join.replacement_version = join.replacement_version.max(version);
     if (join.copied_from.count_ones() as usize) < needed {

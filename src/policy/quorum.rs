@@ -23,6 +23,16 @@ pub fn holders_needed_for_reads(member_count: usize, read_quorum: u8) -> usize {
     member_count - read_quorum + 1
 }
 
+/// How many of its `source_count` copy sources a catch-up must have copied before the
+/// replacement counts toward quorums: a read quorum of them, or all of them if fewer (at least
+/// one). Every acknowledged write is on a write quorum of the old replica set, so with
+/// intersecting quorums a read quorum of its members holds each of them.
+pub fn copies_needed(read_quorum: u8, source_count: usize) -> u8 {
+    assert!(read_quorum > 0, "a quorum of zero is rejected by config validation");
+    let needed = usize::from(read_quorum).min(source_count).max(1);
+    u8::try_from(needed).expect("at most read_quorum")
+}
+
 /// The answer of a strong read: the newest version among the replies, with its value.
 /// Ties on version cannot disagree on value (one version is written once), so the first wins.
 /// Generic over the version type: the model counts versions in a `u8` per shard
@@ -49,6 +59,14 @@ mod tests {
         assert!(!quorums_intersect(3, 1, 2));
         assert!(quorums_intersect(5, 3, 3));
         assert!(!quorums_intersect(4, 2, 2));
+    }
+
+    #[test]
+    fn a_catch_up_needs_a_read_quorum_of_its_sources_or_all_of_fewer() {
+        assert_eq!(copies_needed(2, 3), 2, "a move: two of the old three");
+        assert_eq!(copies_needed(2, 2), 2, "an eviction: both remaining members");
+        assert_eq!(copies_needed(3, 2), 2);
+        assert_eq!(copies_needed(1, 0), 1, "no source: never complete by copying nothing");
     }
 
     #[test]

@@ -155,6 +155,19 @@ struct Admission {
     first_breach: Option<String>,
 }
 
+impl Admission {
+    /// Count from now on in `window`: a later window starts from zero offers. An earlier one
+    /// (a writer that read the clock before another's later reading) counts in the current
+    /// window instead of wiping it.
+    fn enter_window(&mut self, window: u64) {
+        if window > self.window {
+            self.window = window;
+            self.partition_offered.iter_mut().for_each(|o| *o = 0);
+            self.backend_offered.iter_mut().for_each(|o| *o = 0);
+        }
+    }
+}
+
 /// What INFO shows; monotone counters.
 #[derive(Default)]
 pub struct Counters {
@@ -171,7 +184,8 @@ pub struct Counters {
     /// Writes refused because their partition or backend was at capacity, or no backend had
     /// room (the error reply clients retry).
     pub writes_throttled: AtomicU64,
-    /// Offers above a capacity: each write that found its partition or backend full.
+    /// Offers above a capacity: each write that found its partition or backend full, and
+    /// each partition or backend that background load alone puts over its capacity.
     pub capacity_breaches: AtomicU64,
 }
 
@@ -379,6 +393,7 @@ impl Coordinator {
             partition_background,
             admission: Mutex::new(admission),
         });
+        coordinator.note_background_breaches();
         for node in 0..coordinator.links.len() {
             tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
         }
@@ -443,13 +458,9 @@ impl Coordinator {
             membership.nodes.iter().map(|n| n.health != Health::Dead).collect()
         };
         let window_ms = self.layout.window_ms;
-        let window = self.started.elapsed().as_millis() as u64 / window_ms;
         let mut a = self.admission.lock().expect("admission lock");
-        if a.window != window {
-            a.window = window;
-            a.partition_offered.iter_mut().for_each(|o| *o = 0);
-            a.backend_offered.iter_mut().for_each(|o| *o = 0);
-        }
+        // The clock is read under the lock, so the windows writers see never go back.
+        a.enter_window(self.started.elapsed().as_millis() as u64 / window_ms);
         // Offers are counted whether or not there is a capacity: INFO shows the peak.
         let p = usize::from(partition);
         let before = self.partition_background[p].saturating_add(a.partition_offered[p]);
@@ -518,6 +529,29 @@ impl Coordinator {
                     unit(),
                     before.saturating_add(1)
                 ));
+            }
+        }
+    }
+
+    /// A partition or backend whose background load alone is above its capacity breaches it
+    /// in every window, whether or not a client write is ever offered to it (the models'
+    /// `background_breach`, which holds from the first tick): counted once, at start.
+    fn note_background_breaches(&self) {
+        let mut a = self.admission.lock().expect("admission lock");
+        for (p, s) in self.layout.shards.iter().enumerate() {
+            let background = self.partition_background[p];
+            if background > 0 {
+                let unit = || format!("partition {} by background load", s.name);
+                self.note_breach(&mut a, unit, background - 1, self.partition_capacity_per_window);
+            }
+        }
+        if self.layout.backends_modelled() {
+            for n in 0..self.links.len() as NodeId {
+                let base_load = self.layout.node_base_load(n);
+                if base_load > 0 {
+                    let unit = || format!("backend node {n} by base load");
+                    self.note_breach(&mut a, unit, base_load - 1, self.layout.node_capacity(n));
+                }
             }
         }
     }
@@ -732,13 +766,21 @@ impl Coordinator {
     fn consider_evictions(self: &Arc<Self>) {
         let mut membership = self.membership.lock().expect("membership lock");
         for shard in 0..membership.shards.len() {
-            let dead_members: Vec<NodeId> = membership.shards[shard]
+            // While a change of this partition catches up, its caught-up members are its copy
+            // sources and the holders of the writes only they and the replaced member have:
+            // they are not evicted until it ended (the models leave a partition with a join
+            // alone). A dead replacement that has not caught up may still be.
+            let dead_members: Vec<Member> = membership.shards[shard]
                 .members
                 .iter()
                 .filter(|m| membership.nodes[usize::from(m.node)].health == Health::Dead)
-                .map(|m| m.node)
+                .copied()
                 .collect();
-            for dead in dead_members {
+            for Member { node: dead, caught_up } in dead_members {
+                // Checked per member: an eviction just made here starts a change too.
+                if caught_up && membership.shards[shard].catching_up > 0 {
+                    continue;
+                }
                 let view = ClusterView {
                     dead_nodes: membership.nodes.iter().filter(|n| n.health == Health::Dead).count(),
                     total_nodes: membership.nodes.len(),
@@ -911,15 +953,19 @@ impl Coordinator {
                     sources.push(from);
                 }
             }
-            let mut complete = true;
-            for source in sources {
-                if let Err(e) = self.copy_partition(shard, source, node).await {
-                    eprintln!("replicheck store: catch-up of node {node} from node {source}: {e}; retrying");
-                    complete = false;
-                    break;
+            // Every source that answers is copied; a read quorum of them (all, if fewer) is
+            // enough, as in the models: a source that died must not hold the change forever,
+            // now that its partition's caught-up members are not evicted while it lasts.
+            let needed = crate::policy::quorum::copies_needed(self.policy.read_quorum, sources.len());
+            let mut copied = 0;
+            for &source in &sources {
+                match self.copy_partition(shard, source, node).await {
+                    Ok(()) => copied += 1,
+                    Err(e) => eprintln!("replicheck store: catch-up of node {node} from node {source}: {e}"),
                 }
             }
-            if complete {
+            // No source at all (one replica, evicted): nothing can be copied, as before.
+            if sources.is_empty() || decision::quorum_reached(&self.log, copied, needed) {
                 let mut membership = self.membership.lock().expect("membership lock");
                 let s = &mut membership.shards[usize::from(shard)];
                 if let Some(member) = s.members.iter_mut().find(|m| m.node == node) {
@@ -1210,4 +1256,33 @@ fn config_get(names: &[Vec<u8>]) -> Vec<u8> {
         }
     }
     resp::array(&items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(window: u64, offered: u16) -> Admission {
+        Admission {
+            window,
+            partition_offered: vec![offered],
+            backend_offered: vec![offered],
+            partition_peak: vec![offered],
+            backend_peak: vec![offered],
+            first_breach: None,
+        }
+    }
+
+    #[test]
+    fn a_window_resets_offers_only_when_it_moves_forward() {
+        let mut a = admission(6, 3);
+        a.enter_window(6);
+        assert_eq!((a.window, a.partition_offered[0], a.backend_offered[0]), (6, 3, 3));
+        // A writer that read the clock in window 5 must not wipe window 6's offers.
+        a.enter_window(5);
+        assert_eq!((a.window, a.partition_offered[0], a.backend_offered[0]), (6, 3, 3));
+        a.enter_window(7);
+        assert_eq!((a.window, a.partition_offered[0], a.backend_offered[0]), (7, 0, 0));
+        assert_eq!(a.partition_peak[0], 3, "peaks outlive their window");
+    }
 }
