@@ -956,7 +956,7 @@ impl Coordinator {
             // Every source that answers is copied; a read quorum of them (all, if fewer) is
             // enough, as in the models: a source that died must not hold the change forever,
             // now that its partition's caught-up members are not evicted while it lasts.
-            let needed = crate::policy::quorum::copies_needed(self.policy.read_quorum, sources.len());
+            let needed = decision::copies_needed(&self.log, self.policy.read_quorum, sources.len());
             let mut copied = 0;
             for &source in &sources {
                 match self.copy_partition(shard, source, node).await {

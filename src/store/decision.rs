@@ -96,6 +96,8 @@ pub enum Decision {
         next_version: KeyVersion,
         output: KeyVersion,
     },
+    /// `quorum::copies_needed`: sources a catch-up must have copied.
+    CopiesNeeded { read_quorum: u8, source_count: usize, output: u8 },
     /// `routing::key_partition`: the partition (shard) a key of hash `key_hash` is routed to.
     KeyPartition {
         prefix_partition: u8,
@@ -133,6 +135,7 @@ impl Decision {
             Decision::NextCooldownTicks { .. } => "next_cooldown_ticks",
             Decision::AfterFailure { .. } => "after_failure",
             Decision::VersionForAttempt { .. } => "version_for_attempt",
+            Decision::CopiesNeeded { .. } => "copies_needed",
             Decision::KeyPartition { .. } => "key_partition",
             Decision::PartitionCapacity { .. } => "partition_capacity",
             Decision::Admits { .. } => "admits",
@@ -199,6 +202,9 @@ impl Decision {
             }
             Decision::VersionForAttempt { idempotency_tokens, version_of_token, next_version, output } => {
                 *output = retry::version_for_attempt(*idempotency_tokens, *version_of_token, *next_version)
+            }
+            Decision::CopiesNeeded { read_quorum, source_count, output } => {
+                *output = quorum::copies_needed(*read_quorum, *source_count)
             }
             Decision::KeyPartition {
                 prefix_partition,
@@ -292,6 +298,7 @@ impl Decision {
                 Ok(())
             }
             Decision::PartitionCapacity { partition_count: 0, .. } => fail("partition_count is 0".into()),
+            Decision::CopiesNeeded { read_quorum: 0, .. } => fail("read_quorum is 0".into()),
             Decision::ChooseBackend { policy, .. } if policy.spill_threshold_permille > 1000 => {
                 fail(format!("spill_threshold_permille {} > 1000", policy.spill_threshold_permille))
             }
@@ -571,6 +578,12 @@ pub fn after_failure(
 ) -> RetryDecision {
     let output = retry::after_failure(policy, attempts_made, retries_used);
     log.log(Decision::AfterFailure { policy: *policy, attempts_made, retries_used, output });
+    output
+}
+
+pub fn copies_needed(log: &DecisionLog, read_quorum: u8, source_count: usize) -> u8 {
+    let output = quorum::copies_needed(read_quorum, source_count);
+    log.log(Decision::CopiesNeeded { read_quorum, source_count, output });
     output
 }
 
