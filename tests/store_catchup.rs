@@ -335,7 +335,7 @@ suspect_after = "300ms"
 dead_after = "600ms"
 replica_ack_timeout = "5s"
 rebalance_enabled = true
-rebalance_interval = "3s"
+rebalance_interval = "6s"
 disk_high_watermark = 80
 "#;
 

@@ -67,6 +67,9 @@ const CLIENT_BUFFER_SLACK_BYTES: usize = 64 * 1024;
 struct Member {
     node: NodeId,
     caught_up: bool,
+    /// The partition's epoch when it joined (0 for an initial member): a catch-up task ends
+    /// the change it was started for, not a later one of the same node.
+    joined_epoch: u64,
 }
 
 struct NodeState {
@@ -96,9 +99,9 @@ impl ShardMembers {
     /// Replace `old` by `new` (not yet caught up); returns the new epoch.
     fn replace(&mut self, old: NodeId, new: NodeId) -> u64 {
         let slot = self.members.iter().position(|m| m.node == old).expect("replaces a member");
-        self.members[slot] = Member { node: new, caught_up: false };
-        self.catching_up += 1;
         self.epoch += 1;
+        self.members[slot] = Member { node: new, caught_up: false, joined_epoch: self.epoch };
+        self.catching_up += 1;
         self.epoch
     }
 
@@ -351,7 +354,10 @@ impl Coordinator {
                 .iter()
                 .map(|s| {
                     ShardMembers::new(
-                        s.replicas.iter().map(|&node| Member { node, caught_up: true }).collect(),
+                        s.replicas
+                            .iter()
+                            .map(|&node| Member { node, caught_up: true, joined_epoch: 0 })
+                            .collect(),
                     )
                 })
                 .collect(),
@@ -776,7 +782,7 @@ impl Coordinator {
                 .filter(|m| membership.nodes[usize::from(m.node)].health == Health::Dead)
                 .copied()
                 .collect();
-            for Member { node: dead, caught_up } in dead_members {
+            for Member { node: dead, caught_up, .. } in dead_members {
                 // Checked per member: an eviction just made here starts a change too.
                 if caught_up && membership.shards[shard].catching_up > 0 {
                     continue;
@@ -941,8 +947,9 @@ impl Coordinator {
         }
         loop {
             let members = self.members(shard);
-            if !members.iter().any(|m| m.node == node) {
-                // Evicted itself before it caught up.
+            if !members.iter().any(|m| m.node == node && m.joined_epoch == epoch) {
+                // Evicted before it caught up (perhaps picked again since: that change has
+                // a task of its own).
                 self.end_change(shard, change);
                 return;
             }
@@ -968,7 +975,8 @@ impl Coordinator {
             if sources.is_empty() || decision::quorum_reached(&self.log, copied, needed) {
                 let mut membership = self.membership.lock().expect("membership lock");
                 let s = &mut membership.shards[usize::from(shard)];
-                if let Some(member) = s.members.iter_mut().find(|m| m.node == node) {
+                if let Some(member) = s.members.iter_mut().find(|m| m.node == node && m.joined_epoch == epoch)
+                {
                     member.caught_up = true;
                     bump(&self.counters.catchups_completed);
                 }
