@@ -201,7 +201,7 @@ fn capacity_routing_overloads_a_backend_until_both_changes_are_reverted() {
         "3s",
         &["capacity_respected", "ops_complete", "acked_writes_persist"],
     );
-    assert!(sorting_only.contains("first: backend node 0 offered 4 > capacity 3"), "{sorting_only}");
+    assert!(sorting_only.contains("first: backend n1 (node 0) offered 4 > capacity 3"), "{sorting_only}");
     assert_eq!(property_row(&fixed, "capacity_respected")[1], "holds", "{fixed}");
 }
 

@@ -907,7 +907,10 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         "capacity: {} writes offered above a capacity, {} throttled{}",
         o.capacity_breaches,
         o.writes_throttled,
-        o.first_capacity_breach.as_ref().map(|b| format!("; first: {b}")).unwrap_or_default()
+        o.first_capacity_breach
+            .as_ref()
+            .map(|b| format!("; first: {}", with_model_names(b, scenario)))
+            .unwrap_or_default()
     );
     let _ = writeln!(
         out,
@@ -947,6 +950,17 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         }
         let _ = writeln!(out);
     }
+}
+
+/// The store's text about a backend ("backend node 2 offered ...") with the model's node name
+/// added ("backend n3 (node 2) offered ...").
+fn with_model_names(text: &str, scenario: &Scenario) -> String {
+    let mut out = text.to_string();
+    // Highest index first, so that "node 1" does not match inside "node 12".
+    for (i, node) in scenario.nodes.iter().enumerate().rev() {
+        out = out.replace(&format!("backend node {i} "), &format!("backend {} (node {i}) ", node.name));
+    }
+    out
 }
 
 /// A directory for one run's node data (and its decision log unless kept elsewhere), removed
@@ -998,5 +1012,19 @@ mod tests {
         // No three within 4.5 s.
         assert!(!o.churn_exceeded(2, 4_500));
         assert!(!o.churn_exceeded(4, 60_000));
+    }
+
+    #[test]
+    fn a_breach_names_the_models_node() {
+        let scenario = crate::config::Scenario::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/capacity-routing-bypass.toml"
+        )))
+        .unwrap();
+        assert_eq!(
+            super::with_model_names("backend node 2 offered 3 > capacity 2 at 104 ms", &scenario),
+            "backend n3 (node 2) offered 3 > capacity 2 at 104 ms"
+        );
+        assert_eq!(super::with_model_names("partition p1 offered 3", &scenario), "partition p1 offered 3");
     }
 }
