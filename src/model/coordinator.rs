@@ -209,9 +209,8 @@ pub fn backend_loads(cfg: &WorldConfig, s: &WorldState) -> Vec<BackendLoad> {
         .collect()
 }
 
-/// Offer one write to a partition or backend: count it, note a breach, and say whether it is
-/// served (`routing::admits`) or throttled.
-fn offer(s: &mut WorldState, unit: CapacityUnit, offered_before: u16, capacity: Option<u16>) -> bool {
+/// Count one write offered to a partition or backend, and note a breach.
+fn offer(s: &mut WorldState, unit: CapacityUnit, offered_before: u16, capacity: Option<u16>) {
     let offered = offered_before + 1;
     match unit {
         CapacityUnit::Partition(p) => {
@@ -226,30 +225,24 @@ fn offer(s: &mut WorldState, unit: CapacityUnit, offered_before: u16, capacity: 
     if let Some(cap) = capacity.filter(|&cap| offered > cap) {
         s.ghost.capacity_breach.get_or_insert(CapacityBreach { unit, offered, capacity: cap });
     }
-    routing::admits(offered_before, capacity)
 }
 
-/// Route a write: the partition's capacity first (key sharding decided the partition), then
-/// placement on an ingest backend. `false`: throttled or shed, the client gets an error.
+/// Route a write (`routing::route_write`) and count the load it offered. `false`: throttled
+/// or shed, the client gets an error.
 fn admit_write(cfg: &WorldConfig, s: &mut WorldState, partition: u8) -> bool {
+    let p = usize::from(partition);
+    let before = cfg.partition_background[p] + u16::from(s.coord.partition_load[p]);
+    let loads = cfg.backends_modelled.then(|| backend_loads(cfg, s));
+    let route =
+        routing::route_write(&cfg.policy.routing, before, cfg.partition_capacity_per_tick, loads.as_deref());
     if cfg.partition_capacity_per_tick.is_some() {
-        let p = usize::from(partition);
-        let before = cfg.partition_background[p] + u16::from(s.coord.partition_load[p]);
-        if !offer(s, CapacityUnit::Partition(partition), before, cfg.partition_capacity_per_tick) {
-            return false;
-        }
+        offer(s, CapacityUnit::Partition(partition), before, cfg.partition_capacity_per_tick);
     }
-    if cfg.backends_modelled {
-        let loads = backend_loads(cfg, s);
-        let Some(b) = routing::choose_backend(&cfg.policy.routing, &loads) else {
-            return false; // no backend has room: shed the write
-        };
+    if let (Some(b), Some(loads)) = (route.backend_offered(), &loads) {
         let l = loads[usize::from(b)];
-        if !offer(s, CapacityUnit::Backend(b), l.load_per_tick, l.capacity_per_tick) {
-            return false;
-        }
+        offer(s, CapacityUnit::Backend(b), l.load_per_tick, l.capacity_per_tick);
     }
-    true
+    route.admitted()
 }
 
 fn on_request(

@@ -185,6 +185,59 @@ pub fn choose_backend(policy: &RoutingPolicy, backends: &[BackendLoad]) -> Optio
     }
 }
 
+/// Where one write went: each partition or backend it was offered to counts it as load,
+/// whether or not it was then served (a retry storm is load too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteRoute {
+    /// Served; ingested by `backend` when backends are modelled.
+    Admitted { backend: Option<NodeId> },
+    /// Its partition was at capacity: throttled there, never offered to a backend.
+    PartitionThrottled,
+    /// No backend had room: shed before any backend was offered it.
+    Shed,
+    /// Placed on `backend`, which was at capacity: offered to it and throttled.
+    BackendThrottled { backend: NodeId },
+}
+
+impl WriteRoute {
+    pub fn admitted(self) -> bool {
+        matches!(self, WriteRoute::Admitted { .. })
+    }
+
+    /// The backend the write was offered to, if any.
+    pub fn backend_offered(self) -> Option<NodeId> {
+        match self {
+            WriteRoute::Admitted { backend } => backend,
+            WriteRoute::BackendThrottled { backend } => Some(backend),
+            WriteRoute::PartitionThrottled | WriteRoute::Shed => None,
+        }
+    }
+}
+
+/// Route one write: first its partition's capacity (key sharding chose the partition), then,
+/// when backends are modelled, placement on an ingest backend and that backend's capacity.
+/// `partition_offered_before` counts this window's writes on the partition, background load
+/// included; `backends` are in preference order with their load this window.
+pub fn route_write(
+    policy: &RoutingPolicy,
+    partition_offered_before: u16,
+    partition_capacity_per_tick: Option<u16>,
+    backends: Option<&[BackendLoad]>,
+) -> WriteRoute {
+    if !admits(partition_offered_before, partition_capacity_per_tick) {
+        return WriteRoute::PartitionThrottled;
+    }
+    let Some(backends) = backends else { return WriteRoute::Admitted { backend: None } };
+    let Some(backend) = choose_backend(policy, backends) else { return WriteRoute::Shed };
+    let chosen = backends.iter().find(|b| b.node == backend).expect("chosen among them");
+    if admits(chosen.load_per_tick, chosen.capacity_per_tick) {
+        WriteRoute::Admitted { backend: Some(backend) }
+    } else {
+        WriteRoute::BackendThrottled { backend }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +323,23 @@ mod tests {
         let backends = [backend(0, 4, 0), backend(1, 2, 2), backend(2, 4, 0)];
         let planner = routing(Placement::CapacityAware, UploadPlanner::SmallestFirst);
         assert_eq!(choose_backend(&planner, &backends), Some(1));
+    }
+
+    #[test]
+    fn a_write_is_throttled_at_its_partition_before_any_backend_sees_it() {
+        let sorted = routing(Placement::Sorted, UploadPlanner::CapacityAware);
+        let aware = routing(Placement::CapacityAware, UploadPlanner::CapacityAware);
+        let backends = [backend(0, 2, 2), backend(1, 4, 0)];
+        assert_eq!(route_write(&sorted, 2, Some(2), Some(&backends)), WriteRoute::PartitionThrottled);
+        assert_eq!(route_write(&sorted, 1, Some(2), None), WriteRoute::Admitted { backend: None });
+        assert_eq!(
+            route_write(&sorted, 1, None, Some(&backends)),
+            WriteRoute::BackendThrottled { backend: 0 }
+        );
+        assert_eq!(route_write(&aware, 1, None, Some(&backends)), WriteRoute::Admitted { backend: Some(1) });
+        assert_eq!(route_write(&aware, 0, None, Some(&[backend(0, 1, 1)])), WriteRoute::Shed);
+        assert_eq!(WriteRoute::Shed.backend_offered(), None);
+        assert_eq!(WriteRoute::BackendThrottled { backend: 3 }.backend_offered(), Some(3));
     }
 
     #[test]

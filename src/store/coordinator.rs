@@ -33,7 +33,7 @@ use crate::config::Policy;
 use crate::policy::detector::{FailureDetection, Health};
 use crate::policy::eviction::{Candidate, ClusterView, EvictionDecision};
 use crate::policy::rebalancer::{NodeLoad, ShardLoad};
-use crate::policy::routing::BackendLoad;
+use crate::policy::routing::{BackendLoad, WriteRoute};
 use crate::policy::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -467,24 +467,10 @@ impl Coordinator {
         let mut a = self.admission.lock().expect("admission lock");
         // The clock is read under the lock, so the windows writers see never go back.
         a.enter_window(self.started.elapsed().as_millis() as u64 / window_ms);
-        // Offers are counted whether or not there is a capacity: INFO shows the peak.
         let p = usize::from(partition);
         let before = self.partition_background[p].saturating_add(a.partition_offered[p]);
-        a.partition_offered[p] = a.partition_offered[p].saturating_add(1);
-        a.partition_peak[p] = a.partition_peak[p].max(before.saturating_add(1));
-        if let Some(capacity) = self.partition_capacity_per_window {
-            let cap = Some(capacity);
-            let name = &self.layout.shards[p].name;
-            self.note_breach(&mut a, || format!("partition {name}"), before, cap);
-            if !decision::admits(&self.log, || format!("partition {name}"), before, cap) {
-                return Err(format!(
-                    "throttled: partition {name} was offered {} writes in this {window_ms} ms window, capacity {capacity}",
-                    before.saturating_add(1)
-                ));
-            }
-        }
-        if self.layout.backends_modelled() {
-            let backends: Vec<BackendLoad> = (0..up.len())
+        let backends: Option<Vec<BackendLoad>> = self.layout.backends_modelled().then(|| {
+            (0..up.len())
                 .map(|n| BackendLoad {
                     node: n as NodeId,
                     up: up[n],
@@ -494,34 +480,46 @@ impl Coordinator {
                         .node_base_load(n as NodeId)
                         .saturating_add(a.backend_offered[n]),
                 })
-                .collect();
-            let Some(b) = decision::choose_backend(&self.log, &self.policy.routing, &backends) else {
-                return Err("throttled: no ingest backend has room in this window (write shed)".into());
-            };
-            let chosen = backends[usize::from(b)];
-            let n = usize::from(b);
+                .collect()
+        });
+        let cap = self.partition_capacity_per_window;
+        let route = decision::route_write(&self.log, &self.policy.routing, before, cap, backends.as_deref());
+        // Offers are counted whether or not there is a capacity: INFO shows the peak.
+        a.partition_offered[p] = a.partition_offered[p].saturating_add(1);
+        a.partition_peak[p] = a.partition_peak[p].max(before.saturating_add(1));
+        let name = &self.layout.shards[p].name;
+        self.note_breach(&mut a, || format!("partition {name}"), before, cap);
+        let chosen = route.backend_offered().zip(backends.as_deref()).map(|(b, loads)| loads[usize::from(b)]);
+        if let Some(chosen) = chosen {
+            let n = usize::from(chosen.node);
             a.backend_offered[n] = a.backend_offered[n].saturating_add(1);
             a.backend_peak[n] = a.backend_peak[n].max(chosen.load_per_tick.saturating_add(1));
-            self.note_breach(
-                &mut a,
-                || format!("backend node {b}"),
-                chosen.load_per_tick,
-                chosen.capacity_per_tick,
-            );
-            if !decision::admits(
-                &self.log,
-                || format!("backend node {b}"),
-                chosen.load_per_tick,
-                chosen.capacity_per_tick,
-            ) {
-                return Err(format!(
-                    "throttled: ingest backend node {b} was offered {} writes in this {window_ms} ms window, capacity {}",
-                    chosen.load_per_tick.saturating_add(1),
-                    chosen.capacity_per_tick.expect("only a capacity refuses")
-                ));
+            let unit = || format!("backend node {}", chosen.node);
+            self.note_breach(&mut a, unit, chosen.load_per_tick, chosen.capacity_per_tick);
+        }
+        let window = |offered: u16, capacity: Option<u16>| {
+            let capacity = capacity.expect("only a capacity throttles");
+            format!(
+                "was offered {} writes in this {window_ms} ms window, capacity {capacity}",
+                offered.saturating_add(1)
+            )
+        };
+        match (route, chosen) {
+            (WriteRoute::Admitted { .. }, _) => Ok(()),
+            (WriteRoute::PartitionThrottled, _) => {
+                Err(format!("throttled: partition {name} {}", window(before, cap)))
+            }
+            (WriteRoute::Shed, _) => {
+                Err("throttled: no ingest backend has room in this window (write shed)".into())
+            }
+            (WriteRoute::BackendThrottled { backend }, Some(c)) => Err(format!(
+                "throttled: ingest backend node {backend} {}",
+                window(c.load_per_tick, c.capacity_per_tick)
+            )),
+            (WriteRoute::BackendThrottled { .. }, None) => {
+                unreachable!("a throttling backend was offered the write")
             }
         }
-        Ok(())
     }
 
     /// Count an offer above capacity (`capacity_respected` is violated by the first).

@@ -22,7 +22,7 @@ use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision, Ev
 use crate::policy::quorum;
 use crate::policy::rebalancer::{self, Move, NodeLoad, RebalancePolicy, ShardLoad};
 use crate::policy::retry::{self, RetryDecision, RetryPolicy};
-use crate::policy::routing::{self, BackendLoad, RoutingPolicy, WRITE_SHARD_SUFFIXES_MAX};
+use crate::policy::routing::{self, BackendLoad, RoutingPolicy, WriteRoute, WRITE_SHARD_SUFFIXES_MAX};
 use crate::policy::{NodeId, Ticks, NODE_COUNT_MAX};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -115,6 +115,14 @@ pub enum Decision {
     },
     /// `routing::admits` for `unit` ("partition 2", "backend 1"), offered this window.
     Admits { unit: String, offered_before: u16, capacity_per_tick: Option<u16>, output: bool },
+    /// `routing::route_write`: where one write went (the store's admission of every write).
+    RouteWrite {
+        policy: RoutingPolicy,
+        partition_offered_before: u16,
+        partition_capacity_per_tick: Option<u16>,
+        backends: Option<Vec<BackendLoad>>,
+        output: WriteRoute,
+    },
     /// `routing::choose_backend`: the backend that ingests a write (`None`: shed).
     ChooseBackend { policy: RoutingPolicy, backends: Vec<BackendLoad>, output: Option<NodeId> },
 }
@@ -140,6 +148,7 @@ impl Decision {
             Decision::PartitionCapacity { .. } => "partition_capacity",
             Decision::Admits { .. } => "admits",
             Decision::ChooseBackend { .. } => "choose_backend",
+            Decision::RouteWrite { .. } => "route_write",
         }
     }
 
@@ -235,6 +244,20 @@ impl Decision {
             Decision::Admits { offered_before, capacity_per_tick, output, .. } => {
                 *output = routing::admits(*offered_before, *capacity_per_tick)
             }
+            Decision::RouteWrite {
+                policy,
+                partition_offered_before,
+                partition_capacity_per_tick,
+                backends,
+                output,
+            } => {
+                *output = routing::route_write(
+                    policy,
+                    *partition_offered_before,
+                    *partition_capacity_per_tick,
+                    backends.as_deref(),
+                )
+            }
             Decision::ChooseBackend { policy, backends, output } => {
                 *output = routing::choose_backend(policy, backends)
             }
@@ -299,7 +322,9 @@ impl Decision {
             }
             Decision::PartitionCapacity { partition_count: 0, .. } => fail("partition_count is 0".into()),
             Decision::CopiesNeeded { read_quorum: 0, .. } => fail("read_quorum is 0".into()),
-            Decision::ChooseBackend { policy, .. } if policy.spill_threshold_permille > 1000 => {
+            Decision::ChooseBackend { policy, .. } | Decision::RouteWrite { policy, .. }
+                if policy.spill_threshold_permille > 1000 =>
+            {
                 fail(format!("spill_threshold_permille {} > 1000", policy.spill_threshold_permille))
             }
             _ => Ok(()),
@@ -632,6 +657,25 @@ pub fn admits(
     if log.is_on() {
         log.log(Decision::Admits { unit: unit(), offered_before, capacity_per_tick, output });
     }
+    output
+}
+
+pub fn route_write(
+    log: &DecisionLog,
+    policy: &RoutingPolicy,
+    partition_offered_before: u16,
+    partition_capacity_per_tick: Option<u16>,
+    backends: Option<&[BackendLoad]>,
+) -> WriteRoute {
+    let output =
+        routing::route_write(policy, partition_offered_before, partition_capacity_per_tick, backends);
+    log.log(Decision::RouteWrite {
+        policy: *policy,
+        partition_offered_before,
+        partition_capacity_per_tick,
+        backends: backends.map(<[BackendLoad]>::to_vec),
+        output,
+    });
     output
 }
 
