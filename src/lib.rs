@@ -10,4 +10,5 @@ pub mod config;
 pub mod lint;
 pub mod model;
 pub mod policy;
+pub mod protocol;
 pub mod store;

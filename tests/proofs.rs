@@ -233,9 +233,13 @@ fn the_policy_code_hash_covers_every_policy_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut on_disk = Vec::new();
     walk(&root.join("src/policy"), root, &mut on_disk);
+    walk(&root.join("src/protocol"), root, &mut on_disk);
     on_disk.sort();
     let mut listed: Vec<String> =
         replicheck::check::proofs::policy_source_files().iter().map(|s| s.to_string()).collect();
     listed.sort();
-    assert_eq!(listed, on_disk, "POLICY_SOURCES in src/check/proofs.rs must list every file of src/policy/");
+    assert_eq!(
+        listed, on_disk,
+        "POLICY_SOURCES in src/check/proofs.rs must list every file of src/policy/ and src/protocol/"
+    );
 }

@@ -26,10 +26,11 @@ use std::path::{Component, Path, PathBuf};
 /// regeneration instead of reporting every key as changed.
 pub const FORMAT: i64 = 1;
 
-/// The policy code, embedded at build time: every file of `src/policy/`. The pure policy
-/// functions decide what the model does, so a change to any of them invalidates every
-/// certificate even when the state count happens to stay the same. A unit test below fails
-/// when a file in `src/policy/` is missing from this list.
+/// The checked code, embedded at build time: every file of `src/policy/` and `src/protocol/`.
+/// The pure policy functions and the protocol machines that call them decide what the model
+/// (and the store) does, so a change to any of them invalidates every certificate even when
+/// the state count happens to stay the same. tests/proofs.rs fails when a file of either
+/// folder is missing from this list.
 const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/policy/detector.rs", include_str!("../policy/detector.rs")),
     ("src/policy/eviction.rs", include_str!("../policy/eviction.rs")),
@@ -38,6 +39,10 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/policy/quorum.rs", include_str!("../policy/quorum.rs")),
     ("src/policy/retry.rs", include_str!("../policy/retry.rs")),
     ("src/policy/routing.rs", include_str!("../policy/routing.rs")),
+    ("src/protocol/coordinator.rs", include_str!("../protocol/coordinator.rs")),
+    ("src/protocol/mod.rs", include_str!("../protocol/mod.rs")),
+    ("src/protocol/msg.rs", include_str!("../protocol/msg.rs")),
+    ("src/protocol/node.rs", include_str!("../protocol/node.rs")),
 ];
 
 /// The files that make up the policy code, as listed in `POLICY_SOURCES`.

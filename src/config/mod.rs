@@ -4,10 +4,12 @@
 pub mod duration;
 mod locate;
 pub mod policy;
+mod resolved;
 mod scenario;
 
 pub use duration::{Dur, LatencyRange};
 pub use policy::{Policy, PolicyPatch, SourcedPolicy};
+pub use resolved::Resolved;
 pub use scenario::*;
 
 use std::fmt;

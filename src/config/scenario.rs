@@ -728,7 +728,7 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     };
     // Every variant's policy must resolve against this scenario; report the first that does not.
     for v in &scenario.variants {
-        crate::model::WorldConfig::new(&scenario, &v.policy)?;
+        super::Resolved::new(&scenario, &v.policy)?;
     }
     Ok(scenario)
 }

@@ -55,7 +55,7 @@ fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let (op, kind) = current(cfg, s, c);
     let spec = &cfg.clients[usize::from(c)];
     let shard = cfg.client_partitions[usize::from(c)];
-    let msg = Msg::Request { op, attempt, kind, shard, value: cfg.value_of(op) };
+    let msg = Msg::Request { op, attempt, kind, shard, value: op.write_value() };
     send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator, msg);
     s.clients[usize::from(c)].phase =
         ClientPhase::Waiting { attempt, timeout_ticks: spec.request_timeout_ticks as u8 };
@@ -65,7 +65,7 @@ pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
     let (op, kind) = current(cfg, s, c);
     let shard = usize::from(cfg.client_partitions[usize::from(c)]);
     let register_op = match kind {
-        OpKind::Write => RegisterOp::Write(cfg.value_of(op)),
+        OpKind::Write => RegisterOp::Write(op.write_value()),
         OpKind::Read => RegisterOp::Read(0),
     };
     // The tester rejects only malformed histories (two ops in flight on one client), which

@@ -104,7 +104,7 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
 /// A compact, readable summary of a state.
 pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
     let mut out = String::new();
-    let loads = cfg.policy.rebalance.as_ref().map(|_| super::coordinator::node_loads(cfg, s));
+    let loads = cfg.policy.rebalance.as_ref().map(|_| s.coord.node_loads(cfg));
     for (i, n) in s.nodes.iter().enumerate() {
         let data: Vec<String> = n
             .shards
@@ -160,7 +160,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         let _ = writeln!(out, "partition writes this tick: {}", parts.join(", "));
     }
     if cfg.backends_modelled {
-        let loads = super::coordinator::backend_loads(cfg, s);
+        let loads = s.coord.backend_loads(cfg);
         let parts: Vec<String> = loads
             .iter()
             .map(|b| {

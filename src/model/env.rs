@@ -3,6 +3,15 @@
 use super::{Action, Endpoint, Envelope, Msg, WorldConfig, WorldState};
 use crate::config::LatencyTicks;
 
+/// The zone an endpoint is in.
+pub fn zone_of(cfg: &WorldConfig, e: Endpoint) -> u8 {
+    match e {
+        Endpoint::Node(n) => cfg.node_zone(n),
+        Endpoint::Coordinator => cfg.coordinator.zone,
+        Endpoint::Client(c) => cfg.clients[usize::from(c)].zone,
+    }
+}
+
 /// Whether zones `a` and `b` can talk: a partitioned zone talks only to itself.
 pub fn connected(s: &WorldState, a: u8, b: u8) -> bool {
     a == b || (s.env.partitioned & (1 << a) == 0 && s.env.partitioned & (1 << b) == 0)
@@ -20,7 +29,7 @@ pub fn latency(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> LatencyTicks 
 
 /// Put a message on the wire. Across a cut it is lost at once.
 pub fn send(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, dst: Endpoint, msg: Msg) {
-    let (za, zb) = (cfg.zone_of(src), cfg.zone_of(dst));
+    let (za, zb) = (zone_of(cfg, src), zone_of(cfg, dst));
     if !connected(s, za, zb) {
         return;
     }
@@ -45,7 +54,7 @@ pub fn deliverable(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> bool {
         Endpoint::Node(n) => s.nodes[usize::from(n)].up,
         _ => true,
     };
-    up(e.dst) && connected(s, cfg.zone_of(e.src), cfg.zone_of(e.dst))
+    up(e.dst) && connected(s, zone_of(cfg, e.src), zone_of(cfg, e.dst))
 }
 
 pub fn tick(s: &mut WorldState) {
@@ -88,7 +97,7 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
     if cfg.faults.drop && budget {
         let mut last = None;
         for e in &s.net {
-            let lossy = cfg.lossy[usize::from(cfg.zone_of(e.src))][usize::from(cfg.zone_of(e.dst))];
+            let lossy = cfg.lossy[usize::from(zone_of(cfg, e.src))][usize::from(zone_of(cfg, e.dst))];
             if lossy && last != Some(e) {
                 actions.push(Action::Lose(*e));
             }

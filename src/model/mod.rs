@@ -8,148 +8,25 @@
 //! environment action interleaves in every order.
 
 mod client;
-pub(crate) mod coordinator;
 pub mod display;
 mod env;
 pub mod history;
-mod node;
 pub mod properties;
 pub mod state;
 
+pub use crate::protocol::coordinator::{CoordOp, Join, MembershipUpdate, ShardView, Timer};
+pub use crate::protocol::{
+    filled, CapacityBreach, CapacityUnit, Coordinator, Endpoint, Event, Msg, OpId, PerClient, PerNode,
+    PerShard, Stored,
+};
 pub use state::*;
 
-use crate::config::{
-    ClientSpec, CoordinatorSpec, FaultSpec, LatencyTicks, NodeSpec, Policy, PropertyName, Scenario,
-    SourcedPolicy,
-};
-use crate::policy::detector::{FailureDetection, Health};
-use crate::policy::{routing, NodeId, Ticks};
+use crate::policy::NodeId;
+use crate::protocol::{node, Outbox};
 use stateright::{Model, Property};
 
-/// Everything the world needs, resolved from a scenario and one policy.
-#[derive(Clone, Debug)]
-pub struct WorldConfig {
-    pub model_name: String,
-    pub tick_ms: u64,
-    pub zones: Vec<String>,
-    pub nodes: Vec<NodeSpec>,
-    pub shard_names: Vec<String>,
-    pub shards: Vec<crate::config::ShardSpec>,
-    pub slow_compaction_debt_pct: u8,
-    pub initial_members: Vec<Vec<NodeId>>,
-    pub latency: Vec<Vec<LatencyTicks>>,
-    pub lossy: Vec<Vec<bool>>,
-    pub coordinator: CoordinatorSpec,
-    pub clients: Vec<ClientSpec>,
-    pub faults: FaultSpec,
-    pub properties: Vec<PropertyName>,
-    pub policy: Policy,
-    /// The partition each client's key lands on (its prefix shard, plus its suffix).
-    pub client_partitions: Vec<u8>,
-    /// Every partition's write capacity per tick (`None`: unlimited).
-    pub partition_capacity_per_tick: Option<u16>,
-    /// Background writes per tick on each partition: the bursts, spread over the suffixes.
-    pub partition_background: Vec<u16>,
-    /// Whether any backend has an ingest capacity: only then is placement modelled.
-    pub backends_modelled: bool,
-}
-
-/// Remaining-tick counters are stored as `u8`.
-const STATE_TICKS_MAX: Ticks = u8::MAX as Ticks;
-
-impl WorldConfig {
-    pub fn new(scenario: &Scenario, sourced: &SourcedPolicy) -> Result<WorldConfig, String> {
-        let policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len())?;
-        let tick_ms = scenario.tick_ms;
-        let partition_count = scenario.shards.len() as u8;
-        let suffixes = policy.routing.write_shard_suffixes;
-        let partition_capacity_per_tick = routing::partition_capacity(
-            sourced.rate_per_tick("partition_write_capacity", &policy.partition_write_capacity, tick_ms)?,
-            sourced.rate_per_tick("table_write_capacity", &policy.table_write_capacity, tick_ms)?,
-            partition_count,
-        );
-        let client_partitions = scenario
-            .clients
-            .iter()
-            .map(|c| routing::key_partition(c.shard, c.key_hash, suffixes, partition_count))
-            .collect();
-        let bursts: Vec<u16> = scenario.shards.iter().map(|s| s.burst_writes_per_tick).collect();
-        let partition_background = routing::partition_background(&bursts, suffixes);
-        let rf = usize::from(policy.replication_factor);
-        let mut initial_members = Vec::new();
-        for s in &scenario.shards {
-            let mut members = match &s.replicas {
-                Some(r) if r.len() != rf => {
-                    return Err(format!(
-                        "shard \"{}\" lists {} replicas but replication_factor = {rf}",
-                        s.name,
-                        r.len()
-                    ))
-                }
-                Some(r) => r.clone(),
-                None => (0..rf as NodeId).collect(),
-            };
-            members.sort();
-            initial_members.push(members);
-        }
-        let cfg = WorldConfig {
-            model_name: scenario.name.clone(),
-            tick_ms: scenario.tick_ms,
-            zones: scenario.zones.clone(),
-            nodes: scenario.nodes.clone(),
-            shard_names: scenario.shards.iter().map(|s| s.name.clone()).collect(),
-            shards: scenario.shards.clone(),
-            slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
-            initial_members,
-            latency: scenario.latency.clone(),
-            lossy: scenario.lossy.clone(),
-            coordinator: scenario.coordinator.clone(),
-            clients: scenario.clients.clone(),
-            faults: scenario.faults.clone(),
-            properties: scenario.properties.clone(),
-            policy,
-            client_partitions,
-            partition_capacity_per_tick,
-            partition_background,
-            backends_modelled: scenario.nodes.iter().any(|n| n.write_capacity_per_tick.is_some()),
-        };
-        // Every counter the state keeps must fit its u8.
-        let p = &cfg.policy;
-        for (what, t) in [
-            ("replica_ack_timeout", p.replica_ack_timeout_ticks),
-            ("heartbeat_interval", p.heartbeat_interval_ticks),
-            ("dead_after", p.dead_after_ticks),
-            ("backoff_max", p.retry.backoff_max_ticks),
-            ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
-            (
-                "cooldown_max",
-                p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks.max(r.move_cooldown_ticks)),
-            ),
-        ] {
-            if t > STATE_TICKS_MAX - 1 {
-                return Err(format!("`{what}` is {t} ticks: at most {} ticks", STATE_TICKS_MAX - 1));
-            }
-        }
-        Ok(cfg)
-    }
-
-    pub fn node_zone(&self, n: NodeId) -> u8 {
-        self.nodes[usize::from(n)].zone
-    }
-
-    pub fn zone_of(&self, e: Endpoint) -> u8 {
-        match e {
-            Endpoint::Node(n) => self.node_zone(n),
-            Endpoint::Coordinator => self.coordinator.zone,
-            Endpoint::Client(c) => self.clients[usize::from(c)].zone,
-        }
-    }
-
-    /// The write value of a client's op: unique per operation, never 0 (the initial value).
-    pub fn value_of(&self, op: OpId) -> u8 {
-        1 + op.client * crate::policy::CLIENT_OPS_MAX as u8 + op.seq
-    }
-}
+/// The world is configured by a scenario resolved under one policy.
+pub type WorldConfig = crate::config::Resolved;
 
 /// The model checked: one scenario under one policy.
 #[derive(Clone, Debug)]
@@ -195,33 +72,9 @@ impl World {
         let cfg = &self.cfg;
         let node_count = cfg.nodes.len();
         let shard_count = cfg.shard_names.len();
-        let independent = cfg.policy.failure_detection == FailureDetection::Independent;
         WorldState {
             nodes: filled(NodeState { up: true, shards: filled(Stored::default(), shard_count) }, node_count),
-            coord: CoordState {
-                shards: cfg
-                    .initial_members
-                    .iter()
-                    .map(|m| ShardView {
-                        members: m.iter().copied().collect(),
-                        join: None,
-                        next_version: 1,
-                        acked_version: 0,
-                        cooldown_ticks: 0,
-                        cooldown_len_ticks: 0,
-                    })
-                    .collect(),
-                health: filled(Health::Alive, node_count),
-                silence_ticks: filled(0, if independent { node_count } else { 0 }),
-                heartbeat_ticks: if independent { cfg.policy.heartbeat_interval_ticks as u8 } else { 0 },
-                ops: Vec::new(),
-                tokens: Vec::new(),
-                queue: Vec::new(),
-                queue_ticks: 0,
-                rebalance_ticks: cfg.policy.rebalance.as_ref().map_or(0, |r| r.interval_ticks as u8),
-                partition_load: filled(0, shard_count),
-                backend_load: filled(0, node_count),
-            },
+            coord: Coordinator::new(cfg),
             clients: cfg
                 .clients
                 .iter()
@@ -241,16 +94,117 @@ impl World {
                 healthy_evicted: None,
                 churn_exceeded: false,
                 change_ages: Vec::new(),
-                capacity_breach: coordinator::background_breach(cfg),
+                capacity_breach: crate::protocol::coordinator::background_breach(cfg),
             },
         }
     }
 
     /// Whether time may pass: nothing is due now.
     pub fn tick_enabled(&self, s: &WorldState) -> bool {
-        s.net.iter().all(|e| e.latest_ticks > 0)
-            && coordinator::no_timer_due(&self.cfg, s)
-            && client::no_timer_due(s)
+        s.net.iter().all(|e| e.latest_ticks > 0) && s.coord.no_timer_due(&self.cfg) && client::no_timer_due(s)
+    }
+}
+
+/// The coordinator's due timers, as the world's actions.
+struct TimerActions<'a>(&'a mut Vec<Action>);
+
+impl Extend<Timer> for TimerActions<'_> {
+    fn extend<I: IntoIterator<Item = Timer>>(&mut self, timers: I) {
+        self.0.extend(timers.into_iter().map(|t| match t {
+            Timer::AckDeadline { op, attempt } => Action::AckDeadline { op, attempt },
+            Timer::ApplyMembershipUpdate => Action::ApplyMembershipUpdate,
+            Timer::Heartbeat => Action::Heartbeat,
+            Timer::Rebalance => Action::Rebalance,
+        }));
+    }
+}
+
+/// A coordinator timer fires.
+fn fire(cfg: &WorldConfig, s: &mut WorldState, timer: Timer) {
+    let mut out = Outbox::default();
+    s.coord.on_timer(cfg, timer, &mut out);
+    apply(cfg, s, Endpoint::Coordinator, out);
+}
+
+/// Put what a machine did into the world: its messages on the wire, its events into the ghost
+/// variables the properties read.
+fn apply(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, out: Outbox) {
+    for (dst, msg) in out.sends {
+        env::send(cfg, s, src, dst, msg);
+    }
+    for event in out.events {
+        observe(cfg, s, event);
+    }
+}
+
+fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
+    let reachable = |s: &WorldState, n: usize| {
+        s.nodes[n].up && env::connected(s, cfg.nodes[n].zone, cfg.coordinator.zone)
+    };
+    let reachable_evicted = match event {
+        Event::ChangeRequested(u) => reachable(s, usize::from(u.evicted)),
+        _ => false,
+    };
+    let g = &mut s.ghost;
+    match event {
+        Event::WriteAcked { shard, version } => {
+            let acked = &mut g.acked_version[usize::from(shard)];
+            *acked = (*acked).max(version);
+        }
+        Event::ChangeRequested(update) => {
+            // Slow is not failed. Evicting a node that is up, reachable and has had no fault
+            // since the coordinator last heard from it is evicting a healthy replica. (A
+            // rebalancing move takes a healthy replica out on purpose: it is no eviction.)
+            let n = usize::from(update.evicted);
+            let healthy = reachable_evicted && !g.faulted_since_heard[n];
+            if !update.is_move && healthy && g.healthy_evicted.is_none() {
+                g.healthy_evicted = Some(update.evicted);
+            }
+            // The churn budget counts every change the coordinator takes on.
+            if let Some((max, _)) = cfg.coordinator.churn_budget {
+                g.change_ages.push(0);
+                if g.change_ages.len() > usize::from(max) {
+                    g.churn_exceeded = true;
+                }
+            }
+        }
+        // The coordinator is saturated: the update is lost.
+        Event::ChangeRejected(_) => g.churn_exceeded = true,
+        Event::CapacityBreached(breach) => {
+            g.capacity_breach.get_or_insert(breach);
+        }
+        Event::WriteApplied { op, version } => {
+            // A write operation whose effect is stored at two versions was applied twice.
+            match g.effects.iter().find(|(o, _)| *o == op) {
+                Some((_, first)) => {
+                    if *first != version {
+                        g.duplicate_effect = true;
+                    }
+                }
+                None => {
+                    g.effects.push((op, version));
+                    g.effects.sort();
+                }
+            }
+        }
+    }
+}
+
+/// The coordinator heard from node `n`: a fault before the send no longer counts against it.
+fn ghost_heard_from(g: &mut Ghost, n: NodeId, sender_epoch: u8) {
+    let i = usize::from(n);
+    if sender_epoch == g.fault_epoch[i] {
+        g.faulted_since_heard[i] = false;
+    }
+}
+
+/// Changes older than the churn window no longer count.
+fn ghost_tick(cfg: &WorldConfig, g: &mut Ghost) {
+    if let Some((_, window)) = cfg.coordinator.churn_budget {
+        for age in &mut g.change_ages {
+            *age += 1;
+        }
+        g.change_ages.retain(|a| u32::from(*a) < window);
     }
 }
 
@@ -271,7 +225,7 @@ impl Model for World {
             }
             last = Some(e);
         }
-        coordinator::timer_actions(&self.cfg, s, actions);
+        s.coord.due(&self.cfg, &mut TimerActions(actions));
         client::actions(&self.cfg, s, actions);
         env::fault_actions(&self.cfg, s, actions);
         if self.tick_enabled(s) {
@@ -291,21 +245,33 @@ impl Model for World {
                     return Some(s);
                 }
                 match e.dst {
-                    Endpoint::Node(n) => node::on_msg(cfg, &mut s, n, e.src, e.msg),
-                    Endpoint::Coordinator => coordinator::on_msg(cfg, &mut s, &e),
+                    Endpoint::Node(n) => {
+                        let mut out = Outbox::default();
+                        node::on_msg(n, &mut s.nodes[usize::from(n)].shards, e.src, e.msg, &mut out);
+                        apply(cfg, &mut s, Endpoint::Node(n), out);
+                    }
+                    Endpoint::Coordinator => {
+                        if let Endpoint::Node(n) = e.src {
+                            ghost_heard_from(&mut s.ghost, n, e.sender_epoch);
+                        }
+                        let mut out = Outbox::default();
+                        s.coord.on_msg(cfg, e.src, e.msg, &mut out);
+                        apply(cfg, &mut s, Endpoint::Coordinator, out);
+                    }
                     Endpoint::Client(c) => client::on_msg(cfg, &mut s, c, e.msg),
                 }
             }
-            Action::AckDeadline { op, attempt } => coordinator::on_deadline(cfg, &mut s, op, attempt),
-            Action::ApplyMembershipUpdate => coordinator::on_apply_membership(cfg, &mut s),
-            Action::Heartbeat => coordinator::on_heartbeat(cfg, &mut s),
-            Action::Rebalance => coordinator::on_rebalance(cfg, &mut s),
+            Action::AckDeadline { op, attempt } => fire(cfg, &mut s, Timer::AckDeadline { op, attempt }),
+            Action::ApplyMembershipUpdate => fire(cfg, &mut s, Timer::ApplyMembershipUpdate),
+            Action::Heartbeat => fire(cfg, &mut s, Timer::Heartbeat),
+            Action::Rebalance => fire(cfg, &mut s, Timer::Rebalance),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
             Action::ClientTimeout(c) => client::on_timeout(cfg, &mut s, c),
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),
             Action::Tick => {
                 env::tick(&mut s);
-                coordinator::tick(cfg, &mut s);
+                s.coord.tick(cfg);
+                ghost_tick(cfg, &mut s.ghost);
                 client::tick(&mut s);
             }
             Action::Lose(e) => {

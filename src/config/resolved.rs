@@ -1,0 +1,121 @@
+//! A scenario resolved under one policy: every duration in ticks, every rate per tick, every
+//! routing fact computed once. This is what the protocol's machines and the timed world read;
+//! nothing here changes while a model is explored.
+
+use super::{
+    ClientSpec, CoordinatorSpec, FaultSpec, LatencyTicks, NodeSpec, Policy, PropertyName, Scenario,
+    ShardSpec, SourcedPolicy,
+};
+use crate::policy::{routing, NodeId, Ticks};
+
+/// Everything the machines and the world need, resolved from a scenario and one policy.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub model_name: String,
+    pub tick_ms: u64,
+    pub zones: Vec<String>,
+    pub nodes: Vec<NodeSpec>,
+    pub shard_names: Vec<String>,
+    pub shards: Vec<ShardSpec>,
+    pub slow_compaction_debt_pct: u8,
+    pub initial_members: Vec<Vec<NodeId>>,
+    pub latency: Vec<Vec<LatencyTicks>>,
+    pub lossy: Vec<Vec<bool>>,
+    pub coordinator: CoordinatorSpec,
+    pub clients: Vec<ClientSpec>,
+    pub faults: FaultSpec,
+    pub properties: Vec<PropertyName>,
+    pub policy: Policy,
+    /// The partition each client's key lands on (its prefix shard, plus its suffix).
+    pub client_partitions: Vec<u8>,
+    /// Every partition's write capacity per tick (`None`: unlimited).
+    pub partition_capacity_per_tick: Option<u16>,
+    /// Background writes per tick on each partition: the bursts, spread over the suffixes.
+    pub partition_background: Vec<u16>,
+    /// Whether any backend has an ingest capacity: only then is placement modelled.
+    pub backends_modelled: bool,
+}
+
+/// Remaining-tick counters are stored as `u8`.
+const STATE_TICKS_MAX: Ticks = u8::MAX as Ticks;
+
+impl Resolved {
+    pub fn new(scenario: &Scenario, sourced: &SourcedPolicy) -> Result<Resolved, String> {
+        let policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len())?;
+        let tick_ms = scenario.tick_ms;
+        let partition_count = scenario.shards.len() as u8;
+        let suffixes = policy.routing.write_shard_suffixes;
+        let partition_capacity_per_tick = routing::partition_capacity(
+            sourced.rate_per_tick("partition_write_capacity", &policy.partition_write_capacity, tick_ms)?,
+            sourced.rate_per_tick("table_write_capacity", &policy.table_write_capacity, tick_ms)?,
+            partition_count,
+        );
+        let client_partitions = scenario
+            .clients
+            .iter()
+            .map(|c| routing::key_partition(c.shard, c.key_hash, suffixes, partition_count))
+            .collect();
+        let bursts: Vec<u16> = scenario.shards.iter().map(|s| s.burst_writes_per_tick).collect();
+        let partition_background = routing::partition_background(&bursts, suffixes);
+        let rf = usize::from(policy.replication_factor);
+        let mut initial_members = Vec::new();
+        for s in &scenario.shards {
+            let mut members = match &s.replicas {
+                Some(r) if r.len() != rf => {
+                    return Err(format!(
+                        "shard \"{}\" lists {} replicas but replication_factor = {rf}",
+                        s.name,
+                        r.len()
+                    ))
+                }
+                Some(r) => r.clone(),
+                None => (0..rf as NodeId).collect(),
+            };
+            members.sort();
+            initial_members.push(members);
+        }
+        let cfg = Resolved {
+            model_name: scenario.name.clone(),
+            tick_ms: scenario.tick_ms,
+            zones: scenario.zones.clone(),
+            nodes: scenario.nodes.clone(),
+            shard_names: scenario.shards.iter().map(|s| s.name.clone()).collect(),
+            shards: scenario.shards.clone(),
+            slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
+            initial_members,
+            latency: scenario.latency.clone(),
+            lossy: scenario.lossy.clone(),
+            coordinator: scenario.coordinator.clone(),
+            clients: scenario.clients.clone(),
+            faults: scenario.faults.clone(),
+            properties: scenario.properties.clone(),
+            policy,
+            client_partitions,
+            partition_capacity_per_tick,
+            partition_background,
+            backends_modelled: scenario.nodes.iter().any(|n| n.write_capacity_per_tick.is_some()),
+        };
+        // Every counter the state keeps must fit its u8.
+        let p = &cfg.policy;
+        for (what, t) in [
+            ("replica_ack_timeout", p.replica_ack_timeout_ticks),
+            ("heartbeat_interval", p.heartbeat_interval_ticks),
+            ("dead_after", p.dead_after_ticks),
+            ("backoff_max", p.retry.backoff_max_ticks),
+            ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
+            (
+                "cooldown_max",
+                p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks.max(r.move_cooldown_ticks)),
+            ),
+        ] {
+            if t > STATE_TICKS_MAX - 1 {
+                return Err(format!("`{what}` is {t} ticks: at most {} ticks", STATE_TICKS_MAX - 1));
+            }
+        }
+        Ok(cfg)
+    }
+
+    pub fn node_zone(&self, n: NodeId) -> u8 {
+        self.nodes[usize::from(n)].zone
+    }
+}

@@ -1,0 +1,44 @@
+//! The storage node: durable versioned values per shard. It answers whoever asks; membership
+//! is the coordinator's business. Everything it holds is durable: a crash loses nothing the
+//! node stored, only the messages in flight.
+
+use super::{Endpoint, Event, Io, Msg, Stored};
+use crate::policy::NodeId;
+
+/// Node `me` receives `msg` from `src`; `data` is its durable value of every shard.
+pub fn on_msg(me: NodeId, data: &mut [Stored], src: Endpoint, msg: Msg, io: &mut impl Io) {
+    match msg {
+        Msg::Replicate { op, attempt, shard, version, value } => {
+            store(&mut data[usize::from(shard)], Stored { version, value });
+            io.event(Event::WriteApplied { op, version });
+            io.send(src, Msg::ReplicateAck { op, attempt, shard });
+        }
+        Msg::ReadReq { op, attempt, shard } => {
+            let Stored { version, value } = data[usize::from(shard)];
+            io.send(src, Msg::ReadReply { op, attempt, shard, version, value });
+        }
+        Msg::CopyRequest { shard, to } => {
+            let Stored { version, value } = data[usize::from(shard)];
+            io.send(Endpoint::Node(to), Msg::CopyData { shard, from: me, version, value });
+        }
+        Msg::CopyData { shard, from, version, value } => {
+            let slot = &mut data[usize::from(shard)];
+            store(slot, Stored { version, value });
+            io.send(Endpoint::Coordinator, Msg::CopyAck { shard, from, version: slot.version });
+        }
+        Msg::Ping => io.send(src, Msg::Pong),
+        Msg::Request { .. }
+        | Msg::Response { .. }
+        | Msg::ReplicateAck { .. }
+        | Msg::ReadReply { .. }
+        | Msg::CopyAck { .. }
+        | Msg::Pong => unreachable!("a node is never sent {msg:?}"),
+    }
+}
+
+/// Last-writer-wins by version: an older version never overwrites a newer one.
+fn store(slot: &mut Stored, incoming: Stored) {
+    if incoming.version > slot.version {
+        *slot = incoming;
+    }
+}
