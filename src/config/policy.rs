@@ -49,6 +49,7 @@ policy_patch! {
     replication_factor: u8,
     write_quorum: u8,
     read_quorum: u8,
+    read_repair: bool,
     replica_ack_timeout: Dur,
     failure_detection: FailureDetection,
     heartbeat_interval: Dur,
@@ -186,6 +187,9 @@ pub struct Policy {
     pub replication_factor: u8,
     pub write_quorum: u8,
     pub read_quorum: u8,
+    /// A read whose newest value is on fewer than `write_quorum` of the members that answered
+    /// writes it back to a write quorum before it answers.
+    pub read_repair: bool,
     pub replica_ack_timeout_ticks: Ticks,
     pub failure_detection: FailureDetection,
     pub heartbeat_interval_ticks: Ticks,
@@ -219,6 +223,7 @@ fn defaults() -> PolicyPatch {
         replication_factor: Some(3),
         write_quorum: Some(2),
         read_quorum: Some(2),
+        read_repair: Some(true),
         replica_ack_timeout: d("2s"),
         failure_detection: Some(FailureDetection::Coupled),
         heartbeat_interval: d("1s"),
@@ -406,6 +411,7 @@ impl SourcedPolicy {
             replication_factor: rf,
             write_quorum: w,
             read_quorum: r,
+            read_repair: p.read_repair.expect("default"),
             replica_ack_timeout_ticks,
             failure_detection,
             heartbeat_interval_ticks,

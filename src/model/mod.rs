@@ -174,6 +174,10 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
             g.capacity_breach.get_or_insert(breach);
         }
         Event::WriteApplied { op, version } => {
+            // A read's write-back (read repair) stores a value it read: no effect of its own.
+            if cfg.clients[usize::from(op.client)].ops[usize::from(op.seq)] == crate::config::OpKind::Read {
+                return;
+            }
             // A write operation whose effect is stored at two versions was applied twice.
             match g.effects.iter().find(|(o, _)| *o == op) {
                 Some((_, first)) => {

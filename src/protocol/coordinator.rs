@@ -66,7 +66,14 @@ pub struct CoordOp {
     pub responded: bool,
     /// Best read reply so far.
     pub best: Stored,
-    /// Ticks until the ack deadline (`replica_ack_timeout`) fires.
+    /// With `read_repair`: the members that answered the read with `best`'s version (0
+    /// without read repair, so states that differ only in it are one state).
+    pub holders: u8,
+    /// A read writing `best` back to a write quorum before it answers (read repair):
+    /// `answered` now counts the holders and the acks of the write-back.
+    pub repairing: bool,
+    /// Ticks until the ack deadline (`replica_ack_timeout`) fires; a write-back gets a whole
+    /// deadline of its own.
     pub deadline_ticks: u8,
 }
 
@@ -448,6 +455,8 @@ impl Coordinator {
             answered: 0,
             responded: false,
             best: Stored::default(),
+            holders: 0,
+            repairing: false,
             deadline_ticks: p.replica_ack_timeout_ticks as u8,
         });
     }
@@ -465,21 +474,44 @@ impl Coordinator {
         let Some(i) = self.ops.iter().position(|o| o.op == op && o.attempt == attempt) else {
             return;
         };
+        let p = &cfg.policy;
         let o = &mut self.ops[i];
-        if o.asked & bit(n) == 0 {
+        // A write-back counts acks only; a read reply that comes after it began is too late.
+        if o.asked & bit(n) == 0 || (o.repairing && read.is_some()) {
             return;
         }
         o.answered |= bit(n);
-        if let Some(r) = read {
+        if let (Some(r), false) = (read, o.repairing) {
             if r.version > o.best.version || o.answered.count_ones() == 1 {
                 o.best = r;
+                o.holders = if p.read_repair { bit(n) } else { 0 };
+            } else if p.read_repair && r.version == o.best.version {
+                o.holders |= bit(n);
             }
         }
-        let needed = match o.kind {
-            OpKind::Write => cfg.policy.write_quorum,
-            OpKind::Read => cfg.policy.read_quorum,
+        let needed = match (o.kind, o.repairing) {
+            (OpKind::Write, _) | (OpKind::Read, true) => p.write_quorum,
+            (OpKind::Read, false) => p.read_quorum,
         };
         if !o.responded && quorum::quorum_reached(o.answered.count_ones() as usize, needed) {
+            let repair = o.kind == OpKind::Read
+                && !o.repairing
+                && p.read_repair
+                && o.best.version > 0
+                && !quorum::quorum_reached(o.holders.count_ones() as usize, p.write_quorum);
+            if repair {
+                // Once a reader saw a value, every later read quorum must meet a member that
+                // holds it: write it back to a write quorum first (ABD's second phase).
+                o.repairing = true;
+                o.answered = o.holders;
+                o.deadline_ticks = p.replica_ack_timeout_ticks as u8;
+                let (shard, best, to) = (o.shard, o.best, o.asked & !o.holders);
+                for m in (0..cfg.nodes.len() as NodeId).filter(|&m| to & bit(m) != 0) {
+                    let msg = Msg::Replicate { op, attempt, shard, version: best.version, value: best.value };
+                    io.send(Endpoint::Node(m), msg);
+                }
+                return;
+            }
             o.responded = true;
             let (kind, shard, version, value, best) = (o.kind, o.shard, o.version, o.value, o.best);
             let response_value = match kind {
