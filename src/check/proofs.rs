@@ -294,7 +294,10 @@ fn render_scope(out: &mut String, job: &Job, cfg: &WorldConfig) {
     let f = &s.faults;
     let _ = writeln!(out, "\n[scope.faults]");
     let _ = writeln!(out, "budget = {}", f.budget);
-    let crash: Vec<&str> = f.crash.iter().map(|&n| node(n)).collect();
+    let mut crash: Vec<&str> = f.crash.iter().map(|&n| node(n)).collect();
+    if f.crash_coordinator {
+        crash.push(crate::config::COORDINATOR_NAME);
+    }
     let _ = writeln!(out, "crash = {}", strings(&crash));
     let partition: Vec<&str> = f.partition.iter().map(|&z| zone(z)).collect();
     let _ = writeln!(out, "partition = {}", strings(&partition));

@@ -50,6 +50,7 @@ policy_patch! {
     write_quorum: u8,
     read_quorum: u8,
     read_repair: bool,
+    durable_membership: bool,
     replica_ack_timeout: Dur,
     failure_detection: FailureDetection,
     heartbeat_interval: Dur,
@@ -190,6 +191,10 @@ pub struct Policy {
     /// A read whose newest value is on fewer than `write_quorum` of the members that answered
     /// writes it back to a write quorum before it answers.
     pub read_repair: bool,
+    /// The coordinator persists every replica-set change before it takes effect, so a restart
+    /// resumes with the replica sets it had. `false`: they live in memory only, and a restarted
+    /// coordinator starts from the configured ones.
+    pub durable_membership: bool,
     pub replica_ack_timeout_ticks: Ticks,
     pub failure_detection: FailureDetection,
     pub heartbeat_interval_ticks: Ticks,
@@ -224,6 +229,7 @@ fn defaults() -> PolicyPatch {
         write_quorum: Some(2),
         read_quorum: Some(2),
         read_repair: Some(true),
+        durable_membership: Some(true),
         replica_ack_timeout: d("2s"),
         failure_detection: Some(FailureDetection::Coupled),
         heartbeat_interval: d("1s"),
@@ -412,6 +418,7 @@ impl SourcedPolicy {
             write_quorum: w,
             read_quorum: r,
             read_repair: p.read_repair.expect("default"),
+            durable_membership: p.durable_membership.expect("default"),
             replica_ack_timeout_ticks,
             failure_detection,
             heartbeat_interval_ticks,

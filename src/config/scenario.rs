@@ -304,10 +304,16 @@ pub struct DegradeSpec {
     pub text: String,
 }
 
+/// The name that stands for the coordinator in the crash menu.
+pub const COORDINATOR_NAME: &str = "coordinator";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FaultSpec {
     pub budget: u8,
     pub crash: Vec<NodeId>,
+    /// `"coordinator"` in the crash menu: the coordinator may crash and restart, losing all
+    /// it did not persist.
+    pub crash_coordinator: bool,
     pub partition: Vec<u8>,
     pub degrade: Vec<DegradeSpec>,
     pub drop: bool,
@@ -597,12 +603,23 @@ fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
     let mut faults = FaultSpec {
         budget: raw.faults.budget,
         crash: Vec::new(),
+        crash_coordinator: false,
         partition: Vec::new(),
         degrade: Vec::new(),
         drop: raw.faults.drop,
     };
     for (i, n) in raw.faults.crash.iter().enumerate() {
-        faults.crash.push(node(&format!("faults.crash[{i}]"), n)?);
+        let key = format!("faults.crash[{i}]");
+        if n == COORDINATOR_NAME {
+            if raw.nodes.iter().any(|node| node.name == COORDINATOR_NAME) {
+                return Err(format!(
+                    "key `{key}` = \"{n}\": ambiguous, a node is named \"{COORDINATOR_NAME}\" too; rename the node"
+                ));
+            }
+            faults.crash_coordinator = true;
+            continue;
+        }
+        faults.crash.push(node(&key, n)?);
     }
     for (i, z) in raw.faults.partition.iter().enumerate() {
         faults.partition.push(zone(&format!("faults.partition[{i}]"), z)?);

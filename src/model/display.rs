@@ -86,6 +86,9 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
         Action::ClientRetry(c) => format!("{}: backoff over, retries", client(*c)),
         Action::Crash(n) => format!("FAULT: {} crashes", node(*n)),
         Action::Restart(n) => format!("{} restarts", node(*n)),
+        Action::CoordinatorRestart => {
+            "FAULT: the coordinator crashes and restarts with what it persisted".into()
+        }
         Action::Partition(z) => format!("FAULT: zone {} is partitioned from the others", zone(*z)),
         Action::Heal(z) => format!("zone {} heals", zone(*z)),
         Action::Degrade(i) => {

@@ -76,6 +76,9 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
             actions.push(Action::Restart(n));
         }
     }
+    if cfg.faults.crash_coordinator && budget {
+        actions.push(Action::CoordinatorRestart);
+    }
     for &z in &cfg.faults.partition {
         let cut = s.env.partitioned & (1 << z) != 0;
         if !cut && budget {
@@ -114,6 +117,11 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
             mark_faulted(s, n);
         }
         Action::Restart(n) => s.nodes[usize::from(n)].up = true,
+        Action::CoordinatorRestart => {
+            s.env.faults_left -= 1;
+            let durable = s.coord.durable(cfg);
+            s.coord = crate::protocol::Coordinator::recover(cfg, &durable);
+        }
         Action::Partition(z) => {
             s.env.faults_left -= 1;
             let coord_zone = cfg.coordinator.zone;

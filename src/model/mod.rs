@@ -54,6 +54,8 @@ pub enum Action {
     ClientRetry(u8),
     Crash(NodeId),
     Restart(NodeId),
+    /// The coordinator crashes and comes back at once with only what it persisted.
+    CoordinatorRestart,
     Partition(u8),
     Heal(u8),
     Degrade(u8),

@@ -128,6 +128,19 @@ pub enum Timer {
     Rebalance,
 }
 
+/// What the coordinator persists, and so what survives its crash. A driver writes it durably
+/// whenever a step changed it, before any of that step's sends leave (the model's restart
+/// keeps exactly this; the rest of [`Coordinator`] is memory).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Durable {
+    /// Per shard: the replica set (`None` without `durable_membership`) and the version
+    /// counter's floor: no version below it is ever handed out again.
+    pub shards: PerShard<(Option<PerNode<NodeId>>, Version)>,
+    /// Idempotency tokens, when the policy promises them: a retry after a restart must get
+    /// the version its first attempt got.
+    pub tokens: Vec<(OpId, Version)>,
+}
+
 fn bit(n: NodeId) -> u8 {
     1 << n
 }
@@ -183,6 +196,38 @@ impl Coordinator {
             partition_load: filled(0, shard_count),
             backend_load: filled(0, node_count),
         }
+    }
+
+    /// What must survive a crash now.
+    pub fn durable(&self, cfg: &Resolved) -> Durable {
+        let p = &cfg.policy;
+        Durable {
+            shards: self
+                .shards
+                .iter()
+                .map(|v| (p.durable_membership.then(|| v.members.clone()), v.next_version))
+                .collect(),
+            tokens: if p.retry.idempotency_tokens { self.tokens.clone() } else { Vec::new() },
+        }
+    }
+
+    /// A coordinator restarting from what it persisted: replica sets and version floors from
+    /// `durable` (the configured replica sets where it kept none), everything else as at
+    /// start. Requests in flight, failure-detector state, queued and half-done membership
+    /// changes, cooldowns and the acknowledged-version watermark are gone: a catch-up that
+    /// was under way is started again by the detector, since its replacement never joined.
+    pub fn recover(cfg: &Resolved, durable: &Durable) -> Coordinator {
+        let mut c = Coordinator::new(cfg);
+        assert_eq!(durable.shards.len(), c.shards.len());
+        for (v, (members, next_version)) in c.shards.iter_mut().zip(&durable.shards) {
+            if let Some(members) = members {
+                v.members = members.clone();
+            }
+            assert!(*next_version >= 1, "version 0 is the initial value, never handed out");
+            v.next_version = *next_version;
+        }
+        c.tokens = durable.tokens.clone();
+        c
     }
 
     /// Whether no timer is due: only then may time pass.
@@ -682,5 +727,52 @@ impl Coordinator {
         view.members.push(replacement);
         view.members.sort();
         view.join = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Scenario;
+    use crate::protocol::Outbox;
+
+    fn resolved(variant: &str) -> Resolved {
+        let path =
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/models/coordinator-restart.toml"));
+        let scenario = Scenario::load(path).expect("the library model loads");
+        let v = scenario.variant(variant).expect("the variant exists");
+        Resolved::new(&scenario, &v.policy).expect("it resolves")
+    }
+
+    /// A coordinator that sequenced one write (token kept) and replaced n1 (node 0) by n4.
+    fn after_a_write_and_a_replacement(cfg: &Resolved) -> Coordinator {
+        let mut c = Coordinator::new(cfg);
+        let op = OpId { client: 0, seq: 0 };
+        let request = Msg::Request { op, attempt: 1, kind: OpKind::Write, shard: 0, value: op.write_value() };
+        c.on_msg(cfg, Endpoint::Client(0), request, &mut Outbox::default());
+        c.shards[0].members = [1, 2, 3].into_iter().collect();
+        c
+    }
+
+    #[test]
+    fn a_restart_keeps_what_is_durable_and_forgets_the_rest() {
+        let cfg = resolved("default");
+        let before = after_a_write_and_a_replacement(&cfg);
+        assert_eq!(before.ops.len(), 1);
+        let after = Coordinator::recover(&cfg, &before.durable(&cfg));
+        assert_eq!(after.shards[0].members.as_slice(), &[1, 2, 3]);
+        assert_eq!(after.shards[0].next_version, 2, "version 1 was handed out: never again");
+        assert_eq!(after.tokens, before.tokens, "idempotency tokens are promised");
+        assert!(after.ops.is_empty(), "requests in flight are lost");
+        assert_eq!(after.shards[0].acked_version, 0);
+    }
+
+    #[test]
+    fn replica_sets_in_memory_are_lost_on_restart_but_versions_never_go_back() {
+        let cfg = resolved("membership-in-memory");
+        let before = after_a_write_and_a_replacement(&cfg);
+        let after = Coordinator::recover(&cfg, &before.durable(&cfg));
+        assert_eq!(after.shards[0].members.as_slice(), cfg.initial_members[0].as_slice());
+        assert_eq!(after.shards[0].next_version, 2);
     }
 }
