@@ -6,8 +6,8 @@
 //! takes effect at a point inside its interval, in order. A timed-out operation has no return
 //! and no output, and took effect with probability 1/2. Writes carry unique values.
 
-use replicheck::store::lincheck::register::{Register, RegisterInput as In, RegisterOutput as Out};
-use replicheck::store::lincheck::{check, Budget, Operation, SeqModel};
+use replicheck::lincheck::register::{Register, RegisterInput as In, RegisterOutput as Out};
+use replicheck::lincheck::{check, Budget, Operation, SeqModel};
 use std::time::Instant;
 
 fn main() {

@@ -1,8 +1,9 @@
 //! The command line: argument definitions and the commands they run. `main.rs` only parses
 //! and maps the outcome to an exit code.
 
-use crate::check::{self, engine, report, PolicyChoice, RunOptions};
+use crate::check::{self, report, PolicyChoice, RunOptions};
 use crate::config::{self, ConfigError, Scenario};
+use crate::engine;
 use crate::model::{World, WorldConfig};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
@@ -179,7 +180,7 @@ pub enum Command {
     /// Recorded client histories: check them for linearizability, per key.
     History {
         #[command(subcommand)]
-        command: crate::store::lincheck::cli::HistoryCommand,
+        command: crate::lincheck::cli::HistoryCommand,
     },
 }
 
@@ -402,9 +403,9 @@ fn conform(path: &std::path::Path) -> Result<ExitCode, ConfigError> {
     }
 }
 
-/// `history check` and `history bench`; the checker and its CLI live in `store::lincheck`.
-fn history(command: crate::store::lincheck::cli::HistoryCommand) -> Result<ExitCode, ConfigError> {
-    crate::store::lincheck::cli::run(command)
+/// `history check` and `history bench`; the checker and its CLI live in `lincheck`.
+fn history(command: crate::lincheck::cli::HistoryCommand) -> Result<ExitCode, ConfigError> {
+    crate::lincheck::cli::run(command)
 }
 
 /// Each measurement runs in its own process so peak memory is that run's alone.

@@ -4,9 +4,9 @@
 //! `replicheck history check`.
 
 use proptest::prelude::*;
-use replicheck::store::lincheck::kv::{self, Kv, KvInput, KvOutput};
-use replicheck::store::lincheck::register::{Register, RegisterInput as In, RegisterOutput as Out};
-use replicheck::store::lincheck::{
+use replicheck::lincheck::kv::{self, Kv, KvInput, KvOutput};
+use replicheck::lincheck::register::{Register, RegisterInput as In, RegisterOutput as Out};
+use replicheck::lincheck::{
     check, check_partitions, overall, parse, partition_pairs, Budget, Operation, SeqModel, Verdict,
 };
 use std::path::{Path, PathBuf};

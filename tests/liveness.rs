@@ -1,8 +1,8 @@
 //! Issue #4: replicheck's cycle analysis finds livelocks that stateright's `eventually`
 //! misses, and never reports a cycle in which no time passes.
 
-use replicheck::check::cycles::{self, CycleQuery};
-use replicheck::check::engine::{self, Limits};
+use replicheck::engine::cycles::{self, CycleQuery};
+use replicheck::engine::{self, Limits};
 use stateright::{Checker, Model, Property};
 
 const TICK: u8 = 1;

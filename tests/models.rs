@@ -3,8 +3,9 @@
 //! state space is pinned, and the write-quorum-1 counterexample's explorer link replays to a
 //! state that violates `acked_writes_persist`.
 
-use replicheck::check::{self, engine, Found, PolicyChoice, RunOptions, RunResult};
+use replicheck::check::{self, Found, PolicyChoice, RunOptions, RunResult};
 use replicheck::config::PropertyName;
+use replicheck::engine;
 use replicheck::model::properties::acked_writes_persist;
 use replicheck::model::{World, WorldConfig};
 use stateright::Model;

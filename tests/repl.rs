@@ -8,7 +8,7 @@
 //! transitions plus the one initial state, and TLC's depth 21 is 20 steps.
 
 use replicheck::bench::repl::{AckEnumeration, Repl, ReplAction};
-use replicheck::check::engine::{self, Limits};
+use replicheck::engine::{self, Limits};
 use stateright::{Checker, Model};
 
 // The binary explores with mimalloc; so do these tests (they take half the time).
@@ -107,7 +107,7 @@ fn enabled_fairness_classes_match_the_enabled_actions() {
 /// enabled forever, and the analysis gives that lasso.
 #[test]
 fn weak_fairness_on_ack_k2_is_what_makes_it_happen() {
-    use replicheck::check::cycles::{self, CycleQuery};
+    use replicheck::engine::cycles::{self, CycleQuery};
     let model = Repl::benchmark();
     let labeler: engine::EdgeLabeler<Repl> = &Repl::fairness_label;
     let e = engine::explore_labelled(&model, &[], &Limits { threads: 2, ..Limits::default() }, Some(labeler));

@@ -8,12 +8,12 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use replicheck::lincheck::register::{Register, RegisterInput, RegisterOutput};
+use replicheck::lincheck::{check, Budget, Operation, Verdict};
 use replicheck::store::cli::store_policy;
 use replicheck::store::client::{run_load, Input, LoadConfig, Outcome};
 use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::decision::DecisionLog;
-use replicheck::store::lincheck::register::{Register, RegisterInput, RegisterOutput};
-use replicheck::store::lincheck::{check, Budget, Operation, Verdict};
 use replicheck::store::resp::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 
 pub mod repl;
 
-use crate::check::engine::{self, Limits};
+use crate::engine::{self, Limits};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::time::Duration;
@@ -118,7 +118,7 @@ fn measure_cycles(
     peak_memory_bytes: Option<u64>,
     peak_is_this_run: bool,
 ) -> Measurement {
-    use crate::check::cycles::{self, CycleQuery};
+    use crate::engine::cycles::{self, CycleQuery};
     let mut m = Measurement {
         symmetry: false,
         memory: e.memory.into(),

@@ -1,16 +1,13 @@
 //! Running checks: every variant of a model (or a user's policy) through the engine, compared
 //! with the expected verdicts, with counterexamples rebuilt as readable, timed steps.
 
-pub mod cycles;
 pub mod diff;
-pub mod engine;
 pub mod proofs;
 pub mod report;
-pub mod seen;
 
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
+use crate::engine::{self, cycles, Cut, Limits};
 use crate::model::{display, properties, Action, World, WorldConfig, WorldState};
-use engine::{Cut, Limits};
 use indexmap::IndexMap;
 use serde::Serialize;
 use stateright::Model;
@@ -249,7 +246,7 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
         let (found, counterexample) = if name.is_liveness() {
             let graph = exploration.graph.as_ref().expect("edges are recorded for liveness");
             // A cycle among the explored edges is real even if exploration was cut short.
-            match cycles::find(graph, properties::cycle_query(*name)) {
+            match cycles::find(graph, cycle_query(*name)) {
                 Some(lasso) => {
                     let cx = lasso_counterexample(&world, &exploration, &lasso, labeler, job, opts);
                     (Found::Violated, Some(cx))
@@ -424,4 +421,18 @@ pub fn format_duration(d: Duration) -> String {
 pub fn describe_models(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, ConfigError> {
     let files = model_files(&[dir.to_path_buf()])?;
     files.into_iter().map(|f| Scenario::load(&f).map(|s| (f, s))).collect()
+}
+
+/// The cycle each liveness property forbids, over the model's edge labels.
+pub fn cycle_query(name: PropertyName) -> cycles::CycleQuery {
+    use properties::{EDGE_PENDING, EDGE_TICK, EDGE_TOPOLOGY};
+    match name {
+        PropertyName::Converges => {
+            cycles::CycleQuery { every_edge: 0, some_edge: EDGE_TICK | EDGE_TOPOLOGY, ..Default::default() }
+        }
+        PropertyName::OpsComplete => {
+            cycles::CycleQuery { every_edge: EDGE_PENDING, some_edge: EDGE_TICK, ..Default::default() }
+        }
+        other => unreachable!("{other} is a safety property"),
+    }
 }

@@ -94,22 +94,9 @@ pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) ->
     label
 }
 
-/// The cycle each liveness property forbids.
-pub fn cycle_query(name: PropertyName) -> crate::check::cycles::CycleQuery {
-    use crate::check::cycles::CycleQuery;
-    match name {
-        PropertyName::Converges => {
-            CycleQuery { every_edge: 0, some_edge: EDGE_TICK | EDGE_TOPOLOGY, ..CycleQuery::default() }
-        }
-        PropertyName::OpsComplete => {
-            CycleQuery { every_edge: EDGE_PENDING, some_edge: EDGE_TICK, ..CycleQuery::default() }
-        }
-        other => unreachable!("{other} is a safety property"),
-    }
-}
-
 /// The safety properties as stateright sees them (the explorer shows these); liveness is
-/// checked by `check::cycles` on the explored graph.
+/// checked by `engine::cycles` on the explored graph, with the edge labels above (see
+/// `check::cycle_query`).
 pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
     names
         .iter()

@@ -15,9 +15,9 @@
 //! effect and constrains nothing.
 
 use super::decision::{self, DecisionLog};
-use super::lincheck::register::{RegisterInput, RegisterOutput};
-use super::lincheck::Operation;
 use super::resp::{Client, ClientError};
+use crate::lincheck::register::{RegisterInput, RegisterOutput};
+use crate::lincheck::Operation;
 use crate::policy::retry::{RetryDecision, RetryPolicy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -10,7 +10,6 @@ pub mod cluster;
 pub mod coordinator;
 pub mod decision;
 pub mod layout;
-pub mod lincheck;
 pub mod link;
 pub mod node;
 pub mod proxy;

@@ -3,7 +3,7 @@
 //! Fingerprints are well-mixed 64-bit hashes, so the table uses their bits directly: the top
 //! [`SHARD_BITS`] bits pick a shard, the low bits the home slot inside it. Each shard is a
 //! power-of-two array of slots holding `u64` keys (0 marks an empty slot;
-//! [`super::engine::fingerprint`] never returns 0) probed linearly, and grows by doubling past a 3/4 load. A lookup touches
+//! [`super::fingerprint`] never returns 0) probed linearly, and grows by doubling past a 3/4 load. A lookup touches
 //! one cache line in the common case (8 keys per 64-byte line), against two for a
 //! control-byte map.
 //!

@@ -14,7 +14,7 @@
 //! depth limit). A violation is reported as a lasso: the shortest path to the cycle's state
 //! nearest the initial state, then a loop from it through the required edges and back.
 
-use super::engine::Graph;
+use super::Graph;
 
 /// What a violating cycle must look like.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

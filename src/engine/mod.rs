@@ -6,7 +6,7 @@
 //!    checks the properties, generates successors, fingerprints them and looks them up in the
 //!    seen set of earlier levels (read-only; lookups are prefetched a batch of states ahead).
 //!    Unknown successors become the level's *candidates*, in frontier order.
-//! 2. *dedup*: the seen set is sharded by the fingerprints' top bits ([`super::seen`]); each
+//! 2. *dedup*: the seen set is sharded by the fingerprints' top bits ([`seen`]); each
 //!    thread inserts, in the global candidate order, the candidates of its own shards. The
 //!    first occurrence of each new state is therefore the same for any thread count.
 //! 3. *number*: first occurrences get consecutive indices in candidate order (each chunk's
@@ -19,7 +19,10 @@
 //! fingerprint and one `u32` parent index per state (full states only for the frontier), so
 //! any state's path can be rebuilt by replaying the model from its initial state.
 
-use super::seen::{shard_of, SeenSet, Shard, SHARD_COUNT};
+pub mod cycles;
+pub mod seen;
+
+use seen::{shard_of, SeenSet, Shard, SHARD_COUNT};
 use stateright::{Expectation, Model, Property};
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU32, Ordering};
