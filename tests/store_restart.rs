@@ -8,7 +8,7 @@ mod store_proc;
 use replicheck::store::resp::{Client, Reply};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use store_proc::{free_port, process_state, signal_pid, wait_gone, StoreProc};
+use store_proc::{free_port, signal_pid, wait_gone, StoreProc};
 
 fn info(up: &StoreProc) -> String {
     Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap().info().unwrap()
@@ -83,7 +83,8 @@ fn signals_stop_the_whole_cluster_and_a_busy_data_dir_names_its_holder() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&second.stderr);
         assert_eq!(second.status.code(), Some(2), "{stderr}");
-        let wanted = format!("data directory {} is in use by pid {} (replicheck store up)", data.display(), up.pid());
+        let wanted =
+            format!("data directory {} is in use by pid {} (replicheck store up)", data.display(), up.pid());
         assert!(stderr.contains(&wanted), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
 
@@ -100,7 +101,6 @@ fn signals_stop_the_whole_cluster_and_a_busy_data_dir_names_its_holder() {
             // After a SIGKILL the nodes are orphans: whoever adopts them reaps them.
             wait_gone(pid, signal != libc::SIGKILL, Duration::from_secs(10))
                 .unwrap_or_else(|e| panic!("signal {signal}: node {e}"));
-            assert!(process_state(pid) != Some('R') && process_state(pid) != Some('S'));
         }
     }
     // The last run was SIGKILLed: the next one starts on the same directory and port.
