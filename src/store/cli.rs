@@ -13,7 +13,8 @@ use std::time::Duration;
 #[derive(Subcommand, Debug)]
 pub enum StoreCommand {
     /// Start a local cluster: node processes and a coordinator serving RESP (redis-cli,
-    /// redis-benchmark) until Ctrl-C, which stops the nodes.
+    /// redis-benchmark) until Ctrl-C, SIGTERM or SIGHUP, which stop the nodes. Started again
+    /// on the same --data-dir, it restores the membership it had.
     Up {
         /// Storage nodes; those beyond the replication factor are spares for eviction.
         #[arg(long, default_value = "3")]
