@@ -27,6 +27,18 @@ fn wait_for_info(up: &StoreProc, wanted: &str, limit: Duration) -> String {
     }
 }
 
+/// An INFO field's number (`next_version:17`).
+fn info_number(info: &str, field: &str) -> u64 {
+    let prefix = format!("{field}:");
+    let line = info.lines().find_map(|l| l.strip_prefix(prefix.as_str())).unwrap_or_else(|| panic!("{info}"));
+    line.trim().parse().unwrap()
+}
+
+fn version_floor(data: &std::path::Path) -> u64 {
+    let state = std::fs::read_to_string(data.join("coordinator-state")).unwrap();
+    state.lines().find_map(|l| l.strip_prefix("version_floor ")).unwrap().parse().unwrap()
+}
+
 fn set(up: &StoreProc, key: &str, value: &str) -> Reply {
     let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
     c.call(&[b"SET", key.as_bytes(), value.as_bytes()]).unwrap()
@@ -47,9 +59,13 @@ fn an_acked_write_survives_a_coordinator_restart_after_evictions() {
     signal_pid(up.node_pids[2], libc::SIGKILL);
     // Acked by nodes 0 and 3 only.
     assert_eq!(set(&up, "z", "2"), Reply::Simple("OK".into()));
+    let used_below = info_number(&info(&up), "next_version");
     let mut up = up;
     up.signal(libc::SIGINT);
     assert!(up.wait_exit(Duration::from_secs(20)).success());
+    // Every version the first coordinator used is below its saved floor.
+    let floor = version_floor(&data);
+    assert!(floor >= used_below, "version_floor {floor}, versions used below {used_below}");
 
     let up = StoreProc::start(&data, 0, &["--nodes", "4"]);
     let info = info(&up);
@@ -62,6 +78,7 @@ fn an_acked_write_survives_a_coordinator_restart_after_evictions() {
     assert_eq!(c.get(b"z").unwrap().as_deref(), Some(&b"2"[..]), "the first GET z after the restart");
     let state = std::fs::read_to_string(data.join("coordinator-state")).unwrap();
     assert!(state.contains("member 3 joined 1 caught_up\n"), "{state}");
+    assert!(info_number(&info, "next_version") >= floor, "numbered from the saved floor:\n{info}");
 }
 
 /// SIGTERM and SIGHUP stop every node; a node killed meanwhile is reaped at once; a
