@@ -145,9 +145,11 @@ fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable(
         std::thread::sleep(Duration::from_millis(rng.random_range(100..400)));
         // Two cycles in three kill a node first: its eviction, and perhaps the catch-up,
         // happen before the coordinator dies or are interrupted by it. Half of those then
-        // kill a second node once the replacement caught up: the writes acked after that are
-        // on the replacement and one other member only, so a coordinator that forgot the
-        // eviction would read two of the initial members that miss them.
+        // kill a second node, mostly once the replacement caught up: the writes acked after
+        // that are on the replacement and one other member only, so a coordinator that forgot
+        // the eviction would read two of the initial members that miss them. Otherwise the
+        // second kill takes a copy source away, the catch-up stalls, and the next
+        // coordinator has to resume it.
         let nodes = match rng.random_range(0..3) {
             0 => 0,
             1 => 1,
@@ -156,7 +158,7 @@ fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable(
         let first = rng.random_range(0..4usize);
         for kill in 0..nodes {
             let node = if kill == 0 { first } else { (first + rng.random_range(1..4)) % 4 };
-            if kill == 1 {
+            if kill == 1 && rng.random_range(0..3) > 0 {
                 wait_caught_up(&up, Duration::from_secs(3));
             }
             signal_pid(up.node_pids[node], libc::SIGKILL);

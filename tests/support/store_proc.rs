@@ -17,6 +17,8 @@ pub struct StoreProc {
     pub addr: SocketAddr,
     /// Each node's process id, by node id, as `store up` printed them.
     pub node_pids: Vec<u32>,
+    /// Where each node listens (not through the coordinator's proxy).
+    pub node_addrs: Vec<SocketAddr>,
 }
 
 impl StoreProc {
@@ -32,15 +34,17 @@ impl StoreProc {
             .expect("run replicheck store up");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let deadline = Instant::now() + Duration::from_millis(START_LIMIT_MS);
-        let mut node_pids = Vec::new();
+        let (mut node_pids, mut node_addrs) = (Vec::new(), Vec::new());
         let port = loop {
             assert!(Instant::now() < deadline, "store up did not print its client port");
             let Some(Ok(line)) = lines.next() else {
                 let status = child.wait().unwrap();
                 panic!("store up exited before serving ({status})");
             };
-            if let Some((_, pid)) = line.trim().strip_prefix("node ").and_then(|l| l.split_once(" pid ")) {
+            // `  node 0: 127.0.0.1:40117 pid 4243 (coordinator link via proxy)`
+            if let Some((head, pid)) = line.trim().strip_prefix("node ").and_then(|l| l.split_once(" pid ")) {
                 node_pids.push(pid.split_whitespace().next().unwrap().parse::<u32>().unwrap());
+                node_addrs.push(head.split_once(": ").unwrap().1.parse::<SocketAddr>().unwrap());
             }
             if let Some(rest) = line.strip_prefix("client port ") {
                 break rest.split(':').next().unwrap().parse::<u16>().unwrap();
@@ -48,7 +52,7 @@ impl StoreProc {
         };
         // Keep reading what it prints, so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        StoreProc { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), node_pids }
+        StoreProc { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), node_pids, node_addrs }
     }
 
     pub fn pid(&self) -> u32 {
