@@ -453,3 +453,24 @@ fn store_up_names_a_bad_backend_rate() {
     let stderr = store_up_refuses(&["--nodes", "3", "--base-load", "unlimited,0/s,0/s"]);
     assert!(stderr.contains("--base-load (node 0): invalid rate \"unlimited\""), "{stderr}");
 }
+
+#[test]
+fn store_up_refuses_a_coordinator_state_naming_a_node_beyond_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("layout"), "partitions s0=0,1,2\nwrite_shard_suffixes 1\n").unwrap();
+    // Written by a 4-node cluster that replaced node 1 by node 3.
+    let state = "replicheck coordinator state v1\nmembership_epoch 2\nversion_floor 100001\npartition s0 epoch 1\nmember 0 joined 0 caught_up\nmember 3 joined 1 caught_up\nmember 2 joined 0 caught_up\n";
+    std::fs::write(dir.path().join("coordinator-state"), state).unwrap();
+    let stderr = store_up_refuses(&["--data-dir", dir.path().to_str().unwrap(), "--nodes", "3"]);
+    assert!(
+        stderr.contains("coordinator-state: partition s0 names node 3, but there are 3 nodes"),
+        "{stderr}"
+    );
+    std::fs::write(
+        dir.path().join("coordinator-state"),
+        state.replace("version_floor 100001", "version_floor x"),
+    )
+    .unwrap();
+    let stderr = store_up_refuses(&["--data-dir", dir.path().to_str().unwrap(), "--nodes", "4"]);
+    assert!(stderr.contains("coordinator-state line 3: version_floor: not a number"), "{stderr}");
+}

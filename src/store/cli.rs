@@ -13,7 +13,8 @@ use std::time::Duration;
 #[derive(Subcommand, Debug)]
 pub enum StoreCommand {
     /// Start a local cluster: node processes and a coordinator serving RESP (redis-cli,
-    /// redis-benchmark) until Ctrl-C, which stops the nodes.
+    /// redis-benchmark) until Ctrl-C, SIGTERM or SIGHUP, which stop the nodes. Started again
+    /// on the same --data-dir, it restores the membership it had.
     Up {
         /// Storage nodes; those beyond the replication factor are spares for eviction.
         #[arg(long, default_value = "3")]
@@ -242,34 +243,6 @@ fn zone_indices(zones: &[String], node_count: usize) -> Result<Vec<u8>, String> 
         .collect()
 }
 
-/// A data directory keeps the layout it was first written with: keys are stored on the
-/// partition their prefix and suffix route to, so changing the partitions or suffixes would
-/// make stored keys unreachable. The layout is recorded in `DIR/layout` and checked.
-fn check_data_dir_layout(data_dir: &Path, layout: &Layout, write_shard_suffixes: u8) -> Result<(), String> {
-    let path = data_dir.join("layout");
-    let replicas: Vec<String> = layout
-        .shards
-        .iter()
-        .map(|s| {
-            let nodes: Vec<String> = s.replicas.iter().map(|n| n.to_string()).collect();
-            format!("{}={}", s.name, nodes.join(","))
-        })
-        .collect();
-    let now = format!("partitions {}\nwrite_shard_suffixes {write_shard_suffixes}\n", replicas.join(" "));
-    match std::fs::read_to_string(&path) {
-        Ok(before) if before == now => Ok(()),
-        Ok(before) => Err(format!(
-            "{}: this data directory was written with another layout:\n{before}now asked for:\n{now}keys would be routed to partitions that do not hold them; use a new --data-dir, or the same --partitions, --replication-factor, --nodes and write_shard_suffixes",
-            path.display()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
-            std::fs::write(&path, now).map_err(|e| format!("cannot write {}: {e}", path.display()))
-        }
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
-}
-
 pub fn run(command: StoreCommand) -> Result<u8, String> {
     match command {
         StoreCommand::Node { id, listen, data_dir } => {
@@ -364,9 +337,11 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             let data_dir = data_dir.unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
             });
-            check_data_dir_layout(&data_dir, &layout, policy.routing.write_shard_suffixes)?;
             let binary =
                 std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            // Before any node starts: from here SIGTERM, SIGHUP and SIGINT stop the cluster
+            // instead of killing this process and leaving its nodes.
+            let mut stop = StopSignals::install()?;
             let partition_count = layout.shards.len();
             let config = ClusterConfig {
                 binary,
@@ -389,22 +364,82 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
             );
             for node in 0..cluster.node_count() {
                 let node = node as u8;
-                println!("  node {node}: {} (coordinator link via proxy)", cluster.node_addr(node));
+                let pid = cluster.node_pid(node).map_or("?".to_string(), |p| p.to_string());
+                println!("  node {node}: {} pid {pid} (coordinator link via proxy)", cluster.node_addr(node));
             }
             println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
-            println!("Ctrl-C stops the cluster.");
-            wait_for_ctrl_c()?;
+            println!("Ctrl-C (or SIGTERM, SIGHUP) stops the cluster; pid {}.", std::process::id());
+            let signal = stop.wait(&mut cluster);
             cluster.stop();
-            println!("replicheck store: stopped");
+            println!("replicheck store: stopped ({signal})");
             Ok(0)
         }
     }
 }
 
-fn wait_for_ctrl_c() -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start a runtime: {e}"))?;
-    runtime.block_on(tokio::signal::ctrl_c()).map_err(|e| format!("cannot wait for Ctrl-C: {e}"))
+/// How often `store up` reaps node processes that exited while it waits for a signal.
+const REAP_INTERVAL_MS: u64 = 200;
+
+/// SIGINT, SIGTERM and SIGHUP, caught from `install` on (a signal that came during the
+/// start is kept until `wait`).
+struct StopSignals {
+    runtime: tokio::runtime::Runtime,
+    signals: Vec<(&'static str, tokio::signal::unix::Signal)>,
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start a runtime: {e}"))?;
+        let kinds = [
+            ("SIGINT", SignalKind::interrupt()),
+            ("SIGTERM", SignalKind::terminate()),
+            ("SIGHUP", SignalKind::hangup()),
+        ];
+        let signals = runtime.block_on(async {
+            kinds
+                .into_iter()
+                .map(|(name, kind)| {
+                    signal(kind).map(|s| (name, s)).map_err(|e| format!("cannot catch {name}: {e}"))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        })?;
+        Ok(StopSignals { runtime, signals })
+    }
+
+    /// Until a signal comes; meanwhile node processes that exit are reaped (and reported), so
+    /// none is left a zombie. Returns the signal's name.
+    fn wait(&mut self, cluster: &mut Cluster) -> &'static str {
+        let signals = &mut self.signals;
+        self.runtime.block_on(async {
+            let mut reap = tokio::time::interval(Duration::from_millis(REAP_INTERVAL_MS));
+            loop {
+                let received = first_signal(signals);
+                tokio::select! {
+                    name = received => return name,
+                    _ = reap.tick() => {
+                        for (node, status) in cluster.reap_exited() {
+                            eprintln!("replicheck store: node {node} exited ({status}); it stays down until the next `store up`");
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// The name of the first of `signals` to arrive.
+async fn first_signal(signals: &mut [(&'static str, tokio::signal::unix::Signal)]) -> &'static str {
+    std::future::poll_fn(|cx| {
+        for (name, signal) in signals.iter_mut() {
+            if signal.poll_recv(cx).is_ready() {
+                return std::task::Poll::Ready(*name);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }

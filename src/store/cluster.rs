@@ -11,9 +11,13 @@
 //! cluster.proxy(2).set_partitioned(true); // the coordinator<->node 2 link drops everything
 //! # Ok(()) }
 //! ```
-//! Dropping the `Cluster` kills every node process and stops the coordinator.
+//! Dropping the `Cluster` kills every node process and stops the coordinator. The cluster
+//! holds its data directory's lock (`datadir::DirLock`) while it runs, and keeps its layout
+//! and coordinator state there. On Linux a node process dies with the thread that spawned it
+//! (`PR_SET_PDEATHSIG`), so a killed `store up` leaves no node behind.
 
 use super::coordinator::{Coordinator, LoadFacts};
+use super::datadir::{self, DirLock, StateFile};
 use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
@@ -22,7 +26,7 @@ use crate::policy::NodeId;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 
 /// Default limit on a value (and on any argument of a client command).
@@ -103,6 +107,8 @@ pub struct Cluster {
     client_addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
     log: DecisionLog,
+    /// Released last, once every node is stopped.
+    _lock: DirLock,
 }
 
 impl Cluster {
@@ -128,6 +134,14 @@ impl Cluster {
                 config.node_zones.len(),
                 config.node_count
             ));
+        }
+        let lock = DirLock::acquire(&config.data_dir)?;
+        datadir::check_layout(&config.data_dir, &config.layout, config.policy.routing.write_shard_suffixes)?;
+        let state_file = StateFile::in_dir(&config.data_dir);
+        let saved = state_file.load()?;
+        if let Some(saved) = &saved {
+            // Refused before any node starts.
+            saved.check(&config.layout, config.node_count, state_file.path())?;
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -166,6 +180,7 @@ impl Cluster {
                 log.clone(),
                 config.load.clone(),
                 config.layout.clone(),
+                Some((state_file, saved)),
             )
             .await?;
             let listener = tokio::net::TcpListener::bind(config.client_addr)
@@ -175,7 +190,7 @@ impl Cluster {
         })?;
         let client_addr = listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
         runtime.spawn(Arc::clone(&coordinator).serve(listener));
-        Ok(Cluster { config, nodes, coordinator, client_addr, runtime: Some(runtime), log })
+        Ok(Cluster { config, nodes, coordinator, client_addr, runtime: Some(runtime), log, _lock: lock })
     }
 
     /// Where clients speak RESP.
@@ -237,6 +252,26 @@ impl Cluster {
         self.nodes[usize::from(node)].child.is_some()
     }
 
+    /// Node `node`'s process id while it runs.
+    pub fn node_pid(&self, node: NodeId) -> Option<u32> {
+        self.nodes[usize::from(node)].child.as_ref().map(|c| c.id())
+    }
+
+    /// Reap every node process that exited (killed from outside, or crashed), so none stays a
+    /// zombie; returns which, with how each ended. `restart` brings one back.
+    pub fn reap_exited(&mut self) -> Vec<(NodeId, ExitStatus)> {
+        let mut exited = Vec::new();
+        for (id, node) in self.nodes.iter_mut().enumerate() {
+            if let Some(child) = &mut node.child {
+                if let Ok(Some(status)) = child.try_wait() {
+                    node.child = None;
+                    exited.push((id as NodeId, status));
+                }
+            }
+        }
+        exited
+    }
+
     /// Kill every node and stop the coordinator.
     pub fn stop(&mut self) {
         for node in 0..self.nodes.len() {
@@ -262,14 +297,16 @@ impl Drop for Cluster {
 
 /// Spawn `store node` and read its `listening ADDR` line.
 fn spawn_node(config: &ClusterConfig, id: NodeId, node: &mut NodeProcess) -> Result<(), String> {
-    let mut child = Command::new(&config.binary)
+    let mut command = Command::new(&config.binary);
+    command
         .args(["store", "node", "--id", &id.to_string(), "--listen", &node.addr.to_string(), "--data-dir"])
         .arg(&node.data_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("cannot start node {id} ({}): {e}", config.binary.display()))?;
+        .stderr(Stdio::inherit());
+    die_with_parent(&mut command);
+    let mut child =
+        command.spawn().map_err(|e| format!("cannot start node {id} ({}): {e}", config.binary.display()))?;
     let stdout = child.stdout.take().expect("piped stdout");
     let mut line = String::new();
     let read = BufReader::new(stdout).read_line(&mut line);
@@ -287,3 +324,27 @@ fn spawn_node(config: &ClusterConfig, id: NodeId, node: &mut NodeProcess) -> Res
         }
     }
 }
+
+/// The node gets SIGKILL when the thread that spawned it ends (the whole `store up`, killed
+/// or not), so no node outlives its coordinator holding its redb lock.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated after the fork.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl: then no signal would ever come.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the parent exited during the spawn"));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}

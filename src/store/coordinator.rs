@@ -23,6 +23,7 @@
 //! answering (ABD's read phase two): once a reader saw a value, every later read quorum
 //! meets a member that holds it.
 
+use super::datadir::{Change, SavedMember, SavedShard, SavedState, StateFile};
 use super::decision::{self, DecisionLog};
 use super::layout::Layout;
 use super::link::{LinkError, NodeLink};
@@ -60,6 +61,9 @@ const WRITE_END_POLL_MS: u64 = 2;
 const WRITE_END_SLACK_MS: u64 = 5_000;
 /// Client connections read at most this much ahead of the command being executed.
 const CLIENT_BUFFER_SLACK_BYTES: usize = 64 * 1024;
+/// Versions reserved at once: the block's end is saved before its first version is used, so
+/// one fsync covers this many writes and a restart skips at most this many versions.
+const VERSION_BLOCK: u64 = 100_000;
 
 /// One member of the replica set. A replacement receives writes at once but counts toward
 /// quorums only once its catch-up copy finished.
@@ -70,6 +74,9 @@ struct Member {
     /// The partition's epoch when it joined (0 for an initial member): a catch-up task ends
     /// the change it was started for, not a later one of the same node.
     joined_epoch: u64,
+    /// How it joined (`None`: an initial member); saved while it catches up, so a restarted
+    /// coordinator resumes the right catch-up.
+    change: Option<Change>,
 }
 
 struct NodeState {
@@ -97,12 +104,20 @@ impl ShardMembers {
     }
 
     /// Replace `old` by `new` (not yet caught up); returns the new epoch.
-    fn replace(&mut self, old: NodeId, new: NodeId) -> u64 {
+    fn replace(&mut self, old: NodeId, new: NodeId, change: Change) -> u64 {
         let slot = self.members.iter().position(|m| m.node == old).expect("replaces a member");
         self.epoch += 1;
-        self.members[slot] = Member { node: new, caught_up: false, joined_epoch: self.epoch };
+        self.members[slot] =
+            Member { node: new, caught_up: false, joined_epoch: self.epoch, change: Some(change) };
         self.catching_up += 1;
         self.epoch
+    }
+
+    /// Undo a change that could not be saved (it never took effect).
+    fn undo(&mut self, members: Vec<Member>, epoch: u64) {
+        self.members = members;
+        self.epoch = epoch;
+        self.catching_up -= 1;
     }
 
     fn writes_before(&self, epoch: u64) -> usize {
@@ -132,6 +147,8 @@ impl Drop for WriteInFlight<'_> {
 struct Membership {
     /// Indexed by partition.
     shards: Vec<ShardMembers>,
+    /// Bumped by every membership change, which is saved before it takes effect.
+    epoch: u64,
     nodes: Vec<NodeState>,
     evictions_in_progress: usize,
     /// Rebalancing moves whose replacement has not caught up yet.
@@ -143,6 +160,42 @@ impl Membership {
     fn holds(&self, node: NodeId) -> bool {
         self.shards.iter().any(|s| s.members.iter().any(|m| m.node == node))
     }
+
+    fn saved_shards(&self, layout: &Layout) -> Vec<SavedShard> {
+        self.shards
+            .iter()
+            .zip(&layout.shards)
+            .map(|(s, spec)| SavedShard {
+                name: spec.name.clone(),
+                epoch: s.epoch,
+                members: s
+                    .members
+                    .iter()
+                    .map(|m| SavedMember {
+                        node: m.node,
+                        joined_epoch: m.joined_epoch,
+                        catching_up: if m.caught_up {
+                            None
+                        } else {
+                            Some(m.change.unwrap_or(Change::Eviction))
+                        },
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// The version counter: `next` may be used once `next < reserved_end`, the saved floor.
+struct VersionClock {
+    next: u64,
+    reserved_end: u64,
+}
+
+/// Where the coordinator saves its state, and what it saved last.
+struct Durable {
+    file: StateFile,
+    saved: Mutex<SavedState>,
 }
 
 /// Writes offered in the current capacity window, per partition and per backend (background
@@ -240,16 +293,6 @@ struct Cooldown {
     resting_until: Option<Instant>,
 }
 
-/// Why a member is being replaced, so its catch-up ends the right kind of change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Change {
-    Eviction,
-    /// A rebalancing move away from this (healthy) node, which is also a copy source.
-    Move {
-        from: NodeId,
-    },
-}
-
 fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
@@ -281,7 +324,9 @@ pub struct Coordinator {
     /// Zone of each node, indexed like `links`; replacements prefer the evicted one's zone.
     zones: Vec<u8>,
     membership: Mutex<Membership>,
-    next_version: AtomicU64,
+    versions: Mutex<VersionClock>,
+    /// `None`: nothing is saved (a coordinator without a data directory).
+    durable: Option<Durable>,
     tokens: Mutex<Tokens>,
     pub counters: Counters,
     value_bytes_max: usize,
@@ -302,6 +347,11 @@ impl Coordinator {
     /// the highest stored version, and start heartbeats and failure detection. Each partition
     /// of `layout` starts with its listed replicas; a node in no replica set is a spare. Node
     /// `i` is in zone `node_zones[i]`.
+    ///
+    /// With `state` (the state file and what it held, checked against the layout), the
+    /// membership saved there replaces the layout's, its members still catching up resume
+    /// their catch-up, and versions start at or above the saved floor. Every later membership
+    /// change and version block is saved there before it takes effect.
     #[allow(clippy::too_many_arguments)]
     pub async fn start(
         policy: Policy,
@@ -311,6 +361,7 @@ impl Coordinator {
         log: DecisionLog,
         load: LoadFacts,
         layout: Layout,
+        state: Option<(StateFile, Option<SavedState>)>,
     ) -> Result<Arc<Coordinator>, String> {
         load.check(node_addrs.len())?;
         layout.check(node_addrs.len(), policy.replication_factor)?;
@@ -348,7 +399,11 @@ impl Coordinator {
             }
         }
         let now = Instant::now();
-        let membership = Membership {
+        let saved = state.as_ref().and_then(|(_, saved)| saved.clone());
+        if let (Some((file, _)), Some(saved)) = (&state, &saved) {
+            saved.check(&layout, node_addrs.len(), file.path())?;
+        }
+        let mut membership = Membership {
             shards: layout
                 .shards
                 .iter()
@@ -356,16 +411,51 @@ impl Coordinator {
                     ShardMembers::new(
                         s.replicas
                             .iter()
-                            .map(|&node| Member { node, caught_up: true, joined_epoch: 0 })
+                            .map(|&node| Member { node, caught_up: true, joined_epoch: 0, change: None })
                             .collect(),
                     )
                 })
                 .collect(),
+            epoch: 0,
             nodes: node_addrs.iter().map(|_| NodeState { health: Health::Alive, last_heard: now }).collect(),
             evictions_in_progress: 0,
             moves_in_progress: 0,
             last_suppressed: None,
         };
+        // Catch-ups to resume once the coordinator runs: (partition, node, change, epoch).
+        let mut resumed = Vec::new();
+        if let Some(saved) = &saved {
+            membership.epoch = saved.membership_epoch;
+            for (k, s) in saved.shards.iter().enumerate() {
+                let shard = &mut membership.shards[k];
+                shard.epoch = s.epoch;
+                shard.members = s
+                    .members
+                    .iter()
+                    .map(|m| Member {
+                        node: m.node,
+                        caught_up: m.catching_up.is_none(),
+                        joined_epoch: m.joined_epoch,
+                        change: m.catching_up,
+                    })
+                    .collect();
+                for m in &s.members {
+                    if let Some(change) = m.catching_up {
+                        shard.catching_up += 1;
+                        match change {
+                            Change::Eviction => membership.evictions_in_progress += 1,
+                            Change::Move { .. } => membership.moves_in_progress += 1,
+                        }
+                        resumed.push((k as u8, m.node, change, m.joined_epoch));
+                    }
+                }
+            }
+        }
+        // Versions a previous coordinator used are below its saved floor, or stored on a node.
+        let floor = saved.as_ref().map_or(0, |s| s.version_floor);
+        let first_version = (max_version + 1).max(floor);
+        let durable =
+            state.map(|(file, saved)| Durable { file, saved: Mutex::new(saved.unwrap_or_default()) });
         let partition_count = layout.partition_count();
         let partition_capacity_per_window = decision::partition_capacity(
             &log,
@@ -387,7 +477,8 @@ impl Coordinator {
             links,
             zones: node_zones.to_vec(),
             membership: Mutex::new(membership),
-            next_version: AtomicU64::new(max_version + 1),
+            versions: Mutex::new(VersionClock { next: first_version, reserved_end: first_version }),
+            durable,
             tokens: Mutex::default(),
             counters: Counters::default(),
             value_bytes_max,
@@ -400,6 +491,22 @@ impl Coordinator {
             admission: Mutex::new(admission),
         });
         coordinator.note_background_breaches();
+        {
+            // The restored (or initial) membership and the first version block are saved
+            // before any client is served.
+            let membership = coordinator.membership.lock().expect("membership lock");
+            coordinator.save_membership(&membership)?;
+            drop(membership);
+            let mut clock = coordinator.versions.lock().expect("versions lock");
+            coordinator.reserve_versions(&mut clock)?;
+        }
+        for (shard, node, change, epoch) in resumed {
+            eprintln!(
+                "replicheck store: resuming the catch-up of node {node} in partition {}",
+                coordinator.layout.shards[usize::from(shard)].name
+            );
+            tokio::spawn(Arc::clone(&coordinator).catch_up(shard, node, change, epoch));
+        }
         for node in 0..coordinator.links.len() {
             tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
         }
@@ -408,6 +515,45 @@ impl Coordinator {
             tokio::spawn(Arc::clone(&coordinator).rebalance_loop());
         }
         Ok(coordinator)
+    }
+
+    /// Save `membership` durably. A change is made under the membership lock and saved before
+    /// the lock is released, so no read or write uses a member set that is not saved; if
+    /// saving fails the change is undone.
+    fn save_membership(&self, membership: &Membership) -> Result<(), String> {
+        let Some(durable) = &self.durable else { return Ok(()) };
+        let mut saved = durable.saved.lock().expect("saved state lock");
+        let mut next = saved.clone();
+        next.membership_epoch = membership.epoch;
+        next.shards = membership.saved_shards(&self.layout);
+        durable.file.save(&next)?;
+        *saved = next;
+        Ok(())
+    }
+
+    /// Reserve the next block of versions: its end is saved before any of them is used.
+    fn reserve_versions(&self, clock: &mut VersionClock) -> Result<(), String> {
+        let end = clock.next + VERSION_BLOCK;
+        if let Some(durable) = &self.durable {
+            let mut saved = durable.saved.lock().expect("saved state lock");
+            let mut next = saved.clone();
+            next.version_floor = end;
+            durable.file.save(&next)?;
+            *saved = next;
+        }
+        clock.reserved_end = end;
+        Ok(())
+    }
+
+    /// A new version, higher than any this coordinator or an earlier one on the same data
+    /// directory used.
+    fn new_version(&self) -> Result<u64, String> {
+        let mut clock = self.versions.lock().expect("versions lock");
+        if clock.next >= clock.reserved_end {
+            self.reserve_versions(&mut clock)?;
+        }
+        clock.next += 1;
+        Ok(clock.next - 1)
     }
 
     fn ack_timeout(&self) -> Duration {
@@ -666,7 +812,13 @@ impl Coordinator {
             bump(&self.counters.writes_failed);
             return Err(e);
         }
-        let next = self.next_version.fetch_add(1, Ordering::SeqCst);
+        let next = match self.new_version() {
+            Ok(next) => next,
+            Err(e) => {
+                bump(&self.counters.writes_failed);
+                return Err(format!("cannot reserve versions: {e}"));
+            }
+        };
         let version = match token {
             None => next,
             Some(token) => {
@@ -808,7 +960,16 @@ impl Coordinator {
                     &candidates,
                 ) {
                     EvictionDecision::Evict { replacement } => {
-                        let epoch = membership.shards[shard].replace(dead, replacement);
+                        let s = &mut membership.shards[shard];
+                        let undo = (s.members.clone(), s.epoch);
+                        let epoch = s.replace(dead, replacement, Change::Eviction);
+                        membership.epoch += 1;
+                        if let Err(e) = self.save_membership(&membership) {
+                            membership.epoch -= 1;
+                            membership.shards[shard].undo(undo.0, undo.1);
+                            eprintln!("replicheck store: node {dead} not evicted: {e}");
+                            continue;
+                        }
                         membership.evictions_in_progress += 1;
                         membership.last_suppressed = None;
                         bump(&self.counters.evictions);
@@ -896,7 +1057,16 @@ impl Coordinator {
             r.cooldown_max_ticks,
         );
         cooldown.resting_until = Some(now + Duration::from_millis(u64::from(cooldown.len_ms)));
-        let epoch = membership.shards[k].replace(m.from, m.to);
+        let s = &mut membership.shards[k];
+        let undo = (s.members.clone(), s.epoch);
+        let epoch = s.replace(m.from, m.to, Change::Move { from: m.from });
+        membership.epoch += 1;
+        if let Err(e) = self.save_membership(&membership) {
+            membership.epoch -= 1;
+            membership.shards[k].undo(undo.0, undo.1);
+            eprintln!("replicheck store: partition {} not moved: {e}", self.layout.shards[k].name);
+            return;
+        }
         membership.moves_in_progress += 1;
         bump(&self.counters.moves);
         bump(&self.counters.membership_changes);
@@ -971,19 +1141,35 @@ impl Coordinator {
             }
             // No source at all (one replica, evicted): nothing can be copied, as before.
             if sources.is_empty() || decision::quorum_reached(&self.log, copied, needed) {
-                let mut membership = self.membership.lock().expect("membership lock");
-                let s = &mut membership.shards[usize::from(shard)];
-                if let Some(member) = s.members.iter_mut().find(|m| m.node == node && m.joined_epoch == epoch)
-                {
-                    member.caught_up = true;
-                    bump(&self.counters.catchups_completed);
+                // Not counted toward quorums until saved: a restart would not count it.
+                if let Err(e) = self.mark_caught_up(shard, node, epoch) {
+                    eprintln!("replicheck store: catch-up of node {node} not recorded: {e}");
+                    tokio::time::sleep(self.probe_interval()).await;
+                    continue;
                 }
-                drop(membership);
                 self.end_change(shard, change);
                 return;
             }
             tokio::time::sleep(self.probe_interval()).await;
         }
+    }
+
+    /// Count `node` (joined at `epoch`, if still a member) toward quorums, once saved.
+    fn mark_caught_up(&self, shard: u8, node: NodeId, epoch: u64) -> Result<(), String> {
+        let mut membership = self.membership.lock().expect("membership lock");
+        let s = &mut membership.shards[usize::from(shard)];
+        let Some(slot) = s.members.iter().position(|m| m.node == node && m.joined_epoch == epoch) else {
+            return Ok(());
+        };
+        s.members[slot].caught_up = true;
+        membership.epoch += 1;
+        if let Err(e) = self.save_membership(&membership) {
+            membership.epoch -= 1;
+            membership.shards[usize::from(shard)].members[slot].caught_up = false;
+            return Err(e);
+        }
+        bump(&self.counters.catchups_completed);
+        Ok(())
     }
 
     /// Copy `source`'s keys of partition `shard` to `target` (a node keeps every partition it
@@ -1035,8 +1221,9 @@ impl Coordinator {
         );
         let _ = write!(
             out,
-            "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{:?}\r\n",
-            p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, p.failure_detection
+            "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{:?}\r\nmembership_epoch:{}\r\n",
+            p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, p.failure_detection,
+            membership.epoch
         );
         let member_list = |members: &[Member]| -> String {
             let names: Vec<String> = members
@@ -1094,7 +1281,7 @@ impl Coordinator {
             get(&c.keys_copied),
             get(&c.membership_changes),
             get(&c.moves),
-            self.next_version.load(Ordering::SeqCst),
+            self.versions.lock().expect("versions lock").next,
         );
         out
     }

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod coordinator;
+pub mod datadir;
 pub mod decision;
 pub mod layout;
 pub mod link;

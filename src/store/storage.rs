@@ -21,6 +21,10 @@ const MAX_VERSION_KEY: &str = "max_version";
 
 /// Writes in one group commit at most: bounds a transaction's size and the wait of the first.
 const BATCH_WRITES_MAX: usize = 512;
+/// How long `open` waits for another process to release the database: a node of a `store up`
+/// that was just killed is still exiting when the next one starts.
+const OPEN_WAIT_MS: u64 = 10_000;
+const OPEN_RETRY_MS: u64 = 20;
 
 struct PendingWrite {
     key: Vec<u8>,
@@ -70,7 +74,22 @@ impl Storage {
     pub fn open(dir: &Path) -> Result<Storage, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let path = dir.join("node.redb");
-        let db = Database::create(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let waited_max = std::time::Instant::now() + std::time::Duration::from_millis(OPEN_WAIT_MS);
+        let db = loop {
+            match Database::create(&path) {
+                Ok(db) => break db,
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if std::time::Instant::now() < waited_max => {
+                    std::thread::sleep(std::time::Duration::from_millis(OPEN_RETRY_MS));
+                }
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(format!(
+                        "cannot open {}: still in use by another process after {OPEN_WAIT_MS} ms (a node of another `store up`?)",
+                        path.display()
+                    ))
+                }
+                Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
+            }
+        };
         let txn = db.begin_write().map_err(db_error)?;
         let max_version = {
             txn.open_table(DATA).map_err(db_error)?;
