@@ -16,8 +16,8 @@ mod store_proc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use replicheck::store::lincheck::register::{Register, RegisterInput, RegisterOutput};
-use replicheck::store::lincheck::{check, Budget, Operation, Verdict};
+use replicheck::lincheck::register::{Register, RegisterInput, RegisterOutput};
+use replicheck::lincheck::{check, Budget, Operation, Verdict};
 use replicheck::store::resp::{Client, ClientError};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
