@@ -948,8 +948,9 @@ fn healthy_eviction_facts(o: &RunOutcome, scenario: &Scenario) -> String {
             };
             let delays = if link.max_round_trip_ms > rtt_max_ms {
                 format!(
-                    "its round trips reached {} ms, above the model's worst {rtt_max_ms} ms: real delays exceeded the model's latency range",
-                    link.max_round_trip_ms
+                    "its round trips (the node's own processing included) reached {} ms, {} ms above the model's worst {rtt_max_ms} ms: real delays exceeded the model's latency range",
+                    link.max_round_trip_ms,
+                    link.max_round_trip_ms - rtt_max_ms
                 )
             } else {
                 format!(
