@@ -268,3 +268,74 @@ fn forget_oldest_unanswered(pending: &mut BTreeMap<u64, Sent>) {
         pending.remove(&id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+    use tokio::net::TcpListener;
+
+    /// A node that answers every heartbeat after `delay_ms`.
+    async fn slow_node(delay_ms: u64) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (mut reader, writer) = stream.into_split();
+            let writer = Arc::new(AsyncMutex::new(writer));
+            while let Ok(Some(frame)) = wire::read_frame::<NodeRequest, _>(&mut reader).await {
+                let writer = Arc::clone(&writer);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                    let reply = Frame { id: frame.id, body: NodeReply::Alive { node_id: 1, max_version: 0 } };
+                    let _ = writer.lock().await.write_all(&wire::encode_frame(&reply)).await;
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_reply_after_the_deadline_fails_the_request_but_is_heard() {
+        let link = NodeLink::new(slow_node(150).await);
+        let heard = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&heard);
+        assert!(link.on_heard(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+        let deadline = Instant::now() + Duration::from_millis(50);
+        assert_eq!(link.request(NodeRequest::Heartbeat, deadline).await, Err(LinkError::Deadline));
+        assert_eq!(heard.load(Ordering::SeqCst), 0, "not yet arrived");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(heard.load(Ordering::SeqCst), 1, "the late reply is proof of life");
+        let stats = link.stats();
+        assert_eq!((stats.replies, stats.late_replies), (1, 1), "{stats:?}");
+        assert!(stats.max_round_trip_ms >= 150, "{stats:?}");
+        // A ping nobody waits for: its pong is heard whenever it comes, and is not late.
+        link.send_only(NodeRequest::Heartbeat).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(heard.load(Ordering::SeqCst), 2);
+        assert_eq!((link.stats().replies, link.stats().late_replies), (2, 1));
+        // In time: the caller gets the reply, and the node is heard once more.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        assert!(matches!(link.request(NodeRequest::Heartbeat, deadline).await, Ok(NodeReply::Alive { .. })));
+        assert_eq!(heard.load(Ordering::SeqCst), 3);
+        assert!(!link.on_heard(|| {}), "one listener");
+    }
+
+    #[test]
+    fn only_the_oldest_unanswered_requests_nobody_waits_for_are_forgotten() {
+        let now = Instant::now();
+        let mut pending = BTreeMap::new();
+        let (tx, _rx) = oneshot::channel();
+        pending.insert(0, Sent { at: now, waiter: Waiter::Caller(tx) });
+        for id in 1..=UNANSWERED_KEPT_MAX as u64 + 5 {
+            pending.insert(id, Sent { at: now, waiter: Waiter::Nobody });
+        }
+        forget_oldest_unanswered(&mut pending);
+        assert_eq!(pending.len(), UNANSWERED_KEPT_MAX);
+        assert!(pending.contains_key(&0), "a request someone waits for is kept");
+        assert!(!pending.contains_key(&6) && pending.contains_key(&7));
+    }
+}

@@ -1190,7 +1190,7 @@ pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::RunOutcome;
+    use super::{disagreement, DeathEvidence, Found, LinkFacts, ModelBounds, PropertyName, RunOutcome};
 
     #[test]
     fn churn_counts_moves_and_evictions_within_one_window() {
@@ -1204,6 +1204,63 @@ mod tests {
         // No three within 4.5 s.
         assert!(!o.churn_exceeded(2, 4_500));
         assert!(!o.churn_exceeded(4, 60_000));
+    }
+
+    fn ack_timeout_fixed() -> crate::config::Scenario {
+        crate::config::Scenario::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/ack-timeout-eviction.toml"
+        )))
+        .unwrap()
+    }
+
+    /// n2 evicted while healthy after 3.2 s of silence, its round trips at `rtt_ms`.
+    fn evicted_n2(rtt_ms: u64) -> RunOutcome {
+        let link = LinkFacts { max_silence_ms: 3_200, max_round_trip_ms: rtt_ms, late_replies: 4 };
+        RunOutcome {
+            evictions: vec![(9_000, 1, 3, true), (9_000, 1, 3, true)],
+            evicted_because: vec![Some(DeathEvidence::Silence { silence_ms: 3_150 }); 2],
+            links: vec![LinkFacts::default(), link, LinkFacts::default(), LinkFacts::default()],
+            bounds: ModelBounds {
+                round_trip_max_ms: vec![200, 1_400, 200, 1_400],
+                heartbeat_interval_ms: 1_000,
+                dead_after_ms: 3_000,
+                ack_timeout_ms: 500,
+                independent: true,
+            },
+            ..RunOutcome::default()
+        }
+    }
+
+    #[test]
+    fn a_healthy_eviction_is_explained_by_what_was_measured() {
+        let scenario = ack_timeout_fixed();
+        let (holds, violated) = (Found::Holds, Found::Violated);
+        let within =
+            disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_380), &scenario);
+        assert_eq!(
+            within,
+            "n2 declared dead after 3150 ms of silence (dead_after 3000 ms); its round trips stayed within the model's worst (1380 ms <= 1400 ms), so the delays were the model's; its longest silence was 3200 ms, the model's longest for a reachable node 2400 ms (heartbeat_interval + worst round trip)"
+        );
+        assert!(!within.contains("exceeded"), "no round trip was measured above the range");
+        let above =
+            disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_650), &scenario);
+        assert!(
+            above.contains("reached 1650 ms, 250 ms above the model's worst 1400 ms: real delays exceeded the model's latency range"),
+            "{above}"
+        );
+    }
+
+    #[test]
+    fn the_model_bounds_are_the_scenarios_worst_round_trips() {
+        let scenario = ack_timeout_fixed();
+        let fixed = scenario.variant("fixed").unwrap().policy.resolve(scenario.tick_ms, 4).unwrap();
+        let bounds = ModelBounds::of(&scenario, &super::policy_in_ms(&fixed, 100), 100);
+        // n1, n3 in the coordinator's zone at 100 ms; n2, n4 across a<->b, degradable to 700 ms.
+        assert_eq!(bounds.round_trip_max_ms, [200, 1_400, 200, 1_400]);
+        assert_eq!((bounds.dead_after_ms, bounds.ack_timeout_ms), (3_000, 500));
+        // The model file's own figure: "dead after 3s of silence, well above the worst of 2.4s".
+        assert_eq!((bounds.silence_max_ms(1), bounds.silence_max_ms(0)), (Some(2_400), Some(1_200)));
     }
 
     #[test]
