@@ -1083,14 +1083,14 @@ impl Coordinator {
             let link = self.links[n].stats();
             let _ = write!(
                 out,
-                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={},zone={},max_silence_ms={},max_round_trip_ms={},late_replies={}\r\n",
+                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={},max_silence_ms={},max_round_trip_ms={},late_replies={},zone={}\r\n",
                 self.links[n].addr(),
                 state.health,
                 state.last_heard.elapsed().as_millis(),
-                self.zones[n],
                 link.max_silence_ms,
                 link.max_round_trip_ms,
-                link.late_replies
+                link.late_replies,
+                self.zones[n]
             );
         }
         let _ = write!(out, "evictions_in_progress:{}\r\n", membership.evictions_in_progress);
