@@ -172,3 +172,67 @@ fn a_partitioned_quorum_fails_writes_at_the_ack_deadline_and_heals() {
     assert!(healed, "writes succeed again after the heal");
     assert_eq!(c.call(&[b"GET", b"k"]).unwrap(), Reply::Bulk(Some(b"after".to_vec())));
 }
+
+/// Independent detection; node 1's link is slower than both the ack deadline and the
+/// heartbeat interval, but its round trip (300-500 ms) is well within `dead_after`.
+const SLOW_REPLICA_DETECTION: &str = r#"
+failure_detection = "independent"
+heartbeat_interval = "100ms"
+suspect_after = "800ms"
+dead_after = "1200ms"
+replica_ack_timeout = "150ms"
+"#;
+
+#[test]
+fn a_replica_slower_than_the_ack_deadline_is_heard_and_never_declared_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("decisions.jsonl");
+    let policy_path = dir.path().join("policy.toml");
+    std::fs::write(&policy_path, SLOW_REPLICA_DETECTION).unwrap();
+    let policy = store_policy(Some(&policy_path), Some(3), 4).expect("policy loads");
+    let mut config = ClusterConfig::local(
+        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
+        4,
+        policy,
+        dir.path().join("data"),
+    );
+    config.decision_log = Some(log_path.clone());
+    let cluster = Cluster::start(config).expect("cluster starts");
+    // Every reply and pong of node 1 comes after the 150 ms deadline and after the next ping.
+    cluster.proxy(1).set_latency_ms(150, 250).unwrap();
+    let mut c = Client::connect(cluster.client_addr()).unwrap();
+    let start = Instant::now();
+    let mut writes = 0;
+    // Three seconds: more than twice dead_after, so a detector that did not count late
+    // replies and pongs would have declared node 1 dead and evicted it by then.
+    while start.elapsed() < Duration::from_secs(3) {
+        let reply = c.call(&[b"SET", format!("k{writes}").as_bytes(), b"v"]).unwrap();
+        assert_eq!(reply, Reply::Simple("OK".into()), "nodes 0 and 2 make the write quorum");
+        writes += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let info = cluster.info();
+    assert!(info.contains("evictions:0\r\n"), "{info}");
+    assert!(info.contains("members:0,1,2\r\n"), "{info}");
+    let node1 = info.lines().find(|l| l.starts_with("node1:")).expect("node 1's line").to_string();
+    let field = |name: &str| -> u64 {
+        let start = node1.find(&format!("{name}=")).unwrap_or_else(|| panic!("no {name}: {node1}"));
+        node1[start + name.len() + 1..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    };
+    // Its write acks came too late for the writes, yet reached the detector.
+    assert!(field("late_replies") >= 10, "{writes} writes: {node1}");
+    assert!(field("max_round_trip_ms") >= 300, "{node1}");
+    assert!(field("max_silence_ms") < 1200, "never silent for dead_after: {node1}");
+    cluster.decision_log().flush().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let verdicts: Vec<&str> =
+        log.lines().filter(|l| l.contains(r#""decision":"health_from_silence","node":1,"#)).collect();
+    assert!(verdicts.len() >= 20, "the detector judged node 1 every 100 ms: {}", verdicts.len());
+    let not_alive: Vec<&&str> = verdicts.iter().filter(|l| !l.contains(r#""output":"alive""#)).collect();
+    assert!(not_alive.is_empty(), "node 1 was only slow: {not_alive:?}");
+}

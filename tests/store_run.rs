@@ -93,6 +93,62 @@ fn incident_evicts_healthy_replicas_and_fixed_evicts_none() {
     assert_eq!(replay.status.code(), Some(0), "{}", text(&replay));
 }
 
+/// The `nodeN` row of the report's links section, e.g. `n2     max round trip 1402 ms ...`.
+fn link_row<'a>(report: &'a str, node: &str) -> &'a str {
+    let start =
+        report.find("links (measured by the coordinator").unwrap_or_else(|| panic!("no links in:\n{report}"));
+    report[start..]
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(node))
+        .unwrap_or_else(|| panic!("no link row for {node} in:\n{report}"))
+}
+
+/// `fixed` over 9 s (4 s with the a<->b link degraded): replies from n2 and n4 take up to
+/// 1.4 s, beyond the 500 ms ack deadline and the 1 s heartbeat, but any message heard, late or
+/// not, is proof of life, as in the model: no node is ever judged dead (none is crashed or cut
+/// off here), nothing is evicted, and every verdict is the model's.
+#[test]
+fn fixed_hears_replicas_slower_than_its_deadlines_and_judges_none_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fixed.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["store", "run", "models/ack-timeout-eviction.toml", "--variant", "fixed"])
+        .args(["--duration", "9s", "--clients", "4", "--seed", "2", "--model-verdicts", "declared"])
+        .arg("--decision-log")
+        .arg(&log)
+        .output()
+        .expect("run replicheck");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("FAULT link a<->b degraded to 300ms..700ms one way"), "{report}");
+    assert_eq!(number_after(&report, "; evictions: "), 0, "{report}");
+    for property in
+        ["acked_writes_persist", "no_duplicate_effects", "no_healthy_eviction", "converges", "ops_complete"]
+    {
+        let row = property_row(&report, property);
+        assert_eq!(row[1], row[2], "{property}: the store disagrees with the model:\n{report}");
+    }
+    assert_eq!(property_row(&report, "no_healthy_eviction")[1..3], ["holds", "holds"], "{report}");
+    let decisions = std::fs::read_to_string(&log).unwrap();
+    let dead: Vec<&str> = decisions
+        .lines()
+        .filter(|l| l.contains(r#""decision":"health_from_silence""#) && l.contains(r#""output":"dead""#))
+        .collect();
+    assert!(dead.is_empty(), "slow is not dead:\n{}\n{report}", dead.join("\n"));
+    // The degraded replica's write acks missed the 500 ms deadline and were still heard; no
+    // zone-b node was silent for dead_after (3 s).
+    let n2 = link_row(&report, "n2");
+    let late_replies: u64 =
+        n2.split(", ").last().and_then(|t| t.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap();
+    assert!(late_replies >= 1, "{n2}\n{report}");
+    for node in ["n2", "n4"] {
+        assert!(number_after(link_row(&report, node), "max silence ") < 3000, "{report}");
+    }
+    let replay = conform(&log);
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay));
+}
+
 #[test]
 fn bad_arguments_are_named() {
     let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))

@@ -491,6 +491,15 @@ impl Coordinator {
             admission: Mutex::new(admission),
         });
         coordinator.note_background_breaches();
+        for (node, link) in coordinator.links.iter().enumerate() {
+            // Weak: the links belong to the coordinator.
+            let weak = Arc::downgrade(&coordinator);
+            link.on_heard(move || {
+                if let Some(coordinator) = weak.upgrade() {
+                    coordinator.heard_from(node as NodeId);
+                }
+            });
+        }
         {
             // The restored (or initial) membership and the first version block are saved
             // before any client is served.
@@ -506,9 +515,6 @@ impl Coordinator {
                 coordinator.layout.shards[usize::from(shard)].name
             );
             tokio::spawn(Arc::clone(&coordinator).catch_up(shard, node, change, epoch));
-        }
-        for node in 0..coordinator.links.len() {
-            tokio::spawn(Arc::clone(&coordinator).heartbeat_loop(node as NodeId));
         }
         tokio::spawn(Arc::clone(&coordinator).detector_loop());
         if coordinator.policy.rebalance.is_some() {
@@ -706,25 +712,27 @@ impl Coordinator {
         }
     }
 
-    /// Record what a request to `node` says about its health.
-    /// A node declared dead here is considered for eviction at once, as the models do,
-    /// rather than at the next detector tick.
-    fn observe(self: &Arc<Self>, node: NodeId, result: &Result<NodeReply, LinkError>) {
+    /// Any frame from `node`, a reply after its deadline or a heartbeat's pong included, is
+    /// proof of life (`model::coordinator::heard_from`): the link calls this as it reads one.
+    fn heard_from(&self, node: NodeId) {
+        let mut membership = self.membership.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut membership.nodes[usize::from(node)];
+        state.health = crate::policy::detector::health_after_hearing_from();
+        state.last_heard = Instant::now();
+    }
+
+    /// `node` was asked and had not answered by the request's deadline: the detector's verdict
+    /// on that (`health_after_deadline_miss`; coupled detection takes it as death). A node
+    /// declared dead here is considered for eviction at once, as the models do, rather than
+    /// at the next detector tick.
+    fn missed_deadline(self: &Arc<Self>, node: NodeId) {
         let mut membership = self.membership.lock().expect("membership lock");
         let state = &mut membership.nodes[usize::from(node)];
         let was_dead = state.health == Health::Dead;
-        match result {
-            Ok(_) | Err(LinkError::Node(_)) => {
-                state.health = crate::policy::detector::health_after_hearing_from();
-                state.last_heard = Instant::now();
-            }
-            Err(LinkError::Deadline) | Err(LinkError::Unreachable(_)) => {
-                if let Some(health) =
-                    decision::health_after_deadline_miss(&self.log, node, self.policy.failure_detection)
-                {
-                    state.health = health;
-                }
-            }
+        if let Some(health) =
+            decision::health_after_deadline_miss(&self.log, node, self.policy.failure_detection)
+        {
+            state.health = health;
         }
         let died = !was_dead && state.health == Health::Dead;
         let holds = membership.holds(node);
@@ -748,8 +756,23 @@ impl Coordinator {
             let (this, tx, request) = (Arc::clone(self), tx.clone(), request.clone());
             tokio::spawn(async move {
                 let result = this.links[usize::from(member.node)].request(request, deadline).await;
-                this.observe(member.node, &result);
-                let _ = tx.send((member, result)).await;
+                match result {
+                    Err(LinkError::Deadline) => {
+                        this.missed_deadline(member.node);
+                        let _ = tx.send((member, result)).await;
+                    }
+                    Err(LinkError::Unreachable(_)) => {
+                        // The caller learns at once; the detector, as in the models, only at
+                        // the deadline that the node (unreachable now) misses.
+                        let _ = tx.send((member, result)).await;
+                        tokio::time::sleep_until(deadline).await;
+                        this.missed_deadline(member.node);
+                    }
+                    // Answered: the link already told the detector.
+                    Ok(_) | Err(LinkError::Node(_)) => {
+                        let _ = tx.send((member, result)).await;
+                    }
+                }
             });
         }
         drop(tx);
@@ -879,25 +902,17 @@ impl Coordinator {
         Ok(value)
     }
 
-    async fn heartbeat_loop(self: Arc<Self>, node: NodeId) {
-        let interval = self.probe_interval();
-        loop {
-            tokio::time::sleep(interval).await;
-            // A heartbeat has one interval to come back; a later answer is stale.
-            let deadline = Instant::now() + interval;
-            let result = self.links[usize::from(node)].request(NodeRequest::Heartbeat, deadline).await;
-            // Heartbeat misses are deadline misses only for a request; silence is what the
-            // independent detector measures, so a missed heartbeat is not reported here.
-            if result.is_ok() {
-                self.observe(node, &result);
-            }
-        }
-    }
-
+    /// Every heartbeat interval, as `model::coordinator::on_heartbeat`: under independent
+    /// detection each node's health from its silence since the last frame heard from it, then
+    /// a ping to every node, then evictions. A ping's pong counts whenever it arrives (the
+    /// link reports it); nothing waits for it. Under coupled detection the pings only let a
+    /// node declared dead be heard again.
     async fn detector_loop(self: Arc<Self>) {
         let interval = self.probe_interval();
+        let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::time::sleep(interval).await;
+            ticks.tick().await;
             if self.policy.failure_detection == FailureDetection::Independent {
                 let mut membership = self.membership.lock().expect("membership lock");
                 let now = Instant::now();
@@ -912,6 +927,13 @@ impl Coordinator {
                         self.policy.dead_after_ticks,
                     );
                 }
+            }
+            for link in &self.links {
+                let link = Arc::clone(link);
+                // Own task: dialling a node that is down must not hold up the detector.
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(interval, link.send_only(NodeRequest::Heartbeat)).await;
+                });
             }
             self.consider_evictions();
         }
@@ -1245,12 +1267,16 @@ impl Coordinator {
         }
         for (n, state) in membership.nodes.iter().enumerate() {
             let role = if membership.holds(n as NodeId) { "member" } else { "spare" };
+            let link = self.links[n].stats();
             let _ = write!(
                 out,
-                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={},zone={}\r\n",
+                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={},max_silence_ms={},max_round_trip_ms={},late_replies={},zone={}\r\n",
                 self.links[n].addr(),
                 state.health,
                 state.last_heard.elapsed().as_millis(),
+                link.max_silence_ms,
+                link.max_round_trip_ms,
+                link.late_replies,
                 self.zones[n]
             );
         }

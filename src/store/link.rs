@@ -1,18 +1,45 @@
 //! The coordinator's connection to one node: one TCP connection carrying many requests at
 //! once, matched to replies by id. A broken connection fails every request waiting on it and
 //! is re-dialled by the next request.
+//!
+//! Every frame the node sends is proof of life, whether or not a request still waits for it:
+//! a reply after its request's deadline is not given to the caller (it gave up), but it still
+//! reaches the link's listener (`on_heard`) and its round trip is measured, as the models
+//! count any message, however late, as hearing from the node.
 
 use super::wire::{self, Frame, NodeReply, NodeRequest};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Mutex as AsyncMutex};
 use tokio::time::Instant;
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<NodeReply>>>>;
+/// Unanswered requests that no caller waits for are kept (for their round trip) up to this
+/// many per connection, the oldest forgotten first: a link cut off for long would otherwise
+/// grow without bound.
+const UNANSWERED_KEPT_MAX: usize = 10_000;
+
+/// A request on the wire: when it was sent, and who waits for its reply.
+struct Sent {
+    at: Instant,
+    waiter: Waiter,
+}
+
+enum Waiter {
+    Caller(oneshot::Sender<NodeReply>),
+    /// The caller's deadline passed: a reply now is late.
+    GaveUp,
+    /// Sent without waiting (a heartbeat's ping).
+    Nobody,
+}
+
+type Pending = Arc<Mutex<BTreeMap<u64, Sent>>>;
+
+/// Called for every frame the node sends.
+type Listener = Box<dyn Fn() + Send + Sync>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkError {
@@ -34,6 +61,53 @@ impl std::fmt::Display for LinkError {
     }
 }
 
+/// What the link measured since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Frames received from the node.
+    pub replies: u64,
+    /// Replies that came after their request's deadline (the caller had given up).
+    pub late_replies: u64,
+    /// The longest round trip of a reply: from its request being queued to its frame read.
+    pub max_round_trip_ms: u64,
+    /// The longest time without a frame from the node: between two frames, or from the
+    /// link's creation to the first, or from the last frame to now.
+    pub max_silence_ms: u64,
+}
+
+/// Measured by the reader tasks, read by `stats`.
+struct Measured {
+    created: Instant,
+    last_frame: Option<Instant>,
+    replies: u64,
+    late_replies: u64,
+    max_round_trip_ms: u64,
+    max_gap_ms: u64,
+}
+
+impl Measured {
+    fn heard(&mut self, now: Instant, round_trip: Option<(Instant, bool)>) {
+        let since = self.last_frame.unwrap_or(self.created);
+        self.max_gap_ms = self.max_gap_ms.max(ms(now.duration_since(since)));
+        self.last_frame = Some(now);
+        self.replies += 1;
+        if let Some((sent_at, late)) = round_trip {
+            self.max_round_trip_ms = self.max_round_trip_ms.max(ms(now.duration_since(sent_at)));
+            self.late_replies += u64::from(late);
+        }
+    }
+}
+
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What a connection's reader task shares with the link.
+struct Shared {
+    listener: OnceLock<Listener>,
+    measured: Mutex<Measured>,
+}
+
 struct Connection {
     /// Frames go through a writer task, so a request cancelled by its deadline never leaves
     /// half a frame on the wire.
@@ -48,53 +122,96 @@ pub struct NodeLink {
     addr: Mutex<SocketAddr>,
     next_id: AtomicU64,
     connection: AsyncMutex<Option<Connection>>,
+    shared: Arc<Shared>,
 }
 
 impl NodeLink {
     pub fn new(addr: SocketAddr) -> NodeLink {
-        NodeLink { addr: Mutex::new(addr), next_id: AtomicU64::new(1), connection: AsyncMutex::new(None) }
+        let measured = Measured {
+            created: Instant::now(),
+            last_frame: None,
+            replies: 0,
+            late_replies: 0,
+            max_round_trip_ms: 0,
+            max_gap_ms: 0,
+        };
+        NodeLink {
+            addr: Mutex::new(addr),
+            next_id: AtomicU64::new(1),
+            connection: AsyncMutex::new(None),
+            shared: Arc::new(Shared { listener: OnceLock::new(), measured: Mutex::new(measured) }),
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {
         *self.addr.lock().expect("addr lock")
     }
 
-    /// Send `request` and wait for its reply until `deadline`.
+    /// Call `heard` for every frame the node sends from now on, answered in time or not (the
+    /// failure detector's proof of life). Set once; `false` if a listener was already set.
+    pub fn on_heard(&self, heard: impl Fn() + Send + Sync + 'static) -> bool {
+        self.shared.listener.set(Box::new(heard)).is_ok()
+    }
+
+    pub fn stats(&self) -> LinkStats {
+        let m = self.shared.measured.lock().expect("measured lock");
+        let since = m.last_frame.unwrap_or(m.created);
+        LinkStats {
+            replies: m.replies,
+            late_replies: m.late_replies,
+            max_round_trip_ms: m.max_round_trip_ms,
+            max_silence_ms: m.max_gap_ms.max(ms(since.elapsed())),
+        }
+    }
+
+    /// Send `request` and wait for its reply until `deadline`. A reply after the deadline is
+    /// not returned, but still reaches the listener.
     pub async fn request(&self, request: NodeRequest, deadline: Instant) -> Result<NodeReply, LinkError> {
-        let (id, pending, reply) = match tokio::time::timeout_at(deadline, self.send(request)).await {
-            Ok(sent) => sent?,
-            Err(_) => return Err(LinkError::Deadline),
-        };
+        let (tx, reply) = oneshot::channel();
+        let (id, pending) =
+            match tokio::time::timeout_at(deadline, self.send(request, Waiter::Caller(tx))).await {
+                Ok(sent) => sent?,
+                Err(_) => return Err(LinkError::Deadline),
+            };
         match tokio::time::timeout_at(deadline, reply).await {
             Ok(Ok(NodeReply::Failed { message })) => Err(LinkError::Node(message)),
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(LinkError::Unreachable("connection closed".into())),
             Err(_) => {
-                pending.lock().expect("pending lock").remove(&id);
+                // Nobody waits any more; the entry stays so a late reply is still measured.
+                if let Some(sent) = pending.lock().expect("pending lock").get_mut(&id) {
+                    sent.waiter = Waiter::GaveUp;
+                }
                 Err(LinkError::Deadline)
             }
         }
     }
 
-    async fn send(
-        &self,
-        request: NodeRequest,
-    ) -> Result<(u64, Pending, oneshot::Receiver<NodeReply>), LinkError> {
+    /// Send `request` without waiting for its reply (a heartbeat's ping): the reply, whenever
+    /// it comes, only reaches the listener.
+    pub async fn send_only(&self, request: NodeRequest) -> Result<(), LinkError> {
+        self.send(request, Waiter::Nobody).await.map(|_| ())
+    }
+
+    async fn send(&self, request: NodeRequest, waiter: Waiter) -> Result<(u64, Pending), LinkError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let bytes = wire::encode_frame(&Frame { id, body: request });
-        let (tx, rx) = oneshot::channel();
         let mut guard = self.connection.lock().await;
         if guard.as_ref().is_none_or(|c| c.broken.load(Ordering::SeqCst)) {
             *guard = Some(self.dial().await?);
         }
         let connection = guard.as_ref().expect("just dialled");
-        connection.pending.lock().expect("pending lock").insert(id, tx);
+        {
+            let mut pending = connection.pending.lock().expect("pending lock");
+            pending.insert(id, Sent { at: Instant::now(), waiter });
+            forget_oldest_unanswered(&mut pending);
+        }
         if connection.outbox.send(bytes).is_err() {
             connection.broken.store(true, Ordering::SeqCst);
             connection.pending.lock().expect("pending lock").remove(&id);
             return Err(LinkError::Unreachable("connection closed".into()));
         }
-        Ok((id, Arc::clone(&connection.pending), rx))
+        Ok((id, Arc::clone(&connection.pending)))
     }
 
     async fn dial(&self) -> Result<Connection, LinkError> {
@@ -114,11 +231,20 @@ impl NodeLink {
                 }
             }
         });
-        let (task_pending, task_broken) = (Arc::clone(&pending), Arc::clone(&broken));
+        let (task_pending, task_broken, shared) =
+            (Arc::clone(&pending), Arc::clone(&broken), Arc::clone(&self.shared));
         tokio::spawn(async move {
             while let Ok(Some(frame)) = wire::read_frame::<NodeReply, _>(&mut reader).await {
-                let waiter = task_pending.lock().expect("pending lock").remove(&frame.id);
-                if let Some(waiter) = waiter {
+                let now = Instant::now();
+                let sent = task_pending.lock().expect("pending lock").remove(&frame.id);
+                let round_trip = sent.as_ref().map(|s| (s.at, matches!(s.waiter, Waiter::GaveUp)));
+                shared.measured.lock().expect("measured lock").heard(now, round_trip);
+                // Proof of life before the waiter sees the reply, as a message is heard when
+                // it is delivered.
+                if let Some(heard) = shared.listener.get() {
+                    heard();
+                }
+                if let Some(Sent { waiter: Waiter::Caller(waiter), .. }) = sent {
                     let _ = waiter.send(frame.body);
                 }
             }
@@ -127,5 +253,89 @@ impl NodeLink {
             task_pending.lock().expect("pending lock").clear();
         });
         Ok(Connection { outbox, pending, broken })
+    }
+}
+
+/// Keep at most `UNANSWERED_KEPT_MAX` requests nobody waits for, forgetting the oldest.
+fn forget_oldest_unanswered(pending: &mut BTreeMap<u64, Sent>) {
+    if pending.len() <= UNANSWERED_KEPT_MAX {
+        return;
+    }
+    let unanswered: Vec<u64> =
+        pending.iter().filter(|(_, s)| !matches!(s.waiter, Waiter::Caller(_))).map(|(id, _)| *id).collect();
+    let excess = pending.len() - UNANSWERED_KEPT_MAX;
+    for id in unanswered.into_iter().take(excess) {
+        pending.remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+    use tokio::net::TcpListener;
+
+    /// A node that answers every heartbeat after `delay_ms`.
+    async fn slow_node(delay_ms: u64) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (mut reader, writer) = stream.into_split();
+            let writer = Arc::new(AsyncMutex::new(writer));
+            while let Ok(Some(frame)) = wire::read_frame::<NodeRequest, _>(&mut reader).await {
+                let writer = Arc::clone(&writer);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                    let reply = Frame { id: frame.id, body: NodeReply::Alive { node_id: 1, max_version: 0 } };
+                    let _ = writer.lock().await.write_all(&wire::encode_frame(&reply)).await;
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_reply_after_the_deadline_fails_the_request_but_is_heard() {
+        let link = NodeLink::new(slow_node(150).await);
+        let heard = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&heard);
+        assert!(link.on_heard(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+        let deadline = Instant::now() + Duration::from_millis(50);
+        assert_eq!(link.request(NodeRequest::Heartbeat, deadline).await, Err(LinkError::Deadline));
+        assert_eq!(heard.load(Ordering::SeqCst), 0, "not yet arrived");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(heard.load(Ordering::SeqCst), 1, "the late reply is proof of life");
+        let stats = link.stats();
+        assert_eq!((stats.replies, stats.late_replies), (1, 1), "{stats:?}");
+        assert!(stats.max_round_trip_ms >= 150, "{stats:?}");
+        // A ping nobody waits for: its pong is heard whenever it comes, and is not late.
+        link.send_only(NodeRequest::Heartbeat).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(heard.load(Ordering::SeqCst), 2);
+        assert_eq!((link.stats().replies, link.stats().late_replies), (2, 1));
+        // In time: the caller gets the reply, and the node is heard once more.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        assert!(matches!(link.request(NodeRequest::Heartbeat, deadline).await, Ok(NodeReply::Alive { .. })));
+        assert_eq!(heard.load(Ordering::SeqCst), 3);
+        assert!(!link.on_heard(|| {}), "one listener");
+    }
+
+    #[test]
+    fn only_the_oldest_unanswered_requests_nobody_waits_for_are_forgotten() {
+        let now = Instant::now();
+        let mut pending = BTreeMap::new();
+        let (tx, _rx) = oneshot::channel();
+        pending.insert(0, Sent { at: now, waiter: Waiter::Caller(tx) });
+        for id in 1..=UNANSWERED_KEPT_MAX as u64 + 5 {
+            pending.insert(id, Sent { at: now, waiter: Waiter::Nobody });
+        }
+        forget_oldest_unanswered(&mut pending);
+        assert_eq!(pending.len(), UNANSWERED_KEPT_MAX);
+        assert!(pending.contains_key(&0), "a request someone waits for is kept");
+        assert!(!pending.contains_key(&6) && pending.contains_key(&7));
     }
 }

@@ -21,6 +21,9 @@
 //!   a new version (`version_for_attempt` in the decision log; `no_duplicate_effects`);
 //! - evictions, each with its time and whether the fault schedule had touched the evicted node
 //!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters;
+//! - per node, the longest round trip and the longest silence the coordinator measured, and
+//!   the replies that came after their deadline, beside the model's bounds: a healthy eviction
+//!   the model rules out is explained with these, not guessed at;
 //! - rebalancing moves over time (`choose_move` in the decision log), from the model's node
 //!   disk use and compaction debt and its shards' sizes and heat;
 //! - capacity: the store has the model's shards as partitions, with their replica sets, its
@@ -54,6 +57,7 @@ use crate::check::{self, Found, PolicyChoice, RunOptions};
 use crate::config::{self, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use crate::lincheck::{self, Budget, Operation, Verdict};
+use crate::policy::detector::{FailureDetection, Health};
 use crate::policy::eviction::EvictionDecision;
 use crate::policy::routing;
 use crate::policy::NodeId;
@@ -156,9 +160,72 @@ pub struct RunOutcome {
     /// The scenario's churn budget in ms: at most `.0` membership changes in any `.1` ms.
     pub churn_budget_ms: Option<(u8, u64)>,
     pub deadline_deaths: usize,
+    /// Why the detector had declared each evicted node dead (one per eviction, in order).
+    pub evicted_because: Vec<Option<DeathEvidence>>,
+    /// Per node, what the coordinator's link to it measured (INFO at the end of the run).
+    pub links: Vec<LinkFacts>,
+    /// The model's bounds for this scenario and policy, to compare the measured facts with.
+    pub bounds: ModelBounds,
     pub events: Vec<Event>,
     pub info_counters: BTreeMap<String, u64>,
     pub decisions: usize,
+}
+
+/// What the detector had seen when it declared a node dead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeathEvidence {
+    /// Independent detection: silent this long (`health_from_silence`).
+    Silence { silence_ms: u64 },
+    /// Coupled detection: asked, and no answer by a request's ack deadline.
+    DeadlineMiss,
+}
+
+/// One node's link as the coordinator measured it over the run (INFO's node line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkFacts {
+    /// The longest time without any frame from the node, faults included.
+    pub max_silence_ms: u64,
+    /// The longest round trip of a reply, late ones included (node processing included).
+    pub max_round_trip_ms: u64,
+    /// Replies that came after their request's deadline: proof of life only.
+    pub late_replies: u64,
+}
+
+/// The model's worst cases for a node no fault crashed or cut off, in real ms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelBounds {
+    /// Per node: twice the worst one-way latency between the coordinator's zone and the
+    /// node's, the fault menu's degradations included.
+    pub round_trip_max_ms: Vec<u64>,
+    /// `heartbeat_interval` (pings go out that often under independent detection).
+    pub heartbeat_interval_ms: u64,
+    pub dead_after_ms: u64,
+    pub ack_timeout_ms: u64,
+    pub independent: bool,
+}
+
+impl ModelBounds {
+    fn of(scenario: &Scenario, policy: &Policy, ms_per_tick: u64) -> ModelBounds {
+        let coordinator = scenario.coordinator.zone;
+        ModelBounds {
+            round_trip_max_ms: scenario
+                .nodes
+                .iter()
+                .map(|n| 2 * u64::from(scenario.worst_latency_ticks(n.zone, coordinator)) * ms_per_tick)
+                .collect(),
+            heartbeat_interval_ms: u64::from(policy.heartbeat_interval_ticks),
+            dead_after_ms: u64::from(policy.dead_after_ticks),
+            ack_timeout_ms: u64::from(policy.replica_ack_timeout_ticks),
+            independent: policy.failure_detection == FailureDetection::Independent,
+        }
+    }
+
+    /// The longest silence of a reachable node in the model: the next ping goes out one
+    /// heartbeat interval after the last, and its pong may take the worst round trip.
+    pub fn silence_max_ms(&self, node: NodeId) -> Option<u64> {
+        let rtt = self.round_trip_max_ms.get(usize::from(node))?;
+        self.independent.then_some(self.heartbeat_interval_ms + rtt)
+    }
 }
 
 impl RunOutcome {
@@ -569,6 +636,8 @@ fn run_store(
     let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
     outcome.events = std::mem::take(&mut rig.events);
     outcome.info_counters = info_counters(&info);
+    outcome.links = link_facts(&info, scenario.nodes.len())?;
+    outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
     let counter = |name: &str| outcome.info_counters.get(name).copied().unwrap_or(0);
     outcome.capacity_breaches = counter("capacity_breaches");
     outcome.writes_throttled = counter("writes_throttled");
@@ -712,19 +781,28 @@ fn measure(
             Verdict::Unknown { reason } => outcome.undecided.push(format!("{key}: {reason}")),
         }
     }
+    // The detector's latest death verdict on each node, for the eviction that follows it.
+    let mut death: BTreeMap<NodeId, DeathEvidence> = BTreeMap::new();
     for (index, raw) in log_text.lines().enumerate() {
         let line: LogLine = serde_json::from_str(raw)
             .map_err(|e| format!("decision log line {}: not a decision: {e}", index + 1))?;
         outcome.decisions += 1;
         match line.decision {
+            Decision::HealthFromSilence { node, silence_ticks, output: Health::Dead, .. } => {
+                death.insert(node, DeathEvidence::Silence { silence_ms: u64::from(silence_ticks) });
+            }
+            Decision::HealthAfterDeadlineMiss { node, output: Some(Health::Dead), .. } => {
+                outcome.deadline_deaths += 1;
+                death.insert(node, DeathEvidence::DeadlineMiss);
+            }
             Decision::VersionForAttempt { version_of_token: Some(first), output, .. } if output != first => {
                 outcome.duplicate_effects += 1
             }
-            Decision::HealthAfterDeadlineMiss { output: Some(_), .. } => outcome.deadline_deaths += 1,
             Decision::DecideEviction { node, output: EvictionDecision::Evict { replacement }, .. } => {
                 let at_ms = line.elapsed_ms + log_offset_ms;
                 let healthy = faulted_at_ms.get(&node).is_none_or(|t| *t > at_ms);
                 outcome.evictions.push((at_ms, node, replacement, healthy));
+                outcome.evicted_because.push(death.get(&node).copied());
             }
             Decision::ChooseMove { output: Some(m), .. } => {
                 outcome.moves.push((line.elapsed_ms + log_offset_ms, m.shard, m.from, m.to))
@@ -761,6 +839,30 @@ fn acked_write_missed(ops: &[&Op], last: &Op) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Each node's link measurements from INFO's `nodeN:...,max_silence_ms=...` lines.
+fn link_facts(info: &str, node_count: usize) -> Result<Vec<LinkFacts>, String> {
+    (0..node_count)
+        .map(|n| {
+            let prefix = format!("node{n}:");
+            let line = info
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+                .ok_or_else(|| format!("INFO has no line for node {n}"))?;
+            let field = |name: &str| -> Result<u64, String> {
+                line.split(',')
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| format!("INFO's node {n} line has no number {name}: {line}"))
+            };
+            Ok(LinkFacts {
+                max_silence_ms: field("max_silence_ms")?,
+                max_round_trip_ms: field("max_round_trip_ms")?,
+                late_replies: field("late_replies")?,
+            })
+        })
+        .collect()
 }
 
 /// INFO's `name:number` lines.
@@ -806,14 +908,79 @@ fn model_verdicts(
     }
 }
 
-/// Why the store and the model can disagree on a property, in one line.
-fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static str {
+/// Why the store and the model disagree on a property, in one line: what was measured where
+/// the run measures the cause, else what usually explains it.
+fn disagreement(
+    property: PropertyName,
+    store: Found,
+    model: Found,
+    o: &RunOutcome,
+    scenario: &Scenario,
+) -> String {
+    if (property, store, model) == (PropertyName::NoHealthyEviction, Found::Violated, Found::Holds) {
+        return healthy_eviction_facts(o, scenario);
+    }
+    disagreement_usual(property, store, model).to_string()
+}
+
+/// For each node evicted while healthy: why the detector declared it dead, and its round
+/// trips and silence against the model's bounds. Delays are said to exceed the model's range
+/// only when a round trip was measured above it.
+fn healthy_eviction_facts(o: &RunOutcome, scenario: &Scenario) -> String {
+    let b = &o.bounds;
+    let mut nodes: Vec<(NodeId, Option<DeathEvidence>)> = Vec::new();
+    for (e, because) in o.evictions.iter().zip(&o.evicted_because) {
+        if e.3 && !nodes.iter().any(|(n, _)| *n == e.1) {
+            nodes.push((e.1, *because));
+        }
+    }
+    let facts: Vec<String> = nodes
+        .iter()
+        .map(|&(node, because)| {
+            let name = &scenario.nodes[usize::from(node)].name;
+            let link = o.links.get(usize::from(node)).copied().unwrap_or_default();
+            let rtt_max_ms = b.round_trip_max_ms.get(usize::from(node)).copied().unwrap_or(0);
+            let verdict = match because {
+                Some(DeathEvidence::Silence { silence_ms }) => {
+                    format!("declared dead after {silence_ms} ms of silence (dead_after {} ms)", b.dead_after_ms)
+                }
+                Some(DeathEvidence::DeadlineMiss) => {
+                    format!("declared dead for missing a {} ms ack deadline (coupled detection)", b.ack_timeout_ms)
+                }
+                None => "declared dead (no verdict in the decision log)".to_string(),
+            };
+            let delays = if link.max_round_trip_ms > rtt_max_ms {
+                format!(
+                    "its round trips (the node's own processing included) reached {} ms, {} ms above the model's worst {rtt_max_ms} ms: real delays exceeded the model's latency range",
+                    link.max_round_trip_ms,
+                    link.max_round_trip_ms - rtt_max_ms
+                )
+            } else {
+                format!(
+                    "its round trips stayed within the model's worst ({} ms <= {rtt_max_ms} ms), so the delays were the model's",
+                    link.max_round_trip_ms
+                )
+            };
+            let silence = match b.silence_max_ms(node) {
+                Some(bound_ms) => format!(
+                    "; its longest silence was {} ms, the model's longest for a reachable node {bound_ms} ms (heartbeat_interval + worst round trip)",
+                    link.max_silence_ms
+                ),
+                None => String::new(),
+            };
+            format!("{name} {verdict}; {delays}{silence}")
+        })
+        .collect();
+    if facts.is_empty() {
+        return "a node was evicted although the schedule never crashed or cut it off".into();
+    }
+    facts.join("; ")
+}
+
+fn disagreement_usual(property: PropertyName, store: Found, model: Found) -> &'static str {
     match (property, store, model) {
         (_, Found::Holds, Found::Violated) => {
             "the model found a schedule that violates it; this run's one schedule did not hit it (run longer, or the fault came too late)"
-        }
-        (PropertyName::NoHealthyEviction, Found::Violated, Found::Holds) => {
-            "a node was evicted although the schedule never crashed or cut it off: real delays exceed the model's latency range (scheduling, fsync), or the time scale is too small"
         }
         (PropertyName::Converges, Found::Violated, Found::Holds) => {
             "an eviction or move started late in the healed phase or was still catching up at the end: if it followed a fault, detection (dead_after) and the catch-up copy need more time than half the healed phase (run longer); if it repeats, the store oscillates where the model settles"
@@ -828,6 +995,33 @@ fn disagreement(property: PropertyName, store: Found, model: Found) -> &'static 
             "the store broke what the model proves: a store bug, or an environment outside the model's scope"
         }
         _ => "",
+    }
+}
+
+/// Per node, the coordinator's measured round trips and silences beside the model's bounds.
+fn write_links(out: &mut String, scenario: &Scenario, o: &RunOutcome) {
+    let b = &o.bounds;
+    let silence_bound = if b.independent {
+        "; the model's longest silence of a reachable node: heartbeat_interval + worst round trip"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "links (measured by the coordinator over the run, faults included; model's worst round trip, degradations included{silence_bound}):"
+    );
+    for (n, link) in o.links.iter().enumerate() {
+        let node = n as NodeId;
+        let rtt_max_ms = b.round_trip_max_ms.get(n).copied().unwrap_or(0);
+        let silence = match b.silence_max_ms(node) {
+            Some(bound_ms) => format!("max silence {} ms (model {bound_ms} ms)", link.max_silence_ms),
+            None => format!("max silence {} ms", link.max_silence_ms),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<6} max round trip {} ms (model {rtt_max_ms} ms), {silence}, {} replies after their deadline",
+            scenario.nodes[n].name, link.max_round_trip_ms, link.late_replies
+        );
     }
 }
 
@@ -879,6 +1073,7 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         o.healthy_evictions(),
         info.join(", "),
     );
+    write_links(out, scenario, o);
     let _ = writeln!(
         out,
         "moves: {} ({}); leader changes: none possible (one coordinator)",
@@ -943,7 +1138,7 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         let show = |f: Option<Found>| f.map(|f| f.to_string()).unwrap_or_else(|| "-".into());
         let _ = write!(out, "{:<22} {:<10} {:<10}", property.as_str(), show(store), show(modelled));
         if let (Some(s), Some(m)) = (store, modelled) {
-            let why = disagreement(property, s, m);
+            let why = disagreement(property, s, m, o, scenario);
             if !why.is_empty() {
                 let _ = write!(out, " DIFFERS: {why}");
             }
@@ -998,7 +1193,7 @@ pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::RunOutcome;
+    use super::{disagreement, DeathEvidence, Found, LinkFacts, ModelBounds, PropertyName, RunOutcome};
 
     #[test]
     fn churn_counts_moves_and_evictions_within_one_window() {
@@ -1012,6 +1207,63 @@ mod tests {
         // No three within 4.5 s.
         assert!(!o.churn_exceeded(2, 4_500));
         assert!(!o.churn_exceeded(4, 60_000));
+    }
+
+    fn ack_timeout_fixed() -> crate::config::Scenario {
+        crate::config::Scenario::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/ack-timeout-eviction.toml"
+        )))
+        .unwrap()
+    }
+
+    /// n2 evicted while healthy after 3.2 s of silence, its round trips at `rtt_ms`.
+    fn evicted_n2(rtt_ms: u64) -> RunOutcome {
+        let link = LinkFacts { max_silence_ms: 3_200, max_round_trip_ms: rtt_ms, late_replies: 4 };
+        RunOutcome {
+            evictions: vec![(9_000, 1, 3, true), (9_000, 1, 3, true)],
+            evicted_because: vec![Some(DeathEvidence::Silence { silence_ms: 3_150 }); 2],
+            links: vec![LinkFacts::default(), link, LinkFacts::default(), LinkFacts::default()],
+            bounds: ModelBounds {
+                round_trip_max_ms: vec![200, 1_400, 200, 1_400],
+                heartbeat_interval_ms: 1_000,
+                dead_after_ms: 3_000,
+                ack_timeout_ms: 500,
+                independent: true,
+            },
+            ..RunOutcome::default()
+        }
+    }
+
+    #[test]
+    fn a_healthy_eviction_is_explained_by_what_was_measured() {
+        let scenario = ack_timeout_fixed();
+        let (holds, violated) = (Found::Holds, Found::Violated);
+        let within =
+            disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_380), &scenario);
+        assert_eq!(
+            within,
+            "n2 declared dead after 3150 ms of silence (dead_after 3000 ms); its round trips stayed within the model's worst (1380 ms <= 1400 ms), so the delays were the model's; its longest silence was 3200 ms, the model's longest for a reachable node 2400 ms (heartbeat_interval + worst round trip)"
+        );
+        assert!(!within.contains("exceeded"), "no round trip was measured above the range");
+        let above =
+            disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_650), &scenario);
+        assert!(
+            above.contains("reached 1650 ms, 250 ms above the model's worst 1400 ms: real delays exceeded the model's latency range"),
+            "{above}"
+        );
+    }
+
+    #[test]
+    fn the_model_bounds_are_the_scenarios_worst_round_trips() {
+        let scenario = ack_timeout_fixed();
+        let fixed = scenario.variant("fixed").unwrap().policy.resolve(scenario.tick_ms, 4).unwrap();
+        let bounds = ModelBounds::of(&scenario, &super::policy_in_ms(&fixed, 100), 100);
+        // n1, n3 in the coordinator's zone at 100 ms; n2, n4 across a<->b, degradable to 700 ms.
+        assert_eq!(bounds.round_trip_max_ms, [200, 1_400, 200, 1_400]);
+        assert_eq!((bounds.dead_after_ms, bounds.ack_timeout_ms), (3_000, 500));
+        // The model file's own figure: "dead after 3s of silence, well above the worst of 2.4s".
+        assert_eq!((bounds.silence_max_ms(1), bounds.silence_max_ms(0)), (Some(2_400), Some(1_200)));
     }
 
     #[test]
