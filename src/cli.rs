@@ -140,12 +140,21 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::store::cli::StoreCommand,
     },
-    /// Replay a store's decision log through the policy code: exit 0 when every logged output is
-    /// the one `src/policy` computes from the logged inputs, 1 naming the first line that is not
-    /// (its inputs, the logged and the recomputed output), 2 if a line is not a decision.
+    /// Without --model: replay a store's decision log through the policy code (exit 0 when
+    /// every logged output is the one `src/policy` computes from the logged inputs, 1 naming
+    /// the first line that is not). With --model: validate a trace against the model (exit 0
+    /// when every step is one the model allows from the state the trace reached, 1 naming the
+    /// first step that is not and what the model allowed instead). 2 if a line is malformed.
     Conform {
-        /// A decision log (JSON lines), as written by the store's `--decision-log`.
+        /// A decision log or, with --model, a trace (JSON lines).
         log: PathBuf,
+        /// The model whose behaviours the trace must be one of.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[arg(long, requires = "model", conflicts_with = "policy")]
+        variant: Option<String>,
+        #[arg(long, requires = "model")]
+        policy: Option<PathBuf>,
     },
     /// (internal) One bench measurement in a fresh process, printed as JSON.
     #[command(hide = true)]
@@ -296,19 +305,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             Ok(linted.report.exit_code())
         }
         Command::Explore { model, variant, policy, addr } => {
-            let scenario = Scenario::load(&model)?;
-            let sourced = match policy {
-                Some(path) => scenario.base_policy.then(&config::load_policy(&path)?),
-                None => {
-                    let name = variant.unwrap_or_else(|| scenario.variants[0].name.clone());
-                    scenario
-                        .variant(&name)
-                        .ok_or_else(|| ConfigError::new(&model, format!("no variant \"{name}\"")))?
-                        .policy
-                        .clone()
-                }
-            };
-            let cfg = WorldConfig::new(&scenario, &sourced).map_err(|m| ConfigError::new(&model, m))?;
+            let (scenario, cfg) = world_config(&model, variant, policy.as_deref())?;
             eprintln!("explorer for {} at http://{addr}/ (Ctrl-C to stop)", scenario.name);
             use stateright::Model;
             // Serves until interrupted.
@@ -354,7 +351,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
         Command::Store { command } => {
             crate::store::cli::run(command).map_err(|e| ConfigError::new(std::path::Path::new("store"), e))
         }
-        Command::Conform { log } => conform(&log),
+        Command::Conform { log, model: None, .. } => conform(&log),
+        Command::Conform { log, model: Some(model), variant, policy } => {
+            let (_, cfg) = world_config(&model, variant, policy.as_deref())?;
+            conform_trace(&log, &World::new(cfg))
+        }
         Command::BenchOne { model, variant, threads, safety_only } => {
             let scenario = Scenario::load(&model)?;
             let mut jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
@@ -378,6 +379,70 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             });
             println!("{doc}");
             Ok(0)
+        }
+    }
+}
+
+/// The world of `model` under `--variant` (the first, by default) or `--policy`.
+fn world_config(
+    model: &std::path::Path,
+    variant: Option<String>,
+    policy: Option<&std::path::Path>,
+) -> Result<(Scenario, WorldConfig), ConfigError> {
+    let scenario = Scenario::load(model)?;
+    let sourced = match policy {
+        Some(path) => scenario.base_policy.then(&config::load_policy(path)?),
+        None => {
+            let name = variant.unwrap_or_else(|| scenario.variants[0].name.clone());
+            let known: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
+            scenario
+                .variant(&name)
+                .ok_or_else(|| {
+                    ConfigError::new(model, format!("no variant \"{name}\" (variants: {})", known.join(", ")))
+                })?
+                .policy
+                .clone()
+        }
+    };
+    let cfg = WorldConfig::new(&scenario, &sourced).map_err(|m| ConfigError::new(model, m))?;
+    Ok((scenario, cfg))
+}
+
+/// `conform TRACE --model M`: trace validation; the first step outside the model is printed
+/// with what the model allowed instead.
+fn conform_trace(path: &std::path::Path, world: &World) -> Result<ExitCode, ConfigError> {
+    use crate::check::trace::{self, Conformance};
+    let text = config::read_file(path)?;
+    let steps = trace::parse(&text).map_err(|(line, e)| {
+        ConfigError::new(path, format!("{}:{line}: not a trace step: {e}", path.display()))
+    })?;
+    match trace::validate(world, &steps) {
+        Conformance::Conforms { steps, ticks, states } => {
+            println!(
+                "{}: {steps} steps over {ticks} ticks, every one a step of model {} ({states} model state(s) fit the whole trace)",
+                path.display(),
+                world.cfg.model_name
+            );
+            Ok(0)
+        }
+        Conformance::Diverges { index, why, allowed, state } => {
+            println!(
+                "{}: step {} is not a behaviour of model {}",
+                path.display(),
+                index + 1,
+                world.cfg.model_name
+            );
+            println!("  observed: {}", trace::describe(&steps[index]));
+            println!("  why:      {why}");
+            println!("  the model allowed instead:");
+            for a in &allowed {
+                println!("    {a}");
+            }
+            println!("  in the state the trace had reached:");
+            for line in state.lines() {
+                println!("    {line}");
+            }
+            Ok(1)
         }
     }
 }

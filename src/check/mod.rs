@@ -4,6 +4,7 @@
 pub mod diff;
 pub mod proofs;
 pub mod report;
+pub mod trace;
 
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
 use crate::engine::{self, cycles, Cut, Limits};

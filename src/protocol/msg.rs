@@ -2,16 +2,18 @@
 
 use crate::config::OpKind;
 use crate::policy::{NodeId, Version, CLIENT_OPS_MAX};
+use serde::{Deserialize, Serialize};
 
 /// A client operation: (client index, index of the op in that client's workload).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct OpId {
     pub client: u8,
     pub seq: u8,
 }
 
 /// Who sends and receives messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Endpoint {
     Node(NodeId),
     Coordinator,
@@ -19,7 +21,8 @@ pub enum Endpoint {
 }
 
 /// Messages, named by who does what.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Msg {
     /// Client -> coordinator: attempt `attempt` of operation `op`.
     Request {
@@ -91,7 +94,7 @@ impl OpId {
 }
 
 /// A stored value of one shard on one node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Stored {
     pub version: Version,
     pub value: u8,
