@@ -348,9 +348,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 Ok(report.exit_code())
             }
         }
-        Command::Store { command } => {
-            crate::store::cli::run(command).map_err(|e| ConfigError::new(std::path::Path::new("store"), e))
-        }
+        Command::Store { command } => crate::store::cli::run(command, &model_verdicts)
+            .map_err(|e| ConfigError::new(std::path::Path::new("store"), e)),
         Command::Conform { log, model: None, .. } => conform(&log),
         Command::Conform { log, model: Some(model), variant, policy } => {
             let (_, cfg) = world_config(&model, variant, policy.as_deref())?;
@@ -381,6 +380,26 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
             Ok(0)
         }
     }
+}
+
+/// Every property's verdict for one model under a policy file or a variant (`store run
+/// --model-verdicts check`).
+fn model_verdicts(
+    model: &std::path::Path,
+    policy: Option<&std::path::Path>,
+    variant: &str,
+) -> Result<Vec<(config::PropertyName, check::Found)>, String> {
+    let choice = match policy {
+        Some(path) => PolicyChoice::File {
+            path: path.to_path_buf(),
+            policy: Box::new(config::load_policy(path).map_err(|e| e.to_string())?),
+        },
+        None => PolicyChoice::Variants(Some(variant.to_string())),
+    };
+    let jobs = check::plan(&[model.to_path_buf()], &choice).map_err(|e| e.to_string())?;
+    let job = jobs.first().ok_or("no model check to run")?;
+    let result = check::run(job, &RunOptions::default()).map_err(|e| e.to_string())?;
+    Ok(result.properties.iter().map(|p| (p.name, p.found)).collect())
 }
 
 /// The world of `model` under `--variant` (the first, by default) or `--policy`.

@@ -6,6 +6,7 @@ pub mod proofs;
 pub mod report;
 pub mod trace;
 
+pub use crate::config::Found;
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
 use crate::engine::{self, cycles, Cut, Limits};
 use crate::model::{display, properties, Action, World, WorldConfig, WorldState};
@@ -14,26 +15,6 @@ use serde::Serialize;
 use stateright::Model;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// What a check found for one property.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Found {
-    Holds,
-    Violated,
-    /// Exploration stopped at a limit before a violation was found: no verdict.
-    Unknown,
-}
-
-impl std::fmt::Display for Found {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Found::Holds => "holds",
-            Found::Violated => "violated",
-            Found::Unknown => "unknown (incomplete)",
-        })
-    }
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceStep {

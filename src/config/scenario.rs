@@ -86,6 +86,26 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// What a check found for one property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Found {
+    Holds,
+    Violated,
+    /// Exploration stopped at a limit before a violation was found: no verdict.
+    Unknown,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Found::Holds => "holds",
+            Found::Violated => "violated",
+            Found::Unknown => "unknown (incomplete)",
+        })
+    }
+}
+
 /// A client operation in the workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

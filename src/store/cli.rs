@@ -243,7 +243,9 @@ fn zone_indices(zones: &[String], node_count: usize) -> Result<Vec<u8>, String> 
         .collect()
 }
 
-pub fn run(command: StoreCommand) -> Result<u8, String> {
+/// Run a store command. `check_model` explores a model for `store run --model-verdicts
+/// check` (see [`super::run::ModelChecker`]).
+pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Result<u8, String> {
     match command {
         StoreCommand::Node { id, listen, data_dir } => {
             super::node::run(id, listen, &data_dir).map_err(|e| format!("node {id}: {e}"))?;
@@ -279,7 +281,7 @@ pub fn run(command: StoreCommand) -> Result<u8, String> {
                 binary,
             };
             let mut out = String::new();
-            let result = super::run::run(&request, &mut out);
+            let result = super::run::run(&request, check_model, &mut out);
             print!("{out}");
             let (outcome, model) = result?;
             Ok(super::run::exit_code(&outcome, &model))

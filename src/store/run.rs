@@ -53,8 +53,7 @@ use super::decision::{Decision, LogLine};
 use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
 use super::resp;
-use crate::check::{self, Found, PolicyChoice, RunOptions};
-use crate::config::{self, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
+use crate::config::{self, Found, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use crate::lincheck::{self, Budget, Operation, Verdict};
 use crate::policy::detector::{FailureDetection, Health};
@@ -100,6 +99,15 @@ pub struct RunRequest {
     /// The `replicheck` executable that runs the nodes.
     pub binary: PathBuf,
 }
+
+/// Explores a model for `store run --model-verdicts check`: the model file, and the policy
+/// file or else the variant to check; gives every property's verdict. The store does not
+/// explore models itself (it sits beside the checker, not above it): the CLI hands it one.
+pub type ModelChecker<'a> = &'a dyn Fn(
+    &std::path::Path,
+    Option<&std::path::Path>,
+    &str,
+) -> Result<Vec<(PropertyName, Found)>, String>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModelVerdicts {
@@ -302,7 +310,11 @@ fn choose_policy(scenario: &Scenario, req: &RunRequest) -> Result<(String, Sourc
 
 /// Run the scenario against the store and write the report to `out`. Returns the outcome and
 /// the model's verdicts (if asked for).
-pub fn run(req: &RunRequest, out: &mut String) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), String> {
+pub fn run(
+    req: &RunRequest,
+    check_model: ModelChecker,
+    out: &mut String,
+) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), String> {
     let scenario = Scenario::load(&req.model).map_err(|e| e.to_string())?;
     let (label, sourced) = choose_policy(&scenario, req)?;
     let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(|e| e.to_string())?;
@@ -324,7 +336,7 @@ pub fn run(req: &RunRequest, out: &mut String) -> Result<(RunOutcome, Vec<(Prope
         load.key_count()
     );
     let outcome = run_store(&scenario, &policy, layout, &load, ms_per_tick, req)?;
-    let model = model_verdicts(&scenario, req, &label, &sourced)?;
+    let model = model_verdicts(&scenario, req, &label, check_model)?;
     report(out, &scenario, &outcome, &model);
     Ok((outcome, model))
 }
@@ -879,7 +891,7 @@ fn model_verdicts(
     scenario: &Scenario,
     req: &RunRequest,
     label: &str,
-    sourced: &SourcedPolicy,
+    check_model: ModelChecker,
 ) -> Result<Vec<(PropertyName, Found)>, String> {
     match req.model_verdicts {
         ModelVerdicts::Skip => Ok(Vec::new()),
@@ -891,20 +903,7 @@ fn model_verdicts(
                 .map(|(p, v)| (*p, if *v == config::Verdict::Holds { Found::Holds } else { Found::Violated }))
                 .collect())
         }
-        ModelVerdicts::Check => {
-            let choice = match &req.policy {
-                Some(path) => PolicyChoice::File {
-                    path: path.clone(),
-                    policy: Box::new(config::load_policy(path).map_err(|e| e.to_string())?),
-                },
-                None => PolicyChoice::Variants(Some(label.to_string())),
-            };
-            let _ = sourced;
-            let jobs = check::plan(std::slice::from_ref(&req.model), &choice).map_err(|e| e.to_string())?;
-            let job = jobs.first().ok_or("no model check to run")?;
-            let result = check::run(job, &RunOptions::default()).map_err(|e| e.to_string())?;
-            Ok(result.properties.iter().map(|p| (p.name, p.found)).collect())
-        }
+        ModelVerdicts::Check => check_model(&req.model, req.policy.as_deref(), label),
     }
 }
 
