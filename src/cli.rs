@@ -196,6 +196,41 @@ pub enum Command {
 /// What a command ended with, for the exit code.
 pub type ExitCode = u8;
 
+/// Exit code: bad input (an unreadable file, an unknown key, an invalid value or flag).
+pub const EXIT_BAD_INPUT: ExitCode = 2;
+/// Exit code: a failure at run time that is not the input's fault (a busy port or data
+/// directory, a process that would not start or died, I/O).
+pub const EXIT_RUNTIME: ExitCode = 4;
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Input(#[from] ConfigError),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::Input(_) => EXIT_BAD_INPUT,
+            Error::Runtime(_) => EXIT_RUNTIME,
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for Error {
+    fn from(e: crate::store::StoreError) -> Error {
+        match e {
+            crate::store::StoreError::Input(m) => {
+                Error::Input(ConfigError::new(std::path::Path::new("store"), m))
+            }
+            crate::store::StoreError::Runtime(m) => Error::Runtime(format!("store: {m}")),
+        }
+    }
+}
+
 fn progress_line(p: &engine::Progress) {
     if p.elapsed.as_secs_f64() >= 1.0 {
         eprint!(
@@ -231,8 +266,16 @@ fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<Pol
     })
 }
 
-pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
+pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
+        Command::Store { command } => Ok(crate::store::cli::run(command, &model_verdicts)?),
+        other => Ok(run_command(other)?),
+    }
+}
+
+/// Every command but `store`, whose failures are all about the input.
+fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
+    match command {
         Command::Check { paths, policy, variant, format, threads, max_states, addr } => {
             let files = check::model_files(&paths)?;
             let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
@@ -348,8 +391,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, ConfigError> {
                 Ok(report.exit_code())
             }
         }
-        Command::Store { command } => crate::store::cli::run(command, &model_verdicts)
-            .map_err(|e| ConfigError::new(std::path::Path::new("store"), e)),
+        Command::Store { .. } => unreachable!("run() takes the store commands"),
         Command::Conform { log, model: None, .. } => conform(&log),
         Command::Conform { log, model: Some(model), variant, policy } => {
             let (_, cfg) = world_config(&model, variant, policy.as_deref())?;

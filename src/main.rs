@@ -7,7 +7,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("replicheck: error: {err}");
-            ExitCode::from(2)
+            ExitCode::from(err.exit_code())
         }
     }
 }

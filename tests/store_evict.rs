@@ -117,7 +117,10 @@ fn a_cluster_config_with_a_zone_per_node_missing_is_refused() {
     );
     config.node_zones = vec![0, 1, 2];
     match Cluster::start(config) {
-        Err(e) => assert!(e.contains("node_zones has 3 entries for --nodes 4"), "{e}"),
+        Err(e) => assert!(
+            matches!(&e, replicheck::store::StoreError::Input(m) if m.contains("node_zones has 3 entries for --nodes 4")),
+            "{e}"
+        ),
         Ok(_) => panic!("a cluster started with 3 zones for 4 nodes"),
     }
 }

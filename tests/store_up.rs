@@ -126,3 +126,19 @@ fn partitions_zones_and_sorted_placement_from_the_command_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("written with another layout"));
 }
+
+#[test]
+fn a_busy_client_port_is_a_runtime_failure_not_bad_input() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = taken.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .args(["store", "up", "--nodes", "3", "--port", &port, "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&format!("cannot listen for clients on 127.0.0.1:{port}")), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -4,6 +4,7 @@ use super::bench::BenchConfig;
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use super::coordinator::LoadFacts;
 use super::layout::{Layout, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
+use super::StoreError;
 use crate::config::{self, Policy, SourcedPolicy};
 use clap::Subcommand;
 use std::net::SocketAddr;
@@ -245,10 +246,11 @@ fn zone_indices(zones: &[String], node_count: usize) -> Result<Vec<u8>, String> 
 
 /// Run a store command. `check_model` explores a model for `store run --model-verdicts
 /// check` (see [`super::run::ModelChecker`]).
-pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Result<u8, String> {
+pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Result<u8, StoreError> {
     match command {
         StoreCommand::Node { id, listen, data_dir } => {
-            super::node::run(id, listen, &data_dir).map_err(|e| format!("node {id}: {e}"))?;
+            super::node::run(id, listen, &data_dir)
+                .map_err(|e| StoreError::Runtime(format!("node {id}: {e}")))?;
             Ok(0)
         }
         StoreCommand::Run {
@@ -264,8 +266,8 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             decision_log,
             seed,
         } => {
-            let binary =
-                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let binary = std::env::current_exe()
+                .map_err(|e| StoreError::Runtime(format!("cannot find the replicheck binary: {e}")))?;
             let request = super::run::RunRequest {
                 model,
                 variant,
@@ -289,8 +291,8 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
         StoreCommand::Bench { value_size, concurrency, duration, nodes, policy } => {
             let duration = config::Dur::parse(&duration).map_err(|e| format!("--duration: {e}"))?;
             let policy = store_policy(policy.as_deref(), None, nodes)?;
-            let binary =
-                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let binary = std::env::current_exe()
+                .map_err(|e| StoreError::Runtime(format!("cannot find the replicheck binary: {e}")))?;
             let config = BenchConfig {
                 binary,
                 node_count: nodes,
@@ -303,7 +305,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 "store bench: {nodes} nodes, replication_factor {}, write_quorum {}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
                 policy.replication_factor, policy.write_quorum, duration.text
             );
-            let r = super::bench::run(&config)?;
+            let r = super::bench::run(&config).map_err(StoreError::Runtime)?;
             println!(
                 "  writes:      {} acked, {} errors in {:.1} s",
                 r.writes,
@@ -339,11 +341,11 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             let data_dir = data_dir.unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
             });
-            let binary =
-                std::env::current_exe().map_err(|e| format!("cannot find the replicheck binary: {e}"))?;
+            let binary = std::env::current_exe()
+                .map_err(|e| StoreError::Runtime(format!("cannot find the replicheck binary: {e}")))?;
             // Before any node starts: from here SIGTERM, SIGHUP and SIGINT stop the cluster
             // instead of killing this process and leaving its nodes.
-            let mut stop = StopSignals::install()?;
+            let mut stop = StopSignals::install().map_err(StoreError::Runtime)?;
             let partition_count = layout.shards.len();
             let config = ClusterConfig {
                 binary,

@@ -21,6 +21,7 @@ use super::datadir::{self, DirLock, StateFile};
 use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
+use super::StoreError;
 use crate::config::Policy;
 use crate::policy::NodeId;
 use std::io::{BufRead, BufReader};
@@ -114,28 +115,31 @@ pub struct Cluster {
 impl Cluster {
     /// Spawn `node_count` node processes, wait until each listens, then start the coordinator
     /// and its client listener. Errors name the node or address that failed.
-    pub fn start(config: ClusterConfig) -> Result<Cluster, String> {
+    pub fn start(config: ClusterConfig) -> Result<Cluster, StoreError> {
         if config.node_count == 0 || config.node_count > crate::policy::NODE_COUNT_MAX {
             return Err(format!(
                 "--nodes {}: must be 1 to {}",
                 config.node_count,
                 crate::policy::NODE_COUNT_MAX
-            ));
+            )
+            .into());
         }
         if usize::from(config.policy.replication_factor) > config.node_count {
             return Err(format!(
                 "replication_factor {} exceeds --nodes {}",
                 config.policy.replication_factor, config.node_count
-            ));
+            )
+            .into());
         }
         if config.node_zones.len() != config.node_count {
             return Err(format!(
                 "node_zones has {} entries for --nodes {}: one zone per node",
                 config.node_zones.len(),
                 config.node_count
-            ));
+            )
+            .into());
         }
-        let lock = DirLock::acquire(&config.data_dir)?;
+        let lock = DirLock::acquire(&config.data_dir).map_err(StoreError::Runtime)?;
         datadir::check_layout(&config.data_dir, &config.layout, config.policy.routing.write_shard_suffixes)?;
         let state_file = StateFile::in_dir(&config.data_dir);
         let saved = state_file.load()?;
@@ -148,7 +152,21 @@ impl Cluster {
             .thread_name("coordinator")
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the coordinator runtime: {e}"))?;
+            .map_err(|e| StoreError::Runtime(format!("cannot start the coordinator runtime: {e}")))?;
+        let started =
+            Self::start_processes(config, runtime, lock, state_file, saved).map_err(StoreError::Runtime)?;
+        Ok(started)
+    }
+
+    /// The nodes, their proxies and the coordinator, once the inputs were checked: what fails
+    /// here is the machine's doing (a port, a process, the disk), not the user's input.
+    fn start_processes(
+        config: ClusterConfig,
+        runtime: tokio::runtime::Runtime,
+        lock: DirLock,
+        state_file: StateFile,
+        saved: Option<datadir::SavedState>,
+    ) -> Result<Cluster, String> {
         let mut nodes = Vec::new();
         for id in 0..config.node_count {
             let data_dir = config.data_dir.join(format!("node-{id}"));

@@ -18,3 +18,21 @@ pub mod resp;
 pub mod run;
 pub mod storage;
 pub mod wire;
+
+/// Why a store command failed. The CLI exits 2 for the first (a flag, a policy file, a data
+/// directory of another layout: the user can fix the input) and 4 for the second (a busy port
+/// or data directory, a node that would not start, I/O: trying again may work).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Input(String),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// Messages of the checks on flags and files are bad input unless said otherwise.
+impl From<String> for StoreError {
+    fn from(message: String) -> StoreError {
+        StoreError::Input(message)
+    }
+}

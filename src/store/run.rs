@@ -53,6 +53,7 @@ use super::decision::{Decision, LogLine};
 use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
 use super::resp;
+use super::StoreError;
 use crate::config::{self, Found, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use crate::lincheck::{self, Budget, Operation, Verdict};
@@ -314,7 +315,7 @@ pub fn run(
     req: &RunRequest,
     check_model: ModelChecker,
     out: &mut String,
-) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), String> {
+) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), StoreError> {
     let scenario = Scenario::load(&req.model).map_err(|e| e.to_string())?;
     let (label, sourced) = choose_policy(&scenario, req)?;
     let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(|e| e.to_string())?;
@@ -335,7 +336,8 @@ pub fn run(
         scenario.clients.len(),
         load.key_count()
     );
-    let outcome = run_store(&scenario, &policy, layout, &load, ms_per_tick, req)?;
+    let outcome =
+        run_store(&scenario, &policy, layout, &load, ms_per_tick, req).map_err(StoreError::Runtime)?;
     let model = model_verdicts(&scenario, req, &label, check_model)?;
     report(out, &scenario, &outcome, &model);
     Ok((outcome, model))
@@ -582,7 +584,8 @@ fn run_store(
         proxy_seed: req.seed,
         load: load_facts(scenario),
         layout,
-    })?;
+    })
+    .map_err(|e| e.to_string())?;
     // The decision log's clock started inside `Cluster::start`: at most this much after ours.
     let log_offset_ms = before_start.elapsed().as_millis() as u64;
     let client_proxy = Proxy::start_seeded(cluster.client_addr(), req.seed ^ 0xc1)
