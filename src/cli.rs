@@ -269,11 +269,36 @@ fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<Pol
 pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Store { command } => Ok(crate::store::cli::run(command, &model_verdicts)?),
+        Command::Explore { model, variant, policy, addr } => {
+            explore(&model, variant, policy.as_deref(), &addr)
+        }
         other => Ok(run_command(other)?),
     }
 }
 
-/// Every command but `store`, whose failures are all about the input.
+/// `explore`: serve the stateright explorer until interrupted. The address is checked first:
+/// a malformed one is bad input, one in use a runtime failure (stateright would panic on both).
+fn explore(
+    model: &std::path::Path,
+    variant: Option<String>,
+    policy: Option<&std::path::Path>,
+    addr: &str,
+) -> Result<ExitCode, Error> {
+    let (scenario, cfg) = world_config(model, variant, policy)?;
+    let socket: std::net::SocketAddr = addr.parse().map_err(|e| {
+        ConfigError::new(std::path::Path::new("--addr"), format!("\"{addr}\" is not HOST:PORT ({e})"))
+    })?;
+    // Taken and released at once: stateright binds it again below.
+    std::net::TcpListener::bind(socket)
+        .map_err(|e| Error::Runtime(format!("explore: cannot listen on {addr}: {e}")))?;
+    eprintln!("explorer for {} at http://{addr}/ (Ctrl-C to stop)", scenario.name);
+    use stateright::Model;
+    // Serves until interrupted.
+    let _checker = World::new(cfg).checker().serve(socket);
+    Ok(0)
+}
+
+/// Every command but `store` and `explore`, whose failures are all about the input.
 fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
     match command {
         Command::Check { paths, policy, variant, format, threads, max_states, addr } => {
@@ -347,14 +372,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             print!("{}", linted.render(format));
             Ok(linted.report.exit_code())
         }
-        Command::Explore { model, variant, policy, addr } => {
-            let (scenario, cfg) = world_config(&model, variant, policy.as_deref())?;
-            eprintln!("explorer for {} at http://{addr}/ (Ctrl-C to stop)", scenario.name);
-            use stateright::Model;
-            // Serves until interrupted.
-            let _checker = World::new(cfg).checker().serve(addr.as_str());
-            Ok(0)
-        }
+        Command::Explore { .. } => unreachable!("run() takes explore"),
         Command::Models { dir } => {
             for (file, s) in check::describe_models(&dir)? {
                 let variants: Vec<&str> = s.variants.iter().map(|v| v.name.as_str()).collect();

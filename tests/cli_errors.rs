@@ -474,3 +474,17 @@ fn store_up_refuses_a_coordinator_state_naming_a_node_beyond_nodes() {
     let stderr = store_up_refuses(&["--data-dir", dir.path().to_str().unwrap(), "--nodes", "4"]);
     assert!(stderr.contains("coordinator-state line 3: version_floor: not a number"), "{stderr}");
 }
+
+#[test]
+fn explore_refuses_a_malformed_address_as_input_and_a_busy_one_as_a_runtime_failure() {
+    let out = replicheck(&["explore", MODEL, "--addr", "notanaddr"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("\"notanaddr\" is not HOST:PORT"), "{stderr}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = replicheck(&["explore", MODEL, "--addr", &addr]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&format!("cannot listen on {addr}")) && !stderr.contains("panicked"), "{stderr}");
+}
