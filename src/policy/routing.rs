@@ -157,6 +157,39 @@ pub struct BackendLoad {
     pub load_per_tick: u16,
 }
 
+/// A backend's load after one more write, as the exact fraction `writes / capacity` (no
+/// rounding: at capacities above 1000 per tick a permille rounded down would call a full
+/// backend 100% and let it win over an idle one). An unlimited backend is 0; a capacity of 0
+/// is infinitely full.
+#[derive(Clone, Copy, Debug)]
+struct Fill {
+    writes: u64,
+    /// 0: capacity 0 (infinitely full).
+    capacity: u64,
+}
+
+fn fill_after_write(b: &BackendLoad) -> Fill {
+    match b.capacity_per_tick {
+        None => Fill { writes: 0, capacity: 1 },
+        Some(cap) => Fill { writes: u64::from(b.load_per_tick) + 1, capacity: u64::from(cap) },
+    }
+}
+
+impl Fill {
+    fn at_most_permille(self, permille: u64) -> bool {
+        self.capacity > 0 && self.writes * 1000 <= permille * self.capacity
+    }
+
+    fn cmp(&self, other: &Fill) -> std::cmp::Ordering {
+        match (self.capacity, other.capacity) {
+            (0, 0) => std::cmp::Ordering::Equal,
+            (0, _) => std::cmp::Ordering::Greater,
+            (_, 0) => std::cmp::Ordering::Less,
+            (a, b) => (self.writes * b).cmp(&(other.writes * a)),
+        }
+    }
+}
+
 /// The backend that ingests the next write, or `None` to reject it. `backends` is in
 /// preference order (locality, then name: the order the traffic sorting uses).
 pub fn choose_backend(policy: &RoutingPolicy, backends: &[BackendLoad]) -> Option<NodeId> {
@@ -169,17 +202,12 @@ pub fn choose_backend(policy: &RoutingPolicy, backends: &[BackendLoad]) -> Optio
     match policy.placement {
         Placement::Sorted => up().next().map(|b| b.node),
         Placement::CapacityAware => {
-            // Load after this write, in permille of capacity.
-            let fill_permille = |b: &BackendLoad| match b.capacity_per_tick {
-                None => 0,
-                Some(0) => u32::MAX,
-                Some(cap) => (u32::from(b.load_per_tick) + 1) * 1000 / u32::from(cap),
-            };
-            if let Some(b) = up().find(|b| fill_permille(b) <= u32::from(policy.spill_threshold_permille)) {
+            let threshold = u64::from(policy.spill_threshold_permille);
+            if let Some(b) = up().find(|b| fill_after_write(b).at_most_permille(threshold)) {
                 return Some(b.node);
             }
             up().filter(|b| admits(b.load_per_tick, b.capacity_per_tick))
-                .min_by_key(|b| (fill_permille(b), b.node))
+                .min_by(|a, b| fill_after_write(a).cmp(&fill_after_write(b)).then(a.node.cmp(&b.node)))
                 .map(|b| b.node)
         }
     }
@@ -249,6 +277,57 @@ mod tests {
 
     fn backend(node: NodeId, cap: u16, load: u16) -> BackendLoad {
         BackendLoad { node, up: true, capacity_per_tick: Some(cap), load_per_tick: load }
+    }
+
+    #[test]
+    fn a_full_backend_never_wins_over_an_idle_one_at_large_capacities() {
+        // 2000 per tick, 2000 offered: one more write is 100.05% (rounded down, 100%).
+        let policy = RoutingPolicy {
+            spill_threshold_permille: 1000,
+            ..routing(Placement::CapacityAware, UploadPlanner::CapacityAware)
+        };
+        let backends = [backend(0, 2000, 2000), backend(1, 2000, 0)];
+        assert_eq!(choose_backend(&policy, &backends), Some(1));
+    }
+
+    proptest! {
+        /// Capacity-aware placement takes the first backend at or under the spill threshold
+        /// after the write, exactly; otherwise the least full one that still admits the write.
+        #[test]
+        fn capacity_aware_placement_is_exact(
+            threshold in 0u16..=1000,
+            loads in proptest::collection::vec((1u16..=u16::MAX, 0u16..=u16::MAX), 1..6),
+        ) {
+            let policy = RoutingPolicy { spill_threshold_permille: threshold, ..routing(Placement::CapacityAware, UploadPlanner::CapacityAware) };
+            let backends: Vec<BackendLoad> =
+                loads.iter().enumerate().map(|(i, &(cap, load))| backend(i as NodeId, cap, load)).collect();
+            let under = |b: &BackendLoad| {
+                let cap = u64::from(b.capacity_per_tick.unwrap());
+                (u64::from(b.load_per_tick) + 1) * 1000 <= u64::from(threshold) * cap
+            };
+            let chosen = choose_backend(&policy, &backends);
+            match backends.iter().find(|b| under(b)) {
+                Some(first) => prop_assert_eq!(chosen, Some(first.node)),
+                None => {
+                    let admitting: Vec<&BackendLoad> =
+                        backends.iter().filter(|b| admits(b.load_per_tick, b.capacity_per_tick)).collect();
+                    match chosen {
+                        None => prop_assert!(admitting.is_empty()),
+                        Some(n) => {
+                            let c = backends[usize::from(n)];
+                            prop_assert!(admits(c.load_per_tick, c.capacity_per_tick));
+                            // No admitting backend is strictly less full after the write.
+                            let fill = |b: &BackendLoad| (u64::from(b.load_per_tick) + 1, u64::from(b.capacity_per_tick.unwrap()));
+                            let (cw, cc) = fill(&c);
+                            for b in admitting {
+                                let (bw, bc) = fill(b);
+                                prop_assert!(cw * bc <= bw * cc, "{:?} is less full than the chosen {:?}", b, c);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
