@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! # use replicheck::store::cluster::{Cluster, ClusterConfig};
-//! # fn demo(config: ClusterConfig) -> Result<(), String> {
+//! # fn demo(config: ClusterConfig) -> Result<(), Box<dyn std::error::Error>> {
 //! let mut cluster = Cluster::start(config)?;
 //! let addr = cluster.client_addr(); // speak RESP to it
 //! cluster.kill(1)?;                  // SIGKILL node 1's process
