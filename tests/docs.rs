@@ -140,9 +140,8 @@ fn incident_tables_are_the_models_declared_verdicts() {
                 continue;
             }
             let variant = cells[0].trim_matches('`');
-            let expect = variants
-                .get(variant)
-                .unwrap_or_else(|| panic!("{model} has no variant {variant}"))["expect"]
+            let expect = variants.get(variant).unwrap_or_else(|| panic!("{model} has no variant {variant}"))
+                ["expect"]
                 .as_table()
                 .expect("an expect table");
             for (property, verdict) in header.iter().zip(&cells).skip(2) {
@@ -153,7 +152,11 @@ fn incident_tables_are_the_models_declared_verdicts() {
                     "docs/incidents.md says {model} variant {variant}: {property} {verdict}"
                 );
             }
-            assert_eq!(header.len() - 2, expect.len(), "{model} {variant}: every declared property in the table");
+            assert_eq!(
+                header.len() - 2,
+                expect.len(),
+                "{model} {variant}: every declared property in the table"
+            );
             documented.insert(variant.to_string());
             rows_checked += 1;
         }
