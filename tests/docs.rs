@@ -33,11 +33,20 @@ fn files_under(dir: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The text users read: the README, the guides, the lint rules' messages, the CLI's help and
-/// the certificates' README.
+/// The text users read: the README, the guides, the lint rules' messages, the CLI's help, the
+/// certificates' README and the benchmark's crate documentation.
 fn user_facing() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> =
-        ["README.md", "src/lint.rs", "src/cli.rs", "proofs/README.md"].iter().map(PathBuf::from).collect();
+    let mut files: Vec<PathBuf> = [
+        "README.md",
+        "src/lint.rs",
+        "src/cli.rs",
+        "proofs/README.md",
+        "src/bench/mod.rs",
+        "src/bench/repl.rs",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     files.extend(files_under("docs"));
     files
 }
