@@ -112,7 +112,7 @@ pub enum Command {
         /// Runs per measurement; the median (by time) is printed.
         #[arg(long, default_value = "1")]
         runs: usize,
-        /// Leave out the Repl benchmark (`../shared/bench/Repl.tla`).
+        /// Leave out the Repl benchmark (the port of the `Repl.tla` TLA+ spec, `bench-repl`).
         #[arg(long)]
         skip_repl: bool,
     },
@@ -167,8 +167,9 @@ pub enum Command {
         #[arg(long)]
         safety_only: bool,
     },
-    /// Measure the Repl benchmark (`../shared/bench/Repl.tla`): `Durable` over its 2,427,180
-    /// states with replicheck's engine, each run in a fresh process.
+    /// Measure the Repl benchmark (a port of the `Repl.tla` TLA+ spec, whose state counts other
+    /// checkers publish): `Durable` over its 2,427,180 states with replicheck's engine, each run
+    /// in a fresh process.
     BenchRepl {
         /// Thread counts to measure.
         #[arg(long, value_delimiter = ',', default_value = "1,2")]

@@ -464,7 +464,7 @@ fn json_findings_carry_the_rule() {
     let rc003 = &l.doc["findings"][0];
     assert_eq!(rc003["id"], "RC003");
     assert_eq!(rc003["protects"][0], "no_healthy_eviction");
-    assert!(rc003["origin"].as_str().unwrap().contains("ack-timeout-eviction-storm.md"));
+    assert!(rc003["origin"].as_str().unwrap().contains("docs/incidents.md#ack-timeout-eviction-storm"));
 }
 
 #[test]
@@ -477,7 +477,7 @@ fn human_report_explains_each_rule() {
         "{stdout}"
     );
     assert!(stdout.contains("protects: no_healthy_eviction"), "{stdout}");
-    assert!(stdout.contains("origin: ../shared/incidents/ack-timeout-eviction-storm.md"), "{stdout}");
+    assert!(stdout.contains("origin: docs/incidents.md#ack-timeout-eviction-storm"), "{stdout}");
     assert!(stdout.contains("1 error(s), 4 warning(s)"), "{stdout}");
 
     let out = replicheck(&["lint", "examples/policies/production-2s.toml"]);

@@ -1,4 +1,4 @@
-//! Benchmark models: specs shared with other checkers (`../shared/bench/`), ported to
+//! Benchmark models: specs other checkers publish state counts and timings for, ported to
 //! `stateright::Model` and explored by replicheck's own engine, so its speed can be compared
 //! with theirs on exactly the same state space.
 

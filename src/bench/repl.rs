@@ -1,4 +1,4 @@
-//! `Repl.tla` (`../shared/bench/`) as a `stateright::Model`, for replicheck's engine.
+//! `Repl.tla`, the Repl TLA+ benchmark spec, as a `stateright::Model`, for replicheck's engine.
 //!
 //! The spec: `Nodes` replicas buffer client writes of each key in memory, flush them to disk,
 //! crash (memory falls back to disk) and restart; a key's version is acknowledged once a
@@ -29,7 +29,7 @@
 //! successor depends on `v` only. [`AckEnumeration::PerValue`] (the default) offers one action
 //! per `v` that has a quorum: 15,880,950 transitions. [`AckEnumeration::PerWitness`] offers
 //! one per `(v, Q)` pair that satisfies the body, as TLC enumerates it: 19,065,906
-//! transitions. (`../shared/bench/README.md` quotes TLC's "states generated", 15,880,951 and
+//! transitions. (The benchmark's published figures are TLC's "states generated", 15,880,951 and
 //! 19,065,907, which also count the initial state.) Both reach the same distinct states with
 //! the same depth; per-witness only adds duplicate successors (more work for the engine,
 //! nothing new to check), so the benchmark uses per-value.
