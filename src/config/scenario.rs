@@ -87,7 +87,7 @@ impl fmt::Display for Verdict {
 }
 
 /// What a check found for one property.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Found {
     Holds,
