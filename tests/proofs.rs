@@ -105,12 +105,12 @@ fn prove_writes_one_certificate_per_variant_and_verify_passes() {
 
     let out = ws.verify();
     assert_eq!(out.status.code(), Some(0), "verify: {}", text(&out));
-    assert!(text(&out).contains("all 2 certificates in proofs match"), "{}", text(&out));
+    assert!(text(&out).contains("all 3 certificates in proofs match"), "{}", text(&out));
 
     // Proving again rewrites nothing: the text is stable.
     let again = ws.prove();
     assert_eq!(again.status.code(), Some(0));
-    assert!(text(&again).contains("0 created, 0 updated, 2 unchanged"), "{}", text(&again));
+    assert!(text(&again).contains("0 created, 0 updated, 3 unchanged"), "{}", text(&again));
     assert_eq!(ws.read(W1_CERT), cert);
 }
 
@@ -127,7 +127,7 @@ fn a_changed_scope_fails_naming_the_certificate_and_the_change() {
     assert!(t.contains("model file changed (sha256 "), "{t}");
     assert!(t.contains("scope.faults.budget 1 -> 0"), "{t}");
     assert!(t.contains("state count changed: unique_states "), "{t}");
-    assert!(t.contains("2 of 2 certificates in proofs do not match"), "{t}");
+    assert!(t.contains("3 of 3 certificates in proofs do not match"), "{t}");
 
     // Regenerating makes them match again.
     assert_eq!(ws.prove().status.code(), Some(1), "without faults write-quorum-1 loses nothing");
