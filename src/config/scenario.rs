@@ -786,11 +786,5 @@ fn property_names() -> Vec<&'static str> {
 
 /// " (did you mean `x`?)" for the property nearest to `name`, if one is near.
 fn property_hint(name: &str) -> String {
-    property_names()
-        .iter()
-        .map(|n| (strsim::damerau_levenshtein(name, n), *n))
-        .min()
-        .filter(|(d, _)| *d <= 4)
-        .map(|(_, n)| format!(" (did you mean `{n}`?)"))
-        .unwrap_or_default()
+    super::nearest(name, property_names()).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default()
 }
