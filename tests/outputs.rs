@@ -35,7 +35,7 @@ fn json_report_of_the_small_model() {
     assert_eq!(doc["exit_code"], 0);
     let runs = doc["runs"].as_array().expect("runs is an array");
     let variants: Vec<&str> = runs.iter().map(|r| r["variant"].as_str().unwrap()).collect();
-    assert_eq!(variants, ["default", "write-quorum-1"]);
+    assert_eq!(variants, ["default", "write-quorum-1", "no-read-repair"]);
     for run in runs {
         assert_eq!(run["model"], "small-quorum");
         assert_eq!(run["complete"], true, "{} is complete", run["variant"]);
@@ -63,10 +63,10 @@ fn junit_report_of_the_small_model() {
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
     let xml = stdout(&out);
     assert!(xml.starts_with("<?xml"));
-    // Two variants, seven properties each: one test case per model/variant/property.
-    assert_eq!(xml.matches("<testcase ").count(), 14, "{xml}");
-    assert_eq!(xml.matches("<testsuite ").count(), 2, "{xml}");
-    for variant in ["default", "write-quorum-1"] {
+    // Three variants, seven properties each: one test case per model/variant/property.
+    assert_eq!(xml.matches("<testcase ").count(), 21, "{xml}");
+    assert_eq!(xml.matches("<testsuite ").count(), 3, "{xml}");
+    for variant in ["default", "write-quorum-1", "no-read-repair"] {
         for property in [
             "acked_writes_persist",
             "linearizable",

@@ -68,11 +68,11 @@ fn in_table(table: &dyn TableLike, prefix: &str, at: usize, text: &str) -> Optio
             Item::Value(v) if contains(v.span(), at) => Some(in_value(v, path, at, text)),
             // A table's span runs from its header over its keys: what it holds first.
             Item::Table(t) => in_table(t, &path, at, text)
-                .or_else(|| contains(t.span(), at).then(|| Hit { key: path, value: None })),
+                .or_else(|| contains(t.span(), at).then_some(Hit { key: path, value: None })),
             Item::ArrayOfTables(tables) => tables.iter().enumerate().find_map(|(i, t)| {
                 let path = format!("{path}[{i}]");
                 in_table(t, &path, at, text)
-                    .or_else(|| contains(t.span(), at).then(|| Hit { key: path, value: None }))
+                    .or_else(|| contains(t.span(), at).then_some(Hit { key: path, value: None }))
             }),
             _ => None,
         };
