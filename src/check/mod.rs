@@ -157,12 +157,8 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
                             format!(
                                 "--variant \"{name}\": no such variant (variants: {}){}",
                                 names.join(", "),
-                                names
-                                    .iter()
-                                    .map(|n| (strsim::damerau_levenshtein(name, n), *n))
-                                    .min()
-                                    .filter(|(d, _)| *d <= 3)
-                                    .map(|(_, n)| format!("; did you mean `{n}`?"))
+                                crate::config::nearest(name, names.iter().copied())
+                                    .map(|n| format!("; did you mean `{n}`?"))
                                     .unwrap_or_default()
                             ),
                         ));

@@ -2,10 +2,10 @@
 //! typed values in ticks. Every error names the file, the key and the value.
 
 pub mod duration;
-mod locate;
 pub mod policy;
 mod resolved;
 mod scenario;
+mod spans;
 
 pub use duration::{Dur, LatencyRange};
 pub use policy::{Policy, PolicyPatch, SourcedPolicy};
@@ -80,13 +80,13 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
         }
         return out;
     };
-    let at = locate::locate(text, span.clone());
+    let at = spans::locate(text, span.clone());
     let mut out = format!("line {}, column {}: ", at.line, at.column);
     let missing = raw.strip_prefix("missing field `").and_then(|r| r.split('`').next());
     // A key missing from the top level is reported with an empty span at the start, or one
     // over the first keys; a table's span starts at its header.
     let root = span.start == 0 && (span.is_empty() || !text.starts_with('['));
-    let table = if missing.is_some() && root { None } else { at.key() };
+    let table = if missing.is_some() && root { None } else { at.key.clone() };
     match (missing, table) {
         (Some(field), Some(table)) => {
             out.push_str(&format!("key `{table}.{field}` is missing"));
@@ -102,7 +102,7 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
         (None, None) => out.push_str(&message),
     }
     out.push('\n');
-    out.push_str(&locate::snippet(text, span));
+    out.push_str(&spans::snippet(text, span));
     if let Some(hint) = hint {
         out.push_str(&format!("\n{hint}"));
     }
@@ -131,6 +131,15 @@ pub fn load_policy(path: &Path) -> Result<SourcedPolicy, ConfigError> {
     Ok(SourcedPolicy::new(patch, &path.display().to_string()))
 }
 
+/// The known name nearest to `unknown`, if it is near enough to be what was meant: at most a
+/// third of the name's length in edits (at least 2). The one "did you mean" of every message:
+/// unknown keys and values, properties, variants.
+pub fn nearest<'a>(unknown: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let (distance, best) = known.into_iter().map(|k| (strsim::damerau_levenshtein(unknown, k), k)).min()?;
+    let limit = (unknown.chars().count() / 3).max(2);
+    (distance <= limit).then_some(best)
+}
+
 /// From serde's "unknown field `x`, expected one of `a`, `b`" (or "unknown variant"), the
 /// closest expected name, as a hint line.
 pub fn did_you_mean(message: &str) -> Option<String> {
@@ -143,15 +152,8 @@ pub fn did_you_mean(message: &str) -> Option<String> {
     let unknown = &rest[..end];
     // After the closing quote: ", expected one of `a`, `b`" (or "expected `a` or `b`"): the
     // names are every other piece between backquotes.
-    let expected_part = &rest[end + 1..];
-    let candidates: Vec<&str> = expected_part.split('`').skip(1).step_by(2).collect();
-    let best = candidates.iter().map(|c| (strsim::damerau_levenshtein(unknown, c), *c)).min()?;
-    let limit = (unknown.len() / 3).max(2);
-    if best.0 <= limit {
-        Some(format!("help: did you mean `{}`?", best.1))
-    } else {
-        None
-    }
+    let candidates = rest[end + 1..].split('`').skip(1).step_by(2);
+    nearest(unknown, candidates).map(|best| format!("help: did you mean `{best}`?"))
 }
 
 #[cfg(test)]
@@ -169,6 +171,12 @@ mod tests {
             "help: did you mean `coupled`?"
         );
         assert!(did_you_mean("unknown field `x`, there are no fields").is_none());
+        assert_eq!(nearest("incidnt", ["incident", "fixed"]), Some("incident"));
+        assert_eq!(
+            nearest("acked_write_persist", ["linearizable", "acked_writes_persist"]),
+            Some("acked_writes_persist")
+        );
+        assert_eq!(nearest("zzzzzz", ["incident", "fixed"]), None);
     }
 
     #[derive(Debug, serde::Deserialize)]

@@ -87,7 +87,7 @@ impl fmt::Display for Verdict {
 }
 
 /// What a check found for one property.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Found {
     Holds,
@@ -786,11 +786,5 @@ fn property_names() -> Vec<&'static str> {
 
 /// " (did you mean `x`?)" for the property nearest to `name`, if one is near.
 fn property_hint(name: &str) -> String {
-    property_names()
-        .iter()
-        .map(|n| (strsim::damerau_levenshtein(name, n), *n))
-        .min()
-        .filter(|(d, _)| *d <= 4)
-        .map(|(_, n)| format!(" (did you mean `{n}`?)"))
-        .unwrap_or_default()
+    super::nearest(name, property_names()).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default()
 }
