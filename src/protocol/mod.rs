@@ -72,10 +72,10 @@ pub struct Outbox {
 
 impl Io for Outbox {
     fn send(&mut self, dst: Endpoint, msg: Msg) {
-        self.sends.push((dst, msg));
+        self.sends.try_push((dst, msg)).expect("a step sends at most STEP_SENDS_MAX messages");
     }
 
     fn event(&mut self, event: Event) {
-        self.events.push(event);
+        self.events.try_push(event).expect("a step has at most STEP_EVENTS_MAX events");
     }
 }
