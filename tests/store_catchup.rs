@@ -395,7 +395,7 @@ fn a_member_that_dies_while_a_move_catches_up_is_evicted_after_it_without_losing
     wait_until(Duration::from_secs(10), "the move's scan of node 0", || gate0.holds() == 1);
     cluster.kill(0).unwrap();
     wait_for_info(&cluster, Duration::from_secs(10), "node 0 declared dead", |info| {
-        info.lines().any(|line| line.starts_with("node0:") && line.contains("health=Dead"))
+        info.lines().any(|line| line.starts_with("node0:") && line.contains("health=dead"))
     });
     // Several detector rounds with node 0 dead while the move's copy is held at node 2.
     std::thread::sleep(Duration::from_millis(400));

@@ -1008,7 +1008,7 @@ impl Coordinator {
                         ));
                     }
                     EvictionDecision::Suppressed(why) => {
-                        membership.last_suppressed = Some(format!("node {dead}: {why:?}"));
+                        membership.last_suppressed = Some(format!("node {dead}: {}", config_name(&why)));
                     }
                 }
             }
@@ -1243,8 +1243,8 @@ impl Coordinator {
         );
         let _ = write!(
             out,
-            "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{:?}\r\nmembership_epoch:{}\r\n",
-            p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, p.failure_detection,
+            "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{}\r\nmembership_epoch:{}\r\n",
+            p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, config_name(&p.failure_detection),
             membership.epoch
         );
         let member_list = |members: &[Member]| -> String {
@@ -1270,9 +1270,9 @@ impl Coordinator {
             let link = self.links[n].stats();
             let _ = write!(
                 out,
-                "node{n}:addr={},role={role},health={:?},last_heard_ms_ago={},max_silence_ms={},max_round_trip_ms={},late_replies={},zone={}\r\n",
+                "node{n}:addr={},role={role},health={},last_heard_ms_ago={},max_silence_ms={},max_round_trip_ms={},late_replies={},zone={}\r\n",
                 self.links[n].addr(),
-                state.health,
+                config_name(&state.health),
                 state.last_heard.elapsed().as_millis(),
                 link.max_silence_ms,
                 link.max_round_trip_ms,
@@ -1283,7 +1283,7 @@ impl Coordinator {
         let _ = write!(out, "evictions_in_progress:{}\r\n", membership.evictions_in_progress);
         let _ = write!(out, "moves_in_progress:{}\r\n", membership.moves_in_progress);
         let rebalancer = match &p.rebalance {
-            Some(r) => format!("every {} ms, scoring {:?}", r.interval_ticks, r.policy.scoring),
+            Some(r) => format!("every {} ms, scoring {}", r.interval_ticks, config_name(&r.policy.scoring)),
             None => "off".into(),
         };
         let _ = write!(out, "rebalancer:{rebalancer}\r\n");
@@ -1320,9 +1320,9 @@ impl Coordinator {
         let cap = |c: Option<u16>| c.map_or("unlimited".to_string(), |c| c.to_string());
         let _ = write!(
             out,
-            "\r\n# Routing\r\nplacement:{:?}\r\nupload_planner:{:?}\r\nspill_threshold_permille:{}\r\nwrite_shard_suffixes:{}\r\ncapacity_window_ms:{}\r\npartition_capacity_per_window:{}\r\n",
-            r.placement,
-            r.upload_planner,
+            "\r\n# Routing\r\nplacement:{}\r\nupload_planner:{}\r\nspill_threshold_permille:{}\r\nwrite_shard_suffixes:{}\r\ncapacity_window_ms:{}\r\npartition_capacity_per_window:{}\r\n",
+            config_name(&r.placement),
+            config_name(&r.upload_planner),
             r.spill_threshold_permille,
             r.write_shard_suffixes,
             self.layout.window_ms,
@@ -1461,6 +1461,15 @@ impl Coordinator {
 
 /// CONFIG GET: redis-benchmark asks for `save` and `appendonly` at start. There are no RDB
 /// snapshots, and every acked write is fsynced on a write quorum (like `appendfsync always`).
+/// An enum as the policy files and INFO spell it (`coupled`, `no_replacement`), not as Rust
+/// does (`Coupled`, `NoReplacement`).
+fn config_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        other => format!("{other:?}"),
+    }
+}
+
 fn config_get(names: &[Vec<u8>]) -> Vec<u8> {
     let mut items = Vec::new();
     for name in names {
