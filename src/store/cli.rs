@@ -371,6 +371,13 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 let pid = cluster.node_pid(node).map_or("?".to_string(), |p| p.to_string());
                 println!("  node {node}: {} pid {pid} (coordinator link via proxy)", cluster.node_addr(node));
             }
+            let set: Vec<String> =
+                sourced.patch.describe().into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            if set.is_empty() {
+                println!("policy: the defaults (`replicheck lint` explains each key)");
+            } else {
+                println!("policy: {}; every other key at its default", set.join(", "));
+            }
             println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
             println!("Ctrl-C (or SIGTERM, SIGHUP) stops the cluster; pid {}.", std::process::id());
             let signal = stop.wait(&mut cluster);
