@@ -18,6 +18,8 @@
 //! recorded histories are in [`parse`]; `replicheck history check` is in [`cli`].
 
 pub mod cli;
+pub mod generate;
+pub mod html;
 pub mod kv;
 pub mod parse;
 pub mod register;
