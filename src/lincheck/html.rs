@@ -15,6 +15,8 @@ use std::fmt::Write;
 const ROW: usize = 24;
 const RANK: usize = 12;
 const LEFT: usize = 90;
+/// Where the first operation may start in the scrolled part.
+const PAD: usize = 6;
 
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -70,7 +72,8 @@ h1 {{ font-size: 18px; margin: 0 0 4px; }} h2 {{ font-size: 15px; margin: 18px 0
 .verdict {{ font-weight: 600; }} .bad {{ color: #b00; }} .good {{ color: #070; }}
 .note {{ color: #555; margin: 2px 0; }}
 .legend span {{ display: inline-block; padding: 1px 8px; margin-right: 8px; border-radius: 3px; }}
-.scroll {{ overflow-x: auto; border: 1px solid #ddd; }}
+.lane {{ display: flex; border: 1px solid #ddd; }} .names {{ flex: none; border-right: 1px solid #ddd; }}
+.scroll {{ overflow-x: auto; flex: 1; }}
 svg text {{ font: 11px ui-monospace, monospace; }}
 rect.op {{ fill: #d9d9d9; stroke: #888; }}
 rect.prefix {{ fill: #9fd89f; stroke: #3a7d3a; }}
@@ -126,22 +129,34 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
         let rank: HashMap<u64, usize> = times.iter().enumerate().map(|(r, &t)| (t, r)).collect();
         let clients: BTreeSet<u64> = ops.iter().map(|&i| c.shown[i].client).collect();
         let row: HashMap<u64, usize> = clients.iter().enumerate().map(|(r, &cl)| (cl, r)).collect();
-        let width = LEFT + (times.len() + 2) * RANK;
+        let width = PAD + (times.len() + 2) * RANK;
         let height = clients.len() * ROW + 24;
-        let x = |t: u64| LEFT + rank[&t] * RANK + RANK / 2;
+        let x = |t: u64| PAD + rank[&t] * RANK + RANK / 2;
+        // The client names stay in view while the operations scroll.
         let _ = writeln!(
             html,
-            r#"<div class="scroll"><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">"#
+            r#"<div class="lane"><svg class="names" xmlns="http://www.w3.org/2000/svg" width="{LEFT}" height="{height}">"#
         );
         for (&client, &r) in &row {
             let y = r * ROW;
             if r % 2 == 0 {
-                let _ = writeln!(
-                    html,
-                    r##"<rect x="0" y="{y}" width="{width}" height="{ROW}" fill="#f6f6f6"/>"##
-                );
+                let _ =
+                    writeln!(html, r##"<rect x="0" y="{y}" width="{LEFT}" height="{ROW}" fill="#f6f6f6"/>"##);
             }
             let _ = writeln!(html, r#"<text x="4" y="{}">client {client}</text>"#, y + 16);
+        }
+        let _ = writeln!(
+            html,
+            r#"</svg><div class="scroll"><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">"#
+        );
+        for &r in row.values() {
+            if r % 2 == 0 {
+                let _ = writeln!(
+                    html,
+                    r##"<rect x="0" y="{}" width="{width}" height="{ROW}" fill="#f6f6f6"/>"##,
+                    r * ROW
+                );
+            }
         }
         let mut deadline = None;
         for &i in ops {
@@ -161,7 +176,7 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
             }
             let id = if unplaced == Some(i) {
                 class.push_str(" unplaced");
-                deadline = Some(x1);
+                deadline = Some((x1, format!("op {i} ({})", op.label)));
                 r#" id="unplaced""#
             } else {
                 ""
@@ -182,16 +197,18 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
                 escape(&text)
             );
         }
-        if let Some(dx) = deadline {
+        if let Some((dx, what)) = deadline {
+            let text = format!("{what} cannot be linearized by here");
             let _ = writeln!(
                 html,
-                r##"<line class="deadline" x1="{dx}" y1="0" x2="{dx}" y2="{}"/><text x="{}" y="{}" fill="#c00">cannot be linearized by here</text>"##,
+                r##"<line class="deadline" x1="{dx}" y1="0" x2="{dx}" y2="{}"/><text x="{}" y="{}" fill="#c00">{}</text>"##,
                 height - 14,
-                dx.saturating_sub(80).max(LEFT),
-                height - 3
+                dx.saturating_sub(text.chars().count() * 7 / 2).max(PAD),
+                height - 3,
+                escape(&text)
             );
         }
-        let _ = writeln!(html, "</svg></div>");
+        let _ = writeln!(html, "</svg></div></div>");
     }
     let _ = writeln!(
         html,
