@@ -55,11 +55,11 @@ impl Spec {
 
     /// The generated histories `history bench` runs beside the reference ones: 40 clients and
     /// 2000 operations with 8 crashed clients, over ten keys alike and over ten keys with a
-    /// hot one; and 10 clients on a single key; each linearizable and not.
+    /// hot one; and 10 clients, 600 operations on a single key; each linearizable and not.
     pub fn bench_set() -> Vec<Spec> {
         let mut specs = Vec::new();
         for (clients, ops, keys, hot_percent, crashes) in
-            [(40, 2000, 10, 0, 8), (40, 2000, 10, 20, 8), (10, 1000, 1, 0, 3)]
+            [(40, 2000, 10, 0, 8), (40, 2000, 10, 20, 8), (10, 600, 1, 0, 3)]
         {
             for stale_read in [false, true] {
                 specs.push(Spec { clients, ops, keys, hot_percent, crashes, stale_read, seed: 1 });
