@@ -13,6 +13,10 @@
 //! key checked alone ([`check_partitions`], in parallel if asked); that is exponentially cheaper
 //! than checking the whole history at once.
 //!
+//! [`check_partitions_with`] searches the keys by turns and stops at the first key that is not
+//! linearizable, with one memory bound for all keys ([`Budget::cache_bytes_max`]).
+//! [`generate`] makes hard histories with known verdicts; [`html`] draws a checked history.
+//!
 //! Models: [`register::Register`] (one register with read/write/delete/compare-and-set, as in
 //! the Jepsen etcd histories) and [`kv::Kv`] (get/put/append over string values). Parsers for
 //! recorded histories are in [`parse`]; `replicheck history check` is in [`cli`].
