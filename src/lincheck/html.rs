@@ -5,7 +5,8 @@
 //! the key that is not linearizable, the operations of the longest linearizable prefix are
 //! green and numbered in their linearization order, the operation that cannot be linearized
 //! is red, and a red line marks its return: no order of what came before explains its output
-//! by then. The page opens scrolled to it.
+//! by then. The page opens on that key, with that operation's client on the first row and the
+//! operations scrolled sideways to it.
 
 use super::cli::Checked;
 use super::Verdict;
@@ -61,7 +62,7 @@ pub fn page(name: &str, c: &Checked) -> String {
         Verdict::Unknown { reason } => format!("unknown: {reason}"),
     };
     let mut html = String::new();
-    let unit = if c.nanoseconds { "ns" } else { "log line" };
+    let (unit, units) = if c.nanoseconds { ("ns", "ns") } else { ("log line", "log lines") };
     let _ = write!(
         html,
         r#"<!DOCTYPE html>
@@ -104,7 +105,7 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
     }
     let _ = writeln!(
         html,
-        r#"<p class="note">{} operations, {} key(s); one row per client; time by rank ({unit}s), not to scale; hover an operation for its details.</p>
+        r#"<p class="note">{} operations, {} key(s); one row per client; time by rank ({units}), not to scale; hover an operation for its details.</p>
 <p class="legend"><span style="background:#9fd89f">n: linearized n-th in the longest prefix</span><span style="background:#f26b6b">cannot be linearized</span><span style="background:#d9d9d9">other</span><span style="border:1px dashed #888">no return: outcome unknown</span></p>"#,
         c.ops, c.keys
     );
@@ -127,7 +128,11 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
         let times: BTreeSet<u64> =
             ops.iter().flat_map(|&i| [Some(c.shown[i].call), c.shown[i].ret]).flatten().collect();
         let rank: HashMap<u64, usize> = times.iter().enumerate().map(|(r, &t)| (t, r)).collect();
-        let clients: BTreeSet<u64> = ops.iter().map(|&i| c.shown[i].client).collect();
+        // The client of the operation that cannot be linearized on the first row.
+        let first = unplaced.map(|u| c.shown[u].client);
+        let mut clients: Vec<u64> =
+            ops.iter().map(|&i| c.shown[i].client).collect::<BTreeSet<_>>().into_iter().collect();
+        clients.sort_by_key(|&cl| (Some(cl) != first || Some(key) != failing_key.as_deref(), cl));
         let row: HashMap<u64, usize> = clients.iter().enumerate().map(|(r, &cl)| (cl, r)).collect();
         let width = PAD + (times.len() + 2) * RANK;
         let height = clients.len() * ROW + 24;
@@ -212,7 +217,7 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
     }
     let _ = writeln!(
         html,
-        r#"<script>var u = document.getElementById("unplaced"); if (u) u.scrollIntoView({{block: "center", inline: "center"}});</script>
+        r#"<script>var u = document.getElementById("unplaced"); if (u) {{ var s = u.closest(".scroll"); s.scrollLeft += u.getBoundingClientRect().left - s.getBoundingClientRect().left - s.clientWidth / 2; }}</script>
 </body></html>"#
     );
     html
