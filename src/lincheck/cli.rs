@@ -1,9 +1,11 @@
 //! `replicheck history`: check recorded client histories for linearizability, and time the
 //! checker on the reference histories.
 
-use super::kv::{self, Kv};
+use super::kv::{self, Kv, KvInput, KvOutput};
 use super::register::Register;
-use super::{check, overall, parse, Budget, Operation, SeqModel, Verdict};
+use super::{
+    check_partitions_with, generate, overall, parse, Budget, Operation, Options, Partition, SeqModel, Verdict,
+};
 use crate::config::ConfigError;
 use clap::{Subcommand, ValueEnum};
 use std::fmt::Debug;
@@ -30,6 +32,19 @@ pub enum HistoryCommand {
         /// Threads checking the keys of one file.
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// Decide every key (by default the first key found not linearizable ends the file's
+        /// check, and the keys still undecided are left so).
+        #[arg(long)]
+        every_key: bool,
+        /// Memory bound of the search's caches, all keys of a file together, in MiB; past it
+        /// the verdict is unknown (exit 3).
+        #[arg(long, default_value_t = Budget::CACHE_BYTES_MAX_DEFAULT >> 20)]
+        cache_mib_max: u64,
+        /// Write a picture of the history to this HTML file (one file checked only): each
+        /// client's operations on a time axis per key, the longest linearizable prefix and the
+        /// operation that cannot be linearized.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// Time the checker on every history of DIR's subdirectories that have a `verdicts.tsv`
     /// (`FILE<TAB>yes|no`), and compare each verdict with it. Exit 1 on any disagreement.
@@ -43,6 +58,34 @@ pub enum HistoryCommand {
         /// Threads checking the keys of one file.
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// Leave out the generated histories (`history generate`'s bench set).
+        #[arg(long)]
+        no_generated: bool,
+    },
+    /// Write a seeded hard key-value history (kv format) whose verdict is known by
+    /// construction: many clients, overlapping operations, crashed clients with open
+    /// operations and, with --stale-read, one late stale read that makes it not linearizable.
+    Generate {
+        /// Where to write it (kv EDN with :time).
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(long, default_value_t = 40)]
+        clients: usize,
+        #[arg(long, default_value_t = 2000)]
+        ops: usize,
+        #[arg(long, default_value_t = 1)]
+        keys: usize,
+        /// Percent of the operations on the hot key k0 (0: keys alike).
+        #[arg(long, default_value_t = 0)]
+        hot_percent: u64,
+        /// Clients that crash once, leaving an operation open.
+        #[arg(long, default_value_t = 8)]
+        crashes: usize,
+        /// Add one late stale read: the history is then not linearizable.
+        #[arg(long)]
+        stale_read: bool,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
 }
 
@@ -84,16 +127,35 @@ impl HistoryFormat {
     }
 }
 
+/// One operation as the picture (`--html`) shows it.
+pub struct Shown {
+    pub client: u64,
+    /// The key's name ("" for a single-register format).
+    pub key: String,
+    pub call: u64,
+    pub ret: Option<u64>,
+    /// What it did and returned.
+    pub label: String,
+}
+
 /// The outcome for one file.
-struct Checked {
-    ops: usize,
-    keys: usize,
-    verdict: Verdict,
+pub struct Checked {
+    pub ops: usize,
+    pub keys: usize,
+    pub verdict: Verdict,
     /// The key whose verdict `verdict` is, for a keyed format.
-    key: Option<String>,
+    pub key: Option<String>,
     /// The operation a `NotLinearizable` verdict names, described.
-    unplaced: Option<String>,
-    elapsed: Duration,
+    pub unplaced: Option<String>,
+    /// Every key's verdict, in key order.
+    pub per_key: Vec<(Option<String>, Verdict)>,
+    pub steps: u64,
+    pub cache_bytes_peak: u64,
+    pub elapsed: Duration,
+    /// The operations, for the picture.
+    pub shown: Vec<Shown>,
+    /// True if times are nanoseconds, false if log line numbers.
+    pub nanoseconds: bool,
 }
 
 /// How a file's times read: log line numbers or nanoseconds.
@@ -115,16 +177,35 @@ fn describe<I: Debug, O: Debug>(index: usize, op: &Operation<I, O>, clock: Clock
     format!("op {index} (process {}, {called}): {:?} -> {output}", op.client, op.input)
 }
 
-fn checked<M: SeqModel>(
+fn label<I: Debug, O: Debug>(op: &Operation<I, O>) -> String {
+    match &op.output {
+        Some(o) => format!("{:?} -> {o:?}", op.input),
+        None => format!("{:?} -> ?", op.input),
+    }
+}
+
+/// Check `partitions` of `ops` and describe the outcome; the time covers the check only.
+fn checked<M, K>(
+    model: &M,
     ops: &[Operation<M::Input, M::Output>],
+    partitions: &[Partition<K, M::Input, M::Output>],
+    key_name: impl Fn(&K) -> Option<String>,
     clock: Clock,
-    per_key: Vec<(Option<String>, Verdict)>,
-    elapsed: Duration,
+    budget: Budget,
+    options: Options,
 ) -> Checked
 where
-    M::Input: Debug,
-    M::Output: Debug,
+    M: SeqModel + Sync,
+    M::Input: Sync + Debug,
+    M::Output: Sync + Debug,
+    M::State: Send,
+    K: Clone + Sync,
 {
+    let started = Instant::now();
+    let result = check_partitions_with(model, partitions, budget, options);
+    let elapsed = started.elapsed();
+    let per_key: Vec<(Option<String>, Verdict)> =
+        result.per_key.into_iter().map(|(k, v)| (key_name(&k), v)).collect();
     let keys = per_key.len();
     let (key, verdict) = overall(&per_key).cloned().unwrap_or((None, Verdict::Linearizable));
     let unplaced = match &verdict {
@@ -133,7 +214,49 @@ where
         }
         _ => None,
     };
-    Checked { ops: ops.len(), keys, verdict, key, unplaced, elapsed }
+    let mut key_of = vec![String::new(); ops.len()];
+    for p in partitions {
+        let name = key_name(&p.key).unwrap_or_default();
+        for &i in &p.history_index {
+            key_of[i].clone_from(&name);
+        }
+    }
+    let shown = ops
+        .iter()
+        .zip(key_of)
+        .map(|(op, key)| Shown {
+            client: op.client,
+            key,
+            call: op.call_ns,
+            ret: op.return_ns,
+            label: label(op),
+        })
+        .collect();
+    Checked {
+        ops: ops.len(),
+        keys,
+        verdict,
+        key,
+        unplaced,
+        per_key,
+        steps: result.steps,
+        cache_bytes_peak: result.cache_bytes_peak,
+        elapsed,
+        shown,
+        nanoseconds: matches!(clock, Clock::Nanoseconds),
+    }
+}
+
+/// Check a key-value history per key.
+pub fn check_kv(
+    ops: &[Operation<KvInput, KvOutput>],
+    nanoseconds: bool,
+    budget: Budget,
+    options: Options,
+) -> Checked {
+    let clock = if nanoseconds { Clock::Nanoseconds } else { Clock::Lines };
+    let partitions = kv::partition_by_key(ops);
+    checked(&Kv, ops, &partitions, |k: &String| Some(k.clone()), clock, budget, options)
 }
 
 /// Parse `text` and check it; the time covers the check only.
@@ -142,27 +265,23 @@ fn check_text(
     text: &str,
     format: HistoryFormat,
     budget: Budget,
-    threads: usize,
+    options: Options,
 ) -> Result<Checked, ConfigError> {
     let parse_error = |e: parse::ParseError| ConfigError::new(path, e.to_string());
     match format {
         HistoryFormat::JepsenEtcd => {
             let ops = parse::jepsen_etcd(text).map_err(parse_error)?;
-            let started = Instant::now();
             // One register: a single key.
-            let verdict = check(&Register, &ops, budget);
-            let elapsed = started.elapsed();
-            let per_key = if ops.is_empty() { vec![] } else { vec![(None, verdict)] };
-            Ok(checked::<Register>(&ops, Clock::Lines, per_key, elapsed))
+            let partitions = if ops.is_empty() {
+                vec![]
+            } else {
+                vec![Partition { key: (), history_index: (0..ops.len()).collect(), ops: ops.clone() }]
+            };
+            Ok(checked(&Register, &ops, &partitions, |_| None, Clock::Lines, budget, options))
         }
         HistoryFormat::Kv => {
             let (ops, timed) = parse::kv_edn_timed(text).map_err(parse_error)?;
-            let clock = if timed { Clock::Nanoseconds } else { Clock::Lines };
-            let started = Instant::now();
-            let per_key = kv::check_per_key(&ops, budget, threads);
-            let elapsed = started.elapsed();
-            let per_key = per_key.into_iter().map(|(k, v)| (Some(k), v)).collect();
-            Ok(checked::<Kv>(&ops, clock, per_key, elapsed))
+            Ok(check_kv(&ops, timed, budget, options))
         }
     }
 }
@@ -192,54 +311,107 @@ fn exit_code<'a>(verdicts: impl Iterator<Item = &'a Verdict> + Clone) -> u8 {
 
 pub fn run(command: HistoryCommand) -> Result<u8, ConfigError> {
     match command {
-        HistoryCommand::Check { files, format, json, steps_max, threads } => {
-            check_files(&files, format, json, Budget::steps(steps_max), threads)
+        HistoryCommand::Check { files, format, json, steps_max, threads, every_key, cache_mib_max, html } => {
+            if html.is_some() && files.len() != 1 {
+                return Err(ConfigError::new(
+                    html.as_deref().unwrap_or(Path::new("--html")),
+                    "--html draws one history: pass one file",
+                ));
+            }
+            let budget =
+                Budget { steps_max, time_max: None, cache_bytes_max: cache_mib_max.saturating_mul(1 << 20) };
+            check_files(&files, format, json, budget, Options { threads, every_key }, html.as_deref())
         }
-        HistoryCommand::Bench { dir, runs, threads } => bench(&dir, runs.max(1), threads),
+        HistoryCommand::Bench { dir, runs, threads, no_generated } => {
+            bench(&dir, runs.max(1), threads, !no_generated)
+        }
+        HistoryCommand::Generate { output, clients, ops, keys, hot_percent, crashes, stale_read, seed } => {
+            let spec = generate::Spec { clients, ops, keys, hot_percent, crashes, stale_read, seed };
+            let text = generate::to_edn(&generate::generate(&spec));
+            std::fs::write(&output, text)
+                .map_err(|e| ConfigError::new(&output, format!("cannot write: {e}")))?;
+            Ok(0)
+        }
     }
 }
 
+/// A file's format and outcome, or why it could not be checked.
+type FileResult = Result<(HistoryFormat, Checked), ConfigError>;
+
+/// Read, recognise and check one file.
+fn check_file(
+    path: &Path,
+    format: Option<HistoryFormat>,
+    budget: Budget,
+    options: Options,
+) -> Result<(HistoryFormat, Checked), ConfigError> {
+    let text = read(path)?;
+    let format = match format {
+        Some(f) => f,
+        None => HistoryFormat::detect(path, &text)?,
+    };
+    Ok((format, check_text(path, &text, format, budget, options)?))
+}
+
+/// Check every file; a file that cannot be read or parsed is reported (on stderr, and in the
+/// JSON) and the others are still checked. Exit 2 if any file could not be checked, else as
+/// [`exit_code`].
 fn check_files(
     files: &[PathBuf],
     format: Option<HistoryFormat>,
     json: bool,
     budget: Budget,
-    threads: usize,
+    options: Options,
+    html: Option<&Path>,
 ) -> Result<u8, ConfigError> {
-    let mut results = Vec::new();
+    let mut results: Vec<(PathBuf, FileResult)> = Vec::new();
     for path in files {
-        let text = read(path)?;
-        let format = match format {
-            Some(f) => f,
-            None => HistoryFormat::detect(path, &text)?,
-        };
-        let c = check_text(path, &text, format, budget, threads)?;
-        if !json {
-            let ms = c.elapsed.as_secs_f64() * 1e3;
-            let verdict = match &c.verdict {
-                Verdict::Linearizable => "linearizable".to_owned(),
-                Verdict::NotLinearizable { .. } => "NOT linearizable".to_owned(),
-                Verdict::Unknown { reason } => format!("UNKNOWN ({reason})"),
-            };
-            let keys = if c.keys == 1 { "key" } else { "keys" };
-            println!("{}: {} ops, {} {keys}, {verdict}, {ms:.3} ms", path.display(), c.ops, c.keys);
-            if let (Verdict::NotLinearizable { longest_prefix, .. }, Some(unplaced)) =
-                (&c.verdict, &c.unplaced)
-            {
-                let key = c.key.as_ref().map(|k| format!("key {k:?}: ")).unwrap_or_default();
-                println!(
-                    "  {key}{unplaced} cannot be linearized (longest linearizable prefix: {} ops)",
-                    longest_prefix.len()
-                );
+        let result = check_file(path, format, budget, options);
+        match &result {
+            Err(e) => eprintln!("replicheck: error: {e}"),
+            Ok((_, c)) if !json => {
+                let ms = c.elapsed.as_secs_f64() * 1e3;
+                let verdict = match &c.verdict {
+                    Verdict::Linearizable => "linearizable".to_owned(),
+                    Verdict::NotLinearizable { .. } => "NOT linearizable".to_owned(),
+                    Verdict::Unknown { reason } => format!("UNKNOWN ({reason})"),
+                };
+                let keys = if c.keys == 1 { "key" } else { "keys" };
+                println!("{}: {} ops, {} {keys}, {verdict}, {ms:.3} ms", path.display(), c.ops, c.keys);
+                if let (Verdict::NotLinearizable { longest_prefix, .. }, Some(unplaced)) =
+                    (&c.verdict, &c.unplaced)
+                {
+                    let key = c.key.as_ref().map(|k| format!("key {k:?}: ")).unwrap_or_default();
+                    println!(
+                        "  {key}{unplaced} cannot be linearized (longest linearizable prefix: {} ops)",
+                        longest_prefix.len()
+                    );
+                }
             }
+            Ok(_) => {}
         }
-        results.push((path.clone(), format, c));
+        if let (Some(out), Ok((_, c))) = (html, &result) {
+            let page = super::html::page(&path.display().to_string(), c);
+            std::fs::write(out, page).map_err(|e| ConfigError::new(out, format!("cannot write: {e}")))?;
+        }
+        results.push((path.clone(), result));
     }
-    let code = exit_code(results.iter().map(|(_, _, c)| &c.verdict));
+    let failed = results.iter().any(|(_, r)| r.is_err());
+    let code = if failed {
+        2
+    } else {
+        exit_code(results.iter().filter_map(|(_, r)| r.as_ref().ok()).map(|(_, c)| &c.verdict))
+    };
     if json {
         let files: Vec<serde_json::Value> = results
             .iter()
-            .map(|(path, format, c)| {
+            .map(|(path, result)| {
+                let (format, c) = match result {
+                    Ok(checked) => checked,
+                    Err(e) => {
+                        return serde_json::json!({ "path": path.display().to_string(), "error": e.to_string() })
+                    }
+                };
                 let mut doc = serde_json::json!({
                     "path": path.display().to_string(),
                     "format": format.name(),
@@ -247,6 +419,8 @@ fn check_files(
                     "keys": c.keys,
                     "verdict": verdict_word(&c.verdict),
                     "elapsed_ms": c.elapsed.as_secs_f64() * 1e3,
+                    "steps": c.steps,
+                    "cache_bytes_peak": c.cache_bytes_peak,
                 });
                 match &c.verdict {
                     Verdict::NotLinearizable { longest_prefix, unplaced_op } => {
@@ -293,7 +467,24 @@ fn median(mut xs: Vec<Duration>) -> Duration {
     xs[xs.len() / 2]
 }
 
-fn bench(dir: &Path, runs: usize, threads: usize) -> Result<u8, ConfigError> {
+/// One bench line; true if the verdict agrees with the expected one.
+fn bench_line(name: &str, c: &Checked, time: Duration, linearizable: bool) -> bool {
+    let agrees = c.verdict.is_linearizable() == linearizable;
+    println!(
+        "  {:<44} {:>5} ops {:>3} keys  {:<16} {:>10.3} ms {:>10} steps {:>8} KiB{}",
+        name,
+        c.ops,
+        c.keys,
+        verdict_word(&c.verdict),
+        time.as_secs_f64() * 1e3,
+        c.steps,
+        c.cache_bytes_peak.div_ceil(1024),
+        if agrees { "" } else { "  DISAGREES with the known verdict" }
+    );
+    agrees
+}
+
+fn bench(dir: &Path, runs: usize, threads: usize, generated: bool) -> Result<u8, ConfigError> {
     let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| ConfigError::new(dir, format!("cannot read directory: {e}")))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -303,8 +494,22 @@ fn bench(dir: &Path, runs: usize, threads: usize) -> Result<u8, ConfigError> {
     if subdirs.is_empty() {
         return Err(ConfigError::new(dir, "no subdirectory with a verdicts.tsv"));
     }
-    println!("median of {runs} runs per file, {threads} thread(s) per file, check only (parsing excluded)");
+    let options = Options { threads, every_key: false };
+    println!(
+        "median of {runs} runs per file, {threads} thread(s) per file, check only (parsing excluded); \
+         steps and peak cache memory of the last run"
+    );
     let mut disagreements = 0;
+    let timed = |check: &dyn Fn() -> Checked| {
+        let mut times = Vec::with_capacity(runs);
+        let mut last = None;
+        for _ in 0..runs {
+            let c = check();
+            times.push(c.elapsed);
+            last = Some(c);
+        }
+        (last.expect("runs >= 1"), median(times))
+    };
     for sub in &subdirs {
         let mut total = Duration::ZERO;
         let mut count = 0;
@@ -312,32 +517,30 @@ fn bench(dir: &Path, runs: usize, threads: usize) -> Result<u8, ConfigError> {
             let path = sub.join(&file);
             let text = read(&path)?;
             let format = HistoryFormat::detect(&path, &text)?;
-            let mut times = Vec::with_capacity(runs);
-            let mut last = None;
-            for _ in 0..runs {
-                let c = check_text(&path, &text, format, Budget::default(), threads)?;
-                times.push(c.elapsed);
-                last = Some(c);
-            }
-            let c = last.expect("runs >= 1");
-            let t = median(times);
+            check_text(&path, &text, format, Budget::default(), options)?;
+            let (c, t) = timed(&|| {
+                check_text(&path, &text, format, Budget::default(), options).expect("parsed above")
+            });
             total += t;
             count += 1;
-            let agrees = c.verdict.is_linearizable() == linearizable;
-            if !agrees {
+            if !bench_line(&path.display().to_string(), &c, t, linearizable) {
                 disagreements += 1;
             }
-            println!(
-                "  {:<40} {:>4} ops {:>3} keys  {:<16} {:>9.3} ms{}",
-                path.display(),
-                c.ops,
-                c.keys,
-                verdict_word(&c.verdict),
-                t.as_secs_f64() * 1e3,
-                if agrees { "" } else { "  DISAGREES with verdicts.tsv" }
-            );
         }
         println!("{}: {count} histories, {:.3} ms in total", sub.display(), total.as_secs_f64() * 1e3);
+    }
+    if generated {
+        let mut total = Duration::ZERO;
+        let specs = generate::Spec::bench_set();
+        for spec in &specs {
+            let ops = generate::generate(spec);
+            let (c, t) = timed(&|| check_kv(&ops, true, Budget::default(), options));
+            total += t;
+            if !bench_line(&format!("generated/{}", spec.name()), &c, t, !spec.stale_read) {
+                disagreements += 1;
+            }
+        }
+        println!("generated: {} histories, {:.3} ms in total", specs.len(), total.as_secs_f64() * 1e3);
     }
     Ok(if disagreements == 0 { 0 } else { 1 })
 }

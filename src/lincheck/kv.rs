@@ -5,7 +5,10 @@
 //! [`check_per_key`]. [`Kv`] also checks a multi-key history as a whole (correct, but the
 //! search is then over the interleavings of every key at once).
 
-use super::{check_partitions, partition, Budget, Operation, Partition, SeqModel, Verdict};
+use super::{
+    check_partitions, check_partitions_with, partition, Budget, Checked, Operation, Options, Partition,
+    SeqModel, Verdict,
+};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Kv;
@@ -102,6 +105,11 @@ impl SeqModel for Kv {
     fn is_read_only(&self, input: &KvInput) -> bool {
         matches!(input, KvInput::Get { .. })
     }
+
+    fn state_bytes(&self, state: &KvState) -> usize {
+        state.0.capacity() * std::mem::size_of::<(String, String)>()
+            + state.0.iter().map(|(k, v)| k.capacity() + v.capacity()).sum::<usize>()
+    }
 }
 
 /// The history's operations grouped by key, in key order.
@@ -119,4 +127,14 @@ pub fn check_per_key(
     threads: usize,
 ) -> Vec<(String, Verdict)> {
     check_partitions(&Kv, &partition_by_key(history), budget, threads)
+}
+
+/// [`check_per_key`] with [`Options`]: by default the first key found not linearizable stops
+/// the others; the steps and cache memory it took.
+pub fn check_per_key_with(
+    history: &[Operation<KvInput, KvOutput>],
+    budget: Budget,
+    options: Options,
+) -> Checked<String> {
+    check_partitions_with(&Kv, &partition_by_key(history), budget, options)
 }

@@ -13,11 +13,17 @@
 //! key checked alone ([`check_partitions`], in parallel if asked); that is exponentially cheaper
 //! than checking the whole history at once.
 //!
+//! [`check_partitions_with`] searches the keys by turns and stops at the first key that is not
+//! linearizable, with one memory bound for all keys ([`Budget::cache_bytes_max`]).
+//! [`generate`] makes hard histories with known verdicts; [`html`] draws a checked history.
+//!
 //! Models: [`register::Register`] (one register with read/write/delete/compare-and-set, as in
 //! the Jepsen etcd histories) and [`kv::Kv`] (get/put/append over string values). Parsers for
 //! recorded histories are in [`parse`]; `replicheck history check` is in [`cli`].
 
 pub mod cli;
+pub mod generate;
+pub mod html;
 pub mod kv;
 pub mod parse;
 pub mod register;
@@ -25,7 +31,6 @@ pub mod search;
 
 use std::collections::BTreeMap;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -58,6 +63,12 @@ pub trait SeqModel {
     /// over where to place it.
     fn is_read_only(&self, _input: &Self::Input) -> bool {
         false
+    }
+
+    /// Heap memory a state holds beyond its inline size (strings, vectors), for the memory
+    /// budget ([`Budget::cache_bytes_max`]). States without heap data keep the default 0.
+    fn state_bytes(&self, _state: &Self::State) -> usize {
+        0
     }
 }
 
@@ -110,8 +121,9 @@ pub struct Budget {
     pub steps_max: u64,
     /// Wall-clock time per checked history, if limited.
     pub time_max: Option<Duration>,
-    /// Memory of the search's cache per checked history, approximately (bit sets and the
-    /// states' inline size; heap data inside states is not counted).
+    /// Memory of the search's cache, approximately (bit sets, and each distinct state once
+    /// with the heap data [`SeqModel::state_bytes`] counts). For [`check_partitions_with`],
+    /// the bound is on all the keys' caches together.
     pub cache_bytes_max: u64,
 }
 
@@ -187,9 +199,9 @@ pub fn partition_pairs<K: Ord + Clone, I, O>(history: Vec<(K, Operation<I, O>)>)
     by_key.into_values().collect()
 }
 
-/// Check every partition, with up to `threads` OS threads (1: on this thread). The budget
-/// applies to each partition. Results are in partition order, and operation indices in a
-/// [`Verdict::NotLinearizable`] refer to the whole history.
+/// Check every partition, with up to `threads` OS threads (1: on this thread), and give every
+/// key's verdict: [`check_partitions_with`] with `every_key`. Results are in partition order,
+/// and operation indices in a [`Verdict::NotLinearizable`] refer to the whole history.
 pub fn check_partitions<M, K>(
     model: &M,
     partitions: &[Partition<K, M::Input, M::Output>],
@@ -200,38 +212,143 @@ where
     M: SeqModel + Sync,
     M::Input: Sync,
     M::Output: Sync,
+    M::State: Send,
     K: Clone + Sync,
 {
-    let check_one = |part: &Partition<K, M::Input, M::Output>| -> Verdict {
-        match check(model, &part.ops, budget) {
-            Verdict::NotLinearizable { longest_prefix, unplaced_op } => Verdict::NotLinearizable {
-                longest_prefix: longest_prefix.into_iter().map(|i| part.history_index[i]).collect(),
-                unplaced_op: part.history_index[unplaced_op],
-            },
-            other => other,
+    check_partitions_with(model, partitions, budget, Options { threads, every_key: true }).per_key
+}
+
+/// How [`check_partitions_with`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// OS threads (1: on this thread).
+    pub threads: usize,
+    /// Decide every key even after one is found not linearizable (else the rest are left
+    /// undecided: the history is not linearizable whatever they hold).
+    pub every_key: bool,
+}
+
+/// What [`check_partitions_with`] found, and what it cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked<K> {
+    /// One verdict per partition, in partition order. A key left undecided because another
+    /// was not linearizable is [`Verdict::Unknown`], with a reason saying so.
+    pub per_key: Vec<(K, Verdict)>,
+    /// Search steps over all keys.
+    pub steps: u64,
+    /// The most memory the caches of all keys held at once, approximately.
+    pub cache_bytes_peak: u64,
+}
+
+/// Steps one key's search takes before another key has its turn.
+pub const SLICE_STEPS: u64 = 4096;
+
+/// The reason given for a key left undecided.
+pub const NOT_DECIDED: &str = "not decided: another key is not linearizable (--every-key decides every key)";
+
+/// Check the partitions by turns: each key's search runs [`SLICE_STEPS`] steps, then the next
+/// key's, so a key that is quickly shown not linearizable is found even when another key's
+/// search is long (Porcupine gets the same effect by running every key at once). Unless
+/// `options.every_key`, the first key found not linearizable stops the others. The budget's
+/// steps and time apply to each key; its `cache_bytes_max` to all keys' caches together: a key
+/// whose search would push the total past it ends [`Verdict::Unknown`] and frees its cache.
+pub fn check_partitions_with<M, K>(
+    model: &M,
+    partitions: &[Partition<K, M::Input, M::Output>],
+    budget: Budget,
+    options: Options,
+) -> Checked<K>
+where
+    M: SeqModel + Sync,
+    M::Input: Sync,
+    M::Output: Sync,
+    M::State: Send,
+    K: Clone + Sync,
+{
+    let mut verdicts: Vec<Option<Verdict>> = vec![None; partitions.len()];
+    let mut queue = std::collections::VecDeque::new();
+    for (i, part) in partitions.iter().enumerate() {
+        match search::Run::new(model, &part.ops, budget) {
+            Ok(run) => queue.push_back((i, run)),
+            Err(verdict) => verdicts[i] = Some(verdict),
+        }
+    }
+    struct Shared<'a, M: SeqModel> {
+        queue: std::collections::VecDeque<(usize, search::Run<'a, M>)>,
+        verdicts: Vec<Option<Verdict>>,
+        /// Each key's cache bytes now (0 once decided).
+        bytes: Vec<u64>,
+        steps: u64,
+        peak: u64,
+        stop: bool,
+    }
+    let shared = Mutex::new(Shared {
+        queue,
+        verdicts,
+        bytes: vec![0; partitions.len()],
+        steps: 0,
+        peak: 0,
+        stop: false,
+    });
+    let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
+    let work = || loop {
+        let (i, mut run, allowance) = {
+            let mut s = lock();
+            if s.stop {
+                break;
+            }
+            let Some((i, run)) = s.queue.pop_front() else { break };
+            let others: u64 = s.bytes.iter().sum::<u64>() - s.bytes[i];
+            (i, run, budget.cache_bytes_max.saturating_sub(others))
+        };
+        let steps_before = run.steps();
+        let verdict = run.advance(SLICE_STEPS, allowance);
+        let mut s = lock();
+        s.steps += run.steps() - steps_before;
+        s.bytes[i] = run.cache_bytes();
+        let total: u64 = s.bytes.iter().sum();
+        s.peak = s.peak.max(total);
+        match verdict {
+            None => s.queue.push_back((i, run)),
+            Some(verdict) => {
+                s.bytes[i] = 0;
+                let part = &partitions[i];
+                let verdict = match verdict {
+                    Verdict::NotLinearizable { longest_prefix, unplaced_op } => {
+                        s.stop |= !options.every_key;
+                        Verdict::NotLinearizable {
+                            longest_prefix: longest_prefix
+                                .into_iter()
+                                .map(|k| part.history_index[k])
+                                .collect(),
+                            unplaced_op: part.history_index[unplaced_op],
+                        }
+                    }
+                    other => other,
+                };
+                s.verdicts[i] = Some(verdict);
+            }
         }
     };
-    let threads = threads.clamp(1, partitions.len().max(1));
-    let verdicts: Vec<Verdict> = if threads == 1 {
-        partitions.iter().map(check_one).collect()
+    let threads = options.threads.clamp(1, partitions.len().max(1));
+    if threads == 1 {
+        work();
     } else {
-        // Work stealing by index: partitions differ in cost by orders of magnitude.
-        let next = AtomicUsize::new(0);
-        let done: Mutex<Vec<Option<Verdict>>> = Mutex::new(vec![None; partitions.len()]);
         std::thread::scope(|scope| {
             for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(part) = partitions.get(i) else { break };
-                    let verdict = check_one(part);
-                    done.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(verdict);
-                });
+                scope.spawn(work);
             }
         });
-        let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
-        done.into_iter().map(|v| v.expect("every partition checked by a worker")).collect()
-    };
-    partitions.iter().map(|p| p.key.clone()).zip(verdicts).collect()
+    }
+    let s = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+    let per_key = partitions
+        .iter()
+        .zip(s.verdicts)
+        .map(|(p, v)| {
+            (p.key.clone(), v.unwrap_or_else(|| Verdict::Unknown { reason: NOT_DECIDED.to_owned() }))
+        })
+        .collect();
+    Checked { per_key, steps: s.steps, cache_bytes_peak: s.peak }
 }
 
 /// The verdict of a whole history from its per-key verdicts: the first non-linearizable key if

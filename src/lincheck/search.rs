@@ -46,27 +46,242 @@ const CLOCK_EVERY_STEPS: u64 = 4096;
 
 /// Check whether `history` is linearizable with respect to `model`.
 pub fn check<M: SeqModel>(model: &M, history: &[Operation<M::Input, M::Output>], budget: Budget) -> Verdict {
-    for (index, op) in history.iter().enumerate() {
-        if let Some(return_ns) = op.return_ns {
-            if return_ns < op.call_ns {
-                return Verdict::Unknown {
-                    reason: format!(
-                        "malformed history: operation {index} returns at {return_ns} ns, before its call at {} ns",
-                        op.call_ns
-                    ),
-                };
-            }
+    let mut run = match Run::new(model, history, budget) {
+        Ok(run) => run,
+        Err(verdict) => return verdict,
+    };
+    loop {
+        if let Some(verdict) = run.advance(u64::MAX, budget.cache_bytes_max) {
+            return verdict;
         }
     }
-    // The event list indexes with u32; 2^31 operations is far beyond any checkable history.
-    if history.len() >= (u32::MAX / 2) as usize {
-        return Verdict::Unknown { reason: format!("history of {} operations is too long", history.len()) };
+}
+
+/// A search that can be paused and resumed: [`super::check_partitions_with`] interleaves the
+/// searches of a history's keys so that a key that is quick to refute is found even when
+/// another key's search is long, and bounds their memory together.
+pub struct Run<'a, M: SeqModel> {
+    search: Search<'a, M>,
+    budget: Budget,
+    started: Option<Instant>,
+    linearized: Vec<u64>,
+    linearized_hash: u64,
+    zobrist: Vec<u64>,
+    cache: Cache<M::State>,
+    completed_left: usize,
+    /// The choices made so far, most recent last: (call event, state before it, the pass it
+    /// was made in, the frontier then).
+    stack: Vec<(u32, M::State, Pass, u32)>,
+    state: M::State,
+    /// Diagnostics: the deepest point at which a return forced a backtrack.
+    longest_prefix: Vec<u32>,
+    unplaced: Option<u32>,
+    steps: u64,
+    entry: u32,
+    pass: Pass,
+    /// In the unknown pass: the first return left in the main list. Only unknown-outcome
+    /// operations called before it are candidates.
+    frontier: u32,
+}
+
+impl<'a, M: SeqModel> Run<'a, M> {
+    /// A search of `history`, or the verdict if it is decided without one (a malformed history).
+    pub fn new(
+        model: &'a M,
+        history: &'a [Operation<M::Input, M::Output>],
+        budget: Budget,
+    ) -> Result<Run<'a, M>, Verdict> {
+        for (index, op) in history.iter().enumerate() {
+            if let Some(return_ns) = op.return_ns {
+                if return_ns < op.call_ns {
+                    return Err(Verdict::Unknown {
+                        reason: format!(
+                            "malformed history: operation {index} returns at {return_ns} ns, before its call at {} ns",
+                            op.call_ns
+                        ),
+                    });
+                }
+            }
+        }
+        // The event list indexes with u32; 2^31 operations is far beyond any checkable history.
+        if history.len() >= (u32::MAX / 2) as usize {
+            return Err(Verdict::Unknown {
+                reason: format!("history of {} operations is too long", history.len()),
+            });
+        }
+        // A read whose result is unknown constrains nothing: leave it out of the search.
+        let kept: Vec<usize> = (0..history.len())
+            .filter(|&i| history[i].output.is_some() || !model.is_read_only(&history[i].input))
+            .collect();
+        let search = Search::new(model, history, kept);
+        let op_count = search.ops.len();
+        let words = op_count.div_ceil(64).max(1);
+        let mut unknown_mask = vec![0u64; words];
+        // Zobrist keys; 0 for unknown-outcome operations, which the cache hash leaves out.
+        let mut zobrist = vec![0u64; op_count];
+        for (k, op) in search.ops.iter().enumerate() {
+            if op.return_ns.is_none() {
+                unknown_mask[k / 64] |= 1 << (k % 64);
+            } else {
+                zobrist[k] = op_key(k as u32);
+            }
+        }
+        let completed_left = search.ops.iter().filter(|op| op.return_ns.is_some()).count();
+        let entry = search.events.next[search.events.main_head as usize];
+        Ok(Run {
+            budget,
+            started: None,
+            linearized: vec![0u64; words],
+            linearized_hash: 0,
+            zobrist,
+            cache: Cache::new(unknown_mask),
+            completed_left,
+            stack: Vec::with_capacity(op_count),
+            state: model.init(),
+            longest_prefix: Vec::new(),
+            unplaced: None,
+            steps: 0,
+            entry,
+            pass: Pass::Completed,
+            frontier: NONE,
+            search,
+        })
     }
-    // A read whose result is unknown constrains nothing: leave it out of the search.
-    let kept: Vec<usize> = (0..history.len())
-        .filter(|&i| history[i].output.is_some() || !model.is_read_only(&history[i].input))
-        .collect();
-    Search::new(model, history, kept, budget).run()
+
+    /// Search steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Approximate memory held by the search's cache (entries, and each distinct state once
+    /// with its heap data as [`SeqModel::state_bytes`] counts it).
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache.bytes()
+    }
+
+    /// Search for up to `steps` more steps, with at most `cache_bytes_max` bytes of cache;
+    /// None if still undecided. The budget's step and time limits apply to the whole search.
+    pub fn advance(&mut self, steps: u64, cache_bytes_max: u64) -> Option<Verdict> {
+        let started = *self.started.get_or_insert_with(Instant::now);
+        let pause_at = self.steps.saturating_add(steps);
+        let (main_head, unknown_head) = (self.search.events.main_head, self.search.events.unknown_head);
+        let state_hasher = foldhash::quality::FixedState::with_seed(0x4c49_4e43_4845_434b);
+        while self.completed_left > 0 {
+            if self.steps >= pause_at {
+                return None;
+            }
+            self.steps += 1;
+            if self.steps > self.budget.steps_max {
+                return Some(self.out_of_budget(format!("{} search steps", self.budget.steps_max)));
+            }
+            if let Some(time_max) = self.budget.time_max {
+                if self.steps.is_multiple_of(CLOCK_EVERY_STEPS) && started.elapsed() > time_max {
+                    return Some(self.out_of_budget(format!("{time_max:?}")));
+                }
+            }
+            let events = &self.search.events;
+            let candidate = match self.pass {
+                Pass::Completed => {
+                    // A completed operation not yet linearized has its return in the main
+                    // list, after its call: the walk meets a return before the end.
+                    assert!(self.entry != main_head, "walked past every pending return");
+                    if !events.is_call[self.entry as usize] {
+                        // Every completed candidate failed here: try the unknown-outcome ones.
+                        self.pass = Pass::Unknown;
+                        self.frontier = self.entry;
+                        self.entry = events.next[unknown_head as usize];
+                        continue;
+                    }
+                    Some(self.entry)
+                }
+                Pass::Unknown => {
+                    (self.entry != unknown_head && self.entry < self.frontier).then_some(self.entry)
+                }
+            };
+            if let Some(call) = candidate {
+                let k = events.op[call as usize];
+                let twin = self.search.twin_before[k as usize];
+                let twin_placed =
+                    twin == NONE || self.linearized[twin as usize / 64] & (1u64 << (twin % 64)) != 0;
+                let next_state = twin_placed.then(|| self.search.step(&self.state, k)).flatten();
+                if let Some(next_state) =
+                    next_state.filter(|next| !self.search.skips_useless(&self.stack, k, next))
+                {
+                    let (word, bit) = (k as usize / 64, 1u64 << (k % 64));
+                    self.linearized[word] |= bit;
+                    self.linearized_hash ^= self.zobrist[k as usize];
+                    let state_hash = state_hasher.hash_one(&next_state);
+                    let hash = self.linearized_hash ^ state_hash;
+                    let model = self.search.model;
+                    if self
+                        .cache
+                        .insert(hash, state_hash, &self.linearized, &next_state, |s| model.state_bytes(s))
+                    {
+                        if self.cache.bytes() > cache_bytes_max {
+                            let limit = format!("{} cache bytes", self.budget.cache_bytes_max);
+                            return Some(self.out_of_budget(limit));
+                        }
+                        self.stack.push((
+                            call,
+                            std::mem::replace(&mut self.state, next_state),
+                            self.pass,
+                            self.frontier,
+                        ));
+                        self.search.events.lift(call);
+                        if self.pass == Pass::Completed {
+                            self.completed_left -= 1;
+                        }
+                        self.entry = self.search.events.next[main_head as usize];
+                        self.pass = Pass::Completed;
+                        continue;
+                    }
+                    self.linearized[word] &= !bit;
+                    self.linearized_hash ^= self.zobrist[k as usize];
+                }
+                self.entry = self.search.events.next[call as usize];
+            } else {
+                // The operation returning at `frontier` cannot be linearized before its return
+                // after the choices made so far: undo the latest one.
+                if self.unplaced.is_none() || self.stack.len() > self.longest_prefix.len() {
+                    self.longest_prefix = self.stack.iter().map(|&(e, ..)| events.op[e as usize]).collect();
+                    self.unplaced = Some(events.op[self.frontier as usize]);
+                }
+                let Some((call, previous, previous_pass, previous_frontier)) = self.stack.pop() else {
+                    let unplaced = self.unplaced.expect("set just above");
+                    return Some(Verdict::NotLinearizable {
+                        longest_prefix: self
+                            .longest_prefix
+                            .iter()
+                            .map(|&k| self.search.history_index[k as usize])
+                            .collect(),
+                        unplaced_op: self.search.history_index[unplaced as usize],
+                    });
+                };
+                self.state = previous;
+                self.pass = previous_pass;
+                self.frontier = previous_frontier;
+                let undone = events.op[call as usize];
+                self.linearized[undone as usize / 64] &= !(1u64 << (undone % 64));
+                self.linearized_hash ^= self.zobrist[undone as usize];
+                self.search.events.unlift(call);
+                if self.pass == Pass::Completed {
+                    self.completed_left += 1;
+                }
+                self.entry = self.search.events.next[call as usize];
+            }
+        }
+        Some(Verdict::Linearizable)
+    }
+
+    fn out_of_budget(&self, limit: String) -> Verdict {
+        Verdict::Unknown {
+            reason: format!(
+                "search budget of {limit} exhausted with {} of {} operations linearized",
+                self.stack.len(),
+                self.search.ops.len()
+            ),
+        }
+    }
 }
 
 /// The events, sorted by time, in two circular doubly linked lists sharing parallel arrays: the
@@ -186,7 +401,9 @@ impl Hasher for PassThrough {
 }
 
 /// Seen search nodes (linearized set, state), stored flat: `bits` holds `words` u64s per
-/// entry, and entries with the same hash are chained through `next`.
+/// entry, and entries with the same hash are chained through `next`. States are interned: each
+/// distinct state is stored once (`states`), and an entry holds its number, so the many entries
+/// that differ only in their linearized sets share one copy of a large state.
 ///
 /// A node is cut if a seen node has the same state, the same completed operations and a
 /// subset of its unknown-outcome operations: everything the search can still do from the
@@ -200,9 +417,14 @@ struct Cache<S> {
     first: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
     next: Vec<u32>,
     bits: Vec<u64>,
+    /// Each entry's state, as an index into `states`.
+    state_of: Vec<u32>,
+    /// The distinct states seen, and their index by hash (chained through `state_next`).
     states: Vec<S>,
-    /// Approximate memory held, for the budget.
-    bytes: u64,
+    state_first: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
+    state_next: Vec<u32>,
+    /// The distinct states' heap data, as [`SeqModel::state_bytes`] counts it.
+    state_heap_bytes: u64,
 }
 
 impl<S: Clone + Eq> Cache<S> {
@@ -213,39 +435,77 @@ impl<S: Clone + Eq> Cache<S> {
             first: HashMap::default(),
             next: Vec::new(),
             bits: Vec::new(),
+            state_of: Vec::new(),
             states: Vec::new(),
-            bytes: 0,
+            state_first: HashMap::default(),
+            state_next: Vec::new(),
+            state_heap_bytes: 0,
         }
     }
 
-    /// Bytes one entry adds: its bit set, state, chain link and (about) a hash map slot.
-    fn entry_bytes(&self) -> u64 {
-        (self.words * 8 + std::mem::size_of::<S>() + 4 + 16) as u64
+    /// Memory held, by the capacities allocated (a hash map slot counted as its key, value and
+    /// control byte), for the budget.
+    fn bytes(&self) -> u64 {
+        let map_slot = (8 + 4 + 1) as u64;
+        let vecs = self.next.capacity() * 4
+            + self.bits.capacity() * 8
+            + self.state_of.capacity() * 4
+            + self.states.capacity() * std::mem::size_of::<S>()
+            + self.state_next.capacity() * 4;
+        vecs as u64
+            + (self.first.capacity() + self.state_first.capacity()) as u64 * map_slot
+            + self.state_heap_bytes
+    }
+
+    /// The number of `state` in `states`, interning it if new (counting its bytes).
+    fn intern(&mut self, state_hash: u64, state: &S, heap_bytes: impl Fn(&S) -> usize) -> u32 {
+        let head = self.state_first.get(&state_hash).copied().unwrap_or(NONE);
+        let mut e = head;
+        while e != NONE {
+            if self.states[e as usize] == *state {
+                return e;
+            }
+            e = self.state_next[e as usize];
+        }
+        let index = self.states.len() as u32;
+        self.states.push(state.clone());
+        self.state_next.push(head);
+        self.state_first.insert(state_hash, index);
+        self.state_heap_bytes += heap_bytes(state) as u64;
+        index
     }
 
     /// Record the node; false if a seen node subsumes it.
-    fn insert(&mut self, hash: u64, bits: &[u64], state: &S) -> bool {
+    fn insert(
+        &mut self,
+        hash: u64,
+        state_hash: u64,
+        bits: &[u64],
+        state: &S,
+        heap_bytes: impl Fn(&S) -> usize,
+    ) -> bool {
         assert_eq!(bits.len(), self.words);
+        let id = self.intern(state_hash, state, heap_bytes);
         let head = self.first.get(&hash).copied().unwrap_or(NONE);
         let mut e = head;
         while e != NONE {
             let at = e as usize * self.words;
             let seen = &self.bits[at..at + self.words];
-            let subsumed = seen.iter().zip(bits).zip(&self.unknown_mask).all(|((&seen, &now), &unknown)| {
-                // Same completed operations; unknown-outcome ones seen only if now too.
-                (seen ^ now) & !unknown == 0 && seen & !now == 0
-            });
-            if subsumed && self.states[e as usize] == *state {
+            if self.state_of[e as usize] == id
+                && seen.iter().zip(bits).zip(&self.unknown_mask).all(|((&seen, &now), &unknown)| {
+                    // Same completed operations; unknown-outcome ones seen only if now too.
+                    (seen ^ now) & !unknown == 0 && seen & !now == 0
+                })
+            {
                 return false;
             }
             e = self.next[e as usize];
         }
-        let index = self.states.len() as u32;
+        let index = self.state_of.len() as u32;
         self.next.push(head);
         self.bits.extend_from_slice(bits);
-        self.states.push(state.clone());
+        self.state_of.push(id);
         self.first.insert(hash, index);
-        self.bytes += self.entry_bytes();
         true
     }
 }
@@ -278,7 +538,6 @@ struct Search<'a, M: SeqModel> {
     /// For an operation with unknown outcome (no return, no output): the latest one before it
     /// (by call time, then index) with an equal input, else NONE. See `interchangeable_twins`.
     twin_before: Vec<u32>,
-    budget: Budget,
 }
 
 /// Operations with unknown outcome and equal inputs are interchangeable, and the one called
@@ -302,16 +561,11 @@ fn interchangeable_twins<I: Eq, O>(ops: &[&Operation<I, O>]) -> Vec<u32> {
 }
 
 impl<'a, M: SeqModel> Search<'a, M> {
-    fn new(
-        model: &'a M,
-        history: &'a [Operation<M::Input, M::Output>],
-        kept: Vec<usize>,
-        budget: Budget,
-    ) -> Search<'a, M> {
+    fn new(model: &'a M, history: &'a [Operation<M::Input, M::Output>], kept: Vec<usize>) -> Search<'a, M> {
         let ops: Vec<_> = kept.iter().map(|&i| &history[i]).collect();
         let events = Events::new(&ops);
         let twin_before = interchangeable_twins(&ops);
-        Search { model, ops, history_index: kept, events, twin_before, budget }
+        Search { model, ops, history_index: kept, events, twin_before }
     }
 
     /// The state after linearizing `ops[k]` in `state`, if its output allows it.
@@ -321,126 +575,6 @@ impl<'a, M: SeqModel> Search<'a, M> {
             Some(output) => self.model.step(state, &op.input, output),
             None => Some(self.model.apply(state, &op.input)),
         }
-    }
-
-    fn run(mut self) -> Verdict {
-        let started = Instant::now();
-        let op_count = self.ops.len();
-        let words = op_count.div_ceil(64).max(1);
-        let mut linearized = vec![0u64; words];
-        let mut linearized_hash = 0u64;
-        let state_hasher = foldhash::quality::FixedState::with_seed(0x4c49_4e43_4845_434b);
-        let mut unknown_mask = vec![0u64; words];
-        // Zobrist keys; 0 for unknown-outcome operations, which the cache hash leaves out.
-        let mut zobrist = vec![0u64; op_count];
-        for (k, op) in self.ops.iter().enumerate() {
-            if op.return_ns.is_none() {
-                unknown_mask[k / 64] |= 1 << (k % 64);
-            } else {
-                zobrist[k] = op_key(k as u32);
-            }
-        }
-        let mut cache: Cache<M::State> = Cache::new(unknown_mask);
-        let mut completed_left = self.ops.iter().filter(|op| op.return_ns.is_some()).count();
-        // The choices made so far, most recent last: (call event, state before it, the pass it
-        // was made in, the frontier then).
-        let mut stack: Vec<(u32, M::State, Pass, u32)> = Vec::with_capacity(op_count);
-        let mut state = self.model.init();
-        // Diagnostics: the deepest point at which a return forced a backtrack.
-        let mut longest_prefix: Vec<u32> = Vec::new();
-        let mut unplaced: Option<u32> = None;
-        let mut steps: u64 = 0;
-        let (main_head, unknown_head) = (self.events.main_head, self.events.unknown_head);
-        let mut entry = self.events.next[main_head as usize];
-        let mut pass = Pass::Completed;
-        // In the unknown pass: the first return left in the main list. Only unknown-outcome
-        // operations called before it are candidates.
-        let mut frontier = NONE;
-        while completed_left > 0 {
-            steps += 1;
-            if steps > self.budget.steps_max {
-                return self.out_of_budget(format!("{} search steps", self.budget.steps_max), stack.len());
-            }
-            if let Some(time_max) = self.budget.time_max {
-                if steps.is_multiple_of(CLOCK_EVERY_STEPS) && started.elapsed() > time_max {
-                    return self.out_of_budget(format!("{time_max:?}"), stack.len());
-                }
-            }
-            let candidate = match pass {
-                Pass::Completed => {
-                    // A completed operation not yet linearized has its return in the main
-                    // list, after its call: the walk meets a return before the end.
-                    assert!(entry != main_head, "walked past every pending return");
-                    if !self.events.is_call[entry as usize] {
-                        // Every completed candidate failed here: try the unknown-outcome ones.
-                        pass = Pass::Unknown;
-                        frontier = entry;
-                        entry = self.events.next[unknown_head as usize];
-                        continue;
-                    }
-                    Some(entry)
-                }
-                Pass::Unknown => (entry != unknown_head && entry < frontier).then_some(entry),
-            };
-            if let Some(call) = candidate {
-                let k = self.events.op[call as usize];
-                let twin = self.twin_before[k as usize];
-                let twin_placed = twin == NONE || linearized[twin as usize / 64] & (1u64 << (twin % 64)) != 0;
-                let next_state = twin_placed.then(|| self.step(&state, k)).flatten();
-                if let Some(next_state) = next_state.filter(|next| !self.skips_useless(&stack, k, next)) {
-                    let (word, bit) = (k as usize / 64, 1u64 << (k % 64));
-                    linearized[word] |= bit;
-                    linearized_hash ^= zobrist[k as usize];
-                    let hash = linearized_hash ^ state_hasher.hash_one(&next_state);
-                    if cache.insert(hash, &linearized, &next_state) {
-                        if cache.bytes > self.budget.cache_bytes_max {
-                            let limit = format!("{} cache bytes", self.budget.cache_bytes_max);
-                            return self.out_of_budget(limit, stack.len());
-                        }
-                        stack.push((call, std::mem::replace(&mut state, next_state), pass, frontier));
-                        self.events.lift(call);
-                        if pass == Pass::Completed {
-                            completed_left -= 1;
-                        }
-                        entry = self.events.next[main_head as usize];
-                        pass = Pass::Completed;
-                        continue;
-                    }
-                    linearized[word] &= !bit;
-                    linearized_hash ^= zobrist[k as usize];
-                }
-                entry = self.events.next[call as usize];
-            } else {
-                // The operation returning at `frontier` cannot be linearized before its return
-                // after the choices made so far: undo the latest one.
-                if unplaced.is_none() || stack.len() > longest_prefix.len() {
-                    longest_prefix = stack.iter().map(|&(e, ..)| self.events.op[e as usize]).collect();
-                    unplaced = Some(self.events.op[frontier as usize]);
-                }
-                let Some((call, previous, previous_pass, previous_frontier)) = stack.pop() else {
-                    let unplaced = unplaced.expect("set just above");
-                    return Verdict::NotLinearizable {
-                        longest_prefix: longest_prefix
-                            .iter()
-                            .map(|&k| self.history_index[k as usize])
-                            .collect(),
-                        unplaced_op: self.history_index[unplaced as usize],
-                    };
-                };
-                state = previous;
-                pass = previous_pass;
-                frontier = previous_frontier;
-                let undone = self.events.op[call as usize];
-                linearized[undone as usize / 64] &= !(1u64 << (undone % 64));
-                linearized_hash ^= zobrist[undone as usize];
-                self.events.unlift(call);
-                if pass == Pass::Completed {
-                    completed_left += 1;
-                }
-                entry = self.events.next[call as usize];
-            }
-        }
-        Verdict::Linearizable
     }
 
     /// True if linearizing `k` now, giving `next`, makes the unknown-outcome operation just
@@ -457,14 +591,5 @@ impl<'a, M: SeqModel> Search<'a, M> {
             return false;
         }
         self.step(before_previous, k).is_some_and(|alternative| alternative == *next)
-    }
-
-    fn out_of_budget(&self, limit: String, depth: usize) -> Verdict {
-        Verdict::Unknown {
-            reason: format!(
-                "search budget of {limit} exhausted with {depth} of {} operations linearized",
-                self.ops.len()
-            ),
-        }
     }
 }
