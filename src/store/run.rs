@@ -783,16 +783,24 @@ fn measure(
     for op in load.history.iter().chain(finals) {
         by_key.entry(op.key.as_str()).or_default().push(op);
     }
+    let mut pairs: Vec<(String, Operation<RegisterInput, RegisterOutput>)> = Vec::new();
     for (key, ops) in &by_key {
         let last = finals.iter().find(|f| f.key == *key).expect("a final read per key");
         if let Some(why) = acked_write_missed(ops, last) {
             outcome.acked_writes_lost.push(format!("{key}: {why}"));
         }
-        let history: Vec<Operation<RegisterInput, RegisterOutput>> =
-            ops.iter().filter_map(|op| op.as_register_op()).collect();
-        match lincheck::check(&Register, &history, Budget::steps(LINCHECK_STEPS_MAX)) {
+        pairs.extend(ops.iter().filter_map(|op| op.as_register_op()).map(|op| (key.to_string(), op)));
+    }
+    // Every key's verdict (the report lists each key that is not linearizable), searched in
+    // turns under one memory bound for all keys.
+    let partitions = lincheck::partition_pairs(pairs);
+    let options = lincheck::Options { threads: 1, every_key: true };
+    let checked =
+        lincheck::check_partitions_with(&Register, &partitions, Budget::steps(LINCHECK_STEPS_MAX), options);
+    for (key, verdict) in checked.per_key {
+        match verdict {
             Verdict::Linearizable => {}
-            Verdict::NotLinearizable { .. } => outcome.not_linearizable.push(key.to_string()),
+            Verdict::NotLinearizable { .. } => outcome.not_linearizable.push(key),
             Verdict::Unknown { reason } => outcome.undecided.push(format!("{key}: {reason}")),
         }
     }
