@@ -376,6 +376,11 @@ where
 }
 
 /// The engine, with the index limit as a parameter so a test can reach it.
+///
+/// One loop iteration is one level; its phases are functions of [`level`]. What is left here
+/// is the bookkeeping that carries from level to level (seen set, frontier, part pool,
+/// counters, the reason to stop), kept in one place rather than split into functions passing
+/// it all back and forth.
 fn explore_bounded<M>(
     model: &M,
     properties: &[Property<M>],
@@ -416,19 +421,8 @@ where
             expand_chunk(model, properties, &seen, hooks, record, states, first_index, &mut part);
             part
         });
-        // Chunks are in frontier order, so the first chunk with a discovery has the first one.
-        for part in &parts {
-            for (d, found) in discoveries.iter_mut().zip(&part.discoveries) {
-                *d = d.or(*found);
-            }
-            transitions += part.transitions;
-        }
-        let mut starts = Vec::with_capacity(parts.len());
-        let mut candidates = 0usize;
-        for part in &parts {
-            starts.push(candidates);
-            candidates += part.cand_fp.len();
-        }
+        transitions += merge_discoveries(&parts, &mut discoveries);
+        let (starts, candidates) = candidate_starts(&parts);
         level_peak_bytes = level_peak_bytes.max(
             (frontier.len() * std::mem::size_of::<M::State>()
                 + candidates * (std::mem::size_of::<M::State>() + 8 + 4 + 4)) as u64,
@@ -443,12 +437,7 @@ where
             part.links.resize_with(part.cand_fp.len(), || AtomicU32::new(0));
         }
         let new_counts = dedup(&mut seen, &parts, &starts, parallel);
-        let mut rank_bases = Vec::with_capacity(parts.len());
-        let mut next_index = base;
-        for &n in &new_counts {
-            rank_bases.push(next_index);
-            next_index += n;
-        }
+        let (rank_bases, next_index) = rank_bases(&new_counts, base);
         if next_index > state_count_max {
             // The level's new states cannot all get a `u32` index: stop before numbering them.
             cut = Some(Cut::StateLimit(state_count_max));
@@ -518,6 +507,42 @@ where
         graph,
         memory,
     }
+}
+
+/// Fold a level's parts into the exploration's discoveries; returns the level's transitions.
+/// Chunks are in frontier order, so the first chunk with a discovery has the first one.
+fn merge_discoveries<S>(parts: &[Part<S>], discoveries: &mut [Option<u32>]) -> u64 {
+    let mut transitions = 0;
+    for part in parts {
+        for (d, found) in discoveries.iter_mut().zip(&part.discoveries) {
+            *d = d.or(*found);
+        }
+        transitions += part.transitions;
+    }
+    transitions
+}
+
+/// Each part's first position in the level's global candidate order, and the candidate count.
+fn candidate_starts<S>(parts: &[Part<S>]) -> (Vec<usize>, usize) {
+    let mut starts = Vec::with_capacity(parts.len());
+    let mut candidates = 0usize;
+    for part in parts {
+        starts.push(candidates);
+        candidates += part.cand_fp.len();
+    }
+    (starts, candidates)
+}
+
+/// Each part's first new state index (a prefix sum of the new counts from `base`), and the
+/// index after the level's last new state.
+fn rank_bases(new_counts: &[u64], base: u64) -> (Vec<u64>, u64) {
+    let mut rank_bases = Vec::with_capacity(new_counts.len());
+    let mut next_index = base;
+    for &n in new_counts {
+        rank_bases.push(next_index);
+        next_index += n;
+    }
+    (rank_bases, next_index)
 }
 
 /// The model's initial states, deduplicated, with their fingerprints and (no) parents; they
