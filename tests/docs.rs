@@ -38,7 +38,10 @@ fn files_under(dir: &str) -> Vec<PathBuf> {
 fn user_facing() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = [
         "README.md",
-        "src/lint.rs",
+        "src/lint/mod.rs",
+        "src/lint/rules.rs",
+        "src/lint/table.rs",
+        "src/lint/render.rs",
         "src/cli.rs",
         "proofs/README.md",
         "src/bench/mod.rs",
@@ -114,7 +117,7 @@ fn every_incident_anchor_is_a_heading() {
     let mut missing = Vec::new();
     for file in user_facing() {
         let referenced = referenced_anchors(&read(&file));
-        let must_refer = ["README.md", "src/lint.rs"].iter().any(|f| file == Path::new(f));
+        let must_refer = ["README.md", "src/lint/table.rs"].iter().any(|f| file == Path::new(f));
         assert!(!must_refer || !referenced.is_empty(), "{} refers to no incident anchor", file.display());
         for anchor in referenced {
             if !anchors.contains(&anchor) {

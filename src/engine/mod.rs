@@ -20,12 +20,14 @@
 //! any state's path can be rebuilt by replaying the model from its initial state.
 
 pub mod cycles;
+mod level;
 pub mod seen;
 
-use seen::{shard_of, SeenSet, Shard, SHARD_COUNT};
-use stateright::{Expectation, Model, Property};
+use level::{append_rows, dedup, expand_chunk, finalize_edges, number, par_map, Part};
+use seen::SeenSet;
+use stateright::{Model, Property};
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 /// A stable 64-bit fingerprint of a state (same value on every run and machine of one build).
@@ -112,6 +114,11 @@ impl Graph {
             return 0..0;
         }
         self.offsets[i] as usize..self.offsets[i + 1] as usize
+    }
+
+    /// The memory the graph's vectors hold.
+    fn bytes(&self) -> u64 {
+        (self.offsets.capacity() * 8 + self.targets.capacity() * 4 + self.labels.capacity()) as u64
     }
 
     pub fn state_count(&self) -> usize {
@@ -332,233 +339,6 @@ impl MemoryUse {
 pub type EdgeLabeler<'a, M> =
     &'a (dyn Fn(&<M as Model>::State, &<M as Model>::Action, &<M as Model>::State) -> u8 + Sync);
 
-/// What one worker learns about its contiguous chunk of a level's frontier.
-struct Part<S> {
-    /// Per property, the first state of the chunk (BFS order) that discovers it.
-    discoveries: Vec<Option<u32>>,
-    transitions: u64,
-    /// Successors not in the seen set before this level, in order: fingerprint, state, and
-    /// the index of the state that generated it. They may repeat within the level.
-    cand_fp: Vec<u64>,
-    cand_state: Vec<S>,
-    cand_parent: Vec<u32>,
-    /// Per candidate, set by [`dedup`].
-    links: Vec<AtomicU32>,
-    edges: EdgePart,
-}
-
-impl<S> Part<S> {
-    /// An empty part; parts are reused from level to level, so their buffers' pages stay
-    /// mapped instead of being returned to the system and faulted in (zeroed) again.
-    fn new() -> Part<S> {
-        Part {
-            discoveries: Vec::new(),
-            transitions: 0,
-            cand_fp: Vec::new(),
-            cand_state: Vec::new(),
-            cand_parent: Vec::new(),
-            links: Vec::new(),
-            edges: EdgePart::default(),
-        }
-    }
-
-    fn clear(&mut self, property_count: usize) {
-        self.discoveries.clear();
-        self.discoveries.resize(property_count, None);
-        self.transitions = 0;
-        self.cand_fp.clear();
-        self.cand_state.clear();
-        self.cand_parent.clear();
-        self.links.clear();
-        let e = &mut self.edges;
-        e.row_len.clear();
-        e.targets.clear();
-        e.labels.clear();
-        e.cand_edge.clear();
-    }
-}
-
-/// A chunk's rows of the graph, while its candidates' indices are not known yet.
-#[derive(Default)]
-struct EdgePart {
-    row_len: Vec<u32>,
-    /// Known targets; a candidate's slot is patched once the level is numbered.
-    targets: Vec<u32>,
-    labels: Vec<u8>,
-    /// Per candidate, its slot in `targets`.
-    cand_edge: Vec<usize>,
-}
-
-/// Run `f` on every item, on one scoped thread per item when `parallel` (the first item on
-/// the calling thread).
-fn par_map<I: Send, T: Send>(items: Vec<I>, parallel: bool, f: impl Fn(usize, I) -> T + Sync) -> Vec<T> {
-    if !parallel || items.len() <= 1 {
-        return items.into_iter().enumerate().map(|(i, x)| f(i, x)).collect();
-    }
-    std::thread::scope(|scope| {
-        let f = &f;
-        let mut items = items.into_iter().enumerate();
-        let (i0, x0) = items.next().expect("more than one item");
-        let handles: Vec<_> = items.map(|(i, x)| scope.spawn(move || f(i, x))).collect();
-        let mut out = vec![f(i0, x0)];
-        out.extend(handles.into_iter().map(|h| h.join().expect("engine worker panicked")));
-        out
-    })
-}
-
-/// Expand a chunk of the frontier: check the properties on each state, generate its
-/// successors, and look them up in the seen set of the earlier levels (read-only here).
-#[allow(clippy::too_many_arguments)]
-fn expand_chunk<M>(
-    model: &M,
-    properties: &[Property<M>],
-    seen: &SeenSet,
-    hooks: Hooks<M>,
-    record: bool,
-    states: &[M::State],
-    first_index: u32,
-    part: &mut Part<M::State>,
-) where
-    M: Model,
-    M::State: Hash,
-    M::Action: Clone,
-{
-    part.clear(properties.len());
-    let mut actions = Vec::new();
-    let mut batch: Vec<(u64, M::State, u8)> = Vec::new();
-    let mut rows: Vec<(u32, usize)> = Vec::new();
-    for (b, group) in states.chunks(BATCH_STATES).enumerate() {
-        rows.clear();
-        for (i, state) in group.iter().enumerate() {
-            let index = first_index + (b * BATCH_STATES + i) as u32;
-            for (p, prop) in properties.iter().enumerate() {
-                if part.discoveries[p].is_some() {
-                    continue;
-                }
-                let holds = (prop.condition)(model, state);
-                let found = match prop.expectation {
-                    Expectation::Always => !holds,
-                    Expectation::Sometimes => holds,
-                    Expectation::Eventually => {
-                        unreachable!("liveness is checked on cycles, not with `eventually`")
-                    }
-                };
-                if found {
-                    part.discoveries[p] = Some(index);
-                }
-            }
-            model.actions(state, &mut actions);
-            let before = batch.len();
-            for a in actions.drain(..) {
-                let (next, label) = match hooks.labeler {
-                    Some(label) => {
-                        let Some(next) = model.next_state(state, a.clone()) else { continue };
-                        let l = label(state, &a, &next);
-                        (next, l)
-                    }
-                    None => {
-                        let Some(next) = model.next_state(state, a) else { continue };
-                        (next, 0)
-                    }
-                };
-                let fp = hooks.fingerprint(&next);
-                seen.prefetch(fp);
-                batch.push((fp, next, label));
-            }
-            rows.push((index, batch.len() - before));
-        }
-        let mut successors = batch.drain(..);
-        for &(parent, count) in &rows {
-            part.transitions += count as u64;
-            let edges = &mut part.edges;
-            if record {
-                edges.row_len.push(u32::try_from(count).expect("fewer than 2^32 actions per state"));
-            }
-            for (fp, next, label) in successors.by_ref().take(count) {
-                let known = seen.get(fp);
-                if record {
-                    if hooks.labeler.is_some() {
-                        edges.labels.push(label);
-                    }
-                    if known.is_none() {
-                        edges.cand_edge.push(edges.targets.len());
-                    }
-                    edges.targets.push(known.unwrap_or(NO_PARENT));
-                }
-                if known.is_none() {
-                    part.cand_fp.push(fp);
-                    part.cand_state.push(next);
-                    part.cand_parent.push(parent);
-                }
-            }
-        }
-    }
-}
-
-/// Split the shards into `n` contiguous ranges (first shard index, shards).
-fn shard_ranges(shards: &mut [Shard], n: usize) -> Vec<(usize, &mut [Shard])> {
-    let mut out = Vec::with_capacity(n);
-    let mut rest = shards;
-    let mut lo = 0;
-    for t in 0..n {
-        let hi = SHARD_COUNT * (t + 1) / n;
-        let (mine, tail) = rest.split_at_mut(hi - lo);
-        out.push((lo, mine));
-        rest = tail;
-        lo = hi;
-    }
-    out
-}
-
-/// Insert a level's candidates into the seen set, each thread its own shards, every thread in
-/// the level's global candidate order. `parts[w].links[c]` becomes the candidate's own position if
-/// it is the first occurrence of its state, else the position of that first occurrence (or
-/// [`DUPLICATE`] when values are not kept). Returns the first occurrences per part.
-fn dedup<S: Sync>(seen: &mut SeenSet, parts: &[Part<S>], starts: &[usize], parallel: bool) -> Vec<u64> {
-    let with_values = seen.with_values();
-    let ranges = shard_ranges(seen.shards_mut(), parts.len());
-    let counts = par_map(ranges, parallel, |_, (lo, mine)| {
-        let hi = lo + mine.len();
-        let mut counts = vec![0u64; parts.len()];
-        for (w, part) in parts.iter().enumerate() {
-            let fps = &part.cand_fp;
-            for (c, &fp) in fps.iter().enumerate() {
-                if let Some(&ahead) = fps.get(c + PREFETCH_AHEAD) {
-                    let s = shard_of(ahead);
-                    if (lo..hi).contains(&s) {
-                        mine[s - lo].prefetch(ahead);
-                    }
-                }
-                let s = shard_of(fp);
-                if !(lo..hi).contains(&s) {
-                    continue;
-                }
-                let pos = (starts[w] + c) as u32;
-                let link = match mine[s - lo].insert(fp, pos) {
-                    None => {
-                        counts[w] += 1;
-                        pos
-                    }
-                    Some(first) if with_values => first,
-                    Some(_) => DUPLICATE,
-                };
-                part.links[c].store(link, Ordering::Relaxed);
-            }
-        }
-        counts
-    });
-    (0..parts.len()).map(|w| counts.iter().map(|c| c[w]).sum()).collect()
-}
-
-/// A part's first occurrences, numbered: the level's new states in BFS order.
-struct Numbered<S> {
-    fingerprints: Vec<u64>,
-    parents: Vec<u32>,
-    states: Vec<S>,
-    /// Per candidate, its state index if it is a first occurrence (edges only).
-    finals: Vec<u32>,
-}
-
 /// Explore every state reachable from the model's initial states, checking `properties`.
 pub fn explore<M>(model: &M, properties: &[Property<M>], limits: &Limits) -> Exploration
 where
@@ -596,6 +376,11 @@ where
 }
 
 /// The engine, with the index limit as a parameter so a test can reach it.
+///
+/// One loop iteration is one level; its phases are functions of [`level`]. What is left here
+/// is the bookkeeping that carries from level to level (seen set, frontier, part pool,
+/// counters, the reason to stop), kept in one place rather than split into functions passing
+/// it all back and forth.
 fn explore_bounded<M>(
     model: &M,
     properties: &[Property<M>],
@@ -614,20 +399,7 @@ where
     let threads = limits.threads.max(1);
     let record = limits.record_edges || hooks.labeler.is_some();
     let mut seen = SeenSet::new(record);
-    let mut fingerprints: Vec<u64> = Vec::new();
-    let mut parents: Vec<u32> = Vec::new();
-    let mut frontier: Vec<M::State> = Vec::new();
-    for s in model.init_states() {
-        let fp = hooks.fingerprint(&s);
-        let index = fingerprints.len() as u32;
-        if seen.insert(fp, index).is_none() {
-            frontier.push(s);
-            fingerprints.push(fp);
-            parents.push(NO_PARENT);
-        }
-    }
-    // Initial states were inserted with their final indices.
-    seen.shards_mut().iter_mut().for_each(|s| drop(s.take_pending()));
+    let (mut fingerprints, mut parents, mut frontier) = initial_states(model, hooks, &mut seen);
     let mut frontier_start = 0u32;
     let mut discoveries: Vec<Option<u32>> = vec![None; properties.len()];
     let mut graph = record.then(Graph::default);
@@ -649,19 +421,8 @@ where
             expand_chunk(model, properties, &seen, hooks, record, states, first_index, &mut part);
             part
         });
-        // Chunks are in frontier order, so the first chunk with a discovery has the first one.
-        for part in &parts {
-            for (d, found) in discoveries.iter_mut().zip(&part.discoveries) {
-                *d = d.or(*found);
-            }
-            transitions += part.transitions;
-        }
-        let mut starts = Vec::with_capacity(parts.len());
-        let mut candidates = 0usize;
-        for part in &parts {
-            starts.push(candidates);
-            candidates += part.cand_fp.len();
-        }
+        transitions += merge_discoveries(&parts, &mut discoveries);
+        let (starts, candidates) = candidate_starts(&parts);
         level_peak_bytes = level_peak_bytes.max(
             (frontier.len() * std::mem::size_of::<M::State>()
                 + candidates * (std::mem::size_of::<M::State>() + 8 + 4 + 4)) as u64,
@@ -676,67 +437,15 @@ where
             part.links.resize_with(part.cand_fp.len(), || AtomicU32::new(0));
         }
         let new_counts = dedup(&mut seen, &parts, &starts, parallel);
-        let mut rank_bases = Vec::with_capacity(parts.len());
-        let mut next_index = base;
-        for &n in &new_counts {
-            rank_bases.push(next_index);
-            next_index += n;
-        }
+        let (rank_bases, next_index) = rank_bases(&new_counts, base);
         if next_index > state_count_max {
             // The level's new states cannot all get a `u32` index: stop before numbering them.
             cut = Some(Cut::StateLimit(state_count_max));
             break;
         }
-        let numbered = par_map(parts, parallel, |w, mut part| {
-            let mut out = Numbered {
-                fingerprints: Vec::with_capacity(new_counts[w] as usize),
-                parents: Vec::with_capacity(new_counts[w] as usize),
-                states: Vec::with_capacity(new_counts[w] as usize),
-                finals: Vec::new(),
-            };
-            let mut index = rank_bases[w] as u32;
-            let links = std::mem::take(&mut part.links);
-            let candidates = part.cand_fp.iter().zip(part.cand_state.drain(..)).zip(&part.cand_parent);
-            for (c, ((&fp, state), &parent)) in candidates.enumerate() {
-                let first = links[c].load(Ordering::Relaxed) == (starts[w] + c) as u32;
-                if record {
-                    out.finals.push(if first { index } else { NO_PARENT });
-                }
-                if first {
-                    out.fingerprints.push(fp);
-                    out.parents.push(parent);
-                    out.states.push(state);
-                    index += 1;
-                }
-            }
-            part.links = links;
-            (out, part)
-        });
-        let (rest, mut parts): (Vec<Numbered<_>>, Vec<Part<_>>) = numbered.into_iter().unzip();
+        let (rest, mut parts) = number(parts, &new_counts, &rank_bases, &starts, record, parallel);
         if record {
-            // Candidates' edges and the table's provisional values get the final indices.
-            let finals: Vec<&Vec<u32>> = rest.iter().map(|r| &r.finals).collect();
-            let final_of = |pos: u32| {
-                let w = starts.partition_point(|&s| s <= pos as usize) - 1;
-                let f = finals[w][pos as usize - starts[w]];
-                debug_assert!(f != NO_PARENT, "a link points at a first occurrence");
-                f
-            };
-            let ranges = shard_ranges(seen.shards_mut(), parts.len());
-            let jobs: Vec<_> = parts.iter_mut().zip(ranges).collect();
-            par_map(jobs, parallel, |w, (part, (_, shards))| {
-                let edges = &mut part.edges;
-                for (c, &slot) in edges.cand_edge.iter().enumerate() {
-                    let f = finals[w][c];
-                    edges.targets[slot] =
-                        if f != NO_PARENT { f } else { final_of(part.links[c].load(Ordering::Relaxed)) };
-                }
-                for shard in shards.iter_mut() {
-                    for (slot, pos) in shard.take_pending() {
-                        shard.set(slot, final_of(pos));
-                    }
-                }
-            });
+            finalize_edges(&mut seen, &mut parts, &rest, &starts, parallel);
         }
         let mut next = Vec::with_capacity((next_index - base) as usize);
         for n in rest {
@@ -745,17 +454,7 @@ where
             next.extend(n.states);
         }
         if let Some(g) = graph.as_mut() {
-            for part in &parts {
-                let edges = &part.edges;
-                let mut at = g.targets.len() as u64;
-                for &len in &edges.row_len {
-                    g.offsets.push(at);
-                    at += u64::from(len);
-                }
-                g.targets.extend_from_slice(&edges.targets);
-                g.labels.extend_from_slice(&edges.labels);
-                debug_assert_eq!(at, g.targets.len() as u64);
-            }
+            append_rows(g, &parts);
         }
         pool = parts;
         assert_eq!(fingerprints.len() as u64, next_index);
@@ -793,9 +492,7 @@ where
         fingerprints_bytes: (fingerprints.capacity() * 8) as u64,
         parents_bytes: (parents.capacity() * 4) as u64,
         seen_bytes: seen.bytes() as u64,
-        graph_bytes: graph.as_ref().map_or(0, |g| {
-            (g.offsets.capacity() * 8 + g.targets.capacity() * 4 + g.labels.capacity()) as u64
-        }),
+        graph_bytes: graph.as_ref().map_or(0, Graph::bytes),
         level_peak_bytes,
     };
     Exploration {
@@ -810,6 +507,67 @@ where
         graph,
         memory,
     }
+}
+
+/// Fold a level's parts into the exploration's discoveries; returns the level's transitions.
+/// Chunks are in frontier order, so the first chunk with a discovery has the first one.
+fn merge_discoveries<S>(parts: &[Part<S>], discoveries: &mut [Option<u32>]) -> u64 {
+    let mut transitions = 0;
+    for part in parts {
+        for (d, found) in discoveries.iter_mut().zip(&part.discoveries) {
+            *d = d.or(*found);
+        }
+        transitions += part.transitions;
+    }
+    transitions
+}
+
+/// Each part's first position in the level's global candidate order, and the candidate count.
+fn candidate_starts<S>(parts: &[Part<S>]) -> (Vec<usize>, usize) {
+    let mut starts = Vec::with_capacity(parts.len());
+    let mut candidates = 0usize;
+    for part in parts {
+        starts.push(candidates);
+        candidates += part.cand_fp.len();
+    }
+    (starts, candidates)
+}
+
+/// Each part's first new state index (a prefix sum of the new counts from `base`), and the
+/// index after the level's last new state.
+fn rank_bases(new_counts: &[u64], base: u64) -> (Vec<u64>, u64) {
+    let mut rank_bases = Vec::with_capacity(new_counts.len());
+    let mut next_index = base;
+    for &n in new_counts {
+        rank_bases.push(next_index);
+        next_index += n;
+    }
+    (rank_bases, next_index)
+}
+
+/// The model's initial states, deduplicated, with their fingerprints and (no) parents; they
+/// are inserted into `seen` with their final indices.
+#[allow(clippy::type_complexity)]
+fn initial_states<M>(model: &M, hooks: Hooks<M>, seen: &mut SeenSet) -> (Vec<u64>, Vec<u32>, Vec<M::State>)
+where
+    M: Model,
+    M::State: Hash,
+{
+    let mut fingerprints: Vec<u64> = Vec::new();
+    let mut parents: Vec<u32> = Vec::new();
+    let mut frontier: Vec<M::State> = Vec::new();
+    for s in model.init_states() {
+        let fp = hooks.fingerprint(&s);
+        let index = fingerprints.len() as u32;
+        if seen.insert(fp, index).is_none() {
+            frontier.push(s);
+            fingerprints.push(fp);
+            parents.push(NO_PARENT);
+        }
+    }
+    // Initial states were inserted with their final indices.
+    seen.shards_mut().iter_mut().for_each(|s| drop(s.take_pending()));
+    (fingerprints, parents, frontier)
 }
 
 /// Peak resident memory of this process so far, in bytes (Linux; `None` elsewhere).

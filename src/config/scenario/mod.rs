@@ -1,0 +1,250 @@
+//! The scenario: cluster, environment, workload, fault budget, variants and expectations.
+
+mod raw;
+mod validate;
+
+use super::policy::SourcedPolicy;
+use super::{parse_toml, read_file, ConfigError};
+use crate::policy::{NodeId, Ticks};
+use indexmap::IndexMap;
+use raw::RawScenario;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The properties replicheck checks, by the names reports and expectations use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PropertyName {
+    AckedWritesPersist,
+    Linearizable,
+    NoDuplicateEffects,
+    NoHealthyEviction,
+    ChurnBounded,
+    /// No partition or backend is offered more writes in a tick than its capacity.
+    CapacityRespected,
+    /// Liveness: no cycle in which time passes and the topology keeps changing.
+    Converges,
+    /// Liveness: no cycle in which time passes while a client operation stays pending.
+    OpsComplete,
+}
+
+impl PropertyName {
+    pub const ALL: [PropertyName; 8] = [
+        PropertyName::AckedWritesPersist,
+        PropertyName::Linearizable,
+        PropertyName::NoDuplicateEffects,
+        PropertyName::NoHealthyEviction,
+        PropertyName::ChurnBounded,
+        PropertyName::CapacityRespected,
+        PropertyName::Converges,
+        PropertyName::OpsComplete,
+    ];
+
+    /// Checked on cycles of the state graph rather than on single states.
+    pub fn is_liveness(self) -> bool {
+        matches!(self, PropertyName::Converges | PropertyName::OpsComplete)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PropertyName::AckedWritesPersist => "acked_writes_persist",
+            PropertyName::Linearizable => "linearizable",
+            PropertyName::NoDuplicateEffects => "no_duplicate_effects",
+            PropertyName::NoHealthyEviction => "no_healthy_eviction",
+            PropertyName::ChurnBounded => "churn_bounded",
+            PropertyName::CapacityRespected => "capacity_respected",
+            PropertyName::Converges => "converges",
+            PropertyName::OpsComplete => "ops_complete",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<PropertyName> {
+        PropertyName::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+impl fmt::Display for PropertyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A property's verdict, as declared in a model file and as found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Holds,
+    Violated,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Holds => "holds",
+            Verdict::Violated => "violated",
+        })
+    }
+}
+
+/// What a check found for one property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Found {
+    Holds,
+    Violated,
+    /// Exploration stopped at a limit before a violation was found: no verdict.
+    Unknown,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Found::Holds => "holds",
+            Found::Violated => "violated",
+            Found::Unknown => "unknown (incomplete)",
+        })
+    }
+}
+
+/// A client operation in the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Write,
+    Read,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validated scenario.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    pub name: String,
+    pub zone: u8,
+    pub disk_used_pct: u8,
+    pub compaction_debt_pct: u8,
+    /// Backend ingest capacity in writes per tick (`None`: unlimited).
+    pub write_capacity_per_tick: Option<u16>,
+    pub base_load_per_tick: u16,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSpec {
+    pub name: String,
+    /// The initial replica set, if the scenario names it; otherwise the first
+    /// `replication_factor` nodes.
+    pub replicas: Option<Vec<NodeId>>,
+    pub size_pct: u8,
+    pub hot: bool,
+    /// Background writes per tick on this shard's key prefix.
+    pub burst_writes_per_tick: u16,
+}
+
+/// One-way latency between two zones, in ticks, inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LatencyTicks {
+    pub lo: Ticks,
+    pub hi: Ticks,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordinatorSpec {
+    pub zone: u8,
+    pub membership_queue_capacity: u8,
+    pub membership_update_ticks: Ticks,
+    /// (changes, window ticks): the churn budget, if the scenario sets one.
+    pub churn_budget: Option<(u8, Ticks)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientSpec {
+    pub name: String,
+    pub zone: u8,
+    pub shard: u8,
+    pub ops: Vec<OpKind>,
+    pub request_timeout_ticks: Ticks,
+    pub think_ticks: LatencyTicks,
+    pub key_hash: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DegradeSpec {
+    pub zones: (u8, u8),
+    pub latency: LatencyTicks,
+    pub text: String,
+}
+
+/// The name that stands for the coordinator in the crash menu.
+pub const COORDINATOR_NAME: &str = "coordinator";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultSpec {
+    pub budget: u8,
+    pub crash: Vec<NodeId>,
+    /// `"coordinator"` in the crash menu: the coordinator may crash and restart, losing all
+    /// it did not persist.
+    pub crash_coordinator: bool,
+    pub partition: Vec<u8>,
+    pub degrade: Vec<DegradeSpec>,
+    pub drop: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub name: String,
+    pub description: String,
+    /// The scenario's `[policy]` with this variant's overrides on top.
+    pub policy: SourcedPolicy,
+    pub expect: IndexMap<PropertyName, Verdict>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub path: PathBuf,
+    pub name: String,
+    pub description: String,
+    pub tick_ms: u64,
+    pub zones: Vec<String>,
+    pub nodes: Vec<NodeSpec>,
+    pub shards: Vec<ShardSpec>,
+    /// `latency[a][b]`: one-way latency from zone a to zone b (symmetric).
+    pub latency: Vec<Vec<LatencyTicks>>,
+    pub lossy: Vec<Vec<bool>>,
+    pub coordinator: CoordinatorSpec,
+    pub clients: Vec<ClientSpec>,
+    pub faults: FaultSpec,
+    pub properties: Vec<PropertyName>,
+    /// The scenario's own `[policy]`, the base every variant and `--policy` file patches.
+    pub base_policy: SourcedPolicy,
+    pub variants: Vec<Variant>,
+    pub max_states: Option<u64>,
+    pub slow_compaction_debt_pct: u8,
+}
+
+pub const FAULT_BUDGET_MAX: u8 = 4;
+/// Active degradations are a bit set in a `u8`.
+pub const DEGRADE_MENU_MAX: usize = 8;
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, ConfigError> {
+        let text = read_file(path)?;
+        let raw: RawScenario = parse_toml(path, &text)?;
+        validate::validate(path, raw).map_err(|message| ConfigError::new(path, message))
+    }
+
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// The worst one-way latency between two zones, degradations in the fault menu included.
+    pub fn worst_latency_ticks(&self, a: u8, b: u8) -> Ticks {
+        let mut worst = self.latency[usize::from(a)][usize::from(b)].hi;
+        for d in &self.faults.degrade {
+            if d.zones == (a, b) || d.zones == (b, a) {
+                worst = worst.max(d.latency.hi);
+            }
+        }
+        worst
+    }
+}

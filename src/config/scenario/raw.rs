@@ -1,0 +1,158 @@
+//! The scenario file as serde reads it: names and texts, nothing checked but the keys.
+
+use super::{OpKind, Verdict};
+use crate::config::duration::{Dur, LatencyRange, Rate};
+use crate::config::policy::PolicyPatch;
+use indexmap::IndexMap;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScenario {
+    pub(super) name: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) tick: Dur,
+    pub(super) zones: Vec<String>,
+    pub(super) nodes: Vec<RawNode>,
+    pub(super) shards: Vec<RawShard>,
+    pub(super) network: RawNetwork,
+    pub(super) coordinator: RawCoordinator,
+    #[serde(default)]
+    pub(super) clients: Vec<RawClient>,
+    /// Above this compaction debt, a node hosting a hot shard falls behind and is slow.
+    #[serde(default = "default_slow_debt")]
+    pub(super) slow_compaction_debt_pct: u8,
+    #[serde(default)]
+    pub(super) faults: RawFaults,
+    pub(super) properties: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) policy: PolicyPatch,
+    #[serde(default)]
+    pub(super) expect: IndexMap<String, Verdict>,
+    #[serde(default)]
+    pub(super) variants: IndexMap<String, RawVariant>,
+    #[serde(default)]
+    pub(super) limits: RawLimits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNode {
+    pub(super) name: String,
+    pub(super) zone: String,
+    /// Disk used by data outside the modelled shards, in percent.
+    #[serde(default)]
+    pub(super) disk_used_pct: u8,
+    /// Compaction backlog, in percent: invisible in raw disk use, it makes the node slow
+    /// once a hot shard's write amplification lands on it.
+    #[serde(default)]
+    pub(super) compaction_debt_pct: u8,
+    /// Writes the node can ingest as a backend (e.g. "20/s"); unset is unlimited.
+    pub(super) write_capacity: Option<Rate>,
+    /// Writes it already ingests from traffic outside the model (a nearly full backend).
+    pub(super) base_load: Option<Rate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawShard {
+    pub(super) name: String,
+    pub(super) replicas: Option<Vec<String>>,
+    /// Disk the shard takes on each replica, in percent of a node's disk.
+    #[serde(default)]
+    pub(super) size_pct: u8,
+    /// A hot shard takes most of the writes.
+    #[serde(default)]
+    pub(super) hot: bool,
+    /// Writes on this shard's key prefix from the clients outside the model (a promotion's
+    /// cohort): spread over the prefix's suffixes when keys are sharded.
+    pub(super) burst_writes: Option<Rate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNetwork {
+    pub(super) latency: Option<LatencyRange>,
+    #[serde(default)]
+    pub(super) lossy: bool,
+    #[serde(default)]
+    pub(super) links: Vec<RawLink>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLink {
+    pub(super) zones: [String; 2],
+    pub(super) latency: Option<LatencyRange>,
+    pub(super) lossy: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCoordinator {
+    pub(super) zone: String,
+    pub(super) membership_queue_capacity: u8,
+    pub(super) membership_update_time: Dur,
+    /// Churn budget: at most this many membership changes (evictions and moves) in any
+    /// `change_window`.
+    pub(super) max_changes_per_window: Option<u8>,
+    pub(super) change_window: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClient {
+    pub(super) name: String,
+    pub(super) zone: String,
+    pub(super) shard: Option<String>,
+    pub(super) ops: Vec<OpKind>,
+    pub(super) request_timeout: Dur,
+    /// When the client starts each operation after the previous one: "0ms" (at once) or a
+    /// window such as "0ms..1s".
+    pub(super) think_time: Option<LatencyRange>,
+    /// The hash of the key the client writes (which customer it writes for): with
+    /// `write_shard_suffixes = N` its key gets suffix `key_hash % N`. Default: its index.
+    pub(super) key_hash: Option<u8>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFaults {
+    #[serde(default)]
+    pub(super) budget: u8,
+    #[serde(default)]
+    pub(super) crash: Vec<String>,
+    #[serde(default)]
+    pub(super) partition: Vec<String>,
+    #[serde(default)]
+    pub(super) degrade: Vec<RawDegrade>,
+    #[serde(default)]
+    pub(super) drop: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDegrade {
+    pub(super) zones: [String; 2],
+    pub(super) latency: LatencyRange,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVariant {
+    pub(super) description: Option<String>,
+    #[serde(default)]
+    pub(super) policy: PolicyPatch,
+    #[serde(default)]
+    pub(super) expect: IndexMap<String, Verdict>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    pub(super) max_states: Option<u64>,
+}
+
+fn default_slow_debt() -> u8 {
+    50
+}

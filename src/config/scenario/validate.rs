@@ -1,0 +1,466 @@
+//! From the raw scenario to [`Scenario`]: one function per table, called in file order, each
+//! returning the first error it finds as the message [`Scenario::load`] reports.
+
+use super::raw::{
+    RawClient, RawCoordinator, RawFaults, RawNetwork, RawNode, RawScenario, RawShard, RawVariant,
+};
+use super::{
+    ClientSpec, CoordinatorSpec, DegradeSpec, FaultSpec, LatencyTicks, NodeSpec, PropertyName, Scenario,
+    ShardSpec, Variant, Verdict, COORDINATOR_NAME, DEGRADE_MENU_MAX, FAULT_BUDGET_MAX,
+};
+use crate::config::duration::{Dur, LatencyRange, Rate};
+use crate::config::policy::SourcedPolicy;
+use crate::policy::{
+    NodeId, Ticks, CLIENT_COUNT_MAX, CLIENT_OPS_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX, ZONE_COUNT_MAX,
+};
+use indexmap::IndexMap;
+use std::path::Path;
+
+pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String> {
+    let tick_ms = raw.tick.ms;
+    if tick_ms == 0 {
+        return Err(format!("key `tick` = \"{}\": must be positive", raw.tick.text));
+    }
+    zones(&raw.zones)?;
+    let cx = Cx { tick_ms, zones: &raw.zones, nodes: &raw.nodes };
+    let nodes = nodes(&cx, &raw.nodes)?;
+    let shards = shards(&cx, &raw.shards)?;
+    let (latency, lossy) = network(&cx, &raw.network)?;
+    let coordinator = coordinator(&cx, &raw.coordinator)?;
+    let clients = clients(&cx, &raw.clients, &raw.shards)?;
+    let faults = faults(&cx, &raw.faults, &lossy)?;
+    let properties = properties(&raw, &nodes)?;
+    let file = path.display().to_string();
+    let base_policy = SourcedPolicy::new(raw.policy.clone(), &format!("{file} [policy]"));
+    let variants = variants(&file, &base_policy, &raw.expect, &raw.variants, &properties)?;
+
+    let name = raw
+        .name
+        .clone()
+        .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+    let scenario = Scenario {
+        path: path.to_path_buf(),
+        name,
+        description: raw.description.clone().unwrap_or_default(),
+        tick_ms,
+        zones: raw.zones.clone(),
+        nodes,
+        shards,
+        latency,
+        lossy,
+        coordinator,
+        clients,
+        faults,
+        properties,
+        base_policy,
+        variants,
+        max_states: raw.limits.max_states,
+        slow_compaction_debt_pct: raw.slow_compaction_debt_pct,
+    };
+    // Every variant's policy must resolve against this scenario; report the first that does not.
+    for v in &scenario.variants {
+        crate::config::Resolved::new(&scenario, &v.policy)?;
+    }
+    Ok(scenario)
+}
+
+/// What every table's check needs: the tick, to turn durations and rates into ticks, and the
+/// zone and node names, to turn names into indices.
+struct Cx<'a> {
+    tick_ms: u64,
+    zones: &'a [String],
+    nodes: &'a [RawNode],
+}
+
+impl Cx<'_> {
+    fn ticks(&self, key: &str, d: &Dur) -> Result<Ticks, String> {
+        d.ticks(self.tick_ms).map_err(|why| format!("key `{key}` = \"{}\": {why}", d.text))
+    }
+
+    fn per_tick(&self, key: &str, r: &Option<Rate>) -> Result<Option<u16>, String> {
+        r.as_ref()
+            .map(|r| r.per_tick(self.tick_ms).map_err(|why| format!("key `{key}` = \"{}\": {why}", r.text)))
+            .transpose()
+    }
+
+    fn latency_ticks(&self, key: &str, r: &LatencyRange) -> Result<LatencyTicks, String> {
+        Ok(LatencyTicks { lo: self.ticks(key, &r.lo)?, hi: self.ticks(key, &r.hi)? })
+    }
+
+    fn zone(&self, key: &str, name: &str) -> Result<u8, String> {
+        self.zones.iter().position(|z| z == name).map(|i| i as u8).ok_or_else(|| {
+            format!("key `{key}` = \"{name}\": no such zone (zones: {})", self.zones.join(", "))
+        })
+    }
+
+    fn node(&self, key: &str, name: &str) -> Result<NodeId, String> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| i as NodeId)
+            .ok_or_else(|| format!("key `{key}` = \"{name}\": no such node"))
+    }
+}
+
+fn zones(zones: &[String]) -> Result<(), String> {
+    if zones.is_empty() || zones.len() > ZONE_COUNT_MAX {
+        return Err(format!("key `zones` lists {} zones: must be 1 to {ZONE_COUNT_MAX}", zones.len()));
+    }
+    for (i, z) in zones.iter().enumerate() {
+        if zones[..i].contains(z) {
+            return Err(format!("key `zones`: zone \"{z}\" is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+fn nodes(cx: &Cx, raw: &[RawNode]) -> Result<Vec<NodeSpec>, String> {
+    if raw.is_empty() || raw.len() > NODE_COUNT_MAX {
+        return Err(format!("key `nodes` has {} entries: must be 1 to {NODE_COUNT_MAX}", raw.len()));
+    }
+    let mut nodes = Vec::new();
+    for (i, n) in raw.iter().enumerate() {
+        if raw[..i].iter().any(|m| m.name == n.name) {
+            return Err(format!("key `nodes[{i}].name` = \"{}\": node listed twice", n.name));
+        }
+        for (key, v) in [("disk_used_pct", n.disk_used_pct), ("compaction_debt_pct", n.compaction_debt_pct)] {
+            if v > 100 {
+                return Err(format!("key `nodes[{i}].{key}` = {v}: a percentage, 0 to 100"));
+            }
+        }
+        nodes.push(NodeSpec {
+            name: n.name.clone(),
+            zone: cx.zone(&format!("nodes[{i}].zone"), &n.zone)?,
+            disk_used_pct: n.disk_used_pct,
+            compaction_debt_pct: n.compaction_debt_pct,
+            write_capacity_per_tick: cx.per_tick(&format!("nodes[{i}].write_capacity"), &n.write_capacity)?,
+            base_load_per_tick: cx.per_tick(&format!("nodes[{i}].base_load"), &n.base_load)?.unwrap_or(0),
+        });
+    }
+    Ok(nodes)
+}
+
+fn shards(cx: &Cx, raw: &[RawShard]) -> Result<Vec<ShardSpec>, String> {
+    if raw.is_empty() || raw.len() > SHARD_COUNT_MAX {
+        return Err(format!("key `shards` has {} entries: must be 1 to {SHARD_COUNT_MAX}", raw.len()));
+    }
+    let mut shards = Vec::new();
+    for (i, s) in raw.iter().enumerate() {
+        if raw[..i].iter().any(|t| t.name == s.name) {
+            return Err(format!("key `shards[{i}].name` = \"{}\": shard listed twice", s.name));
+        }
+        let replicas = match &s.replicas {
+            None => None,
+            Some(names) => {
+                let mut ids = Vec::new();
+                for (j, name) in names.iter().enumerate() {
+                    let id = cx.node(&format!("shards[{i}].replicas[{j}]"), name)?;
+                    if ids.contains(&id) {
+                        return Err(format!("key `shards[{i}].replicas` lists \"{name}\" twice"));
+                    }
+                    ids.push(id);
+                }
+                Some(ids)
+            }
+        };
+        if s.size_pct > 100 {
+            return Err(format!("key `shards[{i}].size_pct` = {}: a percentage, 0 to 100", s.size_pct));
+        }
+        shards.push(ShardSpec {
+            name: s.name.clone(),
+            replicas,
+            size_pct: s.size_pct,
+            hot: s.hot,
+            burst_writes_per_tick: cx
+                .per_tick(&format!("shards[{i}].burst_writes"), &s.burst_writes)?
+                .unwrap_or(0),
+        });
+    }
+    Ok(shards)
+}
+
+/// The latency and lossiness matrices, zone by zone: the default, then each link's override.
+#[allow(clippy::type_complexity)]
+fn network(cx: &Cx, raw: &RawNetwork) -> Result<(Vec<Vec<LatencyTicks>>, Vec<Vec<bool>>), String> {
+    let zone_count = cx.zones.len();
+    let mut latency = vec![vec![None; zone_count]; zone_count];
+    let mut lossy = vec![vec![raw.lossy; zone_count]; zone_count];
+    if let Some(r) = &raw.latency {
+        let l = cx.latency_ticks("network.latency", r)?;
+        latency = vec![vec![Some(l); zone_count]; zone_count];
+    }
+    for (i, link) in raw.links.iter().enumerate() {
+        let a = cx.zone(&format!("network.links[{i}].zones"), &link.zones[0])?;
+        let b = cx.zone(&format!("network.links[{i}].zones"), &link.zones[1])?;
+        let (a, b) = (usize::from(a), usize::from(b));
+        if let Some(r) = &link.latency {
+            let l = cx.latency_ticks(&format!("network.links[{i}].latency"), r)?;
+            latency[a][b] = Some(l);
+            latency[b][a] = Some(l);
+        }
+        if let Some(x) = link.lossy {
+            lossy[a][b] = x;
+            lossy[b][a] = x;
+        }
+    }
+    let mut latency_full = Vec::new();
+    for (a, row) in latency.iter().enumerate() {
+        let mut out = Vec::new();
+        for (b, l) in row.iter().enumerate() {
+            out.push(l.ok_or_else(|| {
+                format!(
+                    "no latency between zones \"{}\" and \"{}\": set `network.latency` or add a `[[network.links]]` entry",
+                    cx.zones[a], cx.zones[b]
+                )
+            })?);
+        }
+        latency_full.push(out);
+    }
+    Ok((latency_full, lossy))
+}
+
+fn coordinator(cx: &Cx, raw: &RawCoordinator) -> Result<CoordinatorSpec, String> {
+    let coordinator = CoordinatorSpec {
+        zone: cx.zone("coordinator.zone", &raw.zone)?,
+        membership_queue_capacity: raw.membership_queue_capacity,
+        membership_update_ticks: cx.ticks("coordinator.membership_update_time", &raw.membership_update_time)?,
+        churn_budget: match (raw.max_changes_per_window, &raw.change_window) {
+            (None, None) => None,
+            (Some(n), Some(w)) => {
+                let window = cx.ticks("coordinator.change_window", w)?;
+                if n == 0 || window == 0 {
+                    return Err(format!(
+                        "keys `coordinator.max_changes_per_window` = {n}, `coordinator.change_window` = \"{}\": both must be positive",
+                        w.text
+                    ));
+                }
+                Some((n, window))
+            }
+            _ => {
+                return Err(
+                    "keys `coordinator.max_changes_per_window` and `coordinator.change_window` go together: set both or neither"
+                        .into(),
+                )
+            }
+        },
+    };
+    if coordinator.membership_queue_capacity == 0 {
+        return Err("key `coordinator.membership_queue_capacity` = 0: must be at least 1".into());
+    }
+    if coordinator.membership_update_ticks == 0 {
+        return Err(format!(
+            "key `coordinator.membership_update_time` = \"{}\": must be at least one tick",
+            raw.membership_update_time.text
+        ));
+    }
+    Ok(coordinator)
+}
+
+fn clients(cx: &Cx, raw: &[RawClient], raw_shards: &[RawShard]) -> Result<Vec<ClientSpec>, String> {
+    if raw.len() > CLIENT_COUNT_MAX {
+        return Err(format!("key `clients` has {} entries: at most {CLIENT_COUNT_MAX}", raw.len()));
+    }
+    let mut clients = Vec::new();
+    for (i, c) in raw.iter().enumerate() {
+        if c.ops.is_empty() || c.ops.len() > CLIENT_OPS_MAX {
+            return Err(format!(
+                "key `clients[{i}].ops` has {} operations: must be 1 to {CLIENT_OPS_MAX}",
+                c.ops.len()
+            ));
+        }
+        let shard = match &c.shard {
+            None => 0,
+            Some(name) => raw_shards
+                .iter()
+                .position(|s| &s.name == name)
+                .ok_or_else(|| format!("key `clients[{i}].shard` = \"{name}\": no such shard"))?
+                as u8,
+        };
+        let request_timeout_ticks = cx.ticks(&format!("clients[{i}].request_timeout"), &c.request_timeout)?;
+        if request_timeout_ticks == 0 {
+            return Err(format!(
+                "key `clients[{i}].request_timeout` = \"{}\": must be positive",
+                c.request_timeout.text
+            ));
+        }
+        clients.push(ClientSpec {
+            name: c.name.clone(),
+            zone: cx.zone(&format!("clients[{i}].zone"), &c.zone)?,
+            shard,
+            ops: c.ops.clone(),
+            request_timeout_ticks,
+            think_ticks: match &c.think_time {
+                Some(r) => cx.latency_ticks(&format!("clients[{i}].think_time"), r)?,
+                None => LatencyTicks { lo: 0, hi: 0 },
+            },
+            key_hash: c.key_hash.unwrap_or(i as u8),
+        });
+    }
+    Ok(clients)
+}
+
+fn faults(cx: &Cx, raw: &RawFaults, lossy: &[Vec<bool>]) -> Result<FaultSpec, String> {
+    if raw.budget > FAULT_BUDGET_MAX {
+        return Err(format!("key `faults.budget` = {}: must be 0 to {FAULT_BUDGET_MAX}", raw.budget));
+    }
+    let mut faults = FaultSpec {
+        budget: raw.budget,
+        crash: Vec::new(),
+        crash_coordinator: false,
+        partition: Vec::new(),
+        degrade: Vec::new(),
+        drop: raw.drop,
+    };
+    for (i, n) in raw.crash.iter().enumerate() {
+        let key = format!("faults.crash[{i}]");
+        if n == COORDINATOR_NAME {
+            if cx.nodes.iter().any(|node| node.name == COORDINATOR_NAME) {
+                return Err(format!(
+                    "key `{key}` = \"{n}\": ambiguous, a node is named \"{COORDINATOR_NAME}\" too; rename the node"
+                ));
+            }
+            faults.crash_coordinator = true;
+            continue;
+        }
+        faults.crash.push(cx.node(&key, n)?);
+    }
+    for (i, z) in raw.partition.iter().enumerate() {
+        faults.partition.push(cx.zone(&format!("faults.partition[{i}]"), z)?);
+    }
+    if raw.degrade.len() > DEGRADE_MENU_MAX {
+        return Err(format!(
+            "key `faults.degrade` has {} entries: at most {DEGRADE_MENU_MAX}",
+            raw.degrade.len()
+        ));
+    }
+    for (i, d) in raw.degrade.iter().enumerate() {
+        let key = format!("faults.degrade[{i}]");
+        faults.degrade.push(DegradeSpec {
+            zones: (
+                cx.zone(&format!("{key}.zones"), &d.zones[0])?,
+                cx.zone(&format!("{key}.zones"), &d.zones[1])?,
+            ),
+            latency: cx.latency_ticks(&format!("{key}.latency"), &d.latency)?,
+            text: format!("{}..{}", d.latency.lo.text, d.latency.hi.text),
+        });
+    }
+    if faults.drop && !lossy.iter().flatten().any(|l| *l) {
+        return Err(
+            "key `faults.drop` = true: no link is lossy (set `network.lossy` or a link's `lossy`)".into()
+        );
+    }
+    Ok(faults)
+}
+
+/// The model's `properties`. Without a `properties` list, every property that applies:
+/// capacity_respected only when something in the model has a capacity (so model files written
+/// before it still load).
+fn properties(raw: &RawScenario, nodes: &[NodeSpec]) -> Result<Vec<PropertyName>, String> {
+    let has_capacity = nodes.iter().any(|n| n.write_capacity_per_tick.is_some())
+        || std::iter::once(&raw.policy)
+            .chain(raw.variants.values().map(|v| &v.policy))
+            .any(|p| p.partition_write_capacity.is_some() || p.table_write_capacity.is_some());
+    Ok(match &raw.properties {
+        None => PropertyName::ALL
+            .into_iter()
+            .filter(|&p| p != PropertyName::CapacityRespected || has_capacity)
+            .collect(),
+        Some(names) => {
+            let mut out = Vec::new();
+            for (i, n) in names.iter().enumerate() {
+                out.push(property(&format!("properties[{i}]"), n)?);
+            }
+            out
+        }
+    })
+}
+
+/// The variants: `default` from `[expect]` if it is there, then each `[variants.NAME]` with its
+/// policy on top of the scenario's own.
+fn variants(
+    file: &str,
+    base_policy: &SourcedPolicy,
+    expect: &IndexMap<String, Verdict>,
+    raw: &IndexMap<String, RawVariant>,
+    properties: &[PropertyName],
+) -> Result<Vec<Variant>, String> {
+    let mut variants = Vec::new();
+    if !expect.is_empty() {
+        variants.push(Variant {
+            name: "default".into(),
+            description: "the scenario's own [policy]".into(),
+            policy: base_policy.clone(),
+            expect: expectations("expect", expect, properties)?,
+        });
+    }
+    for (name, v) in raw {
+        if name == "default" {
+            return Err(
+                "key `variants.default`: the name `default` is the scenario's own [policy] and [expect]"
+                    .into(),
+            );
+        }
+        let over = SourcedPolicy::new(v.policy.clone(), &format!("{file} [variants.{name}.policy]"));
+        variants.push(Variant {
+            name: name.clone(),
+            description: v.description.clone().unwrap_or_default(),
+            policy: base_policy.then(&over),
+            expect: expectations(&format!("variants.{name}.expect"), &v.expect, properties)?,
+        });
+    }
+    if variants.is_empty() {
+        return Err(
+            "the model declares no expectations: add `[expect]` or a `[variants.NAME.expect]` table".into()
+        );
+    }
+    Ok(variants)
+}
+
+/// One `[expect]` table: a verdict for each of the model's properties, and for no other.
+fn expectations(
+    table: &str,
+    raw: &IndexMap<String, Verdict>,
+    properties: &[PropertyName],
+) -> Result<IndexMap<PropertyName, Verdict>, String> {
+    let mut out = IndexMap::new();
+    for (k, v) in raw {
+        let p = PropertyName::parse(k).ok_or_else(|| {
+            format!(
+                "key `{table}.{k}` = \"{v}\": no such property `{k}`{}; properties are {}",
+                property_hint(k),
+                property_names().join(", ")
+            )
+        })?;
+        if !properties.contains(&p) {
+            return Err(format!("key `{table}.{k}`: property `{k}` is not in this model's `properties`"));
+        }
+        out.insert(p, *v);
+    }
+    for p in properties {
+        if !out.contains_key(p) {
+            return Err(format!("key `{table}.{p}` is missing: table `[{table}]` declares no verdict for property `{p}` (add `{p} = \"holds\"` or `\"violated\"`)"));
+        }
+    }
+    Ok(out)
+}
+
+fn property(key: &str, name: &str) -> Result<PropertyName, String> {
+    PropertyName::parse(name).ok_or_else(|| {
+        format!(
+            "key `{key}` = \"{name}\": no such property{}; properties are {}",
+            property_hint(name),
+            property_names().join(", ")
+        )
+    })
+}
+
+fn property_names() -> Vec<&'static str> {
+    PropertyName::ALL.iter().map(|p| p.as_str()).collect()
+}
+
+/// " (did you mean `x`?)" for the property nearest to `name`, if one is near.
+fn property_hint(name: &str) -> String {
+    crate::config::nearest(name, property_names())
+        .map(|n| format!(" (did you mean `{n}`?)"))
+        .unwrap_or_default()
+}

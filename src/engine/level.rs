@@ -1,0 +1,334 @@
+//! One BFS level's phases (see the module docs of [`super`]): expand the frontier's chunks,
+//! dedup the candidates shard by shard, number the first occurrences, and, when edges are
+//! recorded, give the candidates' edges and the seen table's provisional values their final
+//! indices.
+
+use super::seen::{shard_of, SeenSet, Shard, SHARD_COUNT};
+use super::{Graph, Hooks, BATCH_STATES, DUPLICATE, NO_PARENT, PREFETCH_AHEAD};
+use stateright::{Expectation, Model, Property};
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// What one worker learns about its contiguous chunk of a level's frontier.
+pub(super) struct Part<S> {
+    /// Per property, the first state of the chunk (BFS order) that discovers it.
+    pub(super) discoveries: Vec<Option<u32>>,
+    pub(super) transitions: u64,
+    /// Successors not in the seen set before this level, in order: fingerprint, state, and
+    /// the index of the state that generated it. They may repeat within the level.
+    pub(super) cand_fp: Vec<u64>,
+    pub(super) cand_state: Vec<S>,
+    pub(super) cand_parent: Vec<u32>,
+    /// Per candidate, set by [`dedup`].
+    pub(super) links: Vec<AtomicU32>,
+    pub(super) edges: EdgePart,
+}
+
+impl<S> Part<S> {
+    /// An empty part; parts are reused from level to level, so their buffers' pages stay
+    /// mapped instead of being returned to the system and faulted in (zeroed) again.
+    pub(super) fn new() -> Part<S> {
+        Part {
+            discoveries: Vec::new(),
+            transitions: 0,
+            cand_fp: Vec::new(),
+            cand_state: Vec::new(),
+            cand_parent: Vec::new(),
+            links: Vec::new(),
+            edges: EdgePart::default(),
+        }
+    }
+
+    pub(super) fn clear(&mut self, property_count: usize) {
+        self.discoveries.clear();
+        self.discoveries.resize(property_count, None);
+        self.transitions = 0;
+        self.cand_fp.clear();
+        self.cand_state.clear();
+        self.cand_parent.clear();
+        self.links.clear();
+        let e = &mut self.edges;
+        e.row_len.clear();
+        e.targets.clear();
+        e.labels.clear();
+        e.cand_edge.clear();
+    }
+}
+
+/// A chunk's rows of the graph, while its candidates' indices are not known yet.
+#[derive(Default)]
+pub(super) struct EdgePart {
+    pub(super) row_len: Vec<u32>,
+    /// Known targets; a candidate's slot is patched once the level is numbered.
+    pub(super) targets: Vec<u32>,
+    pub(super) labels: Vec<u8>,
+    /// Per candidate, its slot in `targets`.
+    pub(super) cand_edge: Vec<usize>,
+}
+
+/// Run `f` on every item, on one scoped thread per item when `parallel` (the first item on
+/// the calling thread).
+pub(super) fn par_map<I: Send, T: Send>(
+    items: Vec<I>,
+    parallel: bool,
+    f: impl Fn(usize, I) -> T + Sync,
+) -> Vec<T> {
+    if !parallel || items.len() <= 1 {
+        return items.into_iter().enumerate().map(|(i, x)| f(i, x)).collect();
+    }
+    std::thread::scope(|scope| {
+        let f = &f;
+        let mut items = items.into_iter().enumerate();
+        let (i0, x0) = items.next().expect("more than one item");
+        let handles: Vec<_> = items.map(|(i, x)| scope.spawn(move || f(i, x))).collect();
+        let mut out = vec![f(i0, x0)];
+        out.extend(handles.into_iter().map(|h| h.join().expect("engine worker panicked")));
+        out
+    })
+}
+
+/// Expand a chunk of the frontier: check the properties on each state, generate its
+/// successors, and look them up in the seen set of the earlier levels (read-only here).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn expand_chunk<M>(
+    model: &M,
+    properties: &[Property<M>],
+    seen: &SeenSet,
+    hooks: Hooks<M>,
+    record: bool,
+    states: &[M::State],
+    first_index: u32,
+    part: &mut Part<M::State>,
+) where
+    M: Model,
+    M::State: Hash,
+    M::Action: Clone,
+{
+    part.clear(properties.len());
+    let mut actions = Vec::new();
+    let mut batch: Vec<(u64, M::State, u8)> = Vec::new();
+    let mut rows: Vec<(u32, usize)> = Vec::new();
+    for (b, group) in states.chunks(BATCH_STATES).enumerate() {
+        rows.clear();
+        for (i, state) in group.iter().enumerate() {
+            let index = first_index + (b * BATCH_STATES + i) as u32;
+            for (p, prop) in properties.iter().enumerate() {
+                if part.discoveries[p].is_some() {
+                    continue;
+                }
+                let holds = (prop.condition)(model, state);
+                let found = match prop.expectation {
+                    Expectation::Always => !holds,
+                    Expectation::Sometimes => holds,
+                    Expectation::Eventually => {
+                        unreachable!("liveness is checked on cycles, not with `eventually`")
+                    }
+                };
+                if found {
+                    part.discoveries[p] = Some(index);
+                }
+            }
+            model.actions(state, &mut actions);
+            let before = batch.len();
+            for a in actions.drain(..) {
+                let (next, label) = match hooks.labeler {
+                    Some(label) => {
+                        let Some(next) = model.next_state(state, a.clone()) else { continue };
+                        let l = label(state, &a, &next);
+                        (next, l)
+                    }
+                    None => {
+                        let Some(next) = model.next_state(state, a) else { continue };
+                        (next, 0)
+                    }
+                };
+                let fp = hooks.fingerprint(&next);
+                seen.prefetch(fp);
+                batch.push((fp, next, label));
+            }
+            rows.push((index, batch.len() - before));
+        }
+        let mut successors = batch.drain(..);
+        for &(parent, count) in &rows {
+            part.transitions += count as u64;
+            let edges = &mut part.edges;
+            if record {
+                edges.row_len.push(u32::try_from(count).expect("fewer than 2^32 actions per state"));
+            }
+            for (fp, next, label) in successors.by_ref().take(count) {
+                let known = seen.get(fp);
+                if record {
+                    if hooks.labeler.is_some() {
+                        edges.labels.push(label);
+                    }
+                    if known.is_none() {
+                        edges.cand_edge.push(edges.targets.len());
+                    }
+                    edges.targets.push(known.unwrap_or(NO_PARENT));
+                }
+                if known.is_none() {
+                    part.cand_fp.push(fp);
+                    part.cand_state.push(next);
+                    part.cand_parent.push(parent);
+                }
+            }
+        }
+    }
+}
+
+/// Split the shards into `n` contiguous ranges (first shard index, shards).
+pub(super) fn shard_ranges(shards: &mut [Shard], n: usize) -> Vec<(usize, &mut [Shard])> {
+    let mut out = Vec::with_capacity(n);
+    let mut rest = shards;
+    let mut lo = 0;
+    for t in 0..n {
+        let hi = SHARD_COUNT * (t + 1) / n;
+        let (mine, tail) = rest.split_at_mut(hi - lo);
+        out.push((lo, mine));
+        rest = tail;
+        lo = hi;
+    }
+    out
+}
+
+/// Insert a level's candidates into the seen set, each thread its own shards, every thread in
+/// the level's global candidate order. `parts[w].links[c]` becomes the candidate's own position if
+/// it is the first occurrence of its state, else the position of that first occurrence (or
+/// [`DUPLICATE`] when values are not kept). Returns the first occurrences per part.
+pub(super) fn dedup<S: Sync>(
+    seen: &mut SeenSet,
+    parts: &[Part<S>],
+    starts: &[usize],
+    parallel: bool,
+) -> Vec<u64> {
+    let with_values = seen.with_values();
+    let ranges = shard_ranges(seen.shards_mut(), parts.len());
+    let counts = par_map(ranges, parallel, |_, (lo, mine)| {
+        let hi = lo + mine.len();
+        let mut counts = vec![0u64; parts.len()];
+        for (w, part) in parts.iter().enumerate() {
+            let fps = &part.cand_fp;
+            for (c, &fp) in fps.iter().enumerate() {
+                if let Some(&ahead) = fps.get(c + PREFETCH_AHEAD) {
+                    let s = shard_of(ahead);
+                    if (lo..hi).contains(&s) {
+                        mine[s - lo].prefetch(ahead);
+                    }
+                }
+                let s = shard_of(fp);
+                if !(lo..hi).contains(&s) {
+                    continue;
+                }
+                let pos = (starts[w] + c) as u32;
+                let link = match mine[s - lo].insert(fp, pos) {
+                    None => {
+                        counts[w] += 1;
+                        pos
+                    }
+                    Some(first) if with_values => first,
+                    Some(_) => DUPLICATE,
+                };
+                part.links[c].store(link, Ordering::Relaxed);
+            }
+        }
+        counts
+    });
+    (0..parts.len()).map(|w| counts.iter().map(|c| c[w]).sum()).collect()
+}
+
+/// A part's first occurrences, numbered: the level's new states in BFS order.
+pub(super) struct Numbered<S> {
+    pub(super) fingerprints: Vec<u64>,
+    pub(super) parents: Vec<u32>,
+    pub(super) states: Vec<S>,
+    /// Per candidate, its state index if it is a first occurrence (edges only).
+    pub(super) finals: Vec<u32>,
+}
+
+/// Number each part's first occurrences from its rank base (phase 3); with `record`, each
+/// candidate's final index (or [`NO_PARENT`] for a repeat) in `finals`. The parts come back
+/// for reuse.
+pub(super) fn number<S: Send>(
+    parts: Vec<Part<S>>,
+    new_counts: &[u64],
+    rank_bases: &[u64],
+    starts: &[usize],
+    record: bool,
+    parallel: bool,
+) -> (Vec<Numbered<S>>, Vec<Part<S>>) {
+    let numbered = par_map(parts, parallel, |w, mut part| {
+        let mut out = Numbered {
+            fingerprints: Vec::with_capacity(new_counts[w] as usize),
+            parents: Vec::with_capacity(new_counts[w] as usize),
+            states: Vec::with_capacity(new_counts[w] as usize),
+            finals: Vec::new(),
+        };
+        let mut index = rank_bases[w] as u32;
+        let links = std::mem::take(&mut part.links);
+        let candidates = part.cand_fp.iter().zip(part.cand_state.drain(..)).zip(&part.cand_parent);
+        for (c, ((&fp, state), &parent)) in candidates.enumerate() {
+            let first = links[c].load(Ordering::Relaxed) == (starts[w] + c) as u32;
+            if record {
+                out.finals.push(if first { index } else { NO_PARENT });
+            }
+            if first {
+                out.fingerprints.push(fp);
+                out.parents.push(parent);
+                out.states.push(state);
+                index += 1;
+            }
+        }
+        part.links = links;
+        (out, part)
+    });
+    numbered.into_iter().unzip()
+}
+
+/// Give the candidates' edges and the seen table's provisional values (candidate positions)
+/// their final state indices, each thread its own part's edges and its own shards.
+pub(super) fn finalize_edges<S: Send>(
+    seen: &mut SeenSet,
+    parts: &mut [Part<S>],
+    rest: &[Numbered<S>],
+    starts: &[usize],
+    parallel: bool,
+) {
+    // Candidates' edges and the table's provisional values get the final indices.
+    let finals: Vec<&Vec<u32>> = rest.iter().map(|r| &r.finals).collect();
+    let final_of = |pos: u32| {
+        let w = starts.partition_point(|&s| s <= pos as usize) - 1;
+        let f = finals[w][pos as usize - starts[w]];
+        debug_assert!(f != NO_PARENT, "a link points at a first occurrence");
+        f
+    };
+    let ranges = shard_ranges(seen.shards_mut(), parts.len());
+    let jobs: Vec<_> = parts.iter_mut().zip(ranges).collect();
+    par_map(jobs, parallel, |w, (part, (_, shards))| {
+        let edges = &mut part.edges;
+        for (c, &slot) in edges.cand_edge.iter().enumerate() {
+            let f = finals[w][c];
+            edges.targets[slot] =
+                if f != NO_PARENT { f } else { final_of(part.links[c].load(Ordering::Relaxed)) };
+        }
+        for shard in shards.iter_mut() {
+            for (slot, pos) in shard.take_pending() {
+                shard.set(slot, final_of(pos));
+            }
+        }
+    });
+}
+
+/// Append the level's rows to the graph, in frontier order.
+pub(super) fn append_rows<S>(g: &mut Graph, parts: &[Part<S>]) {
+    for part in parts {
+        let edges = &part.edges;
+        let mut at = g.targets.len() as u64;
+        for &len in &edges.row_len {
+            g.offsets.push(at);
+            at += u64::from(len);
+        }
+        g.targets.extend_from_slice(&edges.targets);
+        g.labels.extend_from_slice(&edges.labels);
+        debug_assert_eq!(at, g.targets.len() as u64);
+    }
+}

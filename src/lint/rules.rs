@@ -1,0 +1,412 @@
+//! The rules' checks: pure functions of the policy and, for some, the environment.
+
+use super::Input;
+use crate::config::{Policy, Scenario};
+use crate::policy::detector::{self, FailureDetection, Health};
+use crate::policy::eviction::{self, ClusterView};
+use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
+use crate::policy::retry::{self, Backoff, RetryDecision};
+use crate::policy::routing::{self, BackendLoad, Placement, UploadPlanner};
+use crate::policy::{quorum, Ticks};
+use std::fmt::Write as _;
+
+// ---------------------------------------------------------------------------------------------
+// The environment.
+
+/// The worst round trip between the coordinator and a storage node: a request and its reply
+/// may each take the worst one-way latency of their link, degradations in the fault menu
+/// included. Every node counts, not only the initial replicas: a spare becomes a replica when
+/// it replaces an evicted one.
+struct RoundTrip {
+    ticks: Ticks,
+    /// "n2 (zone b)", the node of the worst round trip (the first, on ties).
+    node: String,
+    coordinator_zone: String,
+    /// The fault-menu degradation that makes it the worst, as "a<->b 300ms..700ms".
+    degradation: Option<String>,
+}
+
+fn worst_round_trip(s: &Scenario) -> RoundTrip {
+    let coordinator = s.coordinator.zone;
+    let mut worst: Option<RoundTrip> = None;
+    for node in &s.nodes {
+        let one_way = s.worst_latency_ticks(node.zone, coordinator);
+        if worst.as_ref().is_some_and(|w| w.ticks >= 2 * one_way) {
+            continue;
+        }
+        let normal = s.latency[usize::from(node.zone)][usize::from(coordinator)].hi;
+        let degradation = (one_way > normal)
+            .then(|| {
+                s.faults.degrade.iter().find(|d| {
+                    (d.zones == (node.zone, coordinator) || d.zones == (coordinator, node.zone))
+                        && d.latency.hi == one_way
+                })
+            })
+            .flatten()
+            .map(|d| {
+                let zone = |z: u8| s.zones[usize::from(z)].as_str();
+                format!("{}<->{} {}", zone(d.zones.0), zone(d.zones.1), d.text)
+            });
+        worst = Some(RoundTrip {
+            ticks: 2 * one_way,
+            node: format!("{} (zone {})", node.name, s.zones[usize::from(node.zone)]),
+            coordinator_zone: s.zones[usize::from(coordinator)].clone(),
+            degradation,
+        });
+    }
+    worst.expect("a validated scenario has at least one node")
+}
+
+impl RoundTrip {
+    fn describe(&self, input: &Input) -> String {
+        let mut out = format!(
+            "the worst round trip, {}, between the coordinator (zone {}) and {}",
+            input.dur(self.ticks),
+            self.coordinator_zone,
+            self.node
+        );
+        if let Some(d) = &self.degradation {
+            let _ = write!(out, " under the fault menu's degradation {d}");
+        }
+        out
+    }
+}
+
+/// Evictions can happen at all: the switch is on. (A breaker at 0 also stops every eviction,
+/// but a policy written that way is a disabled eviction in disguise; the rules take it at its
+/// word.)
+fn evicts(p: &Policy) -> bool {
+    p.eviction.enabled
+}
+
+/// A failed attempt is retried at all: `max_attempts` above 1 and a budget above 0.
+fn retries(p: &Policy) -> bool {
+    matches!(retry::after_failure(&p.retry, 1, 0), RetryDecision::RetryAfter { .. })
+}
+
+fn max_attempts_text(p: &Policy) -> String {
+    p.retry.max_attempts.map_or_else(|| "\"unlimited\"".to_string(), |n| n.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rules.
+
+pub(super) fn write_quorum_minority(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    // Two write quorums intersect exactly when W + W > RF.
+    if quorum::quorums_intersect(p.replication_factor, p.write_quorum, p.write_quorum) {
+        return vec![];
+    }
+    vec![format!(
+        "write_quorum = {} is at most half of replication_factor = {}: two write quorums need not share a replica, and {} replica(s) failing can take every copy of an acknowledged write",
+        p.write_quorum, p.replication_factor, p.write_quorum
+    )]
+}
+
+pub(super) fn read_write_quorums_disjoint(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if quorum::quorums_intersect(p.replication_factor, p.write_quorum, p.read_quorum) {
+        return vec![];
+    }
+    vec![format!(
+        "write_quorum + read_quorum = {} + {} is not above replication_factor = {}: a read quorum can miss every replica that acknowledged the latest write",
+        p.write_quorum, p.read_quorum, p.replication_factor
+    )]
+}
+
+pub(super) fn ack_deadline_within_round_trip(i: &Input) -> Vec<String> {
+    let (p, Some(s)) = (i.policy, i.scenario) else { return vec![] };
+    // Only a detector that takes a missed deadline as death turns slowness into eviction.
+    if detector::health_after_deadline_miss(p.failure_detection) != Some(Health::Dead) || !evicts(p) {
+        return vec![];
+    }
+    let rtt = worst_round_trip(s);
+    // A reply arriving on the tick the deadline fires may be handled after it: equal is too short.
+    if p.replica_ack_timeout_ticks > rtt.ticks {
+        return vec![];
+    }
+    vec![format!(
+        "replica_ack_timeout = {} is not above {}, and failure detection is coupled: a replica that is slow but up misses the deadline, is declared dead and is evicted",
+        i.dur(p.replica_ack_timeout_ticks),
+        rtt.describe(i)
+    )]
+}
+
+pub(super) fn detection_within_request_deadline(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if p.failure_detection != FailureDetection::Independent || !evicts(p) {
+        return vec![];
+    }
+    // What the detector concludes about a node silent for one request deadline; each
+    // threshold that deadline reaches is a finding.
+    let deadline = p.replica_ack_timeout_ticks;
+    let health = detector::health_from_silence(deadline, p.suspect_after_ticks, p.dead_after_ticks);
+    let mut out = Vec::new();
+    if health == Health::Dead {
+        out.push(format!(
+            "dead_after = {} is not above replica_ack_timeout = {}: a replica silent for one request deadline is already dead, so detection is as aggressive as the deadline it was meant to be separate from",
+            i.dur(p.dead_after_ticks),
+            i.dur(deadline)
+        ));
+    }
+    if health >= Health::Suspect {
+        out.push(format!(
+            "suspect_after = {} is not above replica_ack_timeout = {}: a replica silent for one request deadline is already suspect",
+            i.dur(p.suspect_after_ticks),
+            i.dur(deadline)
+        ));
+    }
+    out
+}
+
+/// A bound on how long a healthy, reachable node can stay silent under independent detection:
+/// the next ping goes out up to one heartbeat interval after the node was last heard from, and
+/// its pong may take a worst round trip.
+fn worst_silence(i: &Input) -> Option<(Ticks, RoundTrip)> {
+    let (p, Some(s)) = (i.policy, i.scenario) else { return None };
+    if p.failure_detection != FailureDetection::Independent || !evicts(p) {
+        return None;
+    }
+    let rtt = worst_round_trip(s);
+    Some((p.heartbeat_interval_ticks + rtt.ticks, rtt))
+}
+
+fn silence_message(
+    i: &Input,
+    key: &str,
+    threshold: Ticks,
+    silence: Ticks,
+    rtt: &RoundTrip,
+    then: &str,
+) -> String {
+    format!(
+        "{key} = {} is not above heartbeat_interval + worst round trip = {} + {} = {} ({}): a healthy replica's normal silence makes it {then}",
+        i.dur(threshold),
+        i.dur(i.policy.heartbeat_interval_ticks),
+        i.dur(rtt.ticks),
+        i.dur(silence),
+        rtt.describe(i)
+    )
+}
+
+pub(super) fn dead_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {
+    let Some((silence, rtt)) = worst_silence(i) else { return vec![] };
+    let p = i.policy;
+    if detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks) != Health::Dead {
+        return vec![];
+    }
+    vec![silence_message(i, "dead_after", p.dead_after_ticks, silence, &rtt, "dead, and it is evicted")]
+}
+
+pub(super) fn suspect_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {
+    let Some((silence, rtt)) = worst_silence(i) else { return vec![] };
+    let p = i.policy;
+    if detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks) < Health::Suspect {
+        return vec![];
+    }
+    vec![silence_message(i, "suspect_after", p.suspect_after_ticks, silence, &rtt, "suspect")]
+}
+
+pub(super) fn eviction_without_circuit_breaker(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if !evicts(p) {
+        return vec![];
+    }
+    // Does the breaker let an eviction through even when every node looks dead?
+    let nodes = i.scenario.map_or(1, |s| s.nodes.len());
+    let everyone_dead = ClusterView { dead_nodes: nodes, total_nodes: nodes, evictions_in_progress: 0 };
+    if !eviction::breaker_allows(everyone_dead, p.eviction.max_dead_fraction_permille) {
+        return vec![];
+    }
+    vec![format!(
+        "eviction_enabled = true with max_dead_fraction = {:?}: the correlated-eviction circuit breaker never trips, so a network event that makes many replicas look dead evicts them all",
+        f64::from(p.eviction.max_dead_fraction_permille) / 1000.0
+    )]
+}
+
+pub(super) fn retries_without_jitter(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if !retries(p) {
+        return vec![];
+    }
+    // Every retry window the policy can produce, one per attempt that may be retried.
+    let windows: Vec<(Ticks, Ticks)> = (1..retry::attempts_tracked(&p.retry).max(2))
+        .filter_map(|attempt| match retry::after_failure(&p.retry, attempt, 0) {
+            RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
+                Some((earliest_ticks, latest_ticks))
+            }
+            RetryDecision::GiveUp => None,
+        })
+        .collect();
+    if windows.iter().any(|(earliest, latest)| earliest < latest) {
+        return vec![];
+    }
+    let base = i.dur(p.retry.backoff_base_ticks);
+    let why = match p.retry.backoff {
+        Backoff::Fixed => format!("backoff = \"fixed\": every retry waits exactly {base}"),
+        Backoff::ExponentialJitter if p.retry.backoff_base_ticks == p.retry.backoff_max_ticks => format!(
+            "backoff = \"exponential_jitter\" with backoff_base = backoff_max = {base}: every retry waits exactly {base}"
+        ),
+        // A zero base doubles to zero: every window is [0, 0].
+        Backoff::ExponentialJitter => {
+            format!("backoff = \"exponential_jitter\" with backoff_base = {base}: every retry waits exactly {base}")
+        }
+    };
+    vec![format!("{why}; clients that failed together retry together")]
+}
+
+pub(super) fn retries_without_budget(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if !retries(p) || p.retry.retry_budget.is_some() {
+        return vec![];
+    }
+    vec![format!(
+        "max_attempts = {} with no retry_budget: every failed attempt may be retried, however many are failing, so retries multiply the load on whatever is already overloaded",
+        max_attempts_text(p)
+    )]
+}
+
+pub(super) fn retries_without_idempotency(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if !retries(p) {
+        return vec![];
+    }
+    // A retry of a write the coordinator already sequenced (as version 1, next is 2): is it
+    // the same write, or a new one?
+    if retry::version_for_attempt(p.retry.idempotency_tokens, Some(1), 2) == 1 {
+        return vec![];
+    }
+    vec![format!(
+        "max_attempts = {} with idempotency_tokens = false: a retried write whose first attempt was applied but whose response was lost is applied again",
+        max_attempts_text(p)
+    )]
+}
+
+pub(super) fn rebalancer_blind_to_compaction(i: &Input) -> Vec<String> {
+    let Some(r) = &i.policy.rebalance else { return vec![] };
+    // Ask the scoring: a node over the watermark must shed a hot shard, and the two targets
+    // differ only in that the emptier disk has a deep compaction backlog. A scoring that
+    // picks it cannot see compaction debt.
+    let node =
+        |node, disk_pct, compaction_debt_pct| NodeLoad { node, disk_pct, compaction_debt_pct, slow: false };
+    let nodes =
+        [node(0, u16::from(r.policy.disk_high_watermark_pct) + 1, 0), node(1, 10, 100), node(2, 20, 0)];
+    let hot = ShardLoad { shard: 0, holders: vec![0], size_pct: 1, hot: true, resting: false };
+    match rebalancer::choose_move(&nodes, &[hot], &r.policy) {
+        Some(m) if m.to == 1 => vec![format!(
+            "rebalance_enabled = true with scoring = \"disk\": a target is chosen by disk use alone, so a node with room on disk and a deep compaction backlog receives the hot shard, falls behind, and sends it back"
+        )],
+        _ => vec![],
+    }
+}
+
+pub(super) fn rebalancer_cooldown(i: &Input) -> Vec<String> {
+    let Some(r) = &i.policy.rebalance else { return vec![] };
+    let next = |previous| {
+        rebalancer::next_cooldown_ticks(
+            previous,
+            r.move_cooldown_ticks,
+            r.cooldown_backoff,
+            r.cooldown_max_ticks,
+        )
+    };
+    let first = next(0);
+    if first == 0 {
+        return vec![format!(
+            "move_cooldown = {}: a shard that just moved may move again at the next rebalance, every {}",
+            i.dur(r.move_cooldown_ticks),
+            i.dur(r.interval_ticks)
+        )];
+    }
+    if r.cooldown_backoff > 1 && next(first) == first {
+        return vec![format!(
+            "cooldown_backoff = {} with cooldown_max = {} not above move_cooldown = {}: the cooldown never grows, a shard may move every {}",
+            r.cooldown_backoff,
+            i.dur(r.cooldown_max_ticks),
+            i.dur(r.move_cooldown_ticks),
+            i.dur(first)
+        )];
+    }
+    vec![]
+}
+
+/// Two nearly full small backends first in preference order and a large idle one last.
+fn probe_backends() -> [BackendLoad; 3] {
+    let b =
+        |node, cap, load| BackendLoad { node, up: true, capacity_per_tick: Some(cap), load_per_tick: load };
+    [b(0, 2, 2), b(1, 1, 1), b(2, 100, 0)]
+}
+
+pub(super) fn sorted_placement(i: &Input) -> Vec<String> {
+    let r = &i.policy.routing;
+    let aware = routing::RoutingPolicy { upload_planner: UploadPlanner::CapacityAware, ..*r };
+    let backends = probe_backends();
+    match routing::choose_backend(&aware, &backends) {
+        Some(n)
+            if !routing::admits(
+                backends[usize::from(n)].load_per_tick,
+                backends[usize::from(n)].capacity_per_tick,
+            ) =>
+        {
+            debug_assert_eq!(r.placement, Placement::Sorted);
+            vec!["placement = \"sorted\": writes go to the first backend up in preference order with no capacity check, so a full backend that sorts first takes all the traffic".to_string()]
+        }
+        _ => vec![],
+    }
+}
+
+pub(super) fn upload_planner_bypass(i: &Input) -> Vec<String> {
+    let r = &i.policy.routing;
+    let backends = probe_backends();
+    match routing::choose_backend(r, &backends) {
+        Some(n)
+            if r.upload_planner != UploadPlanner::CapacityAware
+                && !routing::admits(
+                    backends[usize::from(n)].load_per_tick,
+                    backends[usize::from(n)].capacity_per_tick,
+                ) =>
+        {
+            vec![format!(
+                "upload_planner = \"smallest_first\": uploads are packed onto the smallest backends whatever placement = \"{}\" says, with no capacity check",
+                match r.placement {
+                    Placement::CapacityAware => "capacity_aware",
+                    Placement::Sorted => "sorted",
+                }
+            )]
+        }
+        _ => vec![],
+    }
+}
+
+pub(super) fn hot_prefix_over_partition_capacity(i: &Input) -> Vec<String> {
+    let Some(scenario) = i.scenario else { return vec![] };
+    let Some(world) = i.world else { return vec![] };
+    let Some(cap) = world.partition_capacity_per_tick else { return vec![] };
+    let partition_count = scenario.shards.len() as u8;
+    let mut out = Vec::new();
+    for (p, &background) in world.partition_background.iter().enumerate() {
+        if background < cap {
+            continue;
+        }
+        // The fewest suffixes that leave every partition room for one more write.
+        let enough = (1..=routing::WRITE_SHARD_SUFFIXES_MAX.min(partition_count)).find(|&n| {
+            let mut load = vec![0u16; scenario.shards.len()];
+            for (prefix, shard) in scenario.shards.iter().enumerate() {
+                for suffix in 0..n {
+                    load[usize::from(routing::partition_for(prefix as u8, suffix, partition_count))] +=
+                        routing::suffix_share(shard.burst_writes_per_tick, n, suffix);
+                }
+            }
+            load.iter().all(|&l| l < cap)
+        });
+        let advice = match enough {
+            Some(n) => format!("write_shard_suffixes = {n} would spread it"),
+            None => format!("no suffix count up to the table's {partition_count} partitions spreads it"),
+        };
+        out.push(format!(
+            "partition {} gets {background} background writes per tick with write_shard_suffixes = {}, and takes at most {cap} (per-partition cap, and its share of the table): every further write on it is over capacity and throttled; {advice}",
+            scenario.shards[p].name, i.policy.routing.write_shard_suffixes
+        ));
+    }
+    out
+}
