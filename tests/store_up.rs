@@ -80,7 +80,7 @@ fn partitions_zones_and_sorted_placement_from_the_command_line() {
     assert!(info.contains("partition2:name=s2,members=2;0\r\n"), "{info}");
     assert!(info.contains("backend0_load:capacity_per_window=2,base_load_per_window=1,"), "{info}");
     assert!(info.contains("backend1_load:capacity_per_window=unlimited,"), "{info}");
-    assert!(info.contains("placement:Sorted"), "{info}");
+    assert!(info.contains("placement:sorted"), "{info}");
     let zone_of = |node: usize| -> String {
         let line = info.lines().find(|l| l.starts_with(&format!("node{node}:"))).unwrap();
         line.rsplit(",zone=").next().unwrap().to_string()
