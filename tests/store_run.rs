@@ -274,3 +274,39 @@ fn the_oscillating_rebalancer_never_settles_and_fixed_does() {
     assert_eq!(property_row(&fixed, "converges")[1], "holds", "{fixed}");
     assert_eq!(number_after(&fixed, "moves: "), 0, "{fixed}");
 }
+
+#[test]
+fn the_history_is_written_as_edn_that_history_check_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let edn = dir.path().join("fixed.edn");
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "store",
+            "run",
+            "models/hot-partition-retry-storm.toml",
+            "--variant",
+            "fixed",
+            "--duration",
+            "2s",
+        ])
+        .args(["--model-verdicts", "skip", "--history"])
+        .arg(&edn)
+        .output()
+        .expect("run replicheck");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("history (Jepsen EDN"), "{}", text(&out));
+    let edn_text = std::fs::read_to_string(&edn).expect("the history file");
+    assert!(
+        edn_text.contains(":type :invoke, :f :put") && edn_text.contains(":type :ok, :f :get"),
+        "{edn_text}"
+    );
+    let check = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .args(["history", "check"])
+        .arg(&edn)
+        .output()
+        .expect("run replicheck");
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("linearizable"), "{}", text(&check));
+    assert!(!dir.path().join("fixed.html").exists(), "a picture only of a history that is not linearizable");
+}

@@ -91,6 +91,11 @@ pub enum StoreCommand {
         /// Keep the store's decision log here (for `replicheck conform`).
         #[arg(long)]
         decision_log: Option<PathBuf>,
+        /// Write the clients' history here as Jepsen EDN (`replicheck history check` reads it,
+        /// as do Knossos, Elle and Porcupine); a picture of a non-linearizable one goes beside
+        /// it (`.html`).
+        #[arg(long)]
+        history: Option<PathBuf>,
         /// Seed for the proxies' delays and losses and the clients' choices.
         #[arg(long, default_value = "1")]
         seed: u64,
@@ -264,6 +269,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             write_permille,
             model_verdicts,
             decision_log,
+            history,
             seed,
         } => {
             let binary = std::env::current_exe()
@@ -279,6 +285,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 write_permille,
                 model_verdicts,
                 decision_log,
+                history,
                 seed,
                 binary,
             };

@@ -82,6 +82,29 @@ impl Op {
     }
 }
 
+impl Op {
+    /// The operation in the key-value vocabulary other checkers read (Jepsen's EDN: Knossos,
+    /// Elle, Porcupine): a write is a put of its value's decimal text, a read a get that
+    /// returned it ("" for an absent key).
+    pub fn as_kv_op(&self) -> Option<Operation<crate::lincheck::kv::KvInput, crate::lincheck::kv::KvOutput>> {
+        use crate::lincheck::kv::{KvInput, KvOutput};
+        let r = self.as_register_op()?;
+        let key = self.key.clone();
+        let input = match r.input {
+            RegisterInput::Read => KvInput::Get { key },
+            RegisterInput::Write(v) => {
+                KvInput::Put { key, value: v.map_or(String::new(), |v| v.to_string()) }
+            }
+            RegisterInput::Cas { .. } => return None,
+        };
+        let output = r.output.map(|o| match o {
+            RegisterOutput::Read(v) => KvOutput::Value(v.map_or(String::new(), |v| v.to_string())),
+            _ => KvOutput::Written,
+        });
+        Some(Operation { client: r.client, call_ns: r.call_ns, return_ns: r.return_ns, input, output })
+    }
+}
+
 /// The unique value a client's `seq`-th write stores.
 pub fn unique_value(client: u64, seq: u32) -> u64 {
     assert!(client < (1 << 31));

@@ -96,6 +96,8 @@ pub struct RunRequest {
     pub model_verdicts: ModelVerdicts,
     /// Keep the decision log here (default: a temporary file, removed).
     pub decision_log: Option<PathBuf>,
+    /// Write the clients' history here, in Jepsen's EDN (`history check` reads it back).
+    pub history: Option<PathBuf>,
     pub seed: u64,
     /// The `replicheck` executable that runs the nodes.
     pub binary: PathBuf,
@@ -148,6 +150,9 @@ pub struct RunOutcome {
     pub acked_writes_lost: Vec<String>,
     /// Keys whose history is not linearizable (or undecided within the budget).
     pub not_linearizable: Vec<String>,
+    /// Files written about the history (EDN, the picture of a non-linearizable one), as report
+    /// lines.
+    pub history_files: Vec<String>,
     pub undecided: Vec<String>,
     pub duplicate_effects: usize,
     /// (ms, evicted node, replacement, healthy: the schedule had not crashed/partitioned it).
@@ -649,6 +654,7 @@ fn run_store(
     let log_text = std::fs::read_to_string(&log_path)
         .map_err(|e| format!("cannot read the decision log {}: {e}", log_path.display()))?;
     let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
+    outcome.history_files = write_history_files(&load, &finals, req, !outcome.not_linearizable.is_empty())?;
     outcome.events = std::mem::take(&mut rig.events);
     outcome.info_counters = info_counters(&info);
     outcome.links = link_facts(&info, scenario.nodes.len())?;
@@ -761,6 +767,39 @@ fn final_reads(
             .push(read.ok_or_else(|| format!("final read of {key} failed {attempts} times: {last_error}"))?);
     }
     Ok(finals)
+}
+
+/// The history as Jepsen EDN where `--history` asks for it, and, when some key is not
+/// linearizable, a picture of it (`history check --html`'s page) beside that file or in the
+/// temporary directory. Returns one report line per file written.
+fn write_history_files(
+    load: &LoadReport,
+    finals: &[Op],
+    req: &RunRequest,
+    not_linearizable: bool,
+) -> Result<Vec<String>, String> {
+    let ops: Vec<_> = load.history.iter().chain(finals).filter_map(|op| op.as_kv_op()).collect();
+    let mut lines = Vec::new();
+    if let Some(path) = &req.history {
+        std::fs::write(path, lincheck::generate::to_edn(&ops))
+            .map_err(|e| format!("cannot write --history {}: {e}", path.display()))?;
+        lines.push(format!(
+            "history (Jepsen EDN, for `replicheck history check`, Knossos, Elle): {}",
+            path.display()
+        ));
+    }
+    if not_linearizable {
+        let options = lincheck::Options { threads: 1, every_key: false };
+        let checked = lincheck::cli::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
+        let path = match &req.history {
+            Some(edn) => edn.with_extension("html"),
+            None => std::env::temp_dir().join(format!("replicheck-store-run-{}.html", std::process::id())),
+        };
+        std::fs::write(&path, lincheck::html::page("store run history", &checked))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        lines.push(format!("picture of the non-linearizable history: {}", path.display()));
+    }
+    Ok(lines)
 }
 
 /// Everything measured from the history, the final reads and the decision log.
@@ -1103,6 +1142,9 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
     for key in &o.not_linearizable {
         let _ = writeln!(out, "  not linearizable: {key}");
     }
+    for line in &o.history_files {
+        let _ = writeln!(out, "  {line}");
+    }
     for why in &o.undecided {
         let _ = writeln!(out, "  undecided: {why}");
     }
@@ -1204,6 +1246,57 @@ pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::{disagreement, DeathEvidence, Found, LinkFacts, ModelBounds, PropertyName, RunOutcome};
+
+    /// A stale read: client 1 reads the initial (absent) value after client 0's write of 7
+    /// returned. The EDN reads back as the same history, and the picture marks the read.
+    #[test]
+    fn history_files_are_edn_and_a_picture_of_the_anomaly() {
+        use super::super::client::{Input, LoadReport, Op, Outcome};
+        let op = |client, input, call_ns, return_ns, read| Op {
+            client,
+            key: "p1:k".into(),
+            input,
+            call_ns,
+            outcome: Outcome::Ok { return_ns, read },
+            attempts: 1,
+            cut_off: false,
+        };
+        let load = LoadReport {
+            history: vec![op(0, Input::Write(7), 0, 10, None), op(1, Input::Read, 20, 30, None)],
+            retries: 0,
+            give_ups: 0,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let edn = dir.path().join("h.edn");
+        let req = super::RunRequest {
+            model: "m.toml".into(),
+            variant: None,
+            policy: None,
+            ms_per_tick: None,
+            duration: std::time::Duration::from_secs(1),
+            clients: 1,
+            keys: 1,
+            write_permille: 500,
+            model_verdicts: super::ModelVerdicts::Skip,
+            decision_log: None,
+            history: Some(edn.clone()),
+            seed: 1,
+            binary: "replicheck".into(),
+        };
+        let lines = super::write_history_files(&load, &[], &req, true).unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let text = std::fs::read_to_string(&edn).unwrap();
+        let back = crate::lincheck::parse::kv_edn(&text).unwrap();
+        let ops: Vec<_> = load.history.iter().filter_map(|o| o.as_kv_op()).collect();
+        assert_eq!(back.len(), 2);
+        assert_eq!(
+            back.iter().map(|o| &o.input).collect::<Vec<_>>(),
+            ops.iter().map(|o| &o.input).collect::<Vec<_>>()
+        );
+        let html = std::fs::read_to_string(dir.path().join("h.html")).unwrap();
+        assert_eq!(html.matches(r#"id="unplaced""#).count(), 1, "the stale read is marked");
+        assert!(html.contains("cannot be linearized by here"));
+    }
 
     #[test]
     fn churn_counts_moves_and_evictions_within_one_window() {
