@@ -49,8 +49,8 @@ pub enum HistoryCommand {
     /// Time the checker on every history of DIR's subdirectories that have a `verdicts.tsv`
     /// (`FILE<TAB>yes|no`), and compare each verdict with it. Exit 1 on any disagreement.
     Bench {
-        /// A directory of history directories, each with its verdicts.tsv.
-        #[arg(default_value = "../shared/histories")]
+        /// A directory of history directories, each with its verdicts.tsv (e.g. Porcupine's
+        /// test data laid out as `jepsen-etcd/` and `kv/`).
         dir: PathBuf,
         /// Timed runs per file; the median is reported.
         #[arg(long, default_value_t = 21)]

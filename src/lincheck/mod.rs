@@ -128,7 +128,7 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Enough for any history in `../shared/histories` by four orders of magnitude; about ten
+    /// Enough for any reference history (Porcupine's Jepsen etcd and kv test data) by four orders of magnitude; about ten
     /// seconds of search.
     pub const STEPS_MAX_DEFAULT: u64 = 100_000_000;
     /// 1 GiB: two searches in parallel stay well inside a small machine.
