@@ -14,12 +14,13 @@
 #[path = "support/store_proc.rs"]
 mod store_proc;
 
+#[path = "support/linearizable.rs"]
+mod linearizable;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use replicheck::lincheck::register::{Register, RegisterInput, RegisterOutput};
-use replicheck::lincheck::{check, Budget, Operation, Verdict};
+use replicheck::lincheck::register::{RegisterInput, RegisterOutput};
+use replicheck::lincheck::Operation;
 use replicheck::store::resp::{Client, ClientError};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -210,20 +211,6 @@ fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable(
     );
     assert!(acked >= 200, "too little load to mean anything: {acked} acked writes");
 
-    let mut per_key: BTreeMap<String, Vec<Operation<RegisterInput, RegisterOutput>>> = BTreeMap::new();
-    for (key, op) in history {
-        per_key.entry(key).or_default().push(op);
-    }
-    for (key, ops) in &per_key {
-        match check(&Register, ops, Budget::default()) {
-            Verdict::Linearizable => {}
-            Verdict::NotLinearizable { unplaced_op, longest_prefix } => panic!(
-                "seed {seed}: key {key} is not linearizable: cannot place {:?} after {} operations",
-                ops[unplaced_op],
-                longest_prefix.len()
-            ),
-            Verdict::Unknown { reason } => panic!("seed {seed}: key {key}: no verdict: {reason}"),
-        }
-    }
+    linearizable::assert_every_key_linearizable(seed, history);
     println!("checked in {:?} in all", started.elapsed());
 }

@@ -6,16 +6,17 @@
 //!
 //! The seed is printed; rerun a failure with `REPLICHECK_KILL_SEED=<seed>`.
 
+#[path = "support/linearizable.rs"]
+mod linearizable;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use replicheck::lincheck::register::{Register, RegisterInput, RegisterOutput};
-use replicheck::lincheck::{check, Budget, Operation, Verdict};
+use replicheck::lincheck::register::{RegisterInput, RegisterOutput};
+use replicheck::lincheck::Operation;
 use replicheck::store::cli::store_policy;
 use replicheck::store::client::{run_load, Input, LoadConfig, Outcome};
 use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::decision::DecisionLog;
 use replicheck::store::resp::Client;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -141,21 +142,7 @@ fn killed_nodes_lose_no_acked_write_and_history_is_linearizable() {
     );
     assert!(acked >= 100, "too little load to mean anything: {acked} acked writes");
 
-    let mut per_key: BTreeMap<String, Vec<Operation<RegisterInput, RegisterOutput>>> = BTreeMap::new();
-    for (key, op) in history {
-        per_key.entry(key).or_default().push(op);
-    }
-    for (key, ops) in &per_key {
-        match check(&Register, ops, Budget::default()) {
-            Verdict::Linearizable => {}
-            Verdict::NotLinearizable { unplaced_op, longest_prefix } => panic!(
-                "seed {seed}: key {key} is not linearizable: cannot place {:?} after {} operations",
-                ops[unplaced_op],
-                longest_prefix.len()
-            ),
-            Verdict::Unknown { reason } => panic!("seed {seed}: key {key}: no verdict: {reason}"),
-        }
-    }
+    linearizable::assert_every_key_linearizable(seed, history);
     let info = cluster.info();
     assert!(info.contains("members:0,1,2"), "3 nodes, no spare: nobody is evicted\n{info}");
 }
