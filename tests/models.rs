@@ -86,16 +86,16 @@ fn small_model_state_space_is_pinned() {
     let default = run_variant("default", 1, None);
     assert!(default.complete);
     // re-pin deliberately when the model changes
-    assert_eq!((default.unique_states, default.transitions, default.max_depth), (7_703, 20_067, 37));
-    // Without read repair the model is the one pinned before read repair existed (6,341
-    // states): the write-back adds states and removes none.
+    assert_eq!((default.unique_states, default.transitions, default.max_depth), (8_254, 21_229, 37));
+    // Without read repair there is no write-back: fewer states, none added. (6,341 before a
+    // request remembered which asked nodes were heard from since it left, 6,900 since.)
     let plain = run_variant("no-read-repair", 1, None);
     assert!(plain.complete);
-    assert_eq!((plain.unique_states, plain.transitions, plain.max_depth), (6_341, 17_124, 37));
+    assert_eq!((plain.unique_states, plain.transitions, plain.max_depth), (6_900, 18_293, 37));
     let w1 = run_variant("write-quorum-1", 1, None);
     assert!(w1.complete);
     // re-pin deliberately when the model changes
-    assert_eq!((w1.unique_states, w1.transitions, w1.max_depth), (7_029, 18_527, 35));
+    assert_eq!((w1.unique_states, w1.transitions, w1.max_depth), (7_623, 19_751, 35));
     for r in [&default, &plain, &w1] {
         for p in &r.properties {
             assert!(p.as_expected(), "{} / {}: {:?} found {:?}", r.variant, p.name, p.expected, p.found);

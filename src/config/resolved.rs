@@ -34,6 +34,13 @@ pub struct Resolved {
     pub partition_background: Vec<u16>,
     /// Whether any backend has an ingest capacity: only then is placement modelled.
     pub backends_modelled: bool,
+    /// Ticks a capacity window lasts (1 in models: capacities are per tick).
+    pub capacity_window_ticks: u16,
+    /// Versions reserved per durable write of the version floor (1 in models: every version
+    /// handed out is persisted first; the store reserves blocks so one fsync covers many).
+    pub version_block: u64,
+    /// Idempotency tokens the coordinator remembers at most (the oldest is forgotten first).
+    pub tokens_max: usize,
 }
 
 /// Remaining-tick counters are stored as `u8`.
@@ -94,6 +101,9 @@ impl Resolved {
             partition_capacity_per_tick,
             partition_background,
             backends_modelled: scenario.nodes.iter().any(|n| n.write_capacity_per_tick.is_some()),
+            capacity_window_ticks: 1,
+            version_block: 1,
+            tokens_max: usize::MAX,
         };
         // Every counter the state keeps must fit its u8.
         let p = &cfg.policy;

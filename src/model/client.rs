@@ -55,7 +55,7 @@ fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let (op, kind) = current(cfg, s, c);
     let spec = &cfg.clients[usize::from(c)];
     let shard = cfg.client_partitions[usize::from(c)];
-    let msg = Msg::Request { op, attempt, kind, shard, value: op.write_value() };
+    let msg = Msg::Request { op, attempt, kind, shard, key: (), value: op.write_value(), token: () };
     send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator, msg);
     s.clients[usize::from(c)].phase =
         ClientPhase::Waiting { attempt, timeout_ticks: spec.request_timeout_ticks as u8 };

@@ -39,22 +39,24 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
                 _ => format!("Response {} attempt={attempt} {verdict}", op_name(cfg, op)),
             }
         }
-        Msg::Replicate { op, attempt, shard: s, version, value } => {
+        Msg::Replicate { op, attempt, shard: s, version, value, .. } => {
             format!("Replicate {} v{version}={value} ({} attempt={attempt})", shard(s), op_name(cfg, op))
         }
         Msg::ReplicateAck { op, attempt, .. } => {
             format!("ReplicateAck ({} attempt={attempt})", op_name(cfg, op))
         }
-        Msg::ReadReq { op, attempt, shard: s } => {
+        Msg::ReadReq { op, attempt, shard: s, .. } => {
             format!("ReadReq {} ({} attempt={attempt})", shard(s), op_name(cfg, op))
         }
         Msg::ReadReply { version, value, op, .. } => {
             format!("ReadReply v{version}={value} ({})", op_name(cfg, op))
         }
         Msg::CopyRequest { shard: s, to } => format!("CopyRequest {} to {}", shard(s), node(to)),
-        Msg::CopyData { shard: s, version, value, .. } => format!("CopyData {} v{version}={value}", shard(s)),
-        Msg::CopyAck { shard: s, from, version } => {
-            format!("CopyAck {} from {} (now v{version})", shard(s), node(from))
+        Msg::CopyData { shard: s, data, .. } => {
+            format!("CopyData {} v{}={}", shard(s), data.version, data.value)
+        }
+        Msg::CopyAck { shard: s, from } => {
+            format!("CopyAck {} from {}", shard(s), node(from))
         }
         Msg::Ping => "Ping".into(),
         Msg::Pong => "Pong".into(),
@@ -77,7 +79,13 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
             op_name(cfg, *op)
         ),
         Action::ApplyMembershipUpdate => {
-            "coordinator: applies the next membership update, starts the catch-up copy".into()
+            "coordinator: applies the next membership update (the replacement joins as a learner)".into()
+        }
+        Action::CopyRetry(s) => {
+            format!(
+                "coordinator: the catch-up copy of {} ran out of time, asks again",
+                cfg.shard_names[usize::from(*s)]
+            )
         }
         Action::Heartbeat => "coordinator: heartbeat round (health from silence, pings)".into(),
         Action::Rebalance => "rebalancer: runs (may move one shard)".into(),
@@ -154,7 +162,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         let parts: Vec<String> = (0..cfg.shard_names.len())
             .map(|p| {
                 let background = cfg.partition_background[p];
-                let offered = background + u16::from(s.coord.partition_load[p]);
+                let offered = background + s.coord.partition_load[p];
                 let flag =
                     if cfg.partition_capacity_per_tick.is_some_and(|c| offered > c) { " OVER" } else { "" };
                 format!("{} {offered}/{cap} (burst {background}){flag}", cfg.shard_names[p])

@@ -49,6 +49,8 @@ pub enum Action {
     Heartbeat,
     /// The rebalancer's timer fires: it may move one shard.
     Rebalance,
+    /// A shard's catch-up copy round ran out of time: the missing copies are asked again.
+    CopyRetry(u8),
     ClientInvoke(u8),
     ClientTimeout(u8),
     ClientRetry(u8),
@@ -117,6 +119,7 @@ impl Extend<Timer> for TimerActions<'_> {
             Timer::ApplyMembershipUpdate => Action::ApplyMembershipUpdate,
             Timer::Heartbeat => Action::Heartbeat,
             Timer::Rebalance => Action::Rebalance,
+            Timer::CopyRetry { shard } => Action::CopyRetry(shard),
         }));
     }
 }
@@ -172,6 +175,12 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
         }
         // The coordinator is saturated: the update is lost.
         Event::ChangeRejected(_) => g.churn_exceeded = true,
+        // What only a trace or the store's counters need.
+        Event::RequestFailed { .. }
+        | Event::ReadRepairStarted { .. }
+        | Event::ChangeStarted(_)
+        | Event::ChangeCompleted(_)
+        | Event::EvictionSuppressed { .. } => {}
         Event::CapacityBreached(breach) => {
             g.capacity_breach.get_or_insert(breach);
         }
@@ -271,6 +280,7 @@ impl Model for World {
             Action::ApplyMembershipUpdate => fire(cfg, &mut s, Timer::ApplyMembershipUpdate),
             Action::Heartbeat => fire(cfg, &mut s, Timer::Heartbeat),
             Action::Rebalance => fire(cfg, &mut s, Timer::Rebalance),
+            Action::CopyRetry(shard) => fire(cfg, &mut s, Timer::CopyRetry { shard }),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
             Action::ClientTimeout(c) => client::on_timeout(cfg, &mut s, c),
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),

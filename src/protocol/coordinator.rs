@@ -4,40 +4,59 @@
 //! on ingest backends. The rebalancer runs inside it on its own timer.
 //!
 //! Its state is what a real coordinator holds in memory. Timers are remaining ticks: the ack
-//! deadline of each request, the head of the membership queue, the heartbeat round and the
-//! rebalancer. [`Coordinator::due`] lists the timers at zero; time may pass only when none is.
+//! deadline of each request, the head of the membership queue, the heartbeat round, the
+//! rebalancer and a catch-up's copy round. [`Coordinator::due`] lists the timers at zero; time
+//! may pass only when none is.
+//!
+//! A membership change (an eviction, or a rebalancing move) is a join: the replacement first
+//! learns, then takes the leaving replica's place.
+//! - While it learns, every write and read write-back of the shard also goes to it and needs
+//!   one more ack than the quorum, from any of the members and the learner (Cassandra's rule
+//!   for pending replicas): whatever such a write reaches, at least a write quorum of the
+//!   replica set after the swap holds it.
+//! - Writes that began before the join do not reach the learner: the copies are requested only
+//!   once every one of them has ended (acked or past its deadline), so each acked one is on the
+//!   sources when they copy. A read quorum of copies then meets every write quorum.
+//! - A copy round that is not complete within the ack timeout parks; it is asked again of the
+//!   sources that have not copied yet once one of them, or the replacement, is heard from.
 
-use super::{filled, Endpoint, Event, Io, Msg, OpId, PerNode, PerShard, Stored};
+use super::{filled, Data, Endpoint, Event, Failure, Io, ModelData, Msg, PerNode, PerShard, Stored};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::{self, FailureDetection, Health};
 use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision};
 use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
-use crate::policy::routing::{self, BackendLoad};
-use crate::policy::{quorum, retry, NodeId, Version};
+use crate::policy::routing::{self, BackendLoad, WriteRoute};
+use crate::policy::{quorum, retry, NodeId};
 
-/// A replica joining a shard's replica set in place of an evicted one.
+/// A remaining-ticks counter.
+pub type TimerTicks = u16;
+
+/// A replica joining a shard's replica set in place of a leaving one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Join {
     pub evicted: NodeId,
     pub replacement: NodeId,
+    pub is_move: bool,
+    /// The copies were requested (every write that began before the join has ended).
+    pub copying: bool,
     /// Bit i set: the copy from node i reached the replacement.
     pub copied_from: u8,
-    /// The newest version the replacement reported holding.
-    pub replacement_version: Version,
-    pub is_move: bool,
+    /// Ticks until an incomplete copy round is asked again (while copying and not parked).
+    pub copy_ticks: TimerTicks,
+    /// The round ran out of time: it is asked again when the replacement or a source still to
+    /// copy is heard from.
+    pub parked: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ShardView {
+pub struct ShardView<D: Data = ModelData> {
     /// The replica set, sorted by node id.
     pub members: PerNode<NodeId>,
     pub join: Option<Join>,
-    pub next_version: Version,
-    /// The newest version the coordinator acknowledged to a client.
-    pub acked_version: Version,
+    pub next_version: D::Version,
     /// Rebalancing: ticks until the shard may move again, and the cooldown its last move got.
-    pub cooldown_ticks: u8,
-    pub cooldown_len_ticks: u8,
+    pub cooldown_ticks: TimerTicks,
+    pub cooldown_len_ticks: TimerTicks,
 }
 
 /// A membership update waiting in the coordinator's bounded queue.
@@ -53,19 +72,25 @@ pub struct MembershipUpdate {
 
 /// A request the coordinator is working on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CoordOp {
-    pub op: OpId,
+pub struct CoordOp<D: Data = ModelData> {
+    pub op: D::Op,
     pub attempt: u8,
     pub kind: OpKind,
     pub shard: u8,
-    pub version: Version,
-    pub value: u8,
-    /// Members asked (bit per node); only their answers count toward the quorum.
+    pub key: D::Key,
+    pub version: D::Version,
+    pub value: D::Value,
+    /// Nodes asked (bit per node): the members, and the learner of a write; only their
+    /// answers count.
     pub asked: u8,
+    /// The joining replica a write (or write-back) also went to: then one more ack is needed.
+    pub learner: Option<NodeId>,
     pub answered: u8,
+    /// Asked nodes heard from (any message) since the request was sent: alive, if late.
+    pub heard: u8,
     pub responded: bool,
     /// Best read reply so far.
-    pub best: Stored,
+    pub best: Stored<D>,
     /// With `read_repair`: the members that answered the read with `best`'s version (0
     /// without read repair, so states that differ only in it are one state).
     pub holders: u8,
@@ -74,29 +99,46 @@ pub struct CoordOp {
     pub repairing: bool,
     /// Ticks until the ack deadline (`replica_ack_timeout`) fires; a write-back gets a whole
     /// deadline of its own.
-    pub deadline_ticks: u8,
+    pub deadline_ticks: TimerTicks,
+}
+
+impl<D: Data> CoordOp<D> {
+    /// Writes to replicas in flight: a write, or a read's write-back, not yet answered.
+    fn writing(&self) -> bool {
+        (self.kind == OpKind::Write || self.repairing) && !self.responded
+    }
+
+    fn needed(&self, cfg: &Resolved) -> u8 {
+        let quorum = match (self.kind, self.repairing) {
+            (OpKind::Write, _) | (OpKind::Read, true) => cfg.policy.write_quorum,
+            (OpKind::Read, false) => cfg.policy.read_quorum,
+        };
+        quorum + u8::from(self.learner.is_some())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Coordinator {
-    pub shards: PerShard<ShardView>,
+pub struct Coordinator<D: Data = ModelData> {
+    pub shards: PerShard<ShardView<D>>,
     pub health: PerNode<Health>,
     /// Independent detection: ticks since the node was last heard from (saturating).
-    pub silence_ticks: PerNode<u8>,
-    pub heartbeat_ticks: u8,
-    pub ops: Vec<CoordOp>,
-    /// Idempotency tokens: the version each write operation was sequenced at.
-    pub tokens: Vec<(OpId, Version)>,
+    pub silence_ticks: PerNode<TimerTicks>,
+    pub heartbeat_ticks: TimerTicks,
+    pub ops: Vec<CoordOp<D>>,
+    /// Idempotency tokens: the version each write was sequenced at, by its token.
+    pub tokens: Vec<(D::TokenId, D::Version)>,
     pub queue: Vec<MembershipUpdate>,
     /// Ticks until the head of the queue is applied.
-    pub queue_ticks: u8,
+    pub queue_ticks: TimerTicks,
     /// Ticks until the rebalancer runs (when enabled).
-    pub rebalance_ticks: u8,
-    /// Writes the modelled clients offered to each partition this tick (kept only when the
-    /// scenario has partition capacities; background load is in the config).
-    pub partition_load: PerShard<u8>,
-    /// Writes placed on each backend this tick (kept only when backends have capacities).
-    pub backend_load: PerNode<u8>,
+    pub rebalance_ticks: TimerTicks,
+    /// Ticks left of the current capacity window (0 where a window is one tick, as in models).
+    pub window_ticks: TimerTicks,
+    /// Writes the clients offered to each partition this window (kept only when the scenario
+    /// has partition capacities; background load is in the config).
+    pub partition_load: PerShard<u16>,
+    /// Writes placed on each backend this window (kept only when backends have capacities).
+    pub backend_load: PerNode<u16>,
 }
 
 /// Where load first exceeded capacity.
@@ -117,28 +159,30 @@ pub struct CapacityBreach {
 
 /// A timer of the coordinator's that is due (at zero ticks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Timer {
+pub enum Timer<Op = crate::protocol::OpId> {
     /// A request's ack deadline (`replica_ack_timeout`).
-    AckDeadline { op: OpId, attempt: u8 },
+    AckDeadline { op: Op, attempt: u8 },
     /// The membership update at the head of the queue is applied.
     ApplyMembershipUpdate,
     /// A heartbeat round (independent failure detection).
     Heartbeat,
     /// The rebalancer runs.
     Rebalance,
+    /// A shard's copy round did not complete in time: ask the missing sources again.
+    CopyRetry { shard: u8 },
 }
 
 /// What the coordinator persists, and so what survives its crash. A driver writes it durably
 /// whenever a step changed it, before any of that step's sends leave (the model's restart
 /// keeps exactly this; the rest of [`Coordinator`] is memory).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Durable {
+pub struct Durable<D: Data = ModelData> {
     /// Per shard: the replica set (`None` without `durable_membership`) and the version
     /// counter's floor: no version below it is ever handed out again.
-    pub shards: PerShard<(Option<PerNode<NodeId>>, Version)>,
+    pub shards: PerShard<(Option<PerNode<NodeId>>, D::Version)>,
     /// Idempotency tokens, when the policy promises them: a retry after a restart must get
     /// the version its first attempt got.
-    pub tokens: Vec<(OpId, Version)>,
+    pub tokens: Vec<(D::TokenId, D::Version)>,
 }
 
 fn bit(n: NodeId) -> u8 {
@@ -165,13 +209,14 @@ pub fn background_breach(cfg: &Resolved) -> Option<CapacityBreach> {
     })
 }
 
-impl Coordinator {
+impl<D: Data> Coordinator<D> {
     /// A coordinator starting with the scenario's replica sets, every node alive, every timer
     /// at its full interval.
-    pub fn new(cfg: &Resolved) -> Coordinator {
+    pub fn new(cfg: &Resolved) -> Coordinator<D> {
         let node_count = cfg.nodes.len();
         let shard_count = cfg.shard_names.len();
         let independent = independent(cfg);
+        let p = &cfg.policy;
         Coordinator {
             shards: cfg
                 .initial_members
@@ -179,33 +224,42 @@ impl Coordinator {
                 .map(|m| ShardView {
                     members: m.iter().copied().collect(),
                     join: None,
-                    next_version: 1,
-                    acked_version: 0,
+                    next_version: D::next_version(D::Version::default()),
                     cooldown_ticks: 0,
                     cooldown_len_ticks: 0,
                 })
                 .collect(),
             health: filled(Health::Alive, node_count),
             silence_ticks: filled(0, if independent { node_count } else { 0 }),
-            heartbeat_ticks: if independent { cfg.policy.heartbeat_interval_ticks as u8 } else { 0 },
+            heartbeat_ticks: if independent { ticks(p.heartbeat_interval_ticks) } else { 0 },
             ops: Vec::new(),
             tokens: Vec::new(),
             queue: Vec::new(),
             queue_ticks: 0,
-            rebalance_ticks: cfg.policy.rebalance.as_ref().map_or(0, |r| r.interval_ticks as u8),
+            rebalance_ticks: p.rebalance.as_ref().map_or(0, |r| ticks(r.interval_ticks)),
+            window_ticks: cfg.capacity_window_ticks - 1,
             partition_load: filled(0, shard_count),
             backend_load: filled(0, node_count),
         }
     }
 
-    /// What must survive a crash now.
-    pub fn durable(&self, cfg: &Resolved) -> Durable {
+    /// What must survive a crash now. The version floor is the next version rounded up to a
+    /// whole block (`version_block`; one in the models): it changes, and must be written,
+    /// once a block.
+    pub fn durable(&self, cfg: &Resolved) -> Durable<D> {
         let p = &cfg.policy;
+        let block = cfg.version_block;
         Durable {
             shards: self
                 .shards
                 .iter()
-                .map(|v| (p.durable_membership.then(|| v.members.clone()), v.next_version))
+                .map(|v| {
+                    let next: u64 = v.next_version.into();
+                    let floor = next.div_ceil(block) * block;
+                    let floor =
+                        D::Version::try_from(floor).unwrap_or_else(|_| panic!("version floor {floor}"));
+                    (p.durable_membership.then(|| v.members.clone()), floor)
+                })
                 .collect(),
             tokens: if p.retry.idempotency_tokens { self.tokens.clone() } else { Vec::new() },
         }
@@ -214,17 +268,17 @@ impl Coordinator {
     /// A coordinator restarting from what it persisted: replica sets and version floors from
     /// `durable` (the configured replica sets where it kept none), everything else as at
     /// start. Requests in flight, failure-detector state, queued and half-done membership
-    /// changes, cooldowns and the acknowledged-version watermark are gone: a catch-up that
-    /// was under way is started again by the detector, since its replacement never joined.
-    pub fn recover(cfg: &Resolved, durable: &Durable) -> Coordinator {
+    /// changes and cooldowns are gone: a catch-up that was under way is started again by the
+    /// detector, since its replacement never joined.
+    pub fn recover(cfg: &Resolved, durable: &Durable<D>) -> Coordinator<D> {
         let mut c = Coordinator::new(cfg);
         assert_eq!(durable.shards.len(), c.shards.len());
-        for (v, (members, next_version)) in c.shards.iter_mut().zip(&durable.shards) {
+        for (v, (members, floor)) in c.shards.iter_mut().zip(&durable.shards) {
             if let Some(members) = members {
                 v.members = members.clone();
             }
-            assert!(*next_version >= 1, "version 0 is the initial value, never handed out");
-            v.next_version = *next_version;
+            assert!(*floor > D::Version::default(), "version 0 is the initial value, never handed out");
+            v.next_version = *floor;
         }
         c.tokens = durable.tokens.clone();
         c
@@ -236,10 +290,14 @@ impl Coordinator {
             && (self.queue.is_empty() || self.queue_ticks > 0)
             && (!independent(cfg) || self.heartbeat_ticks > 0)
             && (cfg.policy.rebalance.is_none() || self.rebalance_ticks > 0)
+            && self
+                .shards
+                .iter()
+                .all(|v| v.join.as_ref().is_none_or(|j| !j.copying || j.parked || j.copy_ticks > 0))
     }
 
     /// The timers at zero, in a fixed order.
-    pub fn due(&self, cfg: &Resolved, out: &mut impl Extend<Timer>) {
+    pub fn due(&self, cfg: &Resolved, out: &mut impl Extend<Timer<D::Op>>) {
         for o in &self.ops {
             if o.deadline_ticks == 0 {
                 out.extend([Timer::AckDeadline { op: o.op, attempt: o.attempt }]);
@@ -254,15 +312,21 @@ impl Coordinator {
         if cfg.policy.rebalance.is_some() && self.rebalance_ticks == 0 {
             out.extend([Timer::Rebalance]);
         }
+        for (shard, v) in self.shards.iter().enumerate() {
+            if v.join.as_ref().is_some_and(|j| j.copying && !j.parked && j.copy_ticks == 0) {
+                out.extend([Timer::CopyRetry { shard: shard as u8 }]);
+            }
+        }
     }
 
     /// Fire a due timer.
-    pub fn on_timer(&mut self, cfg: &Resolved, timer: Timer, io: &mut impl Io) {
+    pub fn on_timer(&mut self, cfg: &Resolved, timer: Timer<D::Op>, io: &mut impl Io<D>) {
         match timer {
             Timer::AckDeadline { op, attempt } => self.on_deadline(cfg, op, attempt, io),
             Timer::ApplyMembershipUpdate => self.on_apply_membership(cfg, io),
             Timer::Heartbeat => self.on_heartbeat(cfg, io),
             Timer::Rebalance => self.on_rebalance(cfg, io),
+            Timer::CopyRetry { shard } => self.on_copy_deadline(shard),
         }
     }
 
@@ -277,7 +341,7 @@ impl Coordinator {
         if independent(cfg) {
             self.heartbeat_ticks -= 1;
             // Saturate at `dead_after`: longer silence says nothing more.
-            let cap = cfg.policy.dead_after_ticks as u8;
+            let cap = ticks(cfg.policy.dead_after_ticks);
             for t in &mut self.silence_ticks {
                 *t = (*t + 1).min(cap);
             }
@@ -285,11 +349,19 @@ impl Coordinator {
         if cfg.policy.rebalance.is_some() {
             self.rebalance_ticks -= 1;
         }
-        // Capacities are per tick.
-        self.partition_load.iter_mut().for_each(|l| *l = 0);
-        self.backend_load.iter_mut().for_each(|l| *l = 0);
+        // Capacities are per window.
+        if self.window_ticks == 0 {
+            self.window_ticks = cfg.capacity_window_ticks - 1;
+            self.partition_load.iter_mut().for_each(|l| *l = 0);
+            self.backend_load.iter_mut().for_each(|l| *l = 0);
+        } else {
+            self.window_ticks -= 1;
+        }
         for v in &mut self.shards {
             v.cooldown_ticks = v.cooldown_ticks.saturating_sub(1);
+            if let Some(j) = v.join.as_mut().filter(|j| j.copying && !j.parked) {
+                j.copy_ticks -= 1;
+            }
         }
     }
 
@@ -323,9 +395,9 @@ impl Coordinator {
 
     /// The rebalancer: sees disk use, compaction debt and latency per node as the coordinator
     /// knows them, asks the policy for a move, and queues it as a membership change.
-    fn on_rebalance(&mut self, cfg: &Resolved, io: &mut impl Io) {
+    fn on_rebalance(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
         let r = cfg.policy.rebalance.as_ref().expect("the rebalancer runs only when enabled");
-        self.rebalance_ticks = r.interval_ticks as u8;
+        self.rebalance_ticks = ticks(r.interval_ticks);
         let nodes = self.node_loads(cfg);
         let shards: Vec<ShardLoad> = (0..cfg.shards.len())
             .map(|k| {
@@ -354,20 +426,22 @@ impl Coordinator {
             r.cooldown_backoff,
             r.cooldown_max_ticks,
         );
-        v.cooldown_len_ticks = len as u8;
-        v.cooldown_ticks = len as u8;
+        v.cooldown_len_ticks = ticks(len);
+        v.cooldown_ticks = ticks(len);
         let update = MembershipUpdate { shard: m.shard, evicted: m.from, replacement: m.to, is_move: true };
         self.enqueue(cfg, update, io);
     }
 
     /// A message arrives from `src`.
-    pub fn on_msg(&mut self, cfg: &Resolved, src: Endpoint, msg: Msg, io: &mut impl Io) {
+    pub fn on_msg(&mut self, cfg: &Resolved, src: Endpoint, msg: Msg<D>, io: &mut impl Io<D>) {
         if let Endpoint::Node(n) = src {
             self.heard_from(cfg, n);
+            self.unpark_copies(cfg, n, io);
         }
         match msg {
-            Msg::Request { op, attempt, kind, shard, value } => {
-                self.on_request(cfg, op, attempt, kind, shard, value, io)
+            Msg::Request { op, attempt, kind, shard, key, value, token } => {
+                let token = D::token_id(op, &key, &token);
+                self.on_request(cfg, Request { op, attempt, kind, shard, key, value, token }, io)
             }
             Msg::ReplicateAck { op, attempt, .. } => {
                 let Endpoint::Node(n) = src else { unreachable!("acks come from nodes") };
@@ -377,7 +451,10 @@ impl Coordinator {
                 let Endpoint::Node(n) = src else { unreachable!("read replies come from nodes") };
                 self.on_answer(cfg, op, attempt, n, Some(Stored { version, value }), io);
             }
-            Msg::CopyAck { shard, from, version } => self.on_copy_ack(cfg, shard, from, version, io),
+            Msg::CopyAck { shard, from } => {
+                let Endpoint::Node(n) = src else { unreachable!("copy acks come from nodes") };
+                self.on_copy_ack(cfg, shard, from, n, io)
+            }
             Msg::Pong => {}
             Msg::Response { .. }
             | Msg::Replicate { .. }
@@ -388,8 +465,26 @@ impl Coordinator {
         }
     }
 
+    /// A parked copy round whose missing source `n` was just heard from is asked again.
+    fn unpark_copies(&mut self, cfg: &Resolved, n: NodeId, io: &mut impl Io<D>) {
+        for shard in 0..self.shards.len() as u8 {
+            let view = &self.shards[usize::from(shard)];
+            let waits_for_n = view.join.as_ref().is_some_and(|j| {
+                let missing_source =
+                    view.members.contains(&n) && (j.is_move || n != j.evicted) && j.copied_from & bit(n) == 0;
+                j.parked && (missing_source || n == j.replacement)
+            });
+            if waits_for_n {
+                self.request_copies(cfg, shard, io);
+            }
+        }
+    }
+
     /// Any message is proof of life, however late it comes.
     fn heard_from(&mut self, cfg: &Resolved, n: NodeId) {
+        for o in self.ops.iter_mut().filter(|o| o.asked & bit(n) != 0) {
+            o.heard |= bit(n);
+        }
         let i = usize::from(n);
         self.health[i] = detector::health_after_hearing_from();
         if independent(cfg) {
@@ -406,14 +501,14 @@ impl Coordinator {
                 node: n as NodeId,
                 up: self.health[n] != Health::Dead,
                 capacity_per_tick: spec.write_capacity_per_tick,
-                load_per_tick: spec.base_load_per_tick + u16::from(self.backend_load[n]),
+                load_per_tick: spec.base_load_per_tick.saturating_add(self.backend_load[n]),
             })
             .collect()
     }
 
     /// Count one write offered to a partition or backend, and note a breach.
-    fn offer(&mut self, unit: CapacityUnit, offered_before: u16, capacity: Option<u16>, io: &mut impl Io) {
-        let offered = offered_before + 1;
+    fn offer(&mut self, unit: CapacityUnit, offered_before: u16, capacity: Option<u16>, io: &mut impl Io<D>) {
+        let offered = offered_before.saturating_add(1);
         let load = match unit {
             CapacityUnit::Partition(p) => &mut self.partition_load[usize::from(p)],
             CapacityUnit::Backend(n) => &mut self.backend_load[usize::from(n)],
@@ -424,11 +519,10 @@ impl Coordinator {
         }
     }
 
-    /// Route a write (`routing::route_write`) and count the load it offered. `false`:
-    /// throttled or shed, the client gets an error.
-    fn admit_write(&mut self, cfg: &Resolved, partition: u8, io: &mut impl Io) -> bool {
+    /// Route a write (`routing::route_write`) and count the load it offered.
+    fn admit_write(&mut self, cfg: &Resolved, partition: u8, io: &mut impl Io<D>) -> WriteRoute {
         let p = usize::from(partition);
-        let before = cfg.partition_background[p] + u16::from(self.partition_load[p]);
+        let before = cfg.partition_background[p].saturating_add(self.partition_load[p]);
         let loads = cfg.backends_modelled.then(|| self.backend_loads(cfg));
         let route = routing::route_write(
             &cfg.policy.routing,
@@ -443,77 +537,86 @@ impl Coordinator {
             let l = loads[usize::from(b)];
             self.offer(CapacityUnit::Backend(b), l.load_per_tick, l.capacity_per_tick, io);
         }
-        route.admitted()
+        route
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_request(
-        &mut self,
-        cfg: &Resolved,
-        op: OpId,
-        attempt: u8,
-        kind: OpKind,
-        shard: u8,
-        value: u8,
-        io: &mut impl Io,
-    ) {
-        if kind == OpKind::Write && !self.admit_write(cfg, shard, io) {
-            io.send(Endpoint::Client(op.client), Msg::Response { op, attempt, ok: false, value: 0 });
-            return;
+    fn on_request(&mut self, cfg: &Resolved, r: Request<D>, io: &mut impl Io<D>) {
+        let Request { op, attempt, kind, shard, key, value, token } = r;
+        if kind == OpKind::Write {
+            let route = self.admit_write(cfg, shard, io);
+            if !route.admitted() {
+                io.event(Event::RequestFailed { op, why: Failure::Throttled(route) });
+                let value = D::Value::default();
+                io.send(Endpoint::Client(D::client(op)), Msg::Response { op, attempt, ok: false, value });
+                return;
+            }
         }
         let p = &cfg.policy;
         let view = &mut self.shards[usize::from(shard)];
-        let asked = view.members.iter().fold(0u8, |m, &n| m | bit(n));
-        let learner = view.join.as_ref().map(|j| j.replacement);
-        let mut version = 0;
+        let mut asked = view.members.iter().fold(0u8, |m, &n| m | bit(n));
+        let mut learner = None;
+        let mut version = D::Version::default();
         if kind == OpKind::Write {
-            let known = self.tokens.iter().find(|(o, _)| *o == op).map(|(_, v)| *v);
+            let token = token.filter(|_| p.retry.idempotency_tokens);
+            let known =
+                token.as_ref().and_then(|t| self.tokens.iter().find(|(o, _)| o == t).map(|(_, v)| *v));
             let next = view.next_version;
             version = retry::version_for_attempt(p.retry.idempotency_tokens, known, next);
             if version == next {
-                view.next_version += 1;
-                if p.retry.idempotency_tokens {
-                    self.tokens.push((op, version));
-                    self.tokens.sort();
+                view.next_version = D::next_version(next);
+                if let Some(t) = token {
+                    let at = self.tokens.partition_point(|(o, _)| *o < t);
+                    self.tokens.insert(at, (t, version));
+                    if self.tokens.len() > cfg.tokens_max {
+                        // The oldest version is forgotten first.
+                        let oldest =
+                            (0..self.tokens.len()).min_by_key(|&i| self.tokens[i].1).expect("non-empty");
+                        self.tokens.remove(oldest);
+                    }
                 }
             }
+            // Writes also reach a joining replica so it misses nothing, and need its ack or
+            // one more member's.
+            learner = view.join.as_ref().map(|j| j.replacement);
+            asked |= learner.map_or(0, bit);
         }
-        for &n in &view.members {
+        for n in (0..cfg.nodes.len() as NodeId).filter(|&n| asked & bit(n) != 0) {
             let msg = match kind {
-                OpKind::Write => Msg::Replicate { op, attempt, shard, version, value },
-                OpKind::Read => Msg::ReadReq { op, attempt, shard },
+                OpKind::Write => {
+                    Msg::Replicate { op, attempt, shard, key: key.clone(), version, value: value.clone() }
+                }
+                OpKind::Read => Msg::ReadReq { op, attempt, shard, key: key.clone() },
             };
             io.send(Endpoint::Node(n), msg);
-        }
-        // Writes also reach a joining replica so it misses nothing; reads go to members only.
-        if let (OpKind::Write, Some(n)) = (kind, learner) {
-            io.send(Endpoint::Node(n), Msg::Replicate { op, attempt, shard, version, value });
         }
         self.ops.push(CoordOp {
             op,
             attempt,
             kind,
             shard,
+            key,
             version,
             value,
             asked,
+            learner,
             answered: 0,
+            heard: 0,
             responded: false,
             best: Stored::default(),
             holders: 0,
             repairing: false,
-            deadline_ticks: p.replica_ack_timeout_ticks as u8,
+            deadline_ticks: ticks(p.replica_ack_timeout_ticks),
         });
     }
 
     fn on_answer(
         &mut self,
         cfg: &Resolved,
-        op: OpId,
+        op: D::Op,
         attempt: u8,
         n: NodeId,
-        read: Option<Stored>,
-        io: &mut impl Io,
+        read: Option<Stored<D>>,
+        io: &mut impl Io<D>,
     ) {
         // An answer after the deadline finds no request: it only proved the node alive.
         let Some(i) = self.ops.iter().position(|o| o.op == op && o.attempt == attempt) else {
@@ -534,53 +637,63 @@ impl Coordinator {
                 o.holders |= bit(n);
             }
         }
-        let needed = match (o.kind, o.repairing) {
-            (OpKind::Write, _) | (OpKind::Read, true) => p.write_quorum,
-            (OpKind::Read, false) => p.read_quorum,
-        };
-        if !o.responded && quorum::quorum_reached(o.answered.count_ones() as usize, needed) {
+        if !o.responded && quorum::quorum_reached(o.answered.count_ones() as usize, o.needed(cfg)) {
             let repair = o.kind == OpKind::Read
                 && !o.repairing
                 && p.read_repair
-                && o.best.version > 0
+                && o.best.version > D::Version::default()
                 && !quorum::quorum_reached(o.holders.count_ones() as usize, p.write_quorum);
             if repair {
                 // Once a reader saw a value, every later read quorum must meet a member that
-                // holds it: write it back to a write quorum first (ABD's second phase).
+                // holds it: write it back to a write quorum first (ABD's second phase), and to
+                // a joining replica as writes are.
+                let shard = o.shard;
+                let learner = self.shards[usize::from(shard)].join.as_ref().map(|j| j.replacement);
+                let o = &mut self.ops[i];
                 o.repairing = true;
+                o.learner = learner;
+                o.asked |= learner.map_or(0, bit);
                 o.answered = o.holders;
-                o.deadline_ticks = p.replica_ack_timeout_ticks as u8;
-                let (shard, best, to) = (o.shard, o.best, o.asked & !o.holders);
+                o.deadline_ticks = ticks(p.replica_ack_timeout_ticks);
+                let to = o.asked & !o.holders;
+                io.event(Event::ReadRepairStarted { op, shard });
                 for m in (0..cfg.nodes.len() as NodeId).filter(|&m| to & bit(m) != 0) {
-                    let msg = Msg::Replicate { op, attempt, shard, version: best.version, value: best.value };
+                    let (key, best) = (o.key.clone(), o.best.clone());
+                    let msg =
+                        Msg::Replicate { op, attempt, shard, key, version: best.version, value: best.value };
                     io.send(Endpoint::Node(m), msg);
                 }
                 return;
             }
             o.responded = true;
-            let (kind, shard, version, value, best) = (o.kind, o.shard, o.version, o.value, o.best);
+            let (kind, shard, version) = (o.kind, o.shard, o.version);
             let response_value = match kind {
-                OpKind::Write => value,
-                OpKind::Read => best.value,
+                OpKind::Write => o.value.clone(),
+                OpKind::Read => o.best.value.clone(),
             };
             if kind == OpKind::Write {
-                let view = &mut self.shards[usize::from(shard)];
-                view.acked_version = view.acked_version.max(version);
                 io.event(Event::WriteAcked { shard, version });
             }
             io.send(
-                Endpoint::Client(op.client),
+                Endpoint::Client(D::client(op)),
                 Msg::Response { op, attempt, ok: true, value: response_value },
             );
+            let o = &self.ops[i];
+            let done = o.answered == o.asked;
+            if done {
+                // Nothing more to learn from this request.
+                self.ops.remove(i);
+            }
+            self.start_copies_when_clear(cfg, shard, io);
+            return;
         }
         let o = &self.ops[i];
         if o.responded && o.answered == o.asked {
-            // Nothing more to learn from this request.
             self.ops.remove(i);
         }
     }
 
-    fn on_deadline(&mut self, cfg: &Resolved, op: OpId, attempt: u8, io: &mut impl Io) {
+    fn on_deadline(&mut self, cfg: &Resolved, op: D::Op, attempt: u8, io: &mut impl Io<D>) {
         let i = self
             .ops
             .iter()
@@ -588,9 +701,18 @@ impl Coordinator {
             .expect("deadline of a live request");
         let o = self.ops.remove(i);
         if !o.responded {
-            io.send(Endpoint::Client(op.client), Msg::Response { op, attempt, ok: false, value: 0 });
+            let why = Failure::Deadline {
+                answered: o.answered.count_ones() as u8,
+                needed: o.needed(cfg),
+                repairing: o.repairing,
+            };
+            io.event(Event::RequestFailed { op, why });
+            let value = D::Value::default();
+            io.send(Endpoint::Client(D::client(op)), Msg::Response { op, attempt, ok: false, value });
         }
-        let missing = o.asked & !o.answered;
+        // A node heard from since the request left is alive, if slow or missing this one
+        // message; the learner is no member yet: the detector judges it once it is one.
+        let missing = o.asked & !o.answered & !o.heard & !o.learner.map_or(0, bit);
         if let Some(h) = detector::health_after_deadline_miss(cfg.policy.failure_detection) {
             for n in 0..cfg.nodes.len() as NodeId {
                 if missing & bit(n) != 0 {
@@ -599,11 +721,12 @@ impl Coordinator {
             }
             self.consider_evictions(cfg, io);
         }
+        self.start_copies_when_clear(cfg, o.shard, io);
     }
 
-    fn on_heartbeat(&mut self, cfg: &Resolved, io: &mut impl Io) {
+    fn on_heartbeat(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
         let p = &cfg.policy;
-        self.heartbeat_ticks = p.heartbeat_interval_ticks as u8;
+        self.heartbeat_ticks = ticks(p.heartbeat_interval_ticks);
         for n in 0..cfg.nodes.len() {
             let silence = u32::from(self.silence_ticks[n]);
             self.health[n] =
@@ -615,7 +738,7 @@ impl Coordinator {
 
     /// Ask the eviction policy about every member the detector declared dead; queue the
     /// membership updates it decides on. One membership change per shard at a time.
-    fn consider_evictions(&mut self, cfg: &Resolved, io: &mut impl Io) {
+    fn consider_evictions(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
         for shard in 0..self.shards.len() as u8 {
             let view = &self.shards[usize::from(shard)];
             if view.join.is_some() || self.queue.iter().any(|u| u.shard == shard) {
@@ -636,7 +759,10 @@ impl Coordinator {
                 };
                 let candidates = self.candidates(cfg, shard);
                 match eviction::decide_eviction(cfg.policy.eviction, cluster, cfg.node_zone(m), &candidates) {
-                    EvictionDecision::Suppressed(_) => continue,
+                    EvictionDecision::Suppressed(why) => {
+                        io.event(Event::EvictionSuppressed { shard, node: m, why });
+                        continue;
+                    }
                     EvictionDecision::Evict { replacement } => {
                         let update = MembershipUpdate { shard, evicted: m, replacement, is_move: false };
                         self.enqueue(cfg, update, io);
@@ -661,80 +787,128 @@ impl Coordinator {
             .collect()
     }
 
-    fn enqueue(&mut self, cfg: &Resolved, update: MembershipUpdate, io: &mut impl Io) {
+    fn enqueue(&mut self, cfg: &Resolved, update: MembershipUpdate, io: &mut impl Io<D>) {
         io.event(Event::ChangeRequested(update));
         if self.queue.len() >= usize::from(cfg.coordinator.membership_queue_capacity) {
             io.event(Event::ChangeRejected(update));
             return;
         }
         if self.queue.is_empty() {
-            self.queue_ticks = cfg.coordinator.membership_update_ticks as u8;
+            self.queue_ticks = ticks(cfg.coordinator.membership_update_ticks);
         }
         self.queue.push(update);
     }
 
-    fn on_apply_membership(&mut self, cfg: &Resolved, io: &mut impl Io) {
+    fn on_apply_membership(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
         let u = self.queue.remove(0);
         if !self.queue.is_empty() {
-            self.queue_ticks = cfg.coordinator.membership_update_ticks as u8;
+            self.queue_ticks = ticks(cfg.coordinator.membership_update_ticks);
         }
         let view = &mut self.shards[usize::from(u.shard)];
         assert!(view.join.is_none(), "one membership change per shard at a time");
         view.join = Some(Join {
             evicted: u.evicted,
             replacement: u.replacement,
-            copied_from: 0,
-            replacement_version: 0,
             is_move: u.is_move,
+            copying: false,
+            copied_from: 0,
+            copy_ticks: 0,
+            parked: false,
         });
-        self.request_copies(u.shard, io);
+        io.event(Event::ChangeStarted(u));
+        self.start_copies_when_clear(cfg, u.shard, io);
     }
 
-    /// Catch-up copy: every remaining member sends its data to the replacement; a read quorum
-    /// of them is enough. A moving replica is healthy and sends its copy too.
-    fn request_copies(&self, shard: u8, io: &mut impl Io) {
-        let view = &self.shards[usize::from(shard)];
-        let join = view.join.as_ref().expect("a join is in progress");
+    /// The copies of a join start once no write that began before it (and so missed the
+    /// learner) is still waiting for its acks.
+    fn start_copies_when_clear(&mut self, cfg: &Resolved, shard: u8, io: &mut impl Io<D>) {
+        let Some(join) = self.shards[usize::from(shard)].join.as_ref() else { return };
+        if join.copying {
+            return;
+        }
+        let replacement = join.replacement;
+        let earlier_write =
+            |o: &CoordOp<D>| o.shard == shard && o.writing() && o.learner != Some(replacement);
+        if self.ops.iter().any(earlier_write) {
+            return;
+        }
+        self.request_copies(cfg, shard, io);
+    }
+
+    /// Catch-up copy: every remaining member that has not copied yet sends its data to the
+    /// replacement; a read quorum of them is enough. A moving replica is healthy and sends its
+    /// copy too.
+    fn request_copies(&mut self, cfg: &Resolved, shard: u8, io: &mut impl Io<D>) {
+        let view = &mut self.shards[usize::from(shard)];
+        let join = view.join.as_mut().expect("a join is in progress");
+        join.copying = true;
+        join.parked = false;
+        join.copy_ticks = ticks(cfg.policy.replica_ack_timeout_ticks);
         let to = join.replacement;
-        for &src in view.members.iter().filter(|&&m| join.is_move || m != join.evicted) {
-            io.send(Endpoint::Node(src), Msg::CopyRequest { shard, to });
+        for &src in view.members.iter() {
+            if (join.is_move || src != join.evicted) && join.copied_from & bit(src) == 0 {
+                io.send(Endpoint::Node(src), Msg::CopyRequest { shard, to });
+            }
         }
     }
 
-    /// The replacement takes the evicted replica's place once a read quorum of copies reached
-    /// it and it holds every acknowledged write. A write acknowledged while the copies were on
-    /// their way may be missing from them: then copy again.
-    fn on_copy_ack(&mut self, cfg: &Resolved, shard: u8, from: NodeId, version: Version, io: &mut impl Io) {
+    /// A copy round ran out of time. It is not the detector's business (a missing copy may be
+    /// the source's fault, the replacement's or the link's): the round parks until the
+    /// replacement or a source still to copy is heard from, and is then asked again.
+    fn on_copy_deadline(&mut self, shard: u8) {
+        let join = self.shards[usize::from(shard)].join.as_mut().expect("a copy round belongs to a join");
+        join.parked = true;
+    }
+
+    /// The replacement takes the leaving replica's place once a read quorum of copies reached
+    /// it.
+    fn on_copy_ack(&mut self, cfg: &Resolved, shard: u8, from: NodeId, sender: NodeId, io: &mut impl Io<D>) {
         let view = &mut self.shards[usize::from(shard)];
-        let acked_version = view.acked_version;
-        let Some(join) = view.join.as_mut() else {
+        // A copy ack of an earlier join of this shard says nothing about this one.
+        let Some(join) = view.join.as_mut().filter(|j| j.copying && j.replacement == sender) else {
             return;
         };
         let sources = if join.is_move { view.members.len() } else { view.members.len() - 1 };
         let needed = usize::from(quorum::copies_needed(cfg.policy.read_quorum, sources));
         join.copied_from |= bit(from);
-        join.replacement_version = join.replacement_version.max(version);
         if (join.copied_from.count_ones() as usize) < needed {
             return;
         }
-        if join.replacement_version < acked_version {
-            join.copied_from = 0;
-            self.request_copies(shard, io);
-            return;
-        }
-        let (evicted, replacement) = (join.evicted, join.replacement);
-        view.members.retain(|m| *m != evicted);
-        view.members.push(replacement);
+        let update = MembershipUpdate {
+            shard,
+            evicted: join.evicted,
+            replacement: join.replacement,
+            is_move: join.is_move,
+        };
+        view.members.retain(|m| *m != update.evicted);
+        view.members.push(update.replacement);
         view.members.sort();
         view.join = None;
+        io.event(Event::ChangeCompleted(update));
     }
+}
+
+/// A client request as the coordinator takes it.
+struct Request<D: Data> {
+    op: D::Op,
+    attempt: u8,
+    kind: OpKind,
+    shard: u8,
+    key: D::Key,
+    value: D::Value,
+    token: Option<D::TokenId>,
+}
+
+/// A duration as a timer's remaining ticks (the config bounds every duration).
+fn ticks(t: crate::policy::Ticks) -> TimerTicks {
+    TimerTicks::try_from(t).unwrap_or_else(|_| panic!("{t} ticks exceed a timer"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Scenario;
-    use crate::protocol::Outbox;
+    use crate::protocol::{OpId, Outbox};
 
     fn resolved(variant: &str) -> Resolved {
         let path =
@@ -748,7 +922,15 @@ mod tests {
     fn after_a_write_and_a_replacement(cfg: &Resolved) -> Coordinator {
         let mut c = Coordinator::new(cfg);
         let op = OpId { client: 0, seq: 0 };
-        let request = Msg::Request { op, attempt: 1, kind: OpKind::Write, shard: 0, value: op.write_value() };
+        let request = Msg::Request {
+            op,
+            attempt: 1,
+            kind: OpKind::Write,
+            shard: 0,
+            key: (),
+            value: op.write_value(),
+            token: (),
+        };
         c.on_msg(cfg, Endpoint::Client(0), request, &mut Outbox::default());
         c.shards[0].members = [1, 2, 3].into_iter().collect();
         c
@@ -764,7 +946,6 @@ mod tests {
         assert_eq!(after.shards[0].next_version, 2, "version 1 was handed out: never again");
         assert_eq!(after.tokens, before.tokens, "idempotency tokens are promised");
         assert!(after.ops.is_empty(), "requests in flight are lost");
-        assert_eq!(after.shards[0].acked_version, 0);
     }
 
     #[test]

@@ -11,13 +11,15 @@
 //! with [`coordinator::Coordinator::tick`], and fires when it reaches zero.
 
 pub mod coordinator;
+pub mod data;
 pub mod msg;
 pub mod node;
 
 pub use coordinator::{CapacityBreach, CapacityUnit, Coordinator, MembershipUpdate};
+pub use data::{Data, ModelData};
 pub use msg::{Endpoint, Msg, OpId, Stored};
 
-use crate::policy::{Version, CLIENT_COUNT_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX};
+use crate::policy::{NodeId, CLIENT_COUNT_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX};
 use arrayvec::ArrayVec;
 
 /// Fixed-capacity vectors for what every state has: cloning a state allocates only for the
@@ -34,10 +36,10 @@ pub fn filled<T: Clone, const N: usize>(value: T, n: usize) -> ArrayVec<T, N> {
 
 /// What a machine did that a trace records and the model's properties observe. No machine
 /// acts on its own events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Event {
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Event<D: Data = ModelData> {
     /// A write was acknowledged to its client at `version`.
-    WriteAcked { shard: u8, version: Version },
+    WriteAcked { shard: u8, version: D::Version },
     /// The coordinator took on a membership change (an eviction or a move); it may still be
     /// rejected by a full queue.
     ChangeRequested(MembershipUpdate),
@@ -46,15 +48,36 @@ pub enum Event {
     /// A partition or backend was offered more writes in a tick than its capacity.
     CapacityBreached(CapacityBreach),
     /// A storage node stored the write of `op` at `version` (it may already have held it).
-    WriteApplied { op: OpId, version: Version },
+    WriteApplied { op: D::Op, version: D::Version },
+    /// A request failed: its client is told so, and this says why.
+    RequestFailed { op: D::Op, why: Failure },
+    /// A read found its newest value on fewer than a write quorum and writes it back first.
+    ReadRepairStarted { op: D::Op, shard: u8 },
+    /// The head of the membership queue was applied: its replacement joins as a learner.
+    ChangeStarted(MembershipUpdate),
+    /// The replacement caught up and took the leaving replica's place.
+    ChangeCompleted(MembershipUpdate),
+    /// The eviction policy left a dead member in place.
+    EvictionSuppressed { shard: u8, node: NodeId, why: crate::policy::eviction::Suppressed },
+}
+
+impl Copy for Event<ModelData> {}
+
+/// Why a request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// Routing refused the write (`routing::route_write`): a partition or backend at capacity.
+    Throttled(crate::policy::routing::WriteRoute),
+    /// The ack deadline fired first: `answered` of the `needed` answers had come.
+    Deadline { answered: u8, needed: u8, repairing: bool },
 }
 
 /// What a machine does to the world. Sends leave from the machine the `Io` was made for.
-pub trait Io {
+pub trait Io<D: Data = ModelData> {
     /// Put `msg` on the wire to `dst` (the driver decides when, or whether, it arrives).
-    fn send(&mut self, dst: Endpoint, msg: Msg);
+    fn send(&mut self, dst: Endpoint, msg: Msg<D>);
     /// Record what happened; a machine never reads its events back.
-    fn event(&mut self, event: Event);
+    fn event(&mut self, event: Event<D>);
 }
 
 /// Sends and events at most one step produces: the heartbeat round pings every node, a
@@ -64,18 +87,24 @@ pub const STEP_EVENTS_MAX: usize = 16;
 
 /// An [`Io`] that keeps one step's outputs in order, for a driver to apply afterwards (when
 /// applying them needs the state the machine was borrowing).
-#[derive(Default, Debug)]
-pub struct Outbox {
-    pub sends: ArrayVec<(Endpoint, Msg), STEP_SENDS_MAX>,
-    pub events: ArrayVec<Event, STEP_EVENTS_MAX>,
+#[derive(Debug)]
+pub struct Outbox<D: Data = ModelData> {
+    pub sends: ArrayVec<(Endpoint, Msg<D>), STEP_SENDS_MAX>,
+    pub events: ArrayVec<Event<D>, STEP_EVENTS_MAX>,
 }
 
-impl Io for Outbox {
-    fn send(&mut self, dst: Endpoint, msg: Msg) {
+impl<D: Data> Default for Outbox<D> {
+    fn default() -> Self {
+        Outbox { sends: ArrayVec::new(), events: ArrayVec::new() }
+    }
+}
+
+impl<D: Data> Io<D> for Outbox<D> {
+    fn send(&mut self, dst: Endpoint, msg: Msg<D>) {
         self.sends.try_push((dst, msg)).expect("a step sends at most STEP_SENDS_MAX messages");
     }
 
-    fn event(&mut self, event: Event) {
+    fn event(&mut self, event: Event<D>) {
         self.events.try_push(event).expect("a step has at most STEP_EVENTS_MAX events");
     }
 }

@@ -1,7 +1,8 @@
 //! Who talks to whom, and what they say.
 
+use super::data::{Data, ModelData};
 use crate::config::OpKind;
-use crate::policy::{NodeId, Version, CLIENT_OPS_MAX};
+use crate::policy::{NodeId, CLIENT_OPS_MAX};
 use serde::{Deserialize, Serialize};
 
 /// A client operation: (client index, index of the op in that client's workload).
@@ -20,71 +21,86 @@ pub enum Endpoint {
     Client(u8),
 }
 
+/// Whether a field holds its default (skipped when serialized: the model's keys and tokens are
+/// `()`, and its traces do not spell them).
+fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
+}
+
 /// Messages, named by who does what.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Msg {
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", bound = "")]
+pub enum Msg<D: Data = ModelData> {
     /// Client -> coordinator: attempt `attempt` of operation `op`.
     Request {
-        op: OpId,
+        op: D::Op,
         attempt: u8,
         kind: OpKind,
         shard: u8,
-        value: u8,
+        #[serde(default, skip_serializing_if = "is_default")]
+        key: D::Key,
+        value: D::Value,
+        #[serde(default, skip_serializing_if = "is_default")]
+        token: D::Token,
     },
     /// Coordinator -> client. `value` is the read's result.
     Response {
-        op: OpId,
+        op: D::Op,
         attempt: u8,
         ok: bool,
-        value: u8,
+        value: D::Value,
     },
-    /// Coordinator -> replica: store `value` at `version` (the write of `op`).
+    /// Coordinator -> replica: store `value` at `version` (the write of `op`, or a read's
+    /// write-back).
     Replicate {
-        op: OpId,
+        op: D::Op,
         attempt: u8,
         shard: u8,
-        version: Version,
-        value: u8,
+        #[serde(default, skip_serializing_if = "is_default")]
+        key: D::Key,
+        version: D::Version,
+        value: D::Value,
     },
     ReplicateAck {
-        op: OpId,
+        op: D::Op,
         attempt: u8,
         shard: u8,
     },
     ReadReq {
-        op: OpId,
+        op: D::Op,
         attempt: u8,
         shard: u8,
+        #[serde(default, skip_serializing_if = "is_default")]
+        key: D::Key,
     },
     ReadReply {
-        op: OpId,
+        op: D::Op,
         attempt: u8,
         shard: u8,
-        version: Version,
-        value: u8,
+        version: D::Version,
+        value: D::Value,
     },
     /// Coordinator -> source replica: send your copy of `shard` to `to` (catch-up copy).
     CopyRequest {
         shard: u8,
         to: NodeId,
     },
-    /// Source -> replacement.
+    /// Source -> replacement: the source's whole copy of `shard`.
     CopyData {
         shard: u8,
         from: NodeId,
-        version: Version,
-        value: u8,
+        data: D::Snapshot,
     },
-    /// Replacement -> coordinator: the copy from `from` is applied; it now holds `version`.
+    /// Replacement -> coordinator: the copy from `from` is applied.
     CopyAck {
         shard: u8,
         from: NodeId,
-        version: Version,
     },
     Ping,
     Pong,
 }
+
+impl Copy for Msg<ModelData> {}
 
 impl OpId {
     /// The value a write operation writes: unique per operation, never 0 (the initial value).
@@ -93,9 +109,12 @@ impl OpId {
     }
 }
 
-/// A stored value of one shard on one node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub struct Stored {
-    pub version: Version,
-    pub value: u8,
+/// A stored value: of one shard on one node in the model, of one key in the store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct Stored<D: Data = ModelData> {
+    pub version: D::Version,
+    pub value: D::Value,
 }
+
+impl Copy for Stored<ModelData> {}

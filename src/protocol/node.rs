@@ -8,23 +8,22 @@ use crate::policy::NodeId;
 /// Node `me` receives `msg` from `src`; `data` is its durable value of every shard.
 pub fn on_msg(me: NodeId, data: &mut [Stored], src: Endpoint, msg: Msg, io: &mut impl Io) {
     match msg {
-        Msg::Replicate { op, attempt, shard, version, value } => {
+        Msg::Replicate { op, attempt, shard, version, value, .. } => {
             store(&mut data[usize::from(shard)], Stored { version, value });
             io.event(Event::WriteApplied { op, version });
             io.send(src, Msg::ReplicateAck { op, attempt, shard });
         }
-        Msg::ReadReq { op, attempt, shard } => {
+        Msg::ReadReq { op, attempt, shard, .. } => {
             let Stored { version, value } = data[usize::from(shard)];
             io.send(src, Msg::ReadReply { op, attempt, shard, version, value });
         }
         Msg::CopyRequest { shard, to } => {
-            let Stored { version, value } = data[usize::from(shard)];
-            io.send(Endpoint::Node(to), Msg::CopyData { shard, from: me, version, value });
+            let copy = data[usize::from(shard)];
+            io.send(Endpoint::Node(to), Msg::CopyData { shard, from: me, data: copy });
         }
-        Msg::CopyData { shard, from, version, value } => {
-            let slot = &mut data[usize::from(shard)];
-            store(slot, Stored { version, value });
-            io.send(Endpoint::Coordinator, Msg::CopyAck { shard, from, version: slot.version });
+        Msg::CopyData { shard, from, data: copy } => {
+            store(&mut data[usize::from(shard)], copy);
+            io.send(Endpoint::Coordinator, Msg::CopyAck { shard, from });
         }
         Msg::Ping => io.send(src, Msg::Pong),
         Msg::Request { .. }

@@ -1,0 +1,71 @@
+//! What the machines carry, as types a driver chooses: the model's are a few bytes so states
+//! stay small and hashable; the store's are keys and values of any length and 64-bit versions.
+//! The machines are generic over [`Data`] instead of being written twice.
+
+use super::msg::{OpId, Stored};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+use std::hash::Hash;
+
+/// The types one deployment of the protocol runs with.
+pub trait Data: Clone + Copy + Debug + Default + PartialEq + Eq + Hash + PartialOrd + Ord + 'static {
+    /// A client operation's identity; a retry is the same op with a higher attempt.
+    type Op: Copy + Debug + Eq + Hash + Ord + Serialize + DeserializeOwned;
+    /// A key within a shard (the model has one key per shard: `()`).
+    type Key: Clone + Debug + Default + Eq + Hash + Ord + Serialize + DeserializeOwned;
+    /// What a write writes and a read returns.
+    type Value: Clone + Debug + Default + Eq + Hash + Ord + Serialize + DeserializeOwned;
+    /// A write's version: per shard, handed out by the coordinator; 0 is the initial value.
+    type Version: Copy
+        + Debug
+        + Default
+        + Eq
+        + Hash
+        + Ord
+        + Into<u64>
+        + TryFrom<u64>
+        + Serialize
+        + DeserializeOwned;
+    /// What a client sends with a write so that a retry is recognised (idempotency tokens).
+    type Token: Clone + Debug + Default + Eq + Hash + Ord + Serialize + DeserializeOwned;
+    /// What the coordinator remembers a token by.
+    type TokenId: Clone + Debug + Eq + Hash + Ord;
+    /// A shard's contents as a catch-up copy carries them.
+    type Snapshot: Clone + Debug + Default + Eq + Hash + Ord + Serialize + DeserializeOwned;
+
+    /// The client an operation's response goes to.
+    fn client(op: Self::Op) -> u8;
+
+    /// The identity a write's version is remembered by, if it carries a token.
+    fn token_id(op: Self::Op, key: &Self::Key, token: &Self::Token) -> Option<Self::TokenId>;
+
+    /// The version after `v`.
+    fn next_version(v: Self::Version) -> Self::Version {
+        let n: u64 = v.into();
+        Self::Version::try_from(n + 1).unwrap_or_else(|_| panic!("version {n} is the last one"))
+    }
+}
+
+/// The model's data: one value per shard, a byte each for versions and values; every write
+/// carries its op as its token (whether the coordinator keeps it is the policy's business).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelData;
+
+impl Data for ModelData {
+    type Op = OpId;
+    type Key = ();
+    type Value = u8;
+    type Version = crate::policy::Version;
+    type Token = ();
+    type TokenId = OpId;
+    type Snapshot = Stored<ModelData>;
+
+    fn client(op: OpId) -> u8 {
+        op.client
+    }
+
+    fn token_id(op: OpId, _key: &(), _token: &()) -> Option<OpId> {
+        Some(op)
+    }
+}
