@@ -12,7 +12,7 @@ use replicheck::store::resp::{Client, ClientError};
 use std::path::PathBuf;
 
 /// A window long enough that a test's writes all fall in one.
-const WINDOW_MS: u64 = 600_000;
+const WINDOW_MS: u64 = 60_000;
 
 fn start(dir: &tempfile::TempDir, nodes: usize, policy_toml: &str, layout: Layout) -> (Cluster, PathBuf) {
     let policy_path = dir.path().join("policy.toml");

@@ -77,7 +77,7 @@ fn partitions_zones_and_sorted_placement_from_the_command_line() {
     ]);
     let mut c = Client::connect(up.addr).unwrap();
     let info = c.info().unwrap();
-    assert!(info.contains("partition2:name=s2,members=2;0\r\n"), "{info}");
+    assert!(info.contains("partition2:name=s2,members=0;2\r\n"), "{info}");
     assert!(info.contains("backend0_load:capacity_per_window=2,base_load_per_window=1,"), "{info}");
     assert!(info.contains("backend1_load:capacity_per_window=unlimited,"), "{info}");
     assert!(info.contains("placement:sorted"), "{info}");

@@ -180,7 +180,8 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
         | Event::ReadRepairStarted { .. }
         | Event::ChangeStarted(_)
         | Event::ChangeCompleted(_)
-        | Event::EvictionSuppressed { .. } => {}
+        | Event::EvictionSuppressed { .. }
+        | Event::DeclaredDead { .. } => {}
         Event::CapacityBreached(breach) => {
             g.capacity_breach.get_or_insert(breach);
         }

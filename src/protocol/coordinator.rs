@@ -17,8 +17,9 @@
 //! - Writes that began before the join do not reach the learner: the copies are requested only
 //!   once every one of them has ended (acked or past its deadline), so each acked one is on the
 //!   sources when they copy. A read quorum of copies then meets every write quorum.
-//! - A copy round that is not complete within the ack timeout parks; it is asked again of the
-//!   sources that have not copied yet once one of them, or the replacement, is heard from.
+//! - A copy round that is not complete within the ack timeout parks; a source that has not
+//!   copied yet is asked again when it is next heard from (a retry per sign of life, not per
+//!   tick: a slow source is not flooded with copies, a dead one is not asked forever).
 
 use super::{filled, Data, Endpoint, Event, Failure, Io, ModelData, Msg, PerNode, PerShard, Stored};
 use crate::config::{OpKind, Resolved};
@@ -43,8 +44,7 @@ pub struct Join {
     pub copied_from: u8,
     /// Ticks until an incomplete copy round is asked again (while copying and not parked).
     pub copy_ticks: TimerTicks,
-    /// The round ran out of time: it is asked again when the replacement or a source still to
-    /// copy is heard from.
+    /// The round ran out of time: a source still to copy is asked again when it is heard from.
     pub parked: bool,
 }
 
@@ -247,6 +247,13 @@ impl<D: Data> Coordinator<D> {
     /// whole block (`version_block`; one in the models): it changes, and must be written,
     /// once a block.
     pub fn durable(&self, cfg: &Resolved) -> Durable<D> {
+        let tokens = if cfg.policy.retry.idempotency_tokens { self.tokens.clone() } else { Vec::new() };
+        Durable { tokens, ..self.durable_shards(cfg) }
+    }
+
+    /// What must survive a crash, but the idempotency tokens (a driver that does not keep them
+    /// across restarts, as the store, which says so).
+    pub fn durable_shards(&self, cfg: &Resolved) -> Durable<D> {
         let p = &cfg.policy;
         let block = cfg.version_block;
         Durable {
@@ -261,7 +268,7 @@ impl<D: Data> Coordinator<D> {
                     (p.durable_membership.then(|| v.members.clone()), floor)
                 })
                 .collect(),
-            tokens: if p.retry.idempotency_tokens { self.tokens.clone() } else { Vec::new() },
+            tokens: Vec::new(),
         }
     }
 
@@ -465,17 +472,18 @@ impl<D: Data> Coordinator<D> {
         }
     }
 
-    /// A parked copy round whose missing source `n` was just heard from is asked again.
+    /// A parked copy round whose missing source `n` was just heard from asks `n` again.
     fn unpark_copies(&mut self, cfg: &Resolved, n: NodeId, io: &mut impl Io<D>) {
         for shard in 0..self.shards.len() as u8 {
             let view = &self.shards[usize::from(shard)];
             let waits_for_n = view.join.as_ref().is_some_and(|j| {
-                let missing_source =
-                    view.members.contains(&n) && (j.is_move || n != j.evicted) && j.copied_from & bit(n) == 0;
-                j.parked && (missing_source || n == j.replacement)
+                j.parked
+                    && view.members.contains(&n)
+                    && (j.is_move || n != j.evicted)
+                    && j.copied_from & bit(n) == 0
             });
             if waits_for_n {
-                self.request_copies(cfg, shard, io);
+                self.request_copies_from(cfg, shard, Some(n), io);
             }
         }
     }
@@ -704,6 +712,7 @@ impl<D: Data> Coordinator<D> {
             let why = Failure::Deadline {
                 answered: o.answered.count_ones() as u8,
                 needed: o.needed(cfg),
+                missing: o.asked & !o.answered,
                 repairing: o.repairing,
             };
             io.event(Event::RequestFailed { op, why });
@@ -716,6 +725,9 @@ impl<D: Data> Coordinator<D> {
         if let Some(h) = detector::health_after_deadline_miss(cfg.policy.failure_detection) {
             for n in 0..cfg.nodes.len() as NodeId {
                 if missing & bit(n) != 0 {
+                    if h == Health::Dead && self.health[usize::from(n)] != Health::Dead {
+                        io.event(Event::DeclaredDead { node: n, silence_ticks: None });
+                    }
                     self.health[usize::from(n)] = h;
                 }
             }
@@ -729,8 +741,14 @@ impl<D: Data> Coordinator<D> {
         self.heartbeat_ticks = ticks(p.heartbeat_interval_ticks);
         for n in 0..cfg.nodes.len() {
             let silence = u32::from(self.silence_ticks[n]);
-            self.health[n] =
-                detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks);
+            let health = detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks);
+            if health == Health::Dead && self.health[n] != Health::Dead {
+                io.event(Event::DeclaredDead {
+                    node: n as NodeId,
+                    silence_ticks: Some(self.silence_ticks[n]),
+                });
+            }
+            self.health[n] = health;
             io.send(Endpoint::Node(n as NodeId), Msg::Ping);
         }
         self.consider_evictions(cfg, io);
@@ -839,6 +857,11 @@ impl<D: Data> Coordinator<D> {
     /// replacement; a read quorum of them is enough. A moving replica is healthy and sends its
     /// copy too.
     fn request_copies(&mut self, cfg: &Resolved, shard: u8, io: &mut impl Io<D>) {
+        self.request_copies_from(cfg, shard, None, io);
+    }
+
+    /// A copy round asking every source still to copy, or only `only`.
+    fn request_copies_from(&mut self, cfg: &Resolved, shard: u8, only: Option<NodeId>, io: &mut impl Io<D>) {
         let view = &mut self.shards[usize::from(shard)];
         let join = view.join.as_mut().expect("a join is in progress");
         join.copying = true;
@@ -846,15 +869,16 @@ impl<D: Data> Coordinator<D> {
         join.copy_ticks = ticks(cfg.policy.replica_ack_timeout_ticks);
         let to = join.replacement;
         for &src in view.members.iter() {
-            if (join.is_move || src != join.evicted) && join.copied_from & bit(src) == 0 {
+            let still_to_copy = (join.is_move || src != join.evicted) && join.copied_from & bit(src) == 0;
+            if still_to_copy && only.is_none_or(|o| o == src) {
                 io.send(Endpoint::Node(src), Msg::CopyRequest { shard, to });
             }
         }
     }
 
     /// A copy round ran out of time. It is not the detector's business (a missing copy may be
-    /// the source's fault, the replacement's or the link's): the round parks until the
-    /// replacement or a source still to copy is heard from, and is then asked again.
+    /// the source's fault, the replacement's or the link's): the round parks, and a source
+    /// still to copy is asked again when it is next heard from.
     fn on_copy_deadline(&mut self, shard: u8) {
         let join = self.shards[usize::from(shard)].join.as_mut().expect("a copy round belongs to a join");
         join.parked = true;

@@ -57,6 +57,9 @@ pub enum Event<D: Data = ModelData> {
     ChangeStarted(MembershipUpdate),
     /// The replacement caught up and took the leaving replica's place.
     ChangeCompleted(MembershipUpdate),
+    /// The failure detector declared `node` dead: after `silence_ticks` of silence
+    /// (independent detection), or (`None`) for a missed ack deadline (coupled).
+    DeclaredDead { node: NodeId, silence_ticks: Option<u16> },
     /// The eviction policy left a dead member in place.
     EvictionSuppressed { shard: u8, node: NodeId, why: crate::policy::eviction::Suppressed },
 }
@@ -68,8 +71,9 @@ impl Copy for Event<ModelData> {}
 pub enum Failure {
     /// Routing refused the write (`routing::route_write`): a partition or backend at capacity.
     Throttled(crate::policy::routing::WriteRoute),
-    /// The ack deadline fired first: `answered` of the `needed` answers had come.
-    Deadline { answered: u8, needed: u8, repairing: bool },
+    /// The ack deadline fired first: `answered` of the `needed` answers had come; `missing`
+    /// has a bit for each node asked that had not answered.
+    Deadline { answered: u8, needed: u8, missing: u8, repairing: bool },
 }
 
 /// What a machine does to the world. Sends leave from the machine the `Io` was made for.
@@ -82,7 +86,7 @@ pub trait Io<D: Data = ModelData> {
 
 /// Sends and events at most one step produces: the heartbeat round pings every node, a
 /// request reaches every member and a learner, evictions are considered per shard.
-pub const STEP_SENDS_MAX: usize = 16;
+pub const STEP_SENDS_MAX: usize = 32;
 pub const STEP_EVENTS_MAX: usize = 16;
 
 /// An [`Io`] that keeps one step's outputs in order, for a driver to apply afterwards (when

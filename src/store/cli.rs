@@ -366,6 +366,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 decision_log,
                 proxy_seed: 0,
                 load: LoadFacts::default(),
+                membership: None,
             };
             let mut cluster = Cluster::start(config)?;
             let addr = cluster.client_addr();

@@ -59,6 +59,9 @@ pub struct ClusterConfig {
     /// The partitions with their replica sets, and the capacities writes are routed by
     /// (default: one partition on nodes `0..replication_factor`, no capacities).
     pub layout: Layout,
+    /// The membership queue's capacity and the time an update takes (`None`: one change per
+    /// partition may wait, applied at once).
+    pub membership: Option<crate::config::CoordinatorSpec>,
 }
 
 impl ClusterConfig {
@@ -77,6 +80,7 @@ impl ClusterConfig {
             proxy_seed: 0,
             decision_log: None,
             load: LoadFacts::default(),
+            membership: None,
         }
     }
 }
@@ -198,6 +202,10 @@ impl Cluster {
                 log.clone(),
                 config.load.clone(),
                 config.layout.clone(),
+                config
+                    .membership
+                    .clone()
+                    .unwrap_or_else(|| super::coordinator::membership_default(config.layout.shards.len())),
                 Some((state_file, saved)),
             )
             .await?;

@@ -127,24 +127,13 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), String> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| err("fsync the directory", dir, e))
 }
 
-/// The change a member joined its partition by, while it catches up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    Eviction,
-    /// A rebalancing move away from this (healthy) node, which is also a copy source.
-    Move {
-        from: NodeId,
-    },
-}
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SavedMember {
     pub node: NodeId,
-    /// The partition's epoch when it joined (0 for an initial member).
+    /// The membership epoch its replica set was first saved in with it (0: an initial
+    /// member). A member is saved once it caught up: a join under way is not persisted, the
+    /// restarted coordinator's detector starts it again.
     pub joined_epoch: u64,
-    /// `Some`: not caught up yet (does not count toward quorums); its catch-up resumes after
-    /// a restart.
-    pub catching_up: Option<Change>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,7 +155,10 @@ pub struct SavedState {
     pub shards: Vec<SavedShard>,
 }
 
-const STATE_HEADER: &str = "replicheck coordinator state v1";
+const STATE_HEADER: &str = "replicheck coordinator state v2";
+/// The format before membership changes were the protocol's: readable unless it saved a
+/// catch-up under way.
+const STATE_HEADER_V1: &str = "replicheck coordinator state v1";
 
 impl SavedState {
     fn to_text(&self) -> String {
@@ -177,12 +169,7 @@ impl SavedState {
         for s in &self.shards {
             out.push_str(&format!("partition {} epoch {}\n", s.name, s.epoch));
             for m in &s.members {
-                let state = match m.catching_up {
-                    None => "caught_up".to_string(),
-                    Some(Change::Eviction) => "catching_up eviction".to_string(),
-                    Some(Change::Move { from }) => format!("catching_up move_from {from}"),
-                };
-                out.push_str(&format!("member {} joined {} {state}\n", m.node, m.joined_epoch));
+                out.push_str(&format!("member {} joined {}\n", m.node, m.joined_epoch));
             }
         }
         out
@@ -192,7 +179,7 @@ impl SavedState {
         let bad = |line: usize, why: &str| format!("{} line {line}: {why}", path.display());
         let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
         match lines.next() {
-            Some((_, STATE_HEADER)) => {}
+            Some((_, STATE_HEADER | STATE_HEADER_V1)) => {}
             Some((n, other)) => {
                 return Err(bad(
                     n,
@@ -226,19 +213,19 @@ impl SavedState {
                     members: Vec::new(),
                 }),
                 ["member", id, "joined", e, rest @ ..] => {
-                    let catching_up = match rest {
-                        ["caught_up"] => None,
-                        ["catching_up", "eviction"] => Some(Change::Eviction),
-                        ["catching_up", "move_from", from] => {
-                            Some(Change::Move { from: node(n, Some(from))? })
+                    match rest {
+                        [] | ["caught_up"] => {}
+                        ["catching_up", ..] => {
+                            return Err(bad(
+                                n,
+                                "a catch-up under way saved by an older replicheck cannot be resumed; \
+                                 remove this file to start from the layout's replica sets",
+                            ))
                         }
                         _ => return Err(bad(n, &format!("unknown member state {:?}", rest.join(" ")))),
-                    };
-                    let member = SavedMember {
-                        node: node(n, Some(id))?,
-                        joined_epoch: number(n, Some(e), "joined")?,
-                        catching_up,
-                    };
+                    }
+                    let member =
+                        SavedMember { node: node(n, Some(id))?, joined_epoch: number(n, Some(e), "joined")? };
                     state
                         .shards
                         .last_mut()
@@ -281,11 +268,8 @@ impl SavedState {
                 ));
             }
             for (i, m) in saved.members.iter().enumerate() {
-                let from = match m.catching_up {
-                    Some(Change::Move { from }) => Some(from),
-                    _ => None,
-                };
-                if let Some(n) = std::iter::once(m.node).chain(from).find(|&n| usize::from(n) >= node_count) {
+                if usize::from(m.node) >= node_count {
+                    let n = m.node;
                     return Err(format!(
                         "{}: partition {} names node {n}, but there are {node_count} nodes (--nodes was larger when it was written)",
                         path.display(),
@@ -349,18 +333,18 @@ mod tests {
                     name: "s0".into(),
                     epoch: 2,
                     members: vec![
-                        SavedMember { node: 0, joined_epoch: 0, catching_up: None },
-                        SavedMember { node: 3, joined_epoch: 2, catching_up: Some(Change::Eviction) },
-                        SavedMember { node: 2, joined_epoch: 0, catching_up: None },
+                        SavedMember { node: 0, joined_epoch: 0 },
+                        SavedMember { node: 3, joined_epoch: 2 },
+                        SavedMember { node: 2, joined_epoch: 0 },
                     ],
                 },
                 SavedShard {
                     name: "s1".into(),
                     epoch: 1,
                     members: vec![
-                        SavedMember { node: 1, joined_epoch: 0, catching_up: None },
-                        SavedMember { node: 0, joined_epoch: 1, catching_up: Some(Change::Move { from: 2 }) },
-                        SavedMember { node: 3, joined_epoch: 0, catching_up: None },
+                        SavedMember { node: 1, joined_epoch: 0 },
+                        SavedMember { node: 0, joined_epoch: 1 },
+                        SavedMember { node: 3, joined_epoch: 0 },
                     ],
                 },
             ],
@@ -387,10 +371,17 @@ mod tests {
     fn a_damaged_state_file_is_refused_naming_the_line() {
         let dir = tempfile::tempdir().unwrap();
         let file = StateFile::in_dir(dir.path());
-        let text = state().to_text().replace("joined 2 catching_up eviction", "joined 2 maybe");
+        let text = state().to_text().replace("joined 2\n", "joined 2 maybe\n");
         std::fs::write(file.path(), text).unwrap();
         let e = file.load().unwrap_err();
         assert!(e.contains("coordinator-state line 6: unknown member state \"maybe\""), "{e}");
+        let v1 = state()
+            .to_text()
+            .replace("state v2", "state v1")
+            .replace("joined 2\n", "joined 2 catching_up eviction\n");
+        std::fs::write(file.path(), v1).unwrap();
+        let e = file.load().unwrap_err();
+        assert!(e.contains("line 6: a catch-up under way saved by an older replicheck"), "{e}");
         std::fs::write(file.path(), "partition s0 epoch 0\n").unwrap();
         assert!(file.load().unwrap_err().contains("line 1: expected"));
     }

@@ -377,6 +377,22 @@ pub struct LogLine {
     pub decision: Decision,
 }
 
+/// A protocol event line of the log (see [`DecisionLog::event`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventLine {
+    pub seq: u64,
+    pub elapsed_ms: u64,
+    pub actor: String,
+    /// `change_requested shard=0 evicted=1 replacement=3 move=false`, ...
+    pub event: String,
+}
+
+/// Whether a log line is a protocol event rather than a decision.
+pub fn is_event_line(raw: &str) -> bool {
+    serde_json::from_str::<EventLine>(raw).is_ok()
+}
+
 struct Sink {
     out: Box<dyn Write + Send>,
     seq: u64,
@@ -453,6 +469,25 @@ impl DecisionLog {
         sink.seq += 1;
         let line = LogLine { seq: sink.seq, elapsed_ms, actor: self.actor.to_string(), decision };
         let mut text = serde_json::to_string(&line).expect("a decision serializes");
+        text.push('\n');
+        if let Err(e) = sink.out.write_all(text.as_bytes()) {
+            sink.failed = Some(e);
+        }
+    }
+
+    /// Append one protocol event: what the coordinator's state machine did, recorded beside
+    /// the decisions (the machine is the code the models check, so there is nothing to replay).
+    pub fn event(&self, event: &str) {
+        let Some(sink) = &self.sink else { return };
+        let elapsed_ms = self.started.elapsed().as_millis() as u64;
+        let mut sink = sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if sink.failed.is_some() {
+            return;
+        }
+        sink.seq += 1;
+        let line =
+            EventLine { seq: sink.seq, elapsed_ms, actor: self.actor.to_string(), event: event.to_string() };
+        let mut text = serde_json::to_string(&line).expect("an event serializes");
         text.push('\n');
         if let Err(e) = sink.out.write_all(text.as_bytes()) {
             sink.failed = Some(e);
@@ -717,7 +752,7 @@ pub fn conform(text: &str) -> Result<Conformance, BadLine> {
     let mut decisions = 0;
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
-        if raw.trim().is_empty() {
+        if raw.trim().is_empty() || is_event_line(raw) {
             continue;
         }
         let parsed: LogLine = serde_json::from_str(raw)

@@ -17,7 +17,7 @@ use crate::policy::routing::{self, WRITE_SHARD_SUFFIXES_MAX};
 use crate::policy::NodeId;
 
 /// Partitions at most (a partition index is a `u8`, as in the models).
-pub const PARTITIONS_MAX: usize = 64;
+pub const PARTITIONS_MAX: usize = crate::policy::SHARD_COUNT_MAX;
 /// Default capacity window of `store up`: capacities given per second are counted per 100 ms.
 pub const WINDOW_MS_DEFAULT: u64 = 100;
 

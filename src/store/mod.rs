@@ -16,6 +16,7 @@ pub mod node;
 pub mod proxy;
 pub mod resp;
 pub mod run;
+pub mod shell;
 pub mod storage;
 pub mod wire;
 

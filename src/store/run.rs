@@ -49,7 +49,7 @@
 use super::client::{self, ClientRole, Input, LoadConfig, LoadReport, Op, Outcome};
 use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use super::coordinator::LoadFacts;
-use super::decision::{Decision, LogLine};
+use super::decision::{EventLine, LogLine};
 use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
 use super::resp;
@@ -57,8 +57,7 @@ use super::StoreError;
 use crate::config::{self, Found, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use crate::lincheck::{self, Budget, Operation, Verdict};
-use crate::policy::detector::{FailureDetection, Health};
-use crate::policy::eviction::EvictionDecision;
+use crate::policy::detector::FailureDetection;
 use crate::policy::routing;
 use crate::policy::NodeId;
 use std::collections::BTreeMap;
@@ -589,6 +588,11 @@ fn run_store(
         proxy_seed: req.seed,
         load: load_facts(scenario),
         layout,
+        // The model's membership queue, its update time in milliseconds as every duration.
+        membership: Some(config::CoordinatorSpec {
+            membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
+            ..scenario.coordinator.clone()
+        }),
     })
     .map_err(|e| e.to_string())?;
     // The decision log's clock started inside `Cluster::start`: at most this much after ours.
@@ -846,33 +850,69 @@ fn measure(
     // The detector's latest death verdict on each node, for the eviction that follows it.
     let mut death: BTreeMap<NodeId, DeathEvidence> = BTreeMap::new();
     for (index, raw) in log_text.lines().enumerate() {
-        let line: LogLine = serde_json::from_str(raw)
+        if let Ok(line) = serde_json::from_str::<EventLine>(raw) {
+            let at_ms = line.elapsed_ms + log_offset_ms;
+            let event = ProtocolEvent::parse(&line.event)
+                .ok_or_else(|| format!("decision log line {}: unknown event {:?}", index + 1, line.event))?;
+            match event {
+                ProtocolEvent::DeclaredDead { node, silence_ms: Some(silence_ms) } => {
+                    death.insert(node, DeathEvidence::Silence { silence_ms });
+                }
+                ProtocolEvent::DeclaredDead { node, silence_ms: None } => {
+                    outcome.deadline_deaths += 1;
+                    death.insert(node, DeathEvidence::DeadlineMiss);
+                }
+                ProtocolEvent::ChangeRequested { shard, from, to, is_move: true } => {
+                    outcome.moves.push((at_ms, shard, from, to));
+                }
+                ProtocolEvent::ChangeRequested { from, to, is_move: false, .. } => {
+                    let healthy = faulted_at_ms.get(&from).is_none_or(|t| *t > at_ms);
+                    outcome.evictions.push((at_ms, from, to, healthy));
+                    outcome.evicted_because.push(death.get(&from).copied());
+                }
+                ProtocolEvent::DuplicateEffect => outcome.duplicate_effects += 1,
+                ProtocolEvent::Other => {}
+            }
+            continue;
+        }
+        let _: LogLine = serde_json::from_str(raw)
             .map_err(|e| format!("decision log line {}: not a decision: {e}", index + 1))?;
         outcome.decisions += 1;
-        match line.decision {
-            Decision::HealthFromSilence { node, silence_ticks, output: Health::Dead, .. } => {
-                death.insert(node, DeathEvidence::Silence { silence_ms: u64::from(silence_ticks) });
-            }
-            Decision::HealthAfterDeadlineMiss { node, output: Some(Health::Dead), .. } => {
-                outcome.deadline_deaths += 1;
-                death.insert(node, DeathEvidence::DeadlineMiss);
-            }
-            Decision::VersionForAttempt { version_of_token: Some(first), output, .. } if output != first => {
-                outcome.duplicate_effects += 1
-            }
-            Decision::DecideEviction { node, output: EvictionDecision::Evict { replacement }, .. } => {
-                let at_ms = line.elapsed_ms + log_offset_ms;
-                let healthy = faulted_at_ms.get(&node).is_none_or(|t| *t > at_ms);
-                outcome.evictions.push((at_ms, node, replacement, healthy));
-                outcome.evicted_because.push(death.get(&node).copied());
-            }
-            Decision::ChooseMove { output: Some(m), .. } => {
-                outcome.moves.push((line.elapsed_ms + log_offset_ms, m.shard, m.from, m.to))
-            }
-            _ => {}
-        }
     }
     Ok(outcome)
+}
+
+/// A protocol event line of the decision log, as the run's report needs it.
+enum ProtocolEvent {
+    DeclaredDead { node: NodeId, silence_ms: Option<u64> },
+    ChangeRequested { shard: u8, from: NodeId, to: NodeId, is_move: bool },
+    DuplicateEffect,
+    Other,
+}
+
+impl ProtocolEvent {
+    /// `declared_dead node=1 silence_ms=3100`, `change_requested shard=0 evicted=1
+    /// replacement=3 move=false`, ... (`None`: malformed).
+    fn parse(text: &str) -> Option<ProtocolEvent> {
+        let mut words = text.split(' ');
+        let name = words.next()?;
+        let fields: BTreeMap<&str, &str> = words.filter_map(|w| w.split_once('=')).collect();
+        let number = |k: &str| fields.get(k).and_then(|v| v.parse::<u64>().ok());
+        let node = |k: &str| fields.get(k).and_then(|v| v.parse::<NodeId>().ok());
+        Some(match name {
+            "declared_dead" => {
+                ProtocolEvent::DeclaredDead { node: node("node")?, silence_ms: number("silence_ms") }
+            }
+            "change_requested" => ProtocolEvent::ChangeRequested {
+                shard: node("shard")?,
+                from: node("evicted")?,
+                to: node("replacement")?,
+                is_move: *fields.get("move")? == "true",
+            },
+            "duplicate_effect" => ProtocolEvent::DuplicateEffect,
+            _ => ProtocolEvent::Other,
+        })
+    }
 }
 
 /// Why the final read `last` misses an acknowledged write of `ops`, if it does: it returned

@@ -53,6 +53,7 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/protocol/coordinator.rs", include_str!("../../protocol/coordinator.rs")),
     ("src/protocol/mod.rs", include_str!("../../protocol/mod.rs")),
     ("src/protocol/msg.rs", include_str!("../../protocol/msg.rs")),
+    ("src/protocol/data.rs", include_str!("../../protocol/data.rs")),
     ("src/protocol/node.rs", include_str!("../../protocol/node.rs")),
 ];
 

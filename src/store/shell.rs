@@ -1,0 +1,781 @@
+//! The coordinator's I/O shell: the protocol's coordinator (`protocol::Coordinator`, the state
+//! machine the models check) driven by real sockets, a real clock and a state file.
+//!
+//! What the shell does and nothing more:
+//! - time: one protocol tick is one millisecond; a task ticks the machine and fires its due
+//!   timers (the policy, resolved with a 1 ms tick, is in those ticks);
+//! - messages: each `Msg` the machine sends to a node becomes a `NodeRequest` on that node's
+//!   link, and the node's reply, whenever it comes, is delivered back as the protocol's
+//!   answer (`ReplicateAck`, `ReadReply`, `Pong`). A request that fails (the node is down, the
+//!   connection broke) is a lost message, as in the models;
+//! - the catch-up copy a source is asked for (`CopyRequest`) is carried out here: the source's
+//!   keys of the partition are scanned and written to the replacement, which then
+//!   acknowledges (`CopyAck`);
+//! - durability: after every step, what the machine says must survive a crash
+//!   (`Coordinator::durable`) is written to the state file, with fsync, before any of the
+//!   step's messages leave; if it cannot be written, they do not leave;
+//! - clients: a RESP command becomes a `Request`, and its `Response` the reply.
+//!
+//! The machine sits behind one mutex: each input (a client's command, a node's reply, a tick)
+//! is one step under it, so steps are atomic as the model's actions are.
+
+use super::coordinator::{Counters, LoadFacts};
+use super::datadir::{SavedMember, SavedShard, SavedState, StateFile};
+use super::decision::DecisionLog;
+use super::layout::Layout;
+use super::link::NodeLink;
+use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
+use crate::config::{ClientSpec, CoordinatorSpec, FaultSpec, NodeSpec, OpKind, Policy, Resolved, ShardSpec};
+use crate::policy::detector::Health;
+use crate::policy::routing::{self, WriteRoute};
+use crate::policy::NodeId;
+use crate::protocol::coordinator::{Durable, Timer, TimerTicks};
+use crate::protocol::{self, Data, Endpoint, Event, Failure, Msg, Outbox, PerNode};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Versions reserved per write of the version floor: one fsync covers this many writes, and a
+/// restart skips at most this many versions.
+pub const VERSION_BLOCK: u64 = 100_000;
+/// Idempotency tokens remembered at most; the oldest is forgotten first.
+pub const TOKENS_MAX: usize = 100_000;
+/// A node's reply later than this many ack timeouts is no longer waited for (a lost message).
+const REPLY_WAIT_ACK_TIMEOUTS: u32 = 4;
+const REPLY_WAIT_MIN_MS: u64 = 1_000;
+
+/// The store's data: keys and values of any length, 64-bit versions, request numbers as ops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StoreData;
+
+impl Data for StoreData {
+    type Op = u64;
+    type Key = Vec<u8>;
+    type Value = StoredValue;
+    type Version = u64;
+    /// A client's idempotency token (`SET key value TOKEN t`).
+    type Token = Option<Vec<u8>>;
+    /// A token is remembered with its key: the same token on another key is another write.
+    type TokenId = (Vec<u8>, Vec<u8>);
+    /// The store copies by scanning the source; no copy travels as one message.
+    type Snapshot = ();
+
+    fn client(_op: u64) -> u8 {
+        0
+    }
+
+    fn token_id(_op: u64, key: &Vec<u8>, token: &Option<Vec<u8>>) -> Option<(Vec<u8>, Vec<u8>)> {
+        token.as_ref().map(|t| (t.clone(), key.clone()))
+    }
+}
+
+type Machine = protocol::Coordinator<StoreData>;
+type StoreMsg = Msg<StoreData>;
+
+/// The scenario a store runs: its nodes, partitions and capacities, resolved like a model's
+/// with a 1 ms tick (policy durations are milliseconds, capacities per window).
+pub fn resolved(
+    policy: &Policy,
+    node_zones: &[u8],
+    layout: &Layout,
+    load: &LoadFacts,
+    membership: &CoordinatorSpec,
+) -> Result<Resolved, String> {
+    let timer_max = u32::from(TimerTicks::MAX);
+    let p = policy;
+    for (key, ms) in [
+        ("replica_ack_timeout", p.replica_ack_timeout_ticks),
+        ("heartbeat_interval", p.heartbeat_interval_ticks),
+        ("dead_after", p.dead_after_ticks),
+        ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
+        ("move_cooldown", p.rebalance.as_ref().map_or(0, |r| r.move_cooldown_ticks)),
+        ("cooldown_max", p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks)),
+        ("membership_update_time", membership.membership_update_ticks),
+    ] {
+        if ms > timer_max {
+            return Err(format!("`{key}` = {ms} ms: the store's timers count at most {timer_max} ms"));
+        }
+    }
+    let window_ticks = u16::try_from(layout.window_ms.max(1))
+        .map_err(|_| format!("capacity window {} ms: at most {} ms", layout.window_ms, u16::MAX))?;
+    let node_count = node_zones.len();
+    let nodes = (0..node_count as NodeId)
+        .map(|n| NodeSpec {
+            name: format!("node{n}"),
+            zone: node_zones[usize::from(n)],
+            disk_used_pct: LoadFacts::of(&load.node_disk_used_pct, n),
+            compaction_debt_pct: LoadFacts::of(&load.node_compaction_debt_pct, n),
+            write_capacity_per_tick: layout.node_capacity(n),
+            base_load_per_tick: layout.node_base_load(n),
+        })
+        .collect();
+    let shards = layout
+        .shards
+        .iter()
+        .map(|s| ShardSpec {
+            name: s.name.clone(),
+            replicas: Some(s.replicas.clone()),
+            size_pct: s.size_pct,
+            hot: s.hot,
+            burst_writes_per_tick: s.burst_writes_per_window,
+        })
+        .collect();
+    let initial_members = layout
+        .shards
+        .iter()
+        .map(|s| {
+            let mut m = s.replicas.clone();
+            m.sort();
+            m
+        })
+        .collect();
+    let zone_count = node_zones.iter().copied().max().map_or(1, |z| usize::from(z) + 1);
+    Ok(Resolved {
+        model_name: "store".into(),
+        tick_ms: 1,
+        zones: (0..zone_count).map(|z| z.to_string()).collect(),
+        nodes,
+        shard_names: layout.shards.iter().map(|s| s.name.clone()).collect(),
+        shards,
+        slow_compaction_debt_pct: load.slow_compaction_debt_pct,
+        initial_members,
+        latency: Vec::new(),
+        lossy: Vec::new(),
+        coordinator: membership.clone(),
+        clients: Vec::<ClientSpec>::new(),
+        faults: FaultSpec {
+            budget: 0,
+            crash: Vec::new(),
+            crash_coordinator: false,
+            partition: Vec::new(),
+            degrade: Vec::new(),
+            drop: false,
+        },
+        properties: Vec::new(),
+        policy: policy.clone(),
+        client_partitions: Vec::new(),
+        partition_capacity_per_tick: routing::partition_capacity(
+            layout.partition_write_capacity_per_window,
+            layout.table_write_capacity_per_window,
+            layout.partition_count(),
+        ),
+        partition_background: layout.partition_background(policy.routing.write_shard_suffixes),
+        backends_modelled: layout.backends_modelled(),
+        capacity_window_ticks: window_ticks,
+        version_block: VERSION_BLOCK,
+        tokens_max: TOKENS_MAX,
+    })
+}
+
+/// A client waiting for its request's response.
+struct Waiting {
+    kind: OpKind,
+    shard: u8,
+    /// A write's token and key (for the duplicate-effect observation).
+    token: Option<(Vec<u8>, Vec<u8>)>,
+    reply: oneshot::Sender<Result<StoredValue, String>>,
+    /// Why it failed, as the client reads it (from the machine's event).
+    why: Option<String>,
+}
+
+/// What INFO shows beside the machine's own state.
+pub struct Observed {
+    pub last_heard: Vec<Instant>,
+    pub late_replies: Vec<u64>,
+    /// Most writes offered in one window, per partition and per backend (background included).
+    pub partition_peak: Vec<u16>,
+    pub backend_peak: Vec<u16>,
+    pub first_breach: Option<String>,
+    pub last_suppressed: Option<String>,
+    pub membership_epoch: u64,
+}
+
+struct Inner {
+    machine: Machine,
+    waiting: HashMap<u64, Waiting>,
+    /// The version each token's write was first replicated at (observed, not decided: a
+    /// retry replicated at another version is a duplicate effect), at most `TOKENS_MAX`.
+    token_versions: HashMap<(Vec<u8>, Vec<u8>), u64>,
+    /// What the state file holds (replica sets and version floors), as the machine and as
+    /// written.
+    saved: Option<Durable<StoreData>>,
+    last_saved: Option<SavedState>,
+    observed: Observed,
+}
+
+pub struct Shell {
+    pub cfg: Resolved,
+    pub layout: Layout,
+    pub links: Vec<Arc<NodeLink>>,
+    state_file: Option<StateFile>,
+    inner: Mutex<Inner>,
+    next_op: AtomicU64,
+    pub counters: Counters,
+    pub started: Instant,
+    log: DecisionLog,
+}
+
+impl Shell {
+    /// A shell around a machine recovered from `saved` (or fresh), whose versions start above
+    /// `max_stored_version`.
+    pub fn new(
+        cfg: Resolved,
+        layout: Layout,
+        links: Vec<Arc<NodeLink>>,
+        state: Option<(StateFile, Option<SavedState>)>,
+        max_stored_version: u64,
+        log: DecisionLog,
+    ) -> Result<Arc<Shell>, String> {
+        let (state_file, saved) = match state {
+            Some((file, saved)) => (Some(file), saved),
+            None => (None, None),
+        };
+        let fresh: Machine = protocol::Coordinator::new(&cfg);
+        let mut durable = fresh.durable(&cfg);
+        if let Some(saved) = &saved {
+            for (k, s) in saved.shards.iter().enumerate() {
+                let mut members: PerNode<NodeId> = s.members.iter().map(|m| m.node).collect();
+                members.sort();
+                durable.shards[k].0 = Some(members);
+            }
+        }
+        let floor = saved.as_ref().map_or(0, |s| s.version_floor).max(max_stored_version + 1);
+        for shard in durable.shards.iter_mut() {
+            shard.1 = shard.1.max(floor);
+        }
+        if !cfg.policy.durable_membership {
+            for shard in durable.shards.iter_mut() {
+                shard.0 = None;
+            }
+        }
+        let machine = protocol::Coordinator::recover(&cfg, &durable);
+        let node_count = cfg.nodes.len();
+        let now = Instant::now();
+        let observed = Observed {
+            last_heard: vec![now; node_count],
+            late_replies: vec![0; node_count],
+            partition_peak: cfg.partition_background.clone(),
+            backend_peak: cfg.nodes.iter().map(|n| n.base_load_per_tick).collect(),
+            first_breach: protocol::coordinator::background_breach(&cfg)
+                .map(|b| describe_breach(&layout, b, None)),
+            last_suppressed: None,
+            membership_epoch: saved.as_ref().map_or(0, |s| s.membership_epoch),
+        };
+        let shell = Arc::new(Shell {
+            cfg,
+            layout,
+            links,
+            state_file,
+            inner: Mutex::new(Inner {
+                machine,
+                waiting: HashMap::new(),
+                token_versions: HashMap::new(),
+                saved: None,
+                last_saved: saved.clone(),
+                observed,
+            }),
+            next_op: AtomicU64::new(1),
+            counters: Counters::default(),
+            started: now,
+            log,
+        });
+        if shell.observed(|o| o.first_breach.is_some()) {
+            shell.counters.capacity_breaches.fetch_add(1, Ordering::Relaxed);
+        }
+        // What the machine starts from is saved before any client is served.
+        let mut inner = shell.lock();
+        shell.persist(&mut inner)?;
+        drop(inner);
+        Ok(shell)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Read the machine's state (INFO, tests).
+    pub fn machine<T>(&self, f: impl FnOnce(&Machine) -> T) -> T {
+        f(&self.lock().machine)
+    }
+
+    pub fn observed<T>(&self, f: impl FnOnce(&Observed) -> T) -> T {
+        f(&self.lock().observed)
+    }
+
+    /// Start the clock: every millisecond one tick, then every timer that came due.
+    pub fn start_clock(self: &Arc<Self>) {
+        let shell = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(Duration::from_millis(1));
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let Some(shell) = shell.upgrade() else { return };
+                shell.tick();
+            }
+        });
+    }
+
+    fn tick(self: &Arc<Self>) {
+        let mut timers = Vec::new();
+        self.step(|m, cfg, _| {
+            // Timers due now fire before time passes (a step may have made one due).
+            m.due(cfg, &mut timers);
+        });
+        for timer in timers.drain(..) {
+            self.step(|m, cfg, io| m.on_timer(cfg, timer, io));
+        }
+        self.step(|m, cfg, _| {
+            let mut due: Vec<Timer<u64>> = Vec::new();
+            m.due(cfg, &mut due);
+            if due.is_empty() {
+                m.tick(cfg);
+            } else {
+                timers = due;
+            }
+        });
+        for timer in timers {
+            self.step(|m, cfg, io| m.on_timer(cfg, timer, io));
+        }
+    }
+
+    /// One step of the machine: `f` under the lock, then what must be persisted, then the
+    /// sends.
+    fn step(self: &Arc<Self>, f: impl FnOnce(&mut Machine, &Resolved, &mut Outbox<StoreData>)) {
+        self.step_with(|inner, cfg, io| f(&mut inner.machine, cfg, io));
+    }
+
+    fn step_with(self: &Arc<Self>, f: impl FnOnce(&mut Inner, &Resolved, &mut Outbox<StoreData>)) {
+        let mut out = Outbox::default();
+        let mut replies = Vec::new();
+        {
+            let mut inner = self.lock();
+            f(&mut inner, &self.cfg, &mut out);
+            for event in out.events.drain(..) {
+                self.observe(&mut inner, event);
+            }
+            if let Err(e) = self.persist(&mut inner) {
+                eprintln!("replicheck store: cannot save the coordinator's state, nothing is sent: {e}");
+                return;
+            }
+            self.note_peaks(&mut inner);
+            for (dst, msg) in out.sends.drain(..) {
+                match (dst, msg) {
+                    (Endpoint::Client(_), Msg::Response { op, ok, value, .. }) => {
+                        if let Some(w) = inner.waiting.remove(&op) {
+                            replies.push((w, ok, value));
+                        }
+                    }
+                    (Endpoint::Node(n), msg) => {
+                        if let Msg::Replicate { op, version, .. } = &msg {
+                            observe_token(&mut inner, *op, *version, &self.log);
+                        }
+                        self.send(n, msg)
+                    }
+                    (dst, msg) => unreachable!("the coordinator sends {msg:?} to {dst:?}"),
+                }
+            }
+        }
+        for (w, ok, value) in replies {
+            self.reply(w, ok, value);
+        }
+    }
+
+    /// Write what must survive a crash, if it changed.
+    fn persist(&self, inner: &mut Inner) -> Result<(), String> {
+        let durable = inner.machine.durable_shards(&self.cfg);
+        if inner.saved.as_ref() == Some(&durable) {
+            return Ok(());
+        }
+        let members_changed = inner
+            .saved
+            .as_ref()
+            .is_some_and(|s| s.shards.iter().zip(&durable.shards).any(|(a, b)| a.0 != b.0));
+        let epoch = inner.observed.membership_epoch + u64::from(members_changed);
+        if let Some(file) = &self.state_file {
+            let previous = &inner.last_saved;
+            let state = SavedState {
+                membership_epoch: epoch,
+                version_floor: durable.shards.iter().map(|s| s.1).max().unwrap_or(1),
+                shards: inner
+                    .machine
+                    .shards
+                    .iter()
+                    .zip(&self.layout.shards)
+                    .enumerate()
+                    .map(|(k, (v, spec))| {
+                        let before = previous.as_ref().and_then(|p| p.shards.get(k));
+                        let members: Vec<SavedMember> = v
+                            .members
+                            .iter()
+                            .map(|&node| {
+                                let joined = before
+                                    .and_then(|b| b.members.iter().find(|m| m.node == node))
+                                    .map_or(epoch, |m| m.joined_epoch);
+                                SavedMember { node, joined_epoch: joined }
+                            })
+                            .collect();
+                        let shard_epoch = match before {
+                            Some(b) if b.members == members => b.epoch,
+                            _ => epoch,
+                        };
+                        SavedShard { name: spec.name.clone(), epoch: shard_epoch, members }
+                    })
+                    .collect(),
+            };
+            file.save(&state)?;
+            inner.last_saved = Some(state);
+        }
+        inner.observed.membership_epoch = epoch;
+        inner.saved = Some(durable);
+        Ok(())
+    }
+
+    fn note_peaks(&self, inner: &mut Inner) {
+        let Inner { machine, observed, .. } = inner;
+        for (p, peak) in observed.partition_peak.iter_mut().enumerate() {
+            *peak = (*peak).max(self.cfg.partition_background[p].saturating_add(machine.partition_load[p]));
+        }
+        for (n, peak) in observed.backend_peak.iter_mut().enumerate() {
+            let base = self.cfg.nodes[n].base_load_per_tick;
+            *peak = (*peak).max(base.saturating_add(machine.backend_load[n]));
+        }
+    }
+
+    fn log_event(&self, text: String) {
+        self.log.event(&text);
+    }
+
+    /// Counters, INFO and the log from what the machine did.
+    fn observe(&self, inner: &mut Inner, event: Event<StoreData>) {
+        let c = &self.counters;
+        let bump = |a: &AtomicU64| {
+            a.fetch_add(1, Ordering::Relaxed);
+        };
+        let name = |shard: u8| self.layout.shards[usize::from(shard)].name.clone();
+        match event {
+            Event::WriteAcked { .. } | Event::WriteApplied { .. } => {}
+            Event::RequestFailed { op, why } => {
+                if matches!(why, Failure::Throttled(_)) {
+                    bump(&c.writes_throttled);
+                }
+                let Inner { waiting, machine, .. } = inner;
+                if let Some(w) = waiting.get_mut(&op) {
+                    w.why = Some(self.failure_text(w.kind, w.shard, why, machine));
+                }
+            }
+            Event::ReadRepairStarted { .. } => bump(&c.read_repairs),
+            Event::ChangeRequested(u) => {
+                bump(if u.is_move { &c.moves } else { &c.evictions });
+                inner.observed.last_suppressed = None;
+                let what = if u.is_move { "move" } else { "eviction" };
+                eprintln!(
+                    "replicheck store: {what} of node {} from partition {} requested, replacement node {}",
+                    u.evicted,
+                    name(u.shard),
+                    u.replacement
+                );
+                self.log_event(format!(
+                    "change_requested shard={} evicted={} replacement={} move={}",
+                    u.shard, u.evicted, u.replacement, u.is_move
+                ));
+            }
+            Event::ChangeRejected(u) => {
+                eprintln!(
+                    "replicheck store: the membership queue is full: node {} stays in partition {}",
+                    u.evicted,
+                    name(u.shard)
+                );
+                self.log_event(format!("change_rejected shard={} evicted={}", u.shard, u.evicted));
+            }
+            Event::ChangeStarted(u) => {
+                bump(&c.membership_changes);
+                self.log_event(format!("change_started shard={} replacement={}", u.shard, u.replacement));
+            }
+            Event::ChangeCompleted(u) => {
+                bump(&c.catchups_completed);
+                eprintln!(
+                    "replicheck store: node {} replaced node {} in partition {}",
+                    u.replacement,
+                    u.evicted,
+                    name(u.shard)
+                );
+                self.log_event(format!(
+                    "change_completed shard={} evicted={} replacement={}",
+                    u.shard, u.evicted, u.replacement
+                ));
+            }
+            Event::CapacityBreached(b) => {
+                bump(&c.capacity_breaches);
+                if inner.observed.first_breach.is_none() {
+                    let at_ms = self.started.elapsed().as_millis();
+                    inner.observed.first_breach = Some(describe_breach(&self.layout, b, Some(at_ms)));
+                }
+            }
+            Event::EvictionSuppressed { node, why, .. } => {
+                inner.observed.last_suppressed = Some(format!("node {node}: {}", config_name(&why)));
+            }
+            Event::DeclaredDead { node, silence_ticks: Some(ms) } => {
+                self.log_event(format!("declared_dead node={node} silence_ms={ms}"));
+            }
+            Event::DeclaredDead { node, silence_ticks: None } => {
+                self.log_event(format!("declared_dead node={node} deadline_missed=true"));
+            }
+        }
+    }
+
+    fn reply(&self, w: Waiting, ok: bool, value: StoredValue) {
+        let c = &self.counters;
+        let counter = match (w.kind, ok) {
+            (OpKind::Write, true) => &c.writes_acked,
+            (OpKind::Write, false) => &c.writes_failed,
+            (OpKind::Read, true) => &c.reads_ok,
+            (OpKind::Read, false) => &c.reads_failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let result = if ok { Ok(value) } else { Err(w.why.unwrap_or_else(|| "request failed".into())) };
+        let _ = w.reply.send(result);
+    }
+
+    /// Why a request failed, for its client; a throttled write's counts are read from the
+    /// machine in the step that refused it.
+    fn failure_text(&self, kind: OpKind, shard: u8, why: Failure, machine: &Machine) -> String {
+        let timeout = self.cfg.policy.replica_ack_timeout_ticks;
+        let window_ms = self.layout.window_ms;
+        let offered = |unit: String, offered: u16, capacity: Option<u16>| {
+            let capacity = capacity.map_or("unlimited".to_string(), |c| c.to_string());
+            format!("throttled: {unit} was offered {offered} writes in this {window_ms} ms window, capacity {capacity}")
+        };
+        match why {
+            Failure::Throttled(WriteRoute::PartitionThrottled) => {
+                let p = usize::from(shard);
+                offered(
+                    format!("partition {}", self.layout.shards[p].name),
+                    self.cfg.partition_background[p].saturating_add(machine.partition_load[p]),
+                    self.cfg.partition_capacity_per_tick,
+                )
+            }
+            Failure::Throttled(WriteRoute::BackendThrottled { backend }) => {
+                let b = usize::from(backend);
+                offered(
+                    format!("ingest backend node {backend}"),
+                    self.cfg.nodes[b].base_load_per_tick.saturating_add(machine.backend_load[b]),
+                    self.cfg.nodes[b].write_capacity_per_tick,
+                )
+            }
+            Failure::Throttled(WriteRoute::Shed) => {
+                "throttled: no ingest backend has room in this window (write shed)".into()
+            }
+            Failure::Throttled(WriteRoute::Admitted { .. }) => {
+                unreachable!("an admitted write is not refused")
+            }
+            Failure::Deadline { answered, needed, missing, repairing } => {
+                let silent: Vec<String> =
+                    (0..8).filter(|n| missing & (1 << n) != 0).map(|n| format!("node {n}")).collect();
+                let (what, answers) = match (kind, repairing) {
+                    (_, true) => ("read repair failed: write", "acks"),
+                    (OpKind::Write, false) => ("write", "acks"),
+                    (OpKind::Read, false) => ("read", "replies"),
+                };
+                format!(
+                    "{what} quorum not reached: {answered} of {needed} {answers} within replica_ack_timeout {timeout} ms (no reply before the deadline from {})",
+                    silent.join(", ")
+                )
+            }
+        }
+    }
+
+    /// Submit a client request and wait for its response.
+    pub async fn request(
+        self: &Arc<Self>,
+        kind: OpKind,
+        key: &[u8],
+        value: StoredValue,
+        token: Option<&[u8]>,
+    ) -> Result<StoredValue, String> {
+        let op = self.next_op.fetch_add(1, Ordering::Relaxed);
+        let shard = self.partition_of(key);
+        let (tx, rx) = oneshot::channel();
+        let msg = Msg::Request {
+            op,
+            attempt: 1,
+            kind,
+            shard,
+            key: key.to_vec(),
+            value,
+            token: token.map(<[u8]>::to_vec),
+        };
+        self.step_with(|inner, cfg, io| {
+            // Registered inside the step, so a response in the same step finds it.
+            let token = match (kind, token) {
+                (OpKind::Write, Some(t)) => Some((t.to_vec(), key.to_vec())),
+                _ => None,
+            };
+            inner.waiting.insert(op, Waiting { kind, shard, token, reply: tx, why: None });
+            inner.machine.on_msg(cfg, Endpoint::Client(0), msg, io);
+        });
+        rx.await.unwrap_or_else(|_| Err("the coordinator stopped".into()))
+    }
+
+    /// The partition `key` is stored on (`routing::key_partition`).
+    pub fn partition_of(&self, key: &[u8]) -> u8 {
+        routing::key_partition(
+            self.layout.prefix_partition(key),
+            routing::key_hash(key),
+            self.cfg.policy.routing.write_shard_suffixes,
+            self.layout.partition_count(),
+        )
+    }
+
+    fn reply_wait(&self) -> Duration {
+        let ack = Duration::from_millis(u64::from(self.cfg.policy.replica_ack_timeout_ticks));
+        (ack * REPLY_WAIT_ACK_TIMEOUTS).max(Duration::from_millis(REPLY_WAIT_MIN_MS))
+    }
+
+    /// Put `msg` on the link to node `n`; its reply comes back as a step.
+    fn send(self: &Arc<Self>, n: NodeId, msg: StoreMsg) {
+        let shell = Arc::clone(self);
+        let sent_at = Instant::now();
+        let request = match &msg {
+            Msg::Replicate { key, version, value, .. } => {
+                NodeRequest::Replicate { key: key.clone(), version: *version, value: value.clone() }
+            }
+            Msg::ReadReq { key, .. } => NodeRequest::Read { key: key.clone() },
+            Msg::Ping => NodeRequest::Heartbeat,
+            Msg::CopyRequest { shard, to } => {
+                let (shard, to) = (*shard, *to);
+                tokio::spawn(async move { shell.copy(shard, n, to).await });
+                return;
+            }
+            other => unreachable!("a node is never sent {other:?} by the coordinator"),
+        };
+        tokio::spawn(async move {
+            let deadline = sent_at + shell.reply_wait();
+            let Ok(reply) = shell.links[usize::from(n)].request(request, deadline).await else {
+                return; // lost
+            };
+            let answer = match (msg, reply) {
+                (Msg::Replicate { op, attempt, shard, .. }, NodeReply::Stored { .. }) => {
+                    Msg::ReplicateAck { op, attempt, shard }
+                }
+                (Msg::ReadReq { op, attempt, shard, .. }, NodeReply::Value { version, value }) => {
+                    Msg::ReadReply { op, attempt, shard, version, value }
+                }
+                (Msg::Ping, NodeReply::Alive { .. }) => Msg::Pong,
+                (msg, reply) => {
+                    eprintln!("replicheck store: node {n} answered {msg:?} with {reply:?}");
+                    return;
+                }
+            };
+            shell.heard(n, sent_at);
+            shell.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), answer, io));
+        });
+    }
+
+    fn heard(&self, n: NodeId, sent_at: Instant) {
+        let now = Instant::now();
+        let late = now.duration_since(sent_at)
+            > Duration::from_millis(u64::from(self.cfg.policy.replica_ack_timeout_ticks));
+        let mut inner = self.lock();
+        inner.observed.last_heard[usize::from(n)] = now;
+        if late {
+            inner.observed.late_replies[usize::from(n)] += 1;
+        }
+    }
+
+    /// The copy node `source` was asked for: its keys of partition `shard` written to `to`,
+    /// then `to` acknowledges. A copy that fails is a lost message (the round retries).
+    async fn copy(self: Arc<Self>, shard: u8, source: NodeId, to: NodeId) {
+        match self.copy_partition(shard, source, to).await {
+            Ok(()) => {
+                let now = Instant::now();
+                self.lock().observed.last_heard[usize::from(to)] = now;
+                let ack = Msg::CopyAck { shard, from: source };
+                self.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(to), ack, io));
+            }
+            Err(e) => eprintln!("replicheck store: catch-up copy of node {source} to node {to}: {e}"),
+        }
+    }
+
+    async fn copy_partition(&self, shard: u8, source: NodeId, target: NodeId) -> Result<(), String> {
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let deadline = Instant::now() + self.reply_wait();
+            let scan = NodeRequest::Scan { after: after.clone(), limit: SCAN_ENTRIES_MAX };
+            let entries = match self.links[usize::from(source)].request(scan, deadline).await {
+                Ok(NodeReply::Entries { entries }) => entries,
+                Ok(other) => return Err(format!("unexpected scan reply {other:?}")),
+                Err(e) => return Err(format!("scan: {e}")),
+            };
+            let Some(last) = entries.last() else { return Ok(()) };
+            after = Some(last.0.clone());
+            // A page's writes go out together, so the target commits them in few fsyncs.
+            let deadline = Instant::now() + self.reply_wait();
+            let mut copies = tokio::task::JoinSet::new();
+            for (key, version, value) in entries {
+                if self.partition_of(&key) != shard {
+                    continue;
+                }
+                let link = Arc::clone(&self.links[usize::from(target)]);
+                copies.spawn(async move {
+                    link.request(NodeRequest::Replicate { key, version, value }, deadline).await
+                });
+            }
+            while let Some(copied) = copies.join_next().await {
+                copied.map_err(|e| format!("copy task: {e}"))?.map_err(|e| format!("copy: {e}"))?;
+                self.counters.keys_copied.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A write with a token replicated at `version`: a token seen before at another version means
+/// the write takes effect twice (the policy keeps no idempotency tokens, or forgot this one).
+fn observe_token(inner: &mut Inner, op: u64, version: u64, log: &DecisionLog) {
+    let Some(token) = inner.waiting.get(&op).and_then(|w| w.token.clone()) else { return };
+    if inner.token_versions.len() >= TOKENS_MAX && !inner.token_versions.contains_key(&token) {
+        inner.token_versions.clear();
+    }
+    let first = *inner.token_versions.entry(token).or_insert(version);
+    if first != version {
+        log.event(&format!("duplicate_effect first_version={first} version={version}"));
+    }
+}
+
+/// A breach as INFO shows it; `at_ms: None` for one by background load alone (in every
+/// window from the start).
+fn describe_breach(layout: &Layout, b: protocol::CapacityBreach, at_ms: Option<u128>) -> String {
+    let unit = match (b.unit, at_ms) {
+        (protocol::CapacityUnit::Partition(p), None) => {
+            format!("partition {} by background load", layout.shards[usize::from(p)].name)
+        }
+        (protocol::CapacityUnit::Partition(p), Some(_)) => {
+            format!("partition {}", layout.shards[usize::from(p)].name)
+        }
+        (protocol::CapacityUnit::Backend(n), None) => format!("backend node {n} by base load"),
+        (protocol::CapacityUnit::Backend(n), Some(_)) => format!("backend node {n}"),
+    };
+    let at = at_ms.map_or("from the start".to_string(), |ms| format!("at {ms} ms"));
+    format!("{unit} offered {} > capacity {} {at}", b.offered, b.capacity)
+}
+
+/// An enum as the policy files and INFO spell it (`coupled`, `no_replacement`).
+pub fn config_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        Ok(serde_json::Value::Object(map)) if map.len() == 1 => {
+            let (k, v) = map.into_iter().next().expect("one entry");
+            format!("{k} {v}")
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// Whether `node` is dead to the machine's detector.
+pub fn is_dead(machine: &Machine, node: NodeId) -> bool {
+    machine.health[usize::from(node)] == Health::Dead
+}
