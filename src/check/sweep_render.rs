@@ -174,7 +174,8 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
     for b in &p.boundaries {
         let _ = writeln!(out, "    boundary: {}", boundary_line(b));
     }
-    // The counterexample at the unsafe side of the first boundary of each line.
+    // The counterexample at the unsafe side of the first boundary in full; at the others, how
+    // to open it.
     let mut shown = std::collections::BTreeSet::new();
     for b in &p.boundaries {
         if !shown.insert(b.violated_point) {
@@ -186,12 +187,18 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
         else {
             continue;
         };
-        let _ = writeln!(
-            out,
-            "    counterexample at {} ({} steps):",
-            plan.point_label(b.violated_point),
-            cx.steps.len()
-        );
+        let at = plan.point_label(b.violated_point);
+        if shown.len() > 1 {
+            let _ = writeln!(
+                out,
+                "    counterexample at {at} ({} steps): {}, then open {}",
+                cx.steps.len(),
+                cx.explore_command,
+                cx.explorer_path
+            );
+            continue;
+        }
+        let _ = writeln!(out, "    counterexample at {at} ({} steps):", cx.steps.len());
         for s in &cx.steps {
             if cx.loop_from_step == Some(s.step) {
                 let _ = writeln!(out, "      --- loop: the steps below repeat forever ---");
