@@ -315,7 +315,7 @@ pub fn plan(
             let over = patch(&k.key, &v.toml).expect("each value was parsed on its own");
             sourced = sourced.then(&SourcedPolicy::new(over, &format!("--vary {}={}", k.key, v.label)));
         }
-        WorldConfig::new(&plan.scenario, &sourced).map_err(|m| input(m))?;
+        WorldConfig::new(&plan.scenario, &sourced).map_err(&input)?;
         plan.policies.push(sourced);
     }
     Ok(plan)
@@ -514,8 +514,8 @@ pub fn search_points(
 ) -> Result<BTreeMap<usize, Vec<Found>>, ConfigError> {
     let mut found: BTreeMap<usize, Vec<Found>> = BTreeMap::new();
     let mut check = |p: usize, found: &mut BTreeMap<usize, Vec<Found>>| -> Result<(), ConfigError> {
-        if !found.contains_key(&p) {
-            found.insert(p, verdicts(p)?);
+        if let std::collections::btree_map::Entry::Vacant(slot) = found.entry(p) {
+            slot.insert(verdicts(p)?);
         }
         Ok(())
     };

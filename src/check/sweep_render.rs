@@ -348,7 +348,7 @@ fn panel(
             y + 15,
             xml(label)
         );
-        for c in 0..cols.len() {
+        for (c, col) in cols.iter().enumerate() {
             let x = LABEL_W + c * cell_w;
             let v = cell(r, c);
             let _ = writeln!(
@@ -356,7 +356,7 @@ fn panel(
                 "<rect x=\"{x}\" y=\"{y}\" width=\"{cell_w}\" height=\"{CELL_H}\" fill=\"{}\" stroke=\"#e0e0e0\"><title>{} / {}: {}</title></rect>",
                 fill(v),
                 xml(label),
-                xml(&cols[c]),
+                xml(col),
                 cell_name(v)
             );
             if v == Cell::Incomplete {
