@@ -116,11 +116,11 @@ fn line_table(out: &mut String, plan: &Plan, outcome: &Outcome) {
     }
     out.push('\n');
     for (i, v) in knob.values.iter().enumerate() {
-        let _ = write!(out, "  {:<first$}", v.label);
+        let mut row = format!("  {:<first$}", v.label);
         for p in &outcome.properties {
-            let _ = write!(out, "  {:<w$}", word(p.cells[i]), w = p.name.as_str().len().max(10));
+            let _ = write!(row, "  {:<w$}", word(p.cells[i]), w = p.name.as_str().len().max(10));
         }
-        out.push('\n');
+        let _ = writeln!(out, "{}", row.trim_end());
     }
     let _ = writeln!(out, "  {LEGEND_WORDS}");
 }
