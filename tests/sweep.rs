@@ -144,10 +144,12 @@ fn a_grid_agrees_with_the_exhaustive_sweep() {
         "--vary",
         "write_shard_suffixes=1..8",
         "--vary",
-        "partition_write_capacity=10/s,20/s,30/s",
+        "partition_write_capacity=10/s..30/s",
     ];
     let (code, searched) = json(&args);
     assert_eq!(code, 0);
+    // A range of rates steps by one write per tick, in the unit it was written in.
+    assert_eq!(searched["knobs"][1]["values"], serde_json::json!(["10/s", "20/s", "30/s"]));
     let mut all = args.to_vec();
     all.push("--exhaustive");
     let (_, exhaustive) = json(&all);

@@ -13,7 +13,7 @@
 //! the second. `exhaustive` (and `--shard`) check every point instead.
 
 use super::{Job, RunOptions, RunResult};
-use crate::config::duration::format_ms;
+use crate::config::duration::{format_ms, Rate};
 use crate::config::{
     self, ConfigError, Dur, Found, PolicyPatch, PropertyName, Scenario, SourcedPolicy, Verdict,
 };
@@ -140,8 +140,10 @@ impl Plan {
 
     fn job(&self, p: usize) -> Job {
         let policy_lines: Vec<String> = self.point_policy_toml(p).lines().map(|l| format!("'{l}'")).collect();
+        // Without --policy, `explore` would open the model's first variant: an empty policy
+        // file is the model's [policy].
         let explore_args = if policy_lines.is_empty() {
-            self.scenario.path.display().to_string()
+            format!("{} --policy /dev/null", self.scenario.path.display())
         } else {
             format!("{} --policy <(printf '%s\\n' {})", self.scenario.path.display(), policy_lines.join(" "))
         };
@@ -240,11 +242,14 @@ fn range_values(key: &str, lo: &str, hi: &str, tick_ms: u64) -> Result<Vec<KnobV
             .map(|n| KnobValue { label: n.to_string(), toml: toml::Value::Integer(n) })
             .collect());
     }
+    if let (Ok(a), Ok(b)) = (Rate::parse(lo), Rate::parse(hi)) {
+        return rate_values(key, &a, &b, tick_ms);
+    }
     let (a, b) = match (Dur::parse(lo), Dur::parse(hi)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(why), _) | (_, Err(why)) => {
             return Err(format!(
-                "a range lo..hi is of integers or of durations ({why}); list other values: {key}=a,b,c"
+                "a range lo..hi is of integers, durations or rates ({why}); list other values: {key}=a,b,c"
             ))
         }
     };
@@ -272,6 +277,30 @@ fn range_values(key: &str, lo: &str, hi: &str, tick_ms: u64) -> Result<Vec<KnobV
         .map(|i| {
             let label = format_ms(a.ms + i * tick_ms);
             KnobValue { toml: toml::Value::String(label.clone()), label }
+        })
+        .collect())
+}
+
+/// `lo..hi` of rates: every whole number of writes per tick from `lo` to `hi`, written in
+/// `lo`'s unit when that is whole (`10/s..40/s` at a 100ms tick: 10/s, 20/s, 30/s, 40/s).
+fn rate_values(key: &str, lo: &Rate, hi: &Rate, tick_ms: u64) -> Result<Vec<KnobValue>, String> {
+    let per_tick =
+        |r: &Rate| r.per_tick(tick_ms).map_err(|why| format!("key `{key}` = \"{}\": {why}", r.text));
+    let (a, b) = (per_tick(lo)?, per_tick(hi)?);
+    if a > b {
+        return Err(format!("the range starts above its end ({} > {})", lo.text, hi.text));
+    }
+    let label = |n: u16| match lo.per_ms {
+        Some(per_ms) if per_ms.is_multiple_of(tick_ms) => {
+            let unit = if per_ms == 1000 { "s" } else { "min" };
+            format!("{}/{unit}", u64::from(n) * per_ms / tick_ms)
+        }
+        _ => format!("{n}/tick"),
+    };
+    Ok((a..=b)
+        .map(|n| {
+            let text = label(n);
+            KnobValue { toml: toml::Value::String(text.clone()), label: text }
         })
         .collect())
 }

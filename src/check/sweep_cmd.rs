@@ -17,15 +17,15 @@ pub enum SweepFormat {
 pub struct SweepArgs {
     /// The model file.
     pub model: PathBuf,
-    /// A policy key and its values: KEY=LO..HI (durations step by the model's tick, integers
-    /// by 1) or KEY=A,B,C. Once for a line, twice for a grid.
+    /// A policy key and its values: KEY=LO..HI (durations step by the model's tick, rates by
+    /// one write per tick, integers by 1) or KEY=A,B,C. Once for a line, twice for a grid.
     #[arg(long = "vary", value_name = "KEY=RANGE", required = true)]
     pub vary: Vec<String>,
     /// Vary this variant's policy (default: the model's [policy]).
     #[arg(long, conflicts_with = "policy")]
     pub variant: Option<String>,
-    /// Vary this policy file, applied over the model's [policy].
-    #[arg(long)]
+    /// Vary this policy file, applied over the model's [policy] (alias: --base).
+    #[arg(long, alias = "base")]
     pub policy: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: SweepFormat,

@@ -74,17 +74,55 @@ fn ranges(labels: &[String], positions: &[usize]) -> String {
     parts.join(", ")
 }
 
-fn boundary_line(b: &Boundary) -> String {
-    let at = match &b.fixed {
-        Some((key, value)) => format!("{key}={value}: "),
-        None => String::new(),
+/// Boundaries as lines; on a grid, those of neighbouring lines with the same two values are
+/// one line (`write_shard_suffixes=2..16: violated at ..., holds at ...`).
+fn boundary_lines(plan: &Plan, boundaries: &[Boundary]) -> Vec<String> {
+    // The other knob's value index of a boundary's line.
+    let fixed_index = |b: &Boundary| -> Option<usize> {
+        let (key, value) = b.fixed.as_ref()?;
+        let knob = plan.knobs.iter().find(|k| &k.key == key)?;
+        knob.values.iter().position(|v| &v.label == value)
     };
-    let how = match (b.adjacent, b.inferred) {
-        (true, false) => "neighbouring values, both checked",
-        (true, true) => "neighbouring values, one inferred",
-        (false, _) => "values between them not decided",
-    };
-    format!("{at}violated at {}={}, holds at {}={} ({how})", b.knob, b.violated_at, b.knob, b.holds_at)
+    let mut groups: Vec<Vec<&Boundary>> = Vec::new();
+    for b in boundaries {
+        if let Some(last) = groups.last_mut() {
+            let prev = last[last.len() - 1];
+            let same = prev.knob == b.knob
+                && prev.violated_at == b.violated_at
+                && prev.holds_at == b.holds_at
+                && prev.adjacent == b.adjacent;
+            let next = matches!((fixed_index(prev), fixed_index(b)), (Some(i), Some(j)) if j == i + 1);
+            if same && next {
+                last.push(b);
+                continue;
+            }
+        }
+        groups.push(vec![b]);
+    }
+    groups
+        .into_iter()
+        .map(|g| {
+            let (first, last) = (g[0], g[g.len() - 1]);
+            let at = match (&first.fixed, &last.fixed) {
+                (Some((key, a)), Some((_, b))) if g.len() > 1 => format!("{key}={a}..{b}: "),
+                (Some((key, a)), _) => format!("{key}={a}: "),
+                _ => String::new(),
+            };
+            let inferred = g.iter().filter(|b| b.inferred).count();
+            let how = match (first.adjacent, inferred) {
+                (false, _) => "values between them not decided".to_string(),
+                (true, 0) => "neighbouring values, both checked".to_string(),
+                (true, n) if g.len() == 1 && n == 1 => "neighbouring values, one inferred".to_string(),
+                (true, n) => {
+                    format!("neighbouring values; on {n} of these {} lines one is inferred", g.len())
+                }
+            };
+            format!(
+                "{at}violated at {}={}, holds at {}={} ({how})",
+                first.knob, first.violated_at, first.knob, first.holds_at
+            )
+        })
+        .collect()
 }
 
 /// The table and the per-property summary, with the counterexample at each boundary's unsafe
@@ -171,24 +209,25 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
         "NOT MONOTONE: the verdict changes more than once along a line; every change is listed".to_string()
     };
     let _ = writeln!(out, "{line}; {monotone}");
-    for b in &p.boundaries {
-        let _ = writeln!(out, "    boundary: {}", boundary_line(b));
+    for line in boundary_lines(plan, &p.boundaries) {
+        let _ = writeln!(out, "    boundary: {line}");
     }
     // The counterexample at the unsafe side of the first boundary in full; at the others, how
     // to open it.
-    let mut shown = std::collections::BTreeSet::new();
-    for b in &p.boundaries {
-        if !shown.insert(b.violated_point) {
-            continue;
-        }
-        let Some(run) = outcome.runs.get(&b.violated_point) else { continue };
-        let Some(cx) =
-            run.properties.iter().find(|x| x.name == p.name).and_then(|x| x.counterexample.as_ref())
-        else {
-            continue;
-        };
-        let at = plan.point_label(b.violated_point);
-        if shown.len() > 1 {
+    let mut seen = std::collections::BTreeSet::new();
+    let found: Vec<(usize, &super::Counterexample)> = p
+        .boundaries
+        .iter()
+        .filter(|b| seen.insert(b.violated_point))
+        .filter_map(|b| {
+            let run = outcome.runs.get(&b.violated_point)?;
+            let cx = run.properties.iter().find(|x| x.name == p.name)?.counterexample.as_ref()?;
+            Some((b.violated_point, cx))
+        })
+        .collect();
+    for (i, (point, cx)) in found.iter().enumerate().take(EXTRA_COUNTEREXAMPLES_MAX + 1) {
+        let at = plan.point_label(*point);
+        if i > 0 {
             let _ = writeln!(
                 out,
                 "    counterexample at {at} ({} steps): {}, then open {}",
@@ -208,7 +247,17 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
         let _ = writeln!(out, "      explore: {}", cx.explore_command);
         let _ = writeln!(out, "      then open {}", cx.explorer_path);
     }
+    let more = found.len().saturating_sub(EXTRA_COUNTEREXAMPLES_MAX + 1);
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "    ({more} more counterexamples at other boundaries: --format json lists them all)"
+        );
+    }
 }
+
+/// Counterexamples listed (command and link) after the first, per property; the JSON has all.
+const EXTRA_COUNTEREXAMPLES_MAX: usize = 3;
 
 fn cell_name(c: Cell) -> &'static str {
     match c {
