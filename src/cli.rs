@@ -73,6 +73,10 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
+    /// Vary one or two policy knobs over a range and check the model at each point: per
+    /// property, the verdict at every value, the safe region and the boundary, with the
+    /// counterexample at its unsafe side.
+    Sweep(check::sweep_cmd::SweepArgs),
     /// Static rules over a policy, before any exploration: each finding names its rule, what
     /// the policy risks and where the rule comes from. Exit 1 on an error, 0 with warnings only.
     Lint {
@@ -368,6 +372,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             }
             Ok(code)
         }
+        Command::Sweep(args) => check::sweep_cmd::command(args),
         Command::Lint { policy, model, format } => {
             let linted = crate::lint::lint_file(&policy, model.as_deref())?;
             print!("{}", linted.render(format));

@@ -4,6 +4,9 @@
 pub mod diff;
 pub mod proofs;
 pub mod report;
+pub mod sweep;
+pub mod sweep_cmd;
+pub mod sweep_render;
 pub mod trace;
 
 pub use crate::config::Found;

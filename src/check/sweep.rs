@@ -1,0 +1,834 @@
+//! `replicheck sweep`: one or two policy knobs varied over a range, the model checked at the
+//! points of that range exactly as `check --policy` would check it, and per property the
+//! verdict at every point, the safe region and the boundary between safe and unsafe values.
+//!
+//! The search, along one knob: the two ends and a few evenly spaced samples first, then
+//! bisection of every interval whose ends disagree (holds at one end, violated at the other)
+//! until its ends are neighbouring values. Assuming the verdict is monotone in the knob, that
+//! finds the boundary in a logarithmic number of checks; the samples are there to catch a
+//! verdict that is not, and every change of verdict among the checked points is refined and
+//! reported, so no boundary is claimed that a checked point contradicts. A value that was not
+//! checked is *inferred* only when the checked values on both sides of it agree; reports mark
+//! inferred cells as such. Two knobs: the same search along the first knob for every value of
+//! the second. `exhaustive` (and `--shard`) check every point instead.
+
+use super::{Job, RunOptions, RunResult};
+use crate::config::duration::{format_ms, Rate};
+use crate::config::{
+    self, ConfigError, Dur, Found, PolicyPatch, PropertyName, Scenario, SourcedPolicy, Verdict,
+};
+use crate::model::WorldConfig;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// At most this many knobs: a line or a grid.
+pub const KNOBS_MAX: usize = 2;
+/// At most this many values per knob, and points in a sweep.
+pub const KNOB_VALUES_MAX: usize = 1000;
+pub const POINTS_MAX: usize = 10_000;
+
+/// One value of a knob: as TOML (what the policy patch is parsed from) and as shown.
+#[derive(Clone, Debug, Serialize)]
+pub struct KnobValue {
+    /// The value as shown and as written on the command line (`1400ms`, `2`).
+    pub label: String,
+    /// The value as TOML (`"1400ms"`, `2`).
+    #[serde(skip)]
+    pub toml: toml::Value,
+}
+
+/// A knob and the values the sweep gives it, in order.
+#[derive(Clone, Debug, Serialize)]
+pub struct Knob {
+    pub key: String,
+    /// The `--vary` argument as given.
+    pub spec: String,
+    pub values: Vec<KnobValue>,
+}
+
+/// `--shard I/N`: this run checks the points whose index is I modulo N (I from 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let bad = || format!("--shard \"{text}\": expected I/N with 0 <= I < N, e.g. 0/4");
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// How the sweep searches.
+#[derive(Clone, Debug)]
+pub struct SearchOptions {
+    /// Evenly spaced values checked along a knob besides its two ends, before bisection.
+    pub samples: usize,
+    /// Check every point (no bisection, nothing inferred).
+    pub exhaustive: bool,
+    pub shard: Option<Shard>,
+}
+
+/// A planned sweep: the scenario, the policy the knobs patch, and the knobs.
+pub struct Plan {
+    pub scenario: Scenario,
+    /// What the knobs are varied over: `variant NAME`, `policy FILE` or `[policy]`.
+    pub base_label: String,
+    pub base: SourcedPolicy,
+    pub knobs: Vec<Knob>,
+    /// Every point's policy, by point index; all resolved once before anything runs.
+    policies: Vec<SourcedPolicy>,
+}
+
+impl Plan {
+    pub fn point_count(&self) -> usize {
+        self.policies.len()
+    }
+
+    /// The knob value indices of point `p`: the first knob varies fastest.
+    pub fn coords(&self, p: usize) -> Vec<usize> {
+        let mut rest = p;
+        self.knobs
+            .iter()
+            .map(|k| {
+                let c = rest % k.values.len();
+                rest /= k.values.len();
+                c
+            })
+            .collect()
+    }
+
+    pub fn point_index(&self, coords: &[usize]) -> usize {
+        let mut p = 0;
+        for (k, c) in self.knobs.iter().zip(coords).rev() {
+            p = p * k.values.len() + c;
+        }
+        p
+    }
+
+    /// `key=value` for each knob at point `p`.
+    pub fn point_label(&self, p: usize) -> String {
+        let coords = self.coords(p);
+        self.knobs
+            .iter()
+            .zip(&coords)
+            .map(|(k, &c)| format!("{}={}", k.key, k.values[c].label))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The policy keys point `p` sets beyond the scenario's `[policy]`, as a `--policy` file:
+    /// the base's own overrides (a variant's, a file's) and the knobs.
+    pub fn point_policy_toml(&self, p: usize) -> String {
+        let base: BTreeMap<&str, String> = self.scenario.base_policy.patch.describe().into_iter().collect();
+        let mut out = String::new();
+        for (key, value) in self.policies[p].patch.describe() {
+            if base.get(key) != Some(&value) {
+                out.push_str(&format!("{key} = {value}\n"));
+            }
+        }
+        out
+    }
+
+    fn job(&self, p: usize) -> Job {
+        let policy_lines: Vec<String> = self.point_policy_toml(p).lines().map(|l| format!("'{l}'")).collect();
+        // Without --policy, `explore` would open the model's first variant: an empty policy
+        // file is the model's [policy].
+        let explore_args = if policy_lines.is_empty() {
+            format!("{} --policy /dev/null", self.scenario.path.display())
+        } else {
+            format!("{} --policy <(printf '%s\\n' {})", self.scenario.path.display(), policy_lines.join(" "))
+        };
+        Job {
+            scenario: self.scenario.clone(),
+            variant: format!("{} {}", self.base_label, self.point_label(p)),
+            description: "sweep point".into(),
+            policy: self.policies[p].clone(),
+            expect: self.scenario.properties.iter().map(|n| (*n, Verdict::Holds)).collect(),
+            explore_args,
+        }
+    }
+}
+
+/// Parse one `--vary KEY=RANGE` against the scenario (its tick) into a knob.
+pub fn parse_knob(spec: &str, scenario: &Scenario) -> Result<Knob, String> {
+    let (key, range) = spec.split_once('=').ok_or_else(|| {
+        format!("--vary \"{spec}\": expected KEY=RANGE, e.g. replica_ack_timeout=300ms..3s")
+    })?;
+    let key = key.trim();
+    let range = range.trim();
+    let fail = |why: String| format!("--vary {key}={range}: {why}");
+    check_key(key).map_err(fail)?;
+    let values = if let Some((lo, hi)) = range.split_once("..") {
+        range_values(key, lo.trim(), hi.trim(), scenario.tick_ms).map_err(fail)?
+    } else {
+        let mut values = Vec::new();
+        for item in range.split(',') {
+            let item = item.trim();
+            if item.is_empty() {
+                return Err(fail("an empty value in the list".into()));
+            }
+            values.push(KnobValue { label: unquote(item), toml: toml_value(item) });
+        }
+        values
+    };
+    if values.len() > KNOB_VALUES_MAX {
+        return Err(fail(format!("{} values, more than the limit of {KNOB_VALUES_MAX}", values.len())));
+    }
+    // Every value must be a valid value of the key on its own (its type, its unit).
+    for v in &values {
+        patch(key, &v.toml).map_err(|why| fail(format!("key `{key}` = {}: {why}", v.toml)))?;
+    }
+    Ok(Knob { key: key.to_string(), spec: spec.to_string(), values })
+}
+
+/// A policy key, or an error with the nearest known one.
+fn check_key(key: &str) -> Result<(), String> {
+    // An empty patch lists every key in serde's "expected one of" when given an unknown one.
+    let mut table = toml::Table::new();
+    table.insert(key.to_string(), toml::Value::Boolean(false));
+    match toml::Value::Table(table).try_into::<PolicyPatch>() {
+        Err(e) if e.to_string().contains("unknown field") => {
+            let hint = config::did_you_mean(&e.to_string())
+                .map(|h| format!("; {}", h.trim_start_matches("help: ")))
+                .unwrap_or_default();
+            Err(format!("unknown policy key `{key}`{hint}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `key = value` as a policy patch, or serde's reason in the user's words.
+fn patch(key: &str, value: &toml::Value) -> Result<PolicyPatch, String> {
+    let mut table = toml::Table::new();
+    table.insert(key.to_string(), value.clone());
+    toml::Value::Table(table).try_into::<PolicyPatch>().map_err(|e| {
+        let message = e.message().trim().to_string();
+        message.strip_prefix(&format!("{key}: ")).unwrap_or(&message).to_string()
+    })
+}
+
+/// A command-line value as TOML: a number, a boolean or a quoted string as written, and
+/// anything else (`300ms`, `unlimited`) as a string.
+fn toml_value(text: &str) -> toml::Value {
+    match toml::from_str::<toml::Table>(&format!("v = {text}")) {
+        Ok(mut t) => t.remove("v").expect("the key parsed"),
+        Err(_) => toml::Value::String(text.to_string()),
+    }
+}
+
+fn unquote(text: &str) -> String {
+    text.trim_matches('"').to_string()
+}
+
+/// `lo..hi`: integers step by 1, durations by the model's tick.
+fn range_values(key: &str, lo: &str, hi: &str, tick_ms: u64) -> Result<Vec<KnobValue>, String> {
+    if let (Ok(a), Ok(b)) = (lo.parse::<i64>(), hi.parse::<i64>()) {
+        if a > b {
+            return Err(format!("the range starts above its end ({a} > {b})"));
+        }
+        if (b - a) as u64 >= KNOB_VALUES_MAX as u64 {
+            return Err(format!("{} values, more than the limit of {KNOB_VALUES_MAX}", b - a + 1));
+        }
+        return Ok((a..=b)
+            .map(|n| KnobValue { label: n.to_string(), toml: toml::Value::Integer(n) })
+            .collect());
+    }
+    if let (Ok(a), Ok(b)) = (Rate::parse(lo), Rate::parse(hi)) {
+        return rate_values(key, &a, &b, tick_ms);
+    }
+    let (a, b) = match (Dur::parse(lo), Dur::parse(hi)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(why), _) | (_, Err(why)) => {
+            return Err(format!(
+                "a range lo..hi is of integers, durations or rates ({why}); list other values: {key}=a,b,c"
+            ))
+        }
+    };
+    for d in [&a, &b] {
+        if !d.ms.is_multiple_of(tick_ms) {
+            return Err(format!(
+                "key `{key}` = \"{}\": \"{}\" is not a whole number of ticks (tick = {}); a duration range steps by the tick",
+                d.text,
+                d.text,
+                format_ms(tick_ms)
+            ));
+        }
+    }
+    if a.ms > b.ms {
+        return Err(format!("the range starts above its end ({} > {})", a.text, b.text));
+    }
+    let count = (b.ms - a.ms) / tick_ms + 1;
+    if count > KNOB_VALUES_MAX as u64 {
+        return Err(format!(
+            "{count} values at the model's tick of {}, more than the limit of {KNOB_VALUES_MAX}",
+            format_ms(tick_ms)
+        ));
+    }
+    Ok((0..count)
+        .map(|i| {
+            let label = format_ms(a.ms + i * tick_ms);
+            KnobValue { toml: toml::Value::String(label.clone()), label }
+        })
+        .collect())
+}
+
+/// `lo..hi` of rates: every whole number of writes per tick from `lo` to `hi`, written in
+/// `lo`'s unit when that is whole (`10/s..40/s` at a 100ms tick: 10/s, 20/s, 30/s, 40/s).
+fn rate_values(key: &str, lo: &Rate, hi: &Rate, tick_ms: u64) -> Result<Vec<KnobValue>, String> {
+    let per_tick =
+        |r: &Rate| r.per_tick(tick_ms).map_err(|why| format!("key `{key}` = \"{}\": {why}", r.text));
+    let (a, b) = (per_tick(lo)?, per_tick(hi)?);
+    if a > b {
+        return Err(format!("the range starts above its end ({} > {})", lo.text, hi.text));
+    }
+    let label = |n: u16| match lo.per_ms {
+        Some(per_ms) if per_ms.is_multiple_of(tick_ms) => {
+            let unit = if per_ms == 1000 { "s" } else { "min" };
+            format!("{}/{unit}", u64::from(n) * per_ms / tick_ms)
+        }
+        _ => format!("{n}/tick"),
+    };
+    Ok((a..=b)
+        .map(|n| {
+            let text = label(n);
+            KnobValue { toml: toml::Value::String(text.clone()), label: text }
+        })
+        .collect())
+}
+
+/// Resolve every point before anything runs, so a bad value fails fast, naming the key and value.
+pub fn plan(
+    scenario: Scenario,
+    base_label: String,
+    base: SourcedPolicy,
+    specs: &[String],
+) -> Result<Plan, ConfigError> {
+    let path = scenario.path.clone();
+    let input = |m: String| ConfigError::new(&path, m);
+    if specs.is_empty() {
+        return Err(input("sweep: give at least one --vary KEY=RANGE".into()));
+    }
+    if specs.len() > KNOBS_MAX {
+        return Err(input(format!(
+            "sweep: at most {KNOBS_MAX} --vary knobs (a line or a grid), {} given",
+            specs.len()
+        )));
+    }
+    let mut knobs: Vec<Knob> = Vec::new();
+    for spec in specs {
+        let knob = parse_knob(spec, &scenario).map_err(input)?;
+        if knobs.iter().any(|k| k.key == knob.key) {
+            return Err(input(format!("--vary {}: the key is varied twice", knob.key)));
+        }
+        knobs.push(knob);
+    }
+    let count: usize = knobs.iter().map(|k| k.values.len()).product();
+    if count > POINTS_MAX {
+        return Err(input(format!("sweep: {count} points, more than the limit of {POINTS_MAX}")));
+    }
+    let mut plan = Plan { scenario, base_label, base, knobs, policies: Vec::with_capacity(count) };
+    for p in 0..count {
+        let coords = plan.coords(p);
+        let mut sourced = plan.base.clone();
+        for (k, &c) in plan.knobs.iter().zip(&coords) {
+            let v = &k.values[c];
+            let over = patch(&k.key, &v.toml).expect("each value was parsed on its own");
+            sourced = sourced.then(&SourcedPolicy::new(over, &format!("--vary {}={}", k.key, v.label)));
+        }
+        WorldConfig::new(&plan.scenario, &sourced).map_err(&input)?;
+        plan.policies.push(sourced);
+    }
+    Ok(plan)
+}
+
+/// One property's verdict at one point of the sweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cell {
+    Holds,
+    Violated,
+    /// Checked, but exploration stopped at a limit before a verdict.
+    Incomplete,
+    /// Not checked: the checked values on both sides along the searched knob agree.
+    InferredHolds,
+    InferredViolated,
+    /// Not checked, and nothing to infer from (or another shard's point).
+    Unchecked,
+}
+
+impl Cell {
+    pub fn verdict(self) -> Option<Verdict> {
+        match self {
+            Cell::Holds | Cell::InferredHolds => Some(Verdict::Holds),
+            Cell::Violated | Cell::InferredViolated => Some(Verdict::Violated),
+            Cell::Incomplete | Cell::Unchecked => None,
+        }
+    }
+    pub fn checked(self) -> bool {
+        matches!(self, Cell::Holds | Cell::Violated | Cell::Incomplete)
+    }
+    fn from_found(f: Found) -> Cell {
+        match f {
+            Found::Holds => Cell::Holds,
+            Found::Violated => Cell::Violated,
+            Found::Unknown => Cell::Incomplete,
+        }
+    }
+}
+
+/// A change of verdict between two values along one knob, the other knob (if any) fixed.
+#[derive(Clone, Debug, Serialize)]
+pub struct Boundary {
+    /// The knob along which the verdict changes.
+    pub knob: String,
+    /// The other knob's value on this line, if there are two.
+    pub fixed: Option<(String, String)>,
+    /// The safe side: the value (and point index) nearest the change where the property holds.
+    pub holds_at: String,
+    pub holds_point: usize,
+    /// The unsafe side: the first value past the change where it is violated.
+    pub violated_at: String,
+    pub violated_point: usize,
+    /// The two values are neighbours in the range: the boundary is exact. Otherwise values
+    /// between them are unchecked or incomplete.
+    pub adjacent: bool,
+    /// An end of it is inferred, not checked (a grid's column).
+    pub inferred: bool,
+}
+
+/// Everything found about one property over the sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct PropertySweep {
+    pub name: PropertyName,
+    /// By point index.
+    pub cells: Vec<Cell>,
+    pub boundaries: Vec<Boundary>,
+    /// No line of the sweep changes verdict more than once among its checked points.
+    pub monotone: bool,
+    /// Point indices where the property holds (checked or inferred).
+    pub safe_points: Vec<usize>,
+}
+
+/// What one checked point found, for the report (its counterexamples are kept only where a
+/// boundary needs them).
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckedPoint {
+    pub point: usize,
+    pub values: BTreeMap<String, String>,
+    pub unique_states: u64,
+    pub complete: bool,
+    pub elapsed_ms: u64,
+    pub verdicts: Vec<(PropertyName, Found)>,
+}
+
+/// The result of a sweep.
+pub struct Outcome {
+    pub checked: Vec<CheckedPoint>,
+    pub properties: Vec<PropertySweep>,
+    /// The full run of every point at the unsafe side of a boundary (counterexamples).
+    pub runs: BTreeMap<usize, RunResult>,
+    pub elapsed_ms: u64,
+}
+
+/// Run the sweep: `on_point` is told about each point as its check finishes.
+pub fn run(
+    plan: &Plan,
+    search: &SearchOptions,
+    opts: &RunOptions,
+    on_point: &mut dyn FnMut(&Plan, &RunResult, usize, usize),
+) -> Result<Outcome, ConfigError> {
+    let start = std::time::Instant::now();
+    let props = plan.scenario.properties.clone();
+    let mut runs: BTreeMap<usize, RunResult> = BTreeMap::new();
+    let shape = Shape::of(plan);
+    let verdicts = search_points(&shape, props.len(), search, &mut |p| {
+        let r = super::run(&plan.job(p), opts)?;
+        on_point(plan, &r, p, runs.len() + 1);
+        let found = props
+            .iter()
+            .map(|n| {
+                r.properties.iter().find(|x| x.name == *n).expect("every point checks every property").found
+            })
+            .collect();
+        runs.insert(p, r);
+        Ok(found)
+    })?;
+    let properties: Vec<PropertySweep> = props
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| analyse(plan, &shape, name, i, &verdicts, search.shard.is_none()))
+        .collect();
+    // Keep the full runs (their counterexamples) only at the unsafe side of a boundary.
+    let wanted: BTreeSet<usize> =
+        properties.iter().flat_map(|p| p.boundaries.iter().map(|b| b.violated_point)).collect();
+    let checked = runs
+        .iter()
+        .map(|(&p, r)| CheckedPoint {
+            point: p,
+            values: plan
+                .knobs
+                .iter()
+                .zip(plan.coords(p))
+                .map(|(k, c)| (k.key.clone(), k.values[c].label.clone()))
+                .collect(),
+            unique_states: r.unique_states,
+            complete: r.complete,
+            elapsed_ms: r.elapsed_ms,
+            verdicts: r.properties.iter().map(|x| (x.name, x.found)).collect(),
+        })
+        .collect();
+    runs.retain(|p, _| wanted.contains(p));
+    Ok(Outcome { checked, properties, runs, elapsed_ms: start.elapsed().as_millis() as u64 })
+}
+
+/// The shape of a sweep's points: how many values each knob has (the first varies fastest).
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub sizes: Vec<usize>,
+}
+
+impl Shape {
+    fn of(plan: &Plan) -> Shape {
+        Shape { sizes: plan.knobs.iter().map(|k| k.values.len()).collect() }
+    }
+    fn count(&self) -> usize {
+        self.sizes.iter().product()
+    }
+    fn index(&self, coords: &[usize]) -> usize {
+        let mut p = 0;
+        for (size, c) in self.sizes.iter().zip(coords).rev() {
+            p = p * size + c;
+        }
+        p
+    }
+    /// The lines the search runs along: the first knob, for each value of the second.
+    fn search_lines(&self) -> Vec<Vec<usize>> {
+        let first = self.sizes[0];
+        (0..self.count() / first).map(|r| (0..first).map(|c| r * first + c).collect()).collect()
+    }
+    /// Every line along every knob, for boundaries: (knob, point indices, the other knob's
+    /// value index).
+    fn all_lines(&self) -> Vec<(usize, Vec<usize>, Option<usize>)> {
+        if self.sizes.len() == 1 {
+            return vec![(0, (0..self.count()).collect(), None)];
+        }
+        let (a, b) = (self.sizes[0], self.sizes[1]);
+        let mut out = Vec::new();
+        for j in 0..b {
+            out.push((0, (0..a).map(|i| self.index(&[i, j])).collect(), Some(j)));
+        }
+        for i in 0..a {
+            out.push((1, (0..b).map(|j| self.index(&[i, j])).collect(), Some(i)));
+        }
+        out
+    }
+}
+
+/// The points to check and their verdicts (one per property, in order), found through
+/// `verdicts`: samples and bisection along each search line, or every point (of the shard).
+pub fn search_points(
+    shape: &Shape,
+    property_count: usize,
+    search: &SearchOptions,
+    verdicts: &mut dyn FnMut(usize) -> Result<Vec<Found>, ConfigError>,
+) -> Result<BTreeMap<usize, Vec<Found>>, ConfigError> {
+    let mut found: BTreeMap<usize, Vec<Found>> = BTreeMap::new();
+    let mut check = |p: usize, found: &mut BTreeMap<usize, Vec<Found>>| -> Result<(), ConfigError> {
+        if let std::collections::btree_map::Entry::Vacant(slot) = found.entry(p) {
+            slot.insert(verdicts(p)?);
+        }
+        Ok(())
+    };
+    if search.exhaustive || search.shard.is_some() {
+        let shard = search.shard.unwrap_or(Shard { index: 0, count: 1 });
+        for p in (shard.index..shape.count()).step_by(shard.count) {
+            check(p, &mut found)?;
+        }
+        return Ok(found);
+    }
+    for line in shape.search_lines() {
+        for pos in sample_positions(line.len(), search.samples) {
+            check(line[pos], &mut found)?;
+        }
+        loop {
+            let mut next = BTreeSet::new();
+            for i in 0..property_count {
+                let cell = |p: usize| found.get(&p).map_or(Cell::Unchecked, |f| Cell::from_found(f[i]));
+                next.extend(bisection_points(&line, cell).into_iter().map(|pos| line[pos]));
+            }
+            if next.is_empty() {
+                break;
+            }
+            for p in next {
+                check(p, &mut found)?;
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// One property's cells (checked, and with `infer` inferred along the search lines), its
+/// boundaries along every line, whether it is monotone, and its safe points.
+fn analyse(
+    plan: &Plan,
+    shape: &Shape,
+    name: PropertyName,
+    i: usize,
+    found: &BTreeMap<usize, Vec<Found>>,
+    infer: bool,
+) -> PropertySweep {
+    let mut cells: Vec<Cell> = (0..shape.count())
+        .map(|p| found.get(&p).map_or(Cell::Unchecked, |f| Cell::from_found(f[i])))
+        .collect();
+    if infer {
+        for line in shape.search_lines() {
+            infer_line(&line, &mut cells);
+        }
+    }
+    let mut boundaries = Vec::new();
+    let mut monotone = true;
+    for (knob, line, fixed) in shape.all_lines() {
+        let along = line_boundaries(plan, knob, &line, fixed, &cells);
+        monotone &= along.len() <= 1;
+        boundaries.extend(along);
+    }
+    let safe_points = (0..shape.count()).filter(|&p| cells[p].verdict() == Some(Verdict::Holds)).collect();
+    PropertySweep { name, cells, boundaries, monotone, safe_points }
+}
+
+/// The two ends and `samples` evenly spaced positions between them, of a line of `len`.
+pub fn sample_positions(len: usize, samples: usize) -> Vec<usize> {
+    if len == 0 {
+        return Vec::new();
+    }
+    let mut out = BTreeSet::from([0, len - 1]);
+    for i in 1..=samples {
+        out.insert(i * (len - 1) / (samples + 1));
+    }
+    out.into_iter().collect()
+}
+
+/// Positions to check next on a line: for every pair of consecutive checked, decided
+/// positions that disagree and are not neighbours, the unchecked position nearest their middle.
+pub fn bisection_points(line: &[usize], cell: impl Fn(usize) -> Cell) -> Vec<usize> {
+    let decided: Vec<(usize, Verdict)> = (0..line.len())
+        .filter_map(|pos| {
+            let c = cell(line[pos]);
+            if c.checked() {
+                c.verdict().map(|v| (pos, v))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let mut out = Vec::new();
+    for w in decided.windows(2) {
+        let ((a, va), (b, vb)) = (w[0], w[1]);
+        if va == vb || b - a < 2 {
+            continue;
+        }
+        let middle = (a + b) / 2;
+        let pick = (a + 1..b)
+            .filter(|&pos| cell(line[pos]) == Cell::Unchecked)
+            .min_by_key(|&pos| (pos.abs_diff(middle), pos));
+        out.extend(pick);
+    }
+    out
+}
+
+/// Fill the unchecked cells of a line whose nearest checked neighbours on both sides give the
+/// same verdict.
+fn infer_line(line: &[usize], cells: &mut [Cell]) {
+    let checked: Vec<usize> = (0..line.len()).filter(|&pos| cells[line[pos]].checked()).collect();
+    for w in checked.windows(2) {
+        let (a, b) = (cells[line[w[0]]], cells[line[w[1]]]);
+        let fill = match (a, b) {
+            (Cell::Holds, Cell::Holds) => Cell::InferredHolds,
+            (Cell::Violated, Cell::Violated) => Cell::InferredViolated,
+            _ => continue,
+        };
+        for pos in w[0] + 1..w[1] {
+            cells[line[pos]] = fill;
+        }
+    }
+}
+
+/// Every change of verdict along a line between consecutive decided cells.
+fn line_boundaries(
+    plan: &Plan,
+    knob: usize,
+    line: &[usize],
+    fixed: Option<usize>,
+    cells: &[Cell],
+) -> Vec<Boundary> {
+    let decided: Vec<(usize, Cell)> = (0..line.len())
+        .filter(|&pos| cells[line[pos]].verdict().is_some())
+        .map(|pos| (pos, cells[line[pos]]))
+        .collect();
+    let k = &plan.knobs[knob];
+    let fixed = fixed.map(|j| {
+        let other = &plan.knobs[1 - knob];
+        (other.key.clone(), other.values[j].label.clone())
+    });
+    let mut out = Vec::new();
+    for w in decided.windows(2) {
+        let ((a, ca), (b, cb)) = (w[0], w[1]);
+        if ca.verdict() == cb.verdict() {
+            continue;
+        }
+        let (holds, violated) = if ca.verdict() == Some(Verdict::Holds) { (a, b) } else { (b, a) };
+        out.push(Boundary {
+            knob: k.key.clone(),
+            fixed: fixed.clone(),
+            holds_at: k.values[holds].label.clone(),
+            holds_point: line[holds],
+            violated_at: k.values[violated].label.clone(),
+            violated_point: line[violated],
+            adjacent: b - a == 1,
+            inferred: !ca.checked() || !cb.checked(),
+        });
+    }
+    out
+}
+
+/// Exit code of a sweep: 3 if a point's exploration was cut short by a limit, else 0. A
+/// violation is a finding of the sweep, not a failure.
+pub fn exit_code(outcome: &Outcome) -> u8 {
+    if outcome.checked.iter().any(|c| c.verdicts.iter().any(|(_, f)| *f == Found::Unknown)) {
+        3
+    } else {
+        0
+    }
+}
+
+/// The base policy a sweep varies: a variant's, a `--policy` file over the scenario's, or
+/// the scenario's own `[policy]`.
+pub fn base_policy(
+    scenario: &Scenario,
+    variant: Option<&str>,
+    policy: Option<&Path>,
+) -> Result<(String, SourcedPolicy), ConfigError> {
+    if let Some(path) = policy {
+        let file = config::load_policy(path)?;
+        return Ok((format!("policy {}", path.display()), scenario.base_policy.then(&file)));
+    }
+    if let Some(name) = variant {
+        let known: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
+        let v = scenario.variant(name).ok_or_else(|| {
+            ConfigError::new(
+                &scenario.path,
+                format!(
+                    "--variant \"{name}\": no such variant (variants: {}){}",
+                    known.join(", "),
+                    config::nearest(name, known.iter().copied())
+                        .map(|n| format!("; did you mean `{n}`?"))
+                        .unwrap_or_default()
+                ),
+            )
+        })?;
+        return Ok((format!("variant {name}"), v.policy.clone()));
+    }
+    Ok(("[policy]".to_string(), scenario.base_policy.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_include_both_ends() {
+        assert_eq!(sample_positions(28, 3), vec![0, 6, 13, 20, 27]);
+        assert_eq!(sample_positions(2, 3), vec![0, 1]);
+        assert_eq!(sample_positions(1, 3), vec![0]);
+    }
+
+    #[test]
+    fn bisection_halves_disagreeing_intervals_only() {
+        let line: Vec<usize> = (0..10).collect();
+        let cells = [
+            Cell::Violated,
+            Cell::Unchecked,
+            Cell::Unchecked,
+            Cell::Unchecked,
+            Cell::Holds,
+            Cell::Unchecked,
+            Cell::Unchecked,
+            Cell::Unchecked,
+            Cell::Unchecked,
+            Cell::Holds,
+        ];
+        assert_eq!(bisection_points(&line, |p| cells[p]), vec![2]);
+        let cells = [Cell::Violated, Cell::Holds, Cell::Holds];
+        assert!(bisection_points(&line[..3], |p| cells[p]).is_empty());
+    }
+
+    #[test]
+    fn inference_needs_agreeing_neighbours() {
+        let line: Vec<usize> = (0..6).collect();
+        let mut cells =
+            vec![Cell::Holds, Cell::Unchecked, Cell::Holds, Cell::Unchecked, Cell::Violated, Cell::Unchecked];
+        infer_line(&line, &mut cells);
+        assert_eq!(
+            cells,
+            vec![
+                Cell::Holds,
+                Cell::InferredHolds,
+                Cell::Holds,
+                Cell::Unchecked,
+                Cell::Violated,
+                Cell::Unchecked
+            ]
+        );
+    }
+
+    /// A verdict that is not monotone in the knob: every change among the checked points is
+    /// refined to neighbouring values and reported, and the sweep says it is not monotone.
+    #[test]
+    fn a_verdict_that_is_not_monotone_is_reported_with_every_boundary() {
+        let scenario = Scenario::load(Path::new("models/basic-quorum.toml")).expect("the model loads");
+        let base = scenario.base_policy.clone();
+        let plan =
+            plan(scenario, "[policy]".into(), base, &["replica_ack_timeout=100ms..2s".into()]).unwrap();
+        assert_eq!(plan.point_count(), 20);
+        // Holds at 600ms..1s and from 1600ms on, violated elsewhere.
+        let truth = |p: usize| if (5..=9).contains(&p) || p >= 15 { Found::Holds } else { Found::Violated };
+        let search = SearchOptions { samples: 3, exhaustive: false, shard: None };
+        let mut calls = 0;
+        let shape = Shape::of(&plan);
+        let found = search_points(&shape, 1, &search, &mut |p| {
+            calls += 1;
+            Ok(vec![truth(p)])
+        })
+        .unwrap();
+        assert!(calls < 20, "bisection checks fewer points than there are ({calls})");
+        let name = PropertyName::AckedWritesPersist;
+        let p = analyse(&plan, &shape, name, 0, &found, true);
+        assert!(!p.monotone);
+        let changes: Vec<(&str, &str, bool)> =
+            p.boundaries.iter().map(|b| (b.violated_at.as_str(), b.holds_at.as_str(), b.adjacent)).collect();
+        assert_eq!(
+            changes,
+            vec![("500ms", "600ms", true), ("1100ms", "1s", true), ("1500ms", "1600ms", true)]
+        );
+        // No cell contradicts a checked point.
+        for (point, f) in &found {
+            assert_eq!(p.cells[*point].verdict().map(|v| v == Verdict::Holds), Some(f[0] == Found::Holds));
+        }
+    }
+
+    #[test]
+    fn shards_parse() {
+        assert_eq!(Shard::parse("1/4"), Ok(Shard { index: 1, count: 4 }));
+        assert!(Shard::parse("4/4").is_err());
+        assert!(Shard::parse("x").is_err());
+    }
+}

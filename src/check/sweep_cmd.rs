@@ -1,0 +1,103 @@
+//! `replicheck sweep`: its arguments and the command, from the model file to the report.
+
+use super::sweep::{self, SearchOptions, Shard};
+use super::{sweep_render, RunOptions};
+use crate::config::{ConfigError, Scenario};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepFormat {
+    Text,
+    Json,
+}
+
+/// Arguments of `replicheck sweep`.
+#[derive(clap::Args, Debug)]
+pub struct SweepArgs {
+    /// The model file.
+    pub model: PathBuf,
+    /// A policy key and its values: KEY=LO..HI (durations step by the model's tick, rates by
+    /// one write per tick, integers by 1) or KEY=A,B,C. Once for a line, twice for a grid.
+    #[arg(long = "vary", value_name = "KEY=RANGE", required = true)]
+    pub vary: Vec<String>,
+    /// Vary this variant's policy (default: the model's [policy]).
+    #[arg(long, conflicts_with = "policy")]
+    pub variant: Option<String>,
+    /// Vary this policy file, applied over the model's [policy] (alias: --base).
+    #[arg(long, alias = "base")]
+    pub policy: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SweepFormat,
+    /// Write a picture of the verdicts (SVG): a strip per property for one knob, a heat map
+    /// per property for two.
+    #[arg(long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
+    /// Values checked along the first knob besides its ends before bisection starts (more
+    /// samples catch a verdict that is not monotone).
+    #[arg(long, default_value = "3")]
+    pub samples: usize,
+    /// Check every point: no bisection, nothing inferred.
+    #[arg(long)]
+    pub exhaustive: bool,
+    /// Check only the points whose index is I modulo N (I from 0; points are numbered with
+    /// the first knob varying fastest). Implies --exhaustive over those points.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Stop each point's exploration after this many distinct states (its verdicts are then
+    /// incomplete, exit 3).
+    #[arg(long)]
+    pub max_states: Option<u64>,
+    /// Explorer address used in counterexample links.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    pub addr: String,
+}
+
+fn progress_line(p: &crate::engine::Progress) {
+    if p.elapsed.as_secs_f64() >= 1.0 {
+        eprint!("\r  {} states, depth {}, queue {}    ", p.unique_states, p.depth, p.frontier);
+    }
+}
+
+/// Run the sweep and print its report; the exit code: 0 done, 3 a point was cut short by a
+/// limit.
+pub fn command(args: SweepArgs) -> Result<u8, ConfigError> {
+    let scenario = Scenario::load(&args.model)?;
+    let shard = args
+        .shard
+        .as_deref()
+        .map(Shard::parse)
+        .transpose()
+        .map_err(|m| ConfigError::new(std::path::Path::new("--shard"), m))?;
+    let (base_label, base) = sweep::base_policy(&scenario, args.variant.as_deref(), args.policy.as_deref())?;
+    let plan = sweep::plan(scenario, base_label, base, &args.vary)?;
+    let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text;
+    let opts = RunOptions {
+        threads: args.threads.unwrap_or(RunOptions::default().threads),
+        max_states: args.max_states,
+        progress: if interactive { Some(progress_line) } else { None },
+        explorer_addr: args.addr.clone(),
+    };
+    let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard };
+    let mut on_point = |plan: &sweep::Plan, r: &super::RunResult, point: usize, count: usize| {
+        if interactive {
+            eprint!("\r\x1b[K");
+        }
+        eprintln!("{}", sweep_render::point_line(plan, r, point, count));
+    };
+    let outcome = sweep::run(&plan, &search, &opts, &mut on_point)?;
+    let code = sweep::exit_code(&outcome);
+    if let Some(path) = &args.svg {
+        std::fs::write(path, sweep_render::svg(&plan, &outcome))
+            .map_err(|e| ConfigError::new(path, format!("cannot write the picture: {e}")))?;
+        eprintln!("picture written to {}", path.display());
+    }
+    match args.format {
+        SweepFormat::Text => print!("{}", sweep_render::human(&plan, &outcome, shard)),
+        SweepFormat::Json => println!("{}", sweep_render::json(&plan, &outcome, shard, code)),
+    }
+    Ok(code)
+}

@@ -1,0 +1,246 @@
+//! `replicheck sweep` through the real binary (issue 17): the boundary it reports on the
+//! incident model, its grid, its picture, its shards, limits, and its errors on bad input.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+const ACK: &str = "models/ack-timeout-eviction.toml";
+const HOT: &str = "models/hot-partition-retry-storm.toml";
+
+fn replicheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .expect("run replicheck")
+}
+
+fn json(args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["sweep"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json", "--threads", "1"]);
+    let out = replicheck(&all);
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exit code"), doc)
+}
+
+fn property<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .expect("the property is reported")
+}
+
+/// Every checked point's verdict is the cell the report shows there: nothing inferred or
+/// claimed contradicts a point that was checked.
+fn assert_cells_agree_with_checked_points(doc: &Value) {
+    for point in doc["checked"].as_array().unwrap() {
+        let index = point["point"].as_u64().unwrap() as usize;
+        for (name, verdict) in point["verdicts"].as_object().unwrap() {
+            assert_eq!(property(doc, name)["cells"][index], *verdict, "{name} at point {index}");
+        }
+    }
+}
+
+/// Coupled detection (the incident variant: the ack deadline is the failure detector): the
+/// deadline must exceed the worst round trip over the degraded cross-zone link, 2 x 700ms.
+/// A deadline equal to it is not enough: the reply may arrive in the very tick the deadline
+/// fires, and the model explores both orders, so 1400ms evicts the healthy n2 and 1500ms is
+/// the first safe value.
+#[test]
+fn ack_timeout_boundary_is_just_above_the_worst_round_trip() {
+    let (code, doc) = json(&[ACK, "--variant", "incident", "--vary", "replica_ack_timeout=300ms..3s"]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["points"], 28);
+    let checked = doc["checked"].as_array().unwrap().len();
+    assert!(checked < 12, "bisection, not every point: {checked} checked");
+    assert_cells_agree_with_checked_points(&doc);
+    for name in ["no_healthy_eviction", "churn_bounded"] {
+        let p = property(&doc, name);
+        assert_eq!(p["monotone"], true, "{name}");
+        let boundaries = p["boundaries"].as_array().unwrap();
+        assert_eq!(boundaries.len(), 1, "{name}: {boundaries:?}");
+        let b = &boundaries[0];
+        assert_eq!(
+            (b["violated_at"].as_str(), b["holds_at"].as_str()),
+            (Some("1400ms"), Some("1500ms")),
+            "{name}"
+        );
+        assert_eq!(b["adjacent"], true);
+        assert_eq!(b["inferred"], false);
+        assert_eq!(b["violated_policy"], "replica_ack_timeout = \"1400ms\"\n");
+        // The safe region: 1500ms..3s, the last 16 values.
+        let safe: Vec<u64> =
+            p["safe_points"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(safe, (12..28).collect::<Vec<u64>>(), "{name}");
+    }
+    // The counterexample at 1400ms: the deadline fires at the tick n2's ack is due.
+    let b = &property(&doc, "no_healthy_eviction")["boundaries"][0];
+    let steps = b["counterexample"]["steps"].as_array().expect("a counterexample at the unsafe side");
+    let last = steps.last().unwrap()["action"].as_str().unwrap();
+    assert!(last.contains("ack deadline (1400ms)") && last.contains("healthy"), "{last}");
+    assert!(b["counterexample"]["explorer_path"].as_str().unwrap().contains("#/steps/"));
+    // The properties the knob does not touch: the same verdict everywhere, no boundary.
+    assert_eq!(property(&doc, "acked_writes_persist")["boundaries"].as_array().unwrap().len(), 0);
+    let duplicates = property(&doc, "no_duplicate_effects");
+    assert!(duplicates["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c == "violated" || c == "inferred_violated"));
+}
+
+#[test]
+fn the_text_report_and_the_picture_show_the_boundary() {
+    let svg = std::env::temp_dir().join(format!("replicheck-sweep-{}.svg", std::process::id()));
+    let out = replicheck(&[
+        "sweep",
+        ACK,
+        "--variant",
+        "incident",
+        "--vary",
+        "replica_ack_timeout=1s..2s",
+        "--threads",
+        "1",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("boundary: violated at replica_ack_timeout=1400ms, holds at replica_ack_timeout=1500ms (neighbouring values, both checked)"),
+        "{text}"
+    );
+    assert!(text.contains("no_healthy_eviction: holds for replica_ack_timeout in 1500ms..2s"), "{text}");
+    assert!(
+        text.contains("explore: replicheck explore models/ack-timeout-eviction.toml --policy <(printf"),
+        "{text}"
+    );
+    let picture = std::fs::read_to_string(&svg).expect("the picture is written");
+    std::fs::remove_file(&svg).ok();
+    assert!(picture.starts_with("<svg"));
+    // One cell per property and value (6 properties x 11 values), plus the legend's six.
+    assert_eq!(picture.matches("<rect x=").count(), 6 * 11 + 6, "{picture}");
+    // Boundaries drawn for no_healthy_eviction and churn_bounded, plus the legend's.
+    assert_eq!(picture.matches("stroke-width=\"3\"").count(), 3);
+}
+
+/// Two knobs: the search along the first knob for each value of the second; the cells it
+/// infers are the verdicts an exhaustive sweep finds.
+#[test]
+fn a_grid_agrees_with_the_exhaustive_sweep() {
+    let args = [
+        HOT,
+        "--variant",
+        "incident",
+        "--vary",
+        "write_shard_suffixes=1..8",
+        "--vary",
+        "partition_write_capacity=10/s..30/s",
+    ];
+    let (code, searched) = json(&args);
+    assert_eq!(code, 0);
+    // A range of rates steps by one write per tick, in the unit it was written in.
+    assert_eq!(searched["knobs"][1]["values"], serde_json::json!(["10/s", "20/s", "30/s"]));
+    let mut all = args.to_vec();
+    all.push("--exhaustive");
+    let (_, exhaustive) = json(&all);
+    assert_eq!(exhaustive["checked"].as_array().unwrap().len(), 24);
+    assert!(searched["checked"].as_array().unwrap().len() < 24);
+    for p in exhaustive["properties"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let other = property(&searched, name);
+        for (i, cell) in p["cells"].as_array().unwrap().iter().enumerate() {
+            let inferred = other["cells"][i].as_str().unwrap().trim_start_matches("inferred_").to_string();
+            assert_eq!(Some(inferred.as_str()), cell.as_str(), "{name} at point {i}");
+        }
+    }
+    // capacity_respected: one suffix overloads the hot partition at every cap; two or more
+    // suffixes keep within 20/s and 30/s caps but not 10/s.
+    let cells = property(&exhaustive, "capacity_respected")["cells"].as_array().unwrap().clone();
+    let row =
+        |r: usize| cells[r * 8..r * 8 + 8].iter().map(|c| c.as_str().unwrap() == "holds").collect::<Vec<_>>();
+    assert_eq!(row(0), vec![false; 8]);
+    for r in [1, 2] {
+        assert_eq!(row(r), [vec![false], vec![true; 7]].concat());
+    }
+}
+
+/// `--shard I/N` checks every N-th point from I; the shards together are the exhaustive sweep.
+#[test]
+fn shards_partition_the_points() {
+    let mut union = Vec::new();
+    for i in 0..3 {
+        let shard = format!("{i}/3");
+        let (code, doc) =
+            json(&[ACK, "--variant", "incident", "--vary", "replica_ack_timeout=1s..2s", "--shard", &shard]);
+        assert_eq!(code, 0);
+        assert_eq!(doc["shard"]["index"], i);
+        for point in doc["checked"].as_array().unwrap() {
+            let index = point["point"].as_u64().unwrap();
+            assert_eq!(index % 3, i as u64);
+            // Another shard's points are not inferred.
+            union.push((index, point["verdicts"]["no_healthy_eviction"].as_str().unwrap().to_string()));
+        }
+        let cells = property(&doc, "no_healthy_eviction")["cells"].as_array().unwrap().clone();
+        assert!(cells.iter().all(|c| !c.as_str().unwrap().starts_with("inferred")));
+    }
+    union.sort();
+    let expected: Vec<(u64, String)> =
+        (0..11).map(|i| (i, if i < 5 { "violated" } else { "holds" }.to_string())).collect();
+    assert_eq!(union, expected);
+}
+
+/// A point cut short by a limit is incomplete, never "holds", and the sweep exits 3.
+#[test]
+fn a_point_cut_short_is_incomplete() {
+    let (code, doc) =
+        json(&[ACK, "--variant", "incident", "--vary", "replica_ack_timeout=1s,2s", "--max-states", "200"]);
+    assert_eq!(code, 3);
+    let first = &doc["checked"][0];
+    assert_eq!(first["complete"], false);
+    assert_eq!(property(&doc, "acked_writes_persist")["cells"][0], "incomplete");
+    for point in doc["checked"].as_array().unwrap() {
+        if point["complete"] == false {
+            assert!(point["verdicts"].as_object().unwrap().values().all(|v| v != "holds"), "{point}");
+        }
+    }
+}
+
+fn rejected(args: &[&str]) -> String {
+    let mut all = vec!["sweep", ACK];
+    all.extend_from_slice(args);
+    let out = replicheck(&all);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty());
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn an_unknown_key_is_named_with_a_suggestion() {
+    let err = rejected(&["--vary", "replica_ack_timout=300ms..3s"]);
+    assert!(
+        err.contains("--vary replica_ack_timout=300ms..3s: unknown policy key `replica_ack_timout`"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `replica_ack_timeout`?"), "{err}");
+}
+
+#[test]
+fn a_range_off_the_tick_is_named_with_its_value_and_the_tick() {
+    let err = rejected(&["--vary", "replica_ack_timeout=350ms..3s"]);
+    assert!(err.contains("key `replica_ack_timeout` = \"350ms\""), "{err}");
+    assert!(err.contains("not a whole number of ticks (tick = 100ms)"), "{err}");
+    let err = rejected(&["--vary", "replica_ack_timeout=500ms,1250ms"]);
+    assert!(err.contains("key `replica_ack_timeout` = \"1250ms\""), "{err}");
+    let err = rejected(&["--vary", "write_quorum=1..4"]);
+    assert!(err.contains("key `write_quorum` = 4: must not exceed replication_factor = 3"), "{err}");
+}
