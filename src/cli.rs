@@ -418,7 +418,11 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
         Command::Store { .. } => unreachable!("run() takes the store commands"),
         Command::Conform { log, model: None, .. } => conform(&log),
         Command::Conform { log, model: Some(model), variant, policy } => {
-            let (_, cfg) = world_config(&model, variant, policy.as_deref())?;
+            let (scenario, cfg) = world_config(&model, variant, policy.as_deref())?;
+            let text = config::read_file(&log)?;
+            if crate::store::trace::is_store_trace(&text) {
+                return conform_store_trace(&log, &text, &scenario);
+            }
             conform_trace(&log, &World::new(cfg))
         }
         Command::BenchOne { model, variant, threads, safety_only } => {
@@ -530,6 +534,30 @@ fn conform_trace(path: &std::path::Path, world: &World) -> Result<ExitCode, Conf
             Ok(1)
         }
     }
+}
+
+/// `conform TRACE --model M` on a trace `store run` wrote: every request's fate against the
+/// model's latencies and faults (`store::trace`).
+fn conform_store_trace(
+    path: &std::path::Path,
+    text: &str,
+    scenario: &Scenario,
+) -> Result<ExitCode, ConfigError> {
+    use crate::store::trace::{self, TraceVerdict};
+    let ms_per_tick = text
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<trace::TraceLine>(l).ok())
+        .and_then(|l| match l {
+            trace::TraceLine::StoreTrace { ms_per_tick } => Some(ms_per_tick),
+            _ => None,
+        })
+        .unwrap_or(scenario.tick_ms);
+    let slack = crate::store::run::trace_slack_ms(ms_per_tick);
+    let verdict = trace::validate(scenario, text, slack)
+        .map_err(|e| ConfigError::new(path, format!("{}: {e}", path.display())))?;
+    println!("{}: {}", path.display(), trace::describe(&verdict, &scenario.name));
+    Ok(if matches!(verdict, TraceVerdict::Conforms { .. }) { 0 } else { 1 })
 }
 
 /// `conform`: replay a decision log; the first mismatch is printed in full.

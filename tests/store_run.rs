@@ -133,6 +133,11 @@ fn fixed_hears_replicas_slower_than_its_deadlines_and_judges_none_dead() {
     let decisions = std::fs::read_to_string(&log).unwrap();
     let dead: Vec<&str> = decisions.lines().filter(|l| l.contains(r#""event":"declared_dead"#)).collect();
     assert!(dead.is_empty(), "slow is not dead:\n{}\n{report}", dead.join("\n"));
+    // Every request's fate, late replies included, is one the model's environment allows.
+    assert!(
+        report.contains("trace: every request's fate is a behaviour of model ack-timeout-eviction"),
+        "{report}"
+    );
     // The degraded replica's write acks missed the 500 ms deadline and were still heard; no
     // zone-b node was silent for dead_after (3 s).
     let n2 = link_row(&report, "n2");
@@ -225,6 +230,10 @@ fn store_agrees_with_the_model(
         }
         let replay = conform(&log);
         assert_eq!(replay.status.code(), Some(0), "{variant}: {}", text(&replay));
+        assert!(
+            report.contains("trace: every request's fate is a behaviour of model"),
+            "{variant}:\n{report}"
+        );
         reports.push(report);
     }
     reports.try_into().expect("two reports")
@@ -306,4 +315,43 @@ fn the_history_is_written_as_edn_that_history_check_reads_back() {
     assert_eq!(check.status.code(), Some(0), "{}", text(&check));
     assert!(String::from_utf8_lossy(&check.stdout).contains("linearizable"), "{}", text(&check));
     assert!(!dir.path().join("fixed.html").exists(), "a picture only of a history that is not linearizable");
+}
+
+/// A shell that drops replies arriving after their ack deadline (what the store did before its
+/// coordinator was the protocol's, and the cause of its healthy evictions under `fixed`):
+/// the run's trace names the first request whose reply never reached the machine although
+/// the model's latencies bring it back, and `conform TRACE --model` names the same line.
+#[test]
+fn a_shell_that_drops_late_replies_is_named_by_trace_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("REPLICHECK_SHELL_FAULT", "drop_late_replies")
+        .args(["store", "run", "models/ack-timeout-eviction.toml", "--variant", "fixed"])
+        .args(["--duration", "5s", "--clients", "4", "--model-verdicts", "declared", "--trace"])
+        .arg(&trace)
+        .output()
+        .expect("run replicheck");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("trace: line "))
+        .unwrap_or_else(|| panic!("the trace conforms although late replies were dropped:\n{report}"));
+    assert!(line.contains("never reached the coordinator's machine"), "{line}");
+    let step: String = line["trace: line ".len()..].chars().take_while(char::is_ascii_digit).collect();
+    let again = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("conform")
+        .arg(&trace)
+        .args(["--model", "models/ack-timeout-eviction.toml", "--variant", "fixed"])
+        .output()
+        .expect("run conform");
+    let verdict = text(&again);
+    assert_eq!(again.status.code(), Some(1), "{verdict}");
+    assert!(
+        verdict.contains(&format!(": line {step} is not a behaviour of model ack-timeout-eviction")),
+        "{verdict}"
+    );
 }

@@ -96,6 +96,10 @@ pub enum StoreCommand {
         /// it (`.html`).
         #[arg(long)]
         history: Option<PathBuf>,
+        /// Keep the coordinator's trace here (JSON lines; `replicheck conform TRACE --model M`
+        /// checks it against the model's latencies and faults, as the run's report does).
+        #[arg(long)]
+        trace: Option<PathBuf>,
         /// Seed for the proxies' delays and losses and the clients' choices.
         #[arg(long, default_value = "1")]
         seed: u64,
@@ -270,6 +274,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             model_verdicts,
             decision_log,
             history,
+            trace,
             seed,
         } => {
             let binary = std::env::current_exe()
@@ -286,6 +291,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 model_verdicts,
                 decision_log,
                 history,
+                trace,
                 seed,
                 binary,
             };
@@ -367,6 +373,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 proxy_seed: 0,
                 load: LoadFacts::default(),
                 membership: None,
+                trace: None,
             };
             let mut cluster = Cluster::start(config)?;
             let addr = cluster.client_addr();

@@ -21,6 +21,7 @@ use super::datadir::{self, DirLock, StateFile};
 use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
+use super::trace::TraceWriter;
 use super::StoreError;
 use crate::config::Policy;
 use crate::policy::NodeId;
@@ -62,6 +63,9 @@ pub struct ClusterConfig {
     /// The membership queue's capacity and the time an update takes (`None`: one change per
     /// partition may wait, applied at once).
     pub membership: Option<crate::config::CoordinatorSpec>,
+    /// Where the coordinator writes its trace (`store::trace`), and model time in real time
+    /// (`None`: no trace).
+    pub trace: Option<(PathBuf, u64)>,
 }
 
 impl ClusterConfig {
@@ -81,6 +85,7 @@ impl ClusterConfig {
             decision_log: None,
             load: LoadFacts::default(),
             membership: None,
+            trace: None,
         }
     }
 }
@@ -112,6 +117,7 @@ pub struct Cluster {
     client_addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
     log: DecisionLog,
+    trace: Option<TraceWriter>,
     /// Released last, once every node is stopped.
     _lock: DirLock,
 }
@@ -193,6 +199,11 @@ impl Cluster {
                 .map_err(|e| format!("cannot create the decision log {}: {e}", path.display()))?,
             None => DecisionLog::off(),
         };
+        let trace = match &config.trace {
+            Some((path, ms_per_tick)) => Some(TraceWriter::create(path, *ms_per_tick)?),
+            None => None,
+        };
+        let coordinator_trace = trace.clone();
         let (coordinator, listener) = runtime.block_on(async {
             let coordinator = Coordinator::start(
                 config.policy.clone(),
@@ -207,6 +218,7 @@ impl Cluster {
                     .clone()
                     .unwrap_or_else(|| super::coordinator::membership_default(config.layout.shards.len())),
                 Some((state_file, saved)),
+                coordinator_trace,
             )
             .await?;
             let listener = tokio::net::TcpListener::bind(config.client_addr)
@@ -216,7 +228,16 @@ impl Cluster {
         })?;
         let client_addr = listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
         runtime.spawn(Arc::clone(&coordinator).serve(listener));
-        Ok(Cluster { config, nodes, coordinator, client_addr, runtime: Some(runtime), log, _lock: lock })
+        Ok(Cluster {
+            config,
+            nodes,
+            coordinator,
+            client_addr,
+            runtime: Some(runtime),
+            log,
+            trace,
+            _lock: lock,
+        })
     }
 
     /// Where clients speak RESP.
@@ -246,6 +267,11 @@ impl Cluster {
     /// log their retry decisions to it too (`with_actor`).
     pub fn decision_log(&self) -> &DecisionLog {
         &self.log
+    }
+
+    /// The coordinator's trace, if it keeps one (`store run` adds its faults to it).
+    pub fn trace(&self) -> Option<&TraceWriter> {
+        self.trace.as_ref()
     }
 
     /// The coordinator's INFO text.

@@ -17,6 +17,7 @@ use super::layout::Layout;
 use super::link::{LinkError, NodeLink};
 use super::resp;
 use super::shell::{self, config_name, Shell};
+use super::trace::TraceWriter;
 use super::wire::{NodeReply, NodeRequest, StoredValue};
 use crate::config::{CoordinatorSpec, OpKind, Policy};
 use crate::policy::NodeId;
@@ -135,6 +136,7 @@ impl Coordinator {
         layout: Layout,
         membership: CoordinatorSpec,
         state: Option<(StateFile, Option<SavedState>)>,
+        trace: Option<TraceWriter>,
     ) -> Result<Arc<Coordinator>, String> {
         load.check(node_addrs.len())?;
         layout.check(node_addrs.len(), policy.replication_factor)?;
@@ -175,7 +177,7 @@ impl Coordinator {
             }
         }
         let cfg = shell::resolved(&policy, node_zones, &layout, &load, &membership)?;
-        let shell = Shell::new(cfg, layout, links, state, max_version, log)?;
+        let shell = Shell::new(cfg, layout, links, state, max_version, log, trace)?;
         shell.start_clock();
         Ok(Arc::new(Coordinator { shell, value_bytes_max }))
     }

@@ -18,6 +18,7 @@ pub mod resp;
 pub mod run;
 pub mod shell;
 pub mod storage;
+pub mod trace;
 pub mod wire;
 
 /// Why a store command failed. The CLI exits 2 for the first (a flag, a policy file, a data

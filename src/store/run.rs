@@ -53,6 +53,7 @@ use super::decision::{EventLine, LogLine};
 use super::layout::Layout;
 use super::proxy::{Proxy, ProxyHandle};
 use super::resp;
+use super::trace::{self, TraceFault, TraceLine, TraceVerdict};
 use super::StoreError;
 use crate::config::{self, Found, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
@@ -97,6 +98,9 @@ pub struct RunRequest {
     pub decision_log: Option<PathBuf>,
     /// Write the clients' history here, in Jepsen's EDN (`history check` reads it back).
     pub history: Option<PathBuf>,
+    /// Keep the coordinator's trace here (default: a temporary file, removed); `replicheck
+    /// conform TRACE --model M` validates it again.
+    pub trace: Option<PathBuf>,
     pub seed: u64,
     /// The `replicheck` executable that runs the nodes.
     pub binary: PathBuf,
@@ -149,6 +153,8 @@ pub struct RunOutcome {
     pub acked_writes_lost: Vec<String>,
     /// Keys whose history is not linearizable (or undecided within the budget).
     pub not_linearizable: Vec<String>,
+    /// The coordinator's trace against the model's environment (`store::trace::validate`).
+    pub trace_verdict: Option<TraceVerdict>,
     /// Files written about the history (EDN, the picture of a non-linearizable one), as report
     /// lines.
     pub history_files: Vec<String>,
@@ -438,7 +444,30 @@ impl Rig<'_> {
         self.node_faulted_at_ms.entry(node).or_insert(now);
     }
 
+    fn trace(&self, fault: TraceFault) {
+        if let Some(t) = self.cluster.trace() {
+            t.fault(fault);
+        }
+    }
+
     fn apply(&mut self, fault: &Fault) -> Result<(), String> {
+        let traced = match fault {
+            Fault::Crash(node) => TraceFault::Crash { node: *node },
+            Fault::Partition(zone) => TraceFault::Partition { zone: *zone },
+            Fault::Degrade { zones, latency, .. } => {
+                let index = self
+                    .scenario
+                    .faults
+                    .degrade
+                    .iter()
+                    .position(|d| d.zones == *zones && d.latency == *latency)
+                    .ok_or("a degradation the model's fault menu does not list")?;
+                TraceFault::Degrade { index: index as u8 }
+            }
+            Fault::Drop => TraceFault::Drop,
+        };
+        // Before the fault: a message it loses is then excused by it.
+        self.trace(traced);
         match fault {
             Fault::Crash(node) => {
                 self.cluster.kill(*node)?;
@@ -505,6 +534,7 @@ impl Rig<'_> {
                 self.cluster.restart(node)?;
             }
         }
+        self.trace(TraceFault::Heal);
         self.event("HEAL every fault undone".into());
         Ok(())
     }
@@ -575,6 +605,7 @@ fn run_store(
 ) -> Result<RunOutcome, String> {
     let dir = ScratchDir::new()?;
     let log_path = req.decision_log.clone().unwrap_or_else(|| dir.path.join("decisions.jsonl"));
+    let trace_path = req.trace.clone().unwrap_or_else(|| dir.path.join("trace.jsonl"));
     let before_start = Instant::now();
     let cluster = Cluster::start(ClusterConfig {
         binary: req.binary.clone(),
@@ -589,6 +620,7 @@ fn run_store(
         load: load_facts(scenario),
         layout,
         // The model's membership queue, its update time in milliseconds as every duration.
+        trace: Some((trace_path.clone(), ms_per_tick)),
         membership: Some(config::CoordinatorSpec {
             membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
             ..scenario.coordinator.clone()
@@ -649,6 +681,10 @@ fn run_store(
     let load = load_thread.join().map_err(|_| "the load thread panicked".to_string())??;
     rig.event(format!("load stopped after {} operations", load.history.len()));
     let load_end_ms = rig.now_ms();
+    if let Some(t) = rig.cluster.trace() {
+        t.line(&TraceLine::End { at_ms: t.now_ms() });
+        t.flush()?;
+    }
     // Let the last catch-up copies and deadlines run out before the final reads.
     let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
     std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
@@ -658,6 +694,9 @@ fn run_store(
     let log_text = std::fs::read_to_string(&log_path)
         .map_err(|e| format!("cannot read the decision log {}: {e}", log_path.display()))?;
     let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
+    let trace_text = std::fs::read_to_string(&trace_path)
+        .map_err(|e| format!("cannot read the trace {}: {e}", trace_path.display()))?;
+    outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, trace_slack_ms(ms_per_tick))?);
     outcome.history_files = write_history_files(&load, &finals, req, !outcome.not_linearizable.is_empty())?;
     outcome.events = std::mem::take(&mut rig.events);
     outcome.info_counters = info_counters(&info);
@@ -701,6 +740,12 @@ fn run_store(
     outcome.churn_budget_ms =
         rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
     Ok(outcome)
+}
+
+/// What a real round trip may take beyond the model's latencies: a tick (time is discrete in
+/// the model), fsync and scheduling.
+pub fn trace_slack_ms(ms_per_tick: u64) -> u64 {
+    ms_per_tick + 500
 }
 
 /// The rebalancer's view of the scenario's nodes (the shards' sizes and heat are in the
@@ -1169,6 +1214,9 @@ fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(Prope
         o.moves.len(),
         moves_per_second(o)
     );
+    if let Some(v) = &o.trace_verdict {
+        let _ = writeln!(out, "trace: {}", trace::describe(v, &scenario.name));
+    }
     let _ = writeln!(out, "acked writes lost: {}", o.acked_writes_lost.len());
     for line in &o.acked_writes_lost {
         let _ = writeln!(out, "  {line}");
@@ -1320,6 +1368,7 @@ mod tests {
             model_verdicts: super::ModelVerdicts::Skip,
             decision_log: None,
             history: Some(edn.clone()),
+            trace: None,
             seed: 1,
             binary: "replicheck".into(),
         };

@@ -24,6 +24,7 @@ use super::datadir::{SavedMember, SavedShard, SavedState, StateFile};
 use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::link::NodeLink;
+use super::trace::{TraceLine, TraceWriter};
 use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
 use crate::config::{ClientSpec, CoordinatorSpec, FaultSpec, NodeSpec, OpKind, Policy, Resolved, ShardSpec};
 use crate::policy::detector::Health;
@@ -206,6 +207,11 @@ struct Inner {
     observed: Observed,
 }
 
+/// A deliberate shell bug, for the test that trace validation catches one
+/// (`REPLICHECK_SHELL_FAULT=drop_late_replies`: replies after the ack deadline are dropped, as
+/// the store did before its coordinator was the protocol's).
+const SHELL_FAULT_ENV: &str = "REPLICHECK_SHELL_FAULT";
+
 pub struct Shell {
     pub cfg: Resolved,
     pub layout: Layout,
@@ -216,6 +222,9 @@ pub struct Shell {
     pub counters: Counters,
     pub started: Instant,
     log: DecisionLog,
+    trace: Option<TraceWriter>,
+    next_trace_id: AtomicU64,
+    drop_late_replies: bool,
 }
 
 impl Shell {
@@ -228,6 +237,7 @@ impl Shell {
         state: Option<(StateFile, Option<SavedState>)>,
         max_stored_version: u64,
         log: DecisionLog,
+        trace: Option<TraceWriter>,
     ) -> Result<Arc<Shell>, String> {
         let (state_file, saved) = match state {
             Some((file, saved)) => (Some(file), saved),
@@ -281,6 +291,9 @@ impl Shell {
             counters: Counters::default(),
             started: now,
             log,
+            trace,
+            next_trace_id: AtomicU64::new(1),
+            drop_late_replies: std::env::var(SHELL_FAULT_ENV).is_ok_and(|v| v == "drop_late_replies"),
         });
         if shell.observed(|o| o.first_breach.is_some()) {
             shell.counters.capacity_breaches.fetch_add(1, Ordering::Relaxed);
@@ -653,11 +666,27 @@ impl Shell {
             }
             other => unreachable!("a node is never sent {other:?} by the coordinator"),
         };
+        let kind = match &msg {
+            Msg::Replicate { .. } => "replicate",
+            Msg::ReadReq { .. } => "read",
+            _ => "ping",
+        };
+        let trace_id = self.next_trace_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = &self.trace {
+            t.line(&TraceLine::Send { at_ms: t.now_ms(), id: trace_id, node: n, msg: kind.into() });
+        }
         tokio::spawn(async move {
             let deadline = sent_at + shell.reply_wait();
             let Ok(reply) = shell.links[usize::from(n)].request(request, deadline).await else {
                 return; // lost
             };
+            let ack_timeout = Duration::from_millis(u64::from(shell.cfg.policy.replica_ack_timeout_ticks));
+            if shell.drop_late_replies && sent_at.elapsed() > ack_timeout {
+                return;
+            }
+            if let Some(t) = &shell.trace {
+                t.line(&TraceLine::Deliver { at_ms: t.now_ms(), id: trace_id });
+            }
             let answer = match (msg, reply) {
                 (Msg::Replicate { op, attempt, shard, .. }, NodeReply::Stored { .. }) => {
                     Msg::ReplicateAck { op, attempt, shard }
