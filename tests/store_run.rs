@@ -355,3 +355,25 @@ fn a_shell_that_drops_late_replies_is_named_by_trace_validation() {
         "{verdict}"
     );
 }
+
+/// `coordinator` in the model's crash menu: the run crashes the coordinator in place (it
+/// decides, saves, sends and answers nothing more) and starts a new one from what it saved,
+/// with two nodes down. The replica sets are persisted (the default), so no acknowledged write
+/// is lost or read stale, and the requests the crash cut off are losses the model allows.
+#[test]
+fn a_coordinator_crash_in_the_fault_menu_restarts_it_from_what_it_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("default.jsonl");
+    let out = run_variant("models/coordinator-restart.toml", "default", "8s", &log);
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("FAULT the coordinator crashes and restarts with what it saved"), "{report}");
+    assert!(
+        report.contains("trace: every request's fate is a behaviour of model coordinator-restart"),
+        "{report}"
+    );
+    assert_eq!(number_after(&report, "acked writes lost: "), 0, "{report}");
+    for property in ["acked_writes_persist", "linearizable", "no_healthy_eviction"] {
+        assert_eq!(property_row(&report, property)[1], "holds", "{property}:\n{report}");
+    }
+}

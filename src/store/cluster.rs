@@ -203,31 +203,17 @@ impl Cluster {
             Some((path, ms_per_tick)) => Some(TraceWriter::create(path, *ms_per_tick)?),
             None => None,
         };
-        let coordinator_trace = trace.clone();
-        let (coordinator, listener) = runtime.block_on(async {
-            let coordinator = Coordinator::start(
-                config.policy.clone(),
-                &addrs,
-                &config.node_zones,
-                config.value_bytes_max,
-                log.clone(),
-                config.load.clone(),
-                config.layout.clone(),
-                config
-                    .membership
-                    .clone()
-                    .unwrap_or_else(|| super::coordinator::membership_default(config.layout.shards.len())),
-                Some((state_file, saved)),
-                coordinator_trace,
-            )
-            .await?;
-            let listener = tokio::net::TcpListener::bind(config.client_addr)
-                .await
-                .map_err(|e| format!("cannot listen for clients on {}: {e}", config.client_addr))?;
-            Ok::<_, String>((coordinator, listener))
-        })?;
-        let client_addr = listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
-        runtime.spawn(Arc::clone(&coordinator).serve(listener));
+        let (coordinator, client_addr) = start_coordinator(
+            &config,
+            &runtime,
+            &addrs,
+            config.client_addr,
+            &log,
+            trace.clone(),
+            state_file,
+            saved,
+            false,
+        )?;
         Ok(Cluster {
             config,
             nodes,
@@ -267,6 +253,32 @@ impl Cluster {
     /// log their retry decisions to it too (`with_actor`).
     pub fn decision_log(&self) -> &DecisionLog {
         &self.log
+    }
+
+    /// Crash the coordinator (it decides, saves, sends and answers nothing more; its client
+    /// connections close) and start a new one on the same data directory and client port, from
+    /// what the old one saved: the models' coordinator crash.
+    pub fn restart_coordinator(&mut self) -> Result<(), String> {
+        self.coordinator.crash();
+        let runtime = self.runtime.as_ref().ok_or("the cluster is stopped")?;
+        let addrs: Vec<SocketAddr> =
+            self.nodes.iter().map(|n| n.proxy.as_ref().expect("every node has a proxy").addr()).collect();
+        let state_file = StateFile::in_dir(&self.config.data_dir);
+        let saved = state_file.load()?;
+        let (coordinator, client_addr) = start_coordinator(
+            &self.config,
+            runtime,
+            &addrs,
+            self.client_addr,
+            &self.log,
+            self.trace.clone(),
+            state_file,
+            saved,
+            true,
+        )?;
+        self.coordinator = coordinator;
+        self.client_addr = client_addr;
+        Ok(())
     }
 
     /// The coordinator's trace, if it keeps one (`store run` adds its faults to it).
@@ -345,6 +357,54 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Start a coordinator on the nodes at `addrs` and serve clients on `client_addr` (the same
+/// port again after a crash, `bind_retry`: until the old listener is closed).
+#[allow(clippy::too_many_arguments)]
+fn start_coordinator(
+    config: &ClusterConfig,
+    runtime: &tokio::runtime::Runtime,
+    addrs: &[SocketAddr],
+    client_addr: SocketAddr,
+    log: &DecisionLog,
+    trace: Option<TraceWriter>,
+    state_file: StateFile,
+    saved: Option<datadir::SavedState>,
+    bind_retry: bool,
+) -> Result<(Arc<Coordinator>, SocketAddr), String> {
+    let (coordinator, listener) = runtime.block_on(async {
+        let coordinator = Coordinator::start(
+            config.policy.clone(),
+            addrs,
+            &config.node_zones,
+            config.value_bytes_max,
+            log.clone(),
+            config.load.clone(),
+            config.layout.clone(),
+            config
+                .membership
+                .clone()
+                .unwrap_or_else(|| super::coordinator::membership_default(config.layout.shards.len())),
+            Some((state_file, saved)),
+            trace,
+        )
+        .await?;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let listener = loop {
+            match tokio::net::TcpListener::bind(client_addr).await {
+                Ok(l) => break l,
+                Err(e) if !bind_retry || tokio::time::Instant::now() >= deadline => {
+                    return Err(format!("cannot listen for clients on {client_addr}: {e}"))
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        };
+        Ok::<_, String>((coordinator, listener))
+    })?;
+    let client_addr = listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
+    runtime.spawn(Arc::clone(&coordinator).serve(listener));
+    Ok((coordinator, client_addr))
 }
 
 /// Spawn `store node` and read its `listening ADDR` line.

@@ -33,6 +33,9 @@ use tokio::time::Instant;
 /// Every node must answer the first heartbeat within this, so that the version counter starts
 /// above every version already stored.
 const STARTUP_TIMEOUT_MS: u64 = 10_000;
+/// With a saved version floor, how long a restarting coordinator probes the nodes (a down
+/// node is not waited for: the floor already covers the versions used before).
+const RESTART_PROBE_MS: u64 = 1_000;
 /// Client connections read at most this much ahead of the command being executed.
 const CLIENT_BUFFER_SLACK_BYTES: usize = 64 * 1024;
 
@@ -113,6 +116,8 @@ type JoinView = (NodeId, NodeId, bool);
 pub struct Coordinator {
     shell: Arc<Shell>,
     value_bytes_max: usize,
+    /// Set when the coordinator crashes: its listener and client connections close.
+    stopped: tokio::sync::watch::Sender<bool>,
 }
 
 impl Coordinator {
@@ -155,22 +160,29 @@ impl Coordinator {
             saved.check(&layout, node_addrs.len(), file.path())?;
         }
         let links: Vec<Arc<NodeLink>> = node_addrs.iter().map(|a| Arc::new(NodeLink::new(*a))).collect();
-        let deadline = Instant::now() + Duration::from_millis(STARTUP_TIMEOUT_MS);
+        // With a saved version floor every version used before is below it: a node that is
+        // down (the coordinator restarts after a crash) need not be waited for.
+        let floor_saved = matches!(&state, Some((_, Some(_))));
+        let wait_ms = if floor_saved { RESTART_PROBE_MS } else { STARTUP_TIMEOUT_MS };
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
         let mut max_version = 0;
         for (node, link) in links.iter().enumerate() {
             // A node may still be starting: retry until the deadline.
             let reply = loop {
                 match link.request(NodeRequest::Heartbeat, deadline).await {
-                    Ok(reply) => break reply,
+                    Ok(reply) => break Some(reply),
+                    Err(LinkError::Deadline) if floor_saved => break None,
                     Err(LinkError::Deadline) => {
                         return Err(format!(
                             "node {node} at {} did not answer within {STARTUP_TIMEOUT_MS} ms",
                             link.addr()
                         ))
                     }
+                    Err(_) if floor_saved && Instant::now() >= deadline => break None,
                     Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
                 }
             };
+            let Some(reply) = reply else { continue };
             match reply {
                 NodeReply::Alive { max_version: v, .. } => max_version = max_version.max(v),
                 other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
@@ -179,7 +191,7 @@ impl Coordinator {
         let cfg = shell::resolved(&policy, node_zones, &layout, &load, &membership)?;
         let shell = Shell::new(cfg, layout, links, state, max_version, log, trace)?;
         shell.start_clock();
-        Ok(Arc::new(Coordinator { shell, value_bytes_max }))
+        Ok(Arc::new(Coordinator { shell, value_bytes_max, stopped: tokio::sync::watch::Sender::new(false) }))
     }
 
     /// SET or DEL (`value` = None): a new version, or the token's version for a retry.
@@ -363,10 +375,33 @@ impl Coordinator {
 
     /// Accept clients until the listener fails.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        while let Ok((stream, _)) = listener.accept().await {
+        let mut stopped = self.stopped.subscribe();
+        loop {
+            let stream = tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(_) => return,
+                },
+            };
             let _ = stream.set_nodelay(true);
-            tokio::spawn(Arc::clone(&self).serve_client(stream));
+            let (coordinator, mut stopped) = (Arc::clone(&self), self.stopped.subscribe());
+            tokio::spawn(async move {
+                // A crash drops the connection wherever the command was.
+                tokio::select! {
+                    _ = stopped.wait_for(|s| *s) => {}
+                    _ = coordinator.serve_client(stream) => {}
+                }
+            });
         }
+    }
+
+    /// Crash: nothing more is decided, saved, sent or answered (what was saved stays, what
+    /// is on the wire still arrives), the listener and every client connection close. A new
+    /// coordinator may then start on the same data directory.
+    pub fn crash(&self) {
+        self.shell.crash();
+        self.stopped.send_replace(true);
     }
 
     async fn serve_client(self: Arc<Self>, mut stream: TcpStream) {

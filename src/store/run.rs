@@ -129,8 +129,14 @@ pub enum ModelVerdicts {
 #[derive(Clone, Debug)]
 enum Fault {
     Crash(NodeId),
+    /// The coordinator crashes and a new one starts from what it saved.
+    CoordinatorCrash,
     Partition(u8),
-    Degrade { zones: (u8, u8), latency: LatencyTicks, text: String },
+    Degrade {
+        zones: (u8, u8),
+        latency: LatencyTicks,
+        text: String,
+    },
     Drop,
 }
 
@@ -376,7 +382,11 @@ fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
 fn schedule(scenario: &Scenario) -> Vec<Fault> {
     let f = &scenario.faults;
     let kinds: [Vec<Fault>; 4] = [
-        f.crash.iter().map(|n| Fault::Crash(*n)).collect(),
+        f.crash
+            .iter()
+            .map(|n| Fault::Crash(*n))
+            .chain(f.crash_coordinator.then_some(Fault::CoordinatorCrash))
+            .collect(),
         f.partition.iter().map(|z| Fault::Partition(*z)).collect(),
         f.degrade
             .iter()
@@ -453,6 +463,7 @@ impl Rig<'_> {
     fn apply(&mut self, fault: &Fault) -> Result<(), String> {
         let traced = match fault {
             Fault::Crash(node) => TraceFault::Crash { node: *node },
+            Fault::CoordinatorCrash => TraceFault::CoordinatorRestart,
             Fault::Partition(zone) => TraceFault::Partition { zone: *zone },
             Fault::Degrade { zones, latency, .. } => {
                 let index = self
@@ -473,6 +484,10 @@ impl Rig<'_> {
                 self.cluster.kill(*node)?;
                 self.mark_faulted(*node);
                 self.event(format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
+            }
+            Fault::CoordinatorCrash => {
+                self.cluster.restart_coordinator()?;
+                self.event("FAULT the coordinator crashes and restarts with what it saved".into());
             }
             Fault::Partition(zone) => {
                 for node in self.cut_off_by(*zone) {

@@ -195,6 +195,8 @@ pub struct Observed {
 }
 
 struct Inner {
+    /// The coordinator crashed: no step runs any more (a restart is a new shell).
+    crashed: bool,
     machine: Machine,
     waiting: HashMap<u64, Waiting>,
     /// The version each token's write was first replicated at (observed, not decided: a
@@ -223,7 +225,6 @@ pub struct Shell {
     pub started: Instant,
     log: DecisionLog,
     trace: Option<TraceWriter>,
-    next_trace_id: AtomicU64,
     drop_late_replies: bool,
 }
 
@@ -280,6 +281,7 @@ impl Shell {
             links,
             state_file,
             inner: Mutex::new(Inner {
+                crashed: false,
                 machine,
                 waiting: HashMap::new(),
                 token_versions: HashMap::new(),
@@ -292,7 +294,6 @@ impl Shell {
             started: now,
             log,
             trace,
-            next_trace_id: AtomicU64::new(1),
             drop_late_replies: std::env::var(SHELL_FAULT_ENV).is_ok_and(|v| v == "drop_late_replies"),
         });
         if shell.observed(|o| o.first_breach.is_some()) {
@@ -303,6 +304,14 @@ impl Shell {
         shell.persist(&mut inner)?;
         drop(inner);
         Ok(shell)
+    }
+
+    /// Crash: under the lock, so no step after this one persists or sends; clients waiting
+    /// for a response hear nothing more (their connections close).
+    pub fn crash(&self) {
+        let mut inner = self.lock();
+        inner.crashed = true;
+        inner.waiting.clear();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -367,6 +376,9 @@ impl Shell {
         let mut replies = Vec::new();
         {
             let mut inner = self.lock();
+            if inner.crashed {
+                return;
+            }
             f(&mut inner, &self.cfg, &mut out);
             for event in out.events.drain(..) {
                 self.observe(&mut inner, event);
@@ -498,6 +510,8 @@ impl Shell {
                 ));
             }
             Event::ChangeRejected(u) => {
+                // Requested and lost at once: INFO counts the changes taken on.
+                (if u.is_move { &c.moves } else { &c.evictions }).fetch_sub(1, Ordering::Relaxed);
                 eprintln!(
                     "replicheck store: the membership queue is full: node {} stays in partition {}",
                     u.evicted,
@@ -671,7 +685,7 @@ impl Shell {
             Msg::ReadReq { .. } => "read",
             _ => "ping",
         };
-        let trace_id = self.next_trace_id.fetch_add(1, Ordering::Relaxed);
+        let trace_id = self.trace.as_ref().map_or(0, |t| t.next_id());
         if let Some(t) = &self.trace {
             t.line(&TraceLine::Send { at_ms: t.now_ms(), id: trace_id, node: n, msg: kind.into() });
         }
@@ -683,6 +697,9 @@ impl Shell {
             let ack_timeout = Duration::from_millis(u64::from(shell.cfg.policy.replica_ack_timeout_ticks));
             if shell.drop_late_replies && sent_at.elapsed() > ack_timeout {
                 return;
+            }
+            if shell.lock().crashed {
+                return; // the machine it was for is gone
             }
             if let Some(t) = &shell.trace {
                 t.line(&TraceLine::Deliver { at_ms: t.now_ms(), id: trace_id });

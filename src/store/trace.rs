@@ -39,6 +39,9 @@ pub enum TraceFault {
         index: u8,
     },
     Drop,
+    /// The coordinator crashed and a new one started on its data directory: replies to the
+    /// old one's requests reach no machine.
+    CoordinatorRestart,
     /// Every fault undone (crashed nodes restarted, links as in the scenario).
     Heal,
 }
@@ -78,15 +81,25 @@ pub enum TraceLine {
 pub struct TraceWriter {
     out: Arc<Mutex<BufWriter<std::fs::File>>>,
     started: Instant,
+    /// Request ids, unique across coordinator restarts.
+    next_id: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl TraceWriter {
     pub fn create(path: &Path, ms_per_tick: u64) -> Result<TraceWriter, String> {
         let file =
             std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        let writer = TraceWriter { out: Arc::new(Mutex::new(BufWriter::new(file))), started: Instant::now() };
+        let writer = TraceWriter {
+            out: Arc::new(Mutex::new(BufWriter::new(file))),
+            started: Instant::now(),
+            next_id: Arc::default(),
+        };
         writer.line(&TraceLine::StoreTrace { ms_per_tick });
         Ok(writer)
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -195,6 +208,9 @@ impl Faults<'_> {
         for (at, f) in &self.events {
             if *at > to {
                 break;
+            }
+            if matches!(f, TraceFault::CoordinatorRestart) && *at >= from {
+                return Some("the coordinator that sent it crashed".into());
             }
             if matches!(f, TraceFault::Heal) {
                 if *at >= from {
