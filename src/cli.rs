@@ -146,7 +146,7 @@ pub enum Command {
     },
     /// Without --model: replay a store's decision log through the policy code (exit 0 when
     /// every logged output is the one `src/policy` computes from the logged inputs, 1 naming
-    /// the first line that is not). With --model: validate a trace against the model (exit 0
+    /// the first line that is not; protocol event lines are counted, not replayed). With --model: validate a trace against the model (exit 0
     /// when every step is one the model allows from the state the trace reached, 1 naming the
     /// first step that is not and what the model allowed instead). 2 if a line is malformed.
     Conform {
@@ -560,15 +560,20 @@ fn conform_store_trace(
     Ok(if matches!(verdict, TraceVerdict::Conforms { .. }) { 0 } else { 1 })
 }
 
-/// `conform`: replay a decision log; the first mismatch is printed in full.
+/// `conform`: replay a decision log's decisions (its protocol event lines are counted, not
+/// replayed); the first mismatch is printed in full.
 fn conform(path: &std::path::Path) -> Result<ExitCode, ConfigError> {
     use crate::store::decision::{self, Conformance};
     let text = config::read_file(path)?;
     let outcome = decision::conform(&text)
         .map_err(|bad| ConfigError::new(path, format!("{}:{}: {}", path.display(), bad.line, bad.message)))?;
     match outcome {
-        Conformance::Conforms { decisions } => {
-            println!("{}: {decisions} decisions, every one as src/policy decides", path.display());
+        Conformance::Conforms { decisions, events } => {
+            println!(
+                "{}: {decisions} decisions, every one as src/policy decides; {events} protocol events \
+                 (the checked coordinator's own steps, not replayed)",
+                path.display()
+            );
             Ok(0)
         }
         Conformance::Mismatch { line, logged, recomputed } => {

@@ -5,8 +5,8 @@
 //! (through `store::decision`, so the decision is logged) whether and when to try again. Every
 //! SET carries an idempotency token (`SET key value TOKEN t`), the same on each retry of one
 //! operation: the coordinator decides with `policy::retry::version_for_attempt` whether the
-//! retry reuses the first attempt's version (`idempotency_tokens = true`) or is a new write,
-//! and logs that decision, so a duplicate effect is visible in the decision log either way.
+//! retry reuses the first attempt's version (`idempotency_tokens = true`) or is a new write;
+//! a retry given a new version is a `duplicate_effect` event line of the decision log.
 //!
 //! Every value written is unique (client and sequence number in one `u64`), so a read tells
 //! which write it saw. An operation is recorded with its call time and, when it completed,
@@ -521,7 +521,7 @@ mod tests {
         drop(log);
         let text = String::from_utf8(shared.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().filter(|l| l.contains(r#""decision":"after_failure""#)).count(), 3);
-        assert_eq!(decision::conform(&text), Ok(decision::Conformance::Conforms { decisions: 3 }));
+        assert_eq!(decision::conform(&text), Ok(decision::Conformance::Conforms { decisions: 3, events: 0 }));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Where data lives and how much a partition or backend may be written: the store's
 //! partitions (shards), each with its own replica set, and the capacity facts the coordinator
 //! routes writes by. The routing itself (key to partition, admission, placement on an ingest
-//! backend) is decided by `policy::routing`, through `store::decision`.
+//! backend) is decided by `policy::routing`, called by the coordinator (`store/shell.rs` and the
+//! protocol's state machine).
 //!
 //! A key's partition: its prefix (the bytes before the first `:`) names a partition directly
 //! when it is a partition's name (`p1:customer-7` is on `p1`), and otherwise hashes to one;

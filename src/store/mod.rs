@@ -1,7 +1,8 @@
 //! The concrete store: storage nodes as OS processes, a coordinator serving RESP, replication
 //! with the quorums, deadlines, failure detection and eviction of `src/policy`; clients, the
-//! fault-injecting proxy, the decision log through which every policy decision is made, and
-//! the checking of the client histories it records.
+//! fault-injecting proxy, the decision log (the clients' retry decisions, replayed by
+//! `replicheck conform`, and the coordinator's protocol events), and the checking of the
+//! client histories it records.
 
 pub mod bench;
 pub mod cli;

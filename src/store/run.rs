@@ -18,14 +18,14 @@
 //!   or a write that was not over before it began (`acked_writes_persist`);
 //! - linearizability per key (`lincheck`, register model; unknown outcomes allowed);
 //! - duplicate effects: a retried SET whose token the coordinator had sequenced already, given
-//!   a new version (`version_for_attempt` in the decision log; `no_duplicate_effects`);
+//!   a new version (`duplicate_effect` event lines of the decision log; `no_duplicate_effects`);
 //! - evictions, each with its time and whether the fault schedule had touched the evicted node
 //!   by then (`no_healthy_eviction`: slow is not failed), and INFO's membership counters;
 //! - per node, the longest round trip and the longest silence the coordinator measured, and
 //!   the replies that came after their deadline, beside the model's bounds: a healthy eviction
 //!   the model rules out is explained with these, not guessed at;
-//! - rebalancing moves over time (`choose_move` in the decision log), from the model's node
-//!   disk use and compaction debt and its shards' sizes and heat;
+//! - rebalancing moves over time (`change_requested ... move=true` event lines of the decision
+//!   log), from the model's node disk use and compaction debt and its shards' sizes and heat;
 //! - capacity: the store has the model's shards as partitions, with their replica sets, its
 //!   nodes' ingest capacities and base loads, its shards' bursts and the policy's partition
 //!   and table capacities, counted per window of one tick; INFO's `capacity_breaches` counts
