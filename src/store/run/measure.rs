@@ -1,0 +1,175 @@
+//! What a run measured: from the clients' history, the final reads and the decision log's
+//! protocol events.
+
+use super::*;
+
+/// Everything measured from the history, the final reads and the decision log.
+pub(super) fn measure(
+    load: &LoadReport,
+    finals: &[Op],
+    log_text: &str,
+    log_offset_ms: u64,
+    faulted_at_ms: &BTreeMap<NodeId, u64>,
+) -> Result<RunOutcome, String> {
+    let mut outcome = RunOutcome {
+        ops: load.history.len(),
+        ops_ok: load.count(|op| matches!(op.outcome, Outcome::Ok { .. })),
+        writes_unknown: load.count(|op| op.outcome == Outcome::Unknown),
+        reads_failed: load.count(|op| op.outcome == Outcome::Failed),
+        retries: load.retries,
+        ..RunOutcome::default()
+    };
+    let mut by_key: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for op in load.history.iter().chain(finals) {
+        by_key.entry(op.key.as_str()).or_default().push(op);
+    }
+    let mut pairs: Vec<(String, Operation<RegisterInput, RegisterOutput>)> = Vec::new();
+    for (key, ops) in &by_key {
+        let last = finals.iter().find(|f| f.key == *key).expect("a final read per key");
+        if let Some(why) = acked_write_missed(ops, last) {
+            outcome.acked_writes_lost.push(format!("{key}: {why}"));
+        }
+        pairs.extend(ops.iter().filter_map(|op| op.as_register_op()).map(|op| (key.to_string(), op)));
+    }
+    // Every key's verdict (the report lists each key that is not linearizable), searched in
+    // turns under one memory bound for all keys.
+    let partitions = lincheck::partition_pairs(pairs);
+    let options = lincheck::Options { threads: 1, every_key: true };
+    let checked =
+        lincheck::check_partitions_with(&Register, &partitions, Budget::steps(LINCHECK_STEPS_MAX), options);
+    for (key, verdict) in checked.per_key {
+        match verdict {
+            Verdict::Linearizable => {}
+            Verdict::NotLinearizable { .. } => outcome.not_linearizable.push(key),
+            Verdict::Unknown { reason } => outcome.undecided.push(format!("{key}: {reason}")),
+        }
+    }
+    // The detector's latest death verdict on each node, for the eviction that follows it.
+    let mut death: BTreeMap<NodeId, DeathEvidence> = BTreeMap::new();
+    for (index, raw) in log_text.lines().enumerate() {
+        if let Ok(line) = serde_json::from_str::<EventLine>(raw) {
+            let at_ms = line.elapsed_ms + log_offset_ms;
+            let event = ProtocolEvent::parse(&line.event)
+                .ok_or_else(|| format!("decision log line {}: unknown event {:?}", index + 1, line.event))?;
+            match event {
+                ProtocolEvent::DeclaredDead { node, silence_ms: Some(silence_ms) } => {
+                    death.insert(node, DeathEvidence::Silence { silence_ms });
+                }
+                ProtocolEvent::DeclaredDead { node, silence_ms: None } => {
+                    outcome.deadline_deaths += 1;
+                    death.insert(node, DeathEvidence::DeadlineMiss);
+                }
+                ProtocolEvent::ChangeRequested { shard, from, to, is_move: true } => {
+                    outcome.moves.push((at_ms, shard, from, to));
+                }
+                ProtocolEvent::ChangeRequested { from, to, is_move: false, .. } => {
+                    let healthy = faulted_at_ms.get(&from).is_none_or(|t| *t > at_ms);
+                    outcome.evictions.push((at_ms, from, to, healthy));
+                    outcome.evicted_because.push(death.get(&from).copied());
+                }
+                ProtocolEvent::DuplicateEffect => outcome.duplicate_effects += 1,
+                ProtocolEvent::Other => {}
+            }
+            continue;
+        }
+        let _: LogLine = serde_json::from_str(raw)
+            .map_err(|e| format!("decision log line {}: not a decision: {e}", index + 1))?;
+        outcome.decisions += 1;
+    }
+    Ok(outcome)
+}
+
+/// A protocol event line of the decision log, as the run's report needs it.
+pub(super) enum ProtocolEvent {
+    DeclaredDead { node: NodeId, silence_ms: Option<u64> },
+    ChangeRequested { shard: u8, from: NodeId, to: NodeId, is_move: bool },
+    DuplicateEffect,
+    Other,
+}
+
+impl ProtocolEvent {
+    /// `declared_dead node=1 silence_ms=3100`, `change_requested shard=0 evicted=1
+    /// replacement=3 move=false`, ... (`None`: malformed).
+    pub(super) fn parse(text: &str) -> Option<ProtocolEvent> {
+        let mut words = text.split(' ');
+        let name = words.next()?;
+        let fields: BTreeMap<&str, &str> = words.filter_map(|w| w.split_once('=')).collect();
+        let number = |k: &str| fields.get(k).and_then(|v| v.parse::<u64>().ok());
+        let node = |k: &str| fields.get(k).and_then(|v| v.parse::<NodeId>().ok());
+        Some(match name {
+            "declared_dead" => {
+                ProtocolEvent::DeclaredDead { node: node("node")?, silence_ms: number("silence_ms") }
+            }
+            "change_requested" => ProtocolEvent::ChangeRequested {
+                shard: node("shard")?,
+                from: node("evicted")?,
+                to: node("replacement")?,
+                is_move: *fields.get("move")? == "true",
+            },
+            "duplicate_effect" => ProtocolEvent::DuplicateEffect,
+            _ => ProtocolEvent::Other,
+        })
+    }
+}
+
+/// Why the final read `last` misses an acknowledged write of `ops`, if it does: it returned
+/// nothing, or a value whose write was over before the newest acknowledged write began.
+pub(super) fn acked_write_missed(ops: &[&Op], last: &Op) -> Option<String> {
+    let writes = || {
+        ops.iter().filter_map(|op| match op.input {
+            Input::Write(value) => Some((value, *op)),
+            Input::Read => None,
+        })
+    };
+    let newest_acked = writes()
+        .filter_map(|(value, op)| match op.outcome {
+            Outcome::Ok { return_ns, .. } => Some((return_ns, value, op.call_ns)),
+            _ => None,
+        })
+        .max()?;
+    let Outcome::Ok { read, .. } = last.outcome else { return None };
+    let Some(read) = read else {
+        return Some(format!("reads nothing, but write {} was acknowledged", newest_acked.1));
+    };
+    let (_, op) = writes().find(|(value, _)| *value == read)?;
+    match op.outcome {
+        Outcome::Ok { return_ns, .. } if return_ns < newest_acked.2 => {
+            Some(format!("reads {read}, written before acknowledged write {} began", newest_acked.1))
+        }
+        _ => None,
+    }
+}
+
+/// Each node's link measurements from INFO's `nodeN:...,max_silence_ms=...` lines.
+pub(super) fn link_facts(info: &str, node_count: usize) -> Result<Vec<LinkFacts>, String> {
+    (0..node_count)
+        .map(|n| {
+            let prefix = format!("node{n}:");
+            let line = info
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+                .ok_or_else(|| format!("INFO has no line for node {n}"))?;
+            let field = |name: &str| -> Result<u64, String> {
+                line.split(',')
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| format!("INFO's node {n} line has no number {name}: {line}"))
+            };
+            Ok(LinkFacts {
+                max_silence_ms: field("max_silence_ms")?,
+                max_round_trip_ms: field("max_round_trip_ms")?,
+                late_replies: field("late_replies")?,
+            })
+        })
+        .collect()
+}
+
+/// INFO's `name:number` lines.
+pub(super) fn info_counters(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, value) = line.trim().split_once(':')?;
+            Some((name.to_string(), value.parse::<u64>().ok()?))
+        })
+        .collect()
+}

@@ -1,0 +1,258 @@
+//! The run's environment: the fault schedule from the model's menu, and the rig that applies
+//! faults to the cluster's proxies and processes and undoes them.
+
+use super::*;
+
+/// One fault of the schedule, as applied.
+#[derive(Clone, Debug)]
+pub(super) enum Fault {
+    Crash(NodeId),
+    /// The coordinator crashes and a new one starts from what it saved.
+    CoordinatorCrash,
+    Partition(u8),
+    Degrade {
+        zones: (u8, u8),
+        latency: LatencyTicks,
+        text: String,
+    },
+    Drop,
+}
+
+/// The scheduled faults, at most `budget`: the first of each kind on the menu (crash,
+/// partition, degrade, drop), then the second of each, and so on, so that a budget of two on a
+/// menu of crashes and partitions gives one of each rather than two crashes.
+pub(super) fn schedule(scenario: &Scenario) -> Vec<Fault> {
+    let f = &scenario.faults;
+    let kinds: [Vec<Fault>; 4] = [
+        f.crash
+            .iter()
+            .map(|n| Fault::Crash(*n))
+            .chain(f.crash_coordinator.then_some(Fault::CoordinatorCrash))
+            .collect(),
+        f.partition.iter().map(|z| Fault::Partition(*z)).collect(),
+        f.degrade
+            .iter()
+            .map(|d| Fault::Degrade { zones: d.zones, latency: d.latency, text: d.text.clone() })
+            .collect(),
+        if f.drop { vec![Fault::Drop] } else { Vec::new() },
+    ];
+    let rounds = kinds.iter().map(Vec::len).max().unwrap_or(0);
+    let mut chosen: Vec<Fault> =
+        (0..rounds).flat_map(|round| kinds.iter().filter_map(move |kind| kind.get(round).cloned())).collect();
+    chosen.truncate(usize::from(f.budget));
+    chosen
+}
+
+/// Everything `run_store` starts, so that faults can be applied and undone.
+pub(super) struct Rig<'a> {
+    pub(super) scenario: &'a Scenario,
+    pub(super) cluster: Cluster,
+    pub(super) client_proxy: Proxy,
+    pub(super) ms_per_tick: u64,
+    pub(super) started: Instant,
+    /// First time (ms since start) each node was crashed or cut off by the schedule.
+    pub(super) node_faulted_at_ms: BTreeMap<NodeId, u64>,
+    pub(super) events: Vec<Event>,
+}
+
+impl Rig<'_> {
+    pub(super) fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    pub(super) fn event(&mut self, what: String) {
+        let at_ms = self.now_ms();
+        self.events.push(Event { at_ms, what });
+    }
+
+    pub(super) fn link_latency(&self, a: u8, b: u8) -> LatencyTicks {
+        self.scenario.latency[usize::from(a)][usize::from(b)]
+    }
+
+    pub(super) fn set_latency(&self, proxy: &ProxyHandle, latency: LatencyTicks) -> Result<(), String> {
+        proxy.set_latency_ms(
+            u64::from(latency.lo) * self.ms_per_tick,
+            u64::from(latency.hi) * self.ms_per_tick,
+        )
+    }
+
+    /// Nodes on the other side of a partition of `zone` from the coordinator.
+    pub(super) fn cut_off_by(&self, zone: u8) -> Vec<NodeId> {
+        let coordinator_zone = self.scenario.coordinator.zone;
+        (0..self.scenario.nodes.len() as NodeId)
+            .filter(|n| {
+                let node_zone = self.scenario.nodes[usize::from(*n)].zone;
+                (node_zone == zone) != (coordinator_zone == zone)
+            })
+            .collect()
+    }
+
+    pub(super) fn client_zone(&self) -> u8 {
+        self.scenario.clients.first().map(|c| c.zone).unwrap_or(self.scenario.coordinator.zone)
+    }
+
+    pub(super) fn mark_faulted(&mut self, node: NodeId) {
+        let now = self.now_ms();
+        self.node_faulted_at_ms.entry(node).or_insert(now);
+    }
+
+    pub(super) fn trace(&self, fault: TraceFault) {
+        if let Some(t) = self.cluster.trace() {
+            t.fault(fault);
+        }
+    }
+
+    pub(super) fn apply(&mut self, fault: &Fault) -> Result<(), String> {
+        let traced = match fault {
+            Fault::Crash(node) => TraceFault::Crash { node: *node },
+            Fault::CoordinatorCrash => TraceFault::CoordinatorRestart,
+            Fault::Partition(zone) => TraceFault::Partition { zone: *zone },
+            Fault::Degrade { zones, latency, .. } => {
+                let index = self
+                    .scenario
+                    .faults
+                    .degrade
+                    .iter()
+                    .position(|d| d.zones == *zones && d.latency == *latency)
+                    .ok_or("a degradation the model's fault menu does not list")?;
+                TraceFault::Degrade { index: index as u8 }
+            }
+            Fault::Drop => TraceFault::Drop,
+        };
+        // Before the fault: a message it loses is then excused by it.
+        self.trace(traced);
+        match fault {
+            Fault::Crash(node) => {
+                self.cluster.kill(*node)?;
+                self.mark_faulted(*node);
+                self.event(format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
+            }
+            Fault::CoordinatorCrash => {
+                self.cluster.restart_coordinator()?;
+                self.event("FAULT the coordinator crashes and restarts with what it saved".into());
+            }
+            Fault::Partition(zone) => {
+                for node in self.cut_off_by(*zone) {
+                    self.cluster.proxy(node).set_partitioned(true);
+                    self.mark_faulted(node);
+                }
+                let coordinator_zone = self.scenario.coordinator.zone;
+                if (self.client_zone() == *zone) != (coordinator_zone == *zone) {
+                    self.client_proxy.handle().set_partitioned(true);
+                }
+                self.event(format!("FAULT zone {} partitioned", self.scenario.zones[usize::from(*zone)]));
+            }
+            Fault::Degrade { zones, latency, text } => {
+                let cz = self.scenario.coordinator.zone;
+                for node in 0..self.scenario.nodes.len() as NodeId {
+                    let nz = self.scenario.nodes[usize::from(node)].zone;
+                    if (cz, nz) == *zones || (nz, cz) == *zones {
+                        self.set_latency(&self.cluster.proxy(node), *latency)?;
+                    }
+                }
+                let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
+                self.event(format!("FAULT link {}<->{} degraded to {text} one way", z(zones.0), z(zones.1)));
+            }
+            Fault::Drop => {
+                let cz = usize::from(self.scenario.coordinator.zone);
+                let lossy = &self.scenario.lossy;
+                if lossy[usize::from(self.client_zone())][cz] {
+                    self.client_proxy.handle().set_drop_permille(DROP_PERMILLE)?;
+                }
+                for node in 0..self.scenario.nodes.len() as NodeId {
+                    if lossy[cz][usize::from(self.scenario.nodes[usize::from(node)].zone)] {
+                        self.cluster.proxy(node).set_drop_permille(DROP_PERMILLE)?;
+                    }
+                }
+                self.event(format!("FAULT lossy links drop {DROP_PERMILLE}/1000 chunks"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every link at its scenario latency, no loss, no partition.
+    pub(super) fn set_scenario_links(&self) -> Result<(), String> {
+        let cz = self.scenario.coordinator.zone;
+        for node in 0..self.scenario.nodes.len() as NodeId {
+            let proxy = self.cluster.proxy(node);
+            proxy.clear();
+            self.set_latency(&proxy, self.link_latency(cz, self.scenario.nodes[usize::from(node)].zone))?;
+        }
+        let client_proxy = self.client_proxy.handle();
+        client_proxy.clear();
+        self.set_latency(&client_proxy, self.link_latency(self.client_zone(), cz))
+    }
+
+    /// Every fault undone: links as in the scenario, crashed nodes restarted.
+    pub(super) fn heal(&mut self) -> Result<(), String> {
+        self.set_scenario_links()?;
+        for node in 0..self.scenario.nodes.len() as NodeId {
+            if !self.cluster.is_running(node) {
+                self.cluster.restart(node)?;
+            }
+        }
+        self.trace(TraceFault::Heal);
+        self.event("HEAL every fault undone".into());
+        Ok(())
+    }
+}
+
+/// The client threads of a run, and what each plays.
+pub(super) struct Workload {
+    pub(super) threads: usize,
+    pub(super) roles: Vec<ClientRole>,
+}
+
+impl Workload {
+    /// One role per model client. Clients whose keys land on the same partition through the
+    /// same suffix (same shard, same `key_hash`) share keys, as they share a register in the
+    /// model; each group gets `req.keys / groups` keys (at least one).
+    pub(super) fn of_model(
+        scenario: &Scenario,
+        layout: &Layout,
+        req: &RunRequest,
+        ms_per_tick: u64,
+    ) -> Workload {
+        let mut groups: Vec<(u8, u8)> = scenario.clients.iter().map(|c| (c.shard, c.key_hash)).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let keys_per_group = (req.keys / groups.len().max(1)).max(1);
+        let keys_of = |shard: u8, hash: u8| -> Vec<String> {
+            let name = &layout.shards[usize::from(shard)].name;
+            (0u32..)
+                .map(|j| format!("{name}:{j}"))
+                .filter(|key| routing::key_hash(key.as_bytes()) == hash)
+                .take(keys_per_group)
+                .collect()
+        };
+        let roles: Vec<ClientRole> = scenario
+            .clients
+            .iter()
+            .map(|c| {
+                let (reads, writes) = (c.ops.contains(&OpKind::Read), c.ops.contains(&OpKind::Write));
+                ClientRole {
+                    keys: keys_of(c.shard, c.key_hash),
+                    write_permille: match (reads, writes) {
+                        (true, true) => req.write_permille,
+                        (false, _) => 1000,
+                        (true, false) => 0,
+                    },
+                    think_lo_ms: u64::from(c.think_ticks.lo) * ms_per_tick,
+                    think_hi_ms: u64::from(c.think_ticks.hi) * ms_per_tick,
+                }
+            })
+            .collect();
+        let has_capacity = layout.partition_write_capacity_per_window.is_some()
+            || layout.table_write_capacity_per_window.is_some()
+            || layout.backends_modelled();
+        let threads = if has_capacity { roles.len() } else { req.clients };
+        Workload { threads, roles }
+    }
+
+    pub(super) fn key_count(&self) -> usize {
+        let mut keys: Vec<&String> = self.roles.iter().flat_map(|r| &r.keys).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.len()
+    }
+}
