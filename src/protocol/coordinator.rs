@@ -86,7 +86,8 @@ pub struct CoordOp<D: Data = ModelData> {
     /// The joining replica a write (or write-back) also went to: then one more ack is needed.
     pub learner: Option<NodeId>,
     pub answered: u8,
-    /// Asked nodes heard from (any message) since the request was sent: alive, if late.
+    /// Asked nodes that have not answered but were heard from (any message) since the
+    /// request was sent: alive, if late.
     pub heard: u8,
     pub responded: bool,
     /// Best read reply so far.
@@ -490,7 +491,9 @@ impl<D: Data> Coordinator<D> {
 
     /// Any message is proof of life, however late it comes.
     fn heard_from(&mut self, cfg: &Resolved, n: NodeId) {
-        for o in self.ops.iter_mut().filter(|o| o.asked & bit(n) != 0) {
+        // Only a node that has not answered may need the proof (states differ in it no more
+        // than they must).
+        for o in self.ops.iter_mut().filter(|o| o.asked & !o.answered & bit(n) != 0) {
             o.heard |= bit(n);
         }
         let i = usize::from(n);
@@ -637,6 +640,7 @@ impl<D: Data> Coordinator<D> {
             return;
         }
         o.answered |= bit(n);
+        o.heard &= !bit(n);
         if let (Some(r), false) = (read, o.repairing) {
             if r.version > o.best.version || o.answered.count_ones() == 1 {
                 o.best = r;
@@ -661,6 +665,8 @@ impl<D: Data> Coordinator<D> {
                 o.repairing = true;
                 o.learner = learner;
                 o.asked |= learner.map_or(0, bit);
+                // Those that answered the read were heard from since the request left.
+                o.heard |= o.answered & !o.holders;
                 o.answered = o.holders;
                 o.deadline_ticks = ticks(p.replica_ack_timeout_ticks);
                 let to = o.asked & !o.holders;
