@@ -244,3 +244,153 @@ fn a_range_off_the_tick_is_named_with_its_value_and_the_tick() {
     let err = rejected(&["--vary", "write_quorum=1..4"]);
     assert!(err.contains("key `write_quorum` = 4: must not exceed replication_factor = 3"), "{err}");
 }
+
+const PROD: &str = "examples/policies/production-2s.toml";
+const CUT: &str = "examples/policies/ack-timeout-500ms.toml";
+
+fn explain(args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["sweep", ACK];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json", "--threads", "1"]);
+    let out = replicheck(&all);
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exit code"), doc)
+}
+
+/// `sweep --from BASE --to CANDIDATE` on the incident's rollout. The two policy files differ
+/// in one knob only, replica_ack_timeout 2s -> 500ms (the rest equal, and equal to the
+/// model's [policy]). Under coupled detection the deadline must exceed the worst round trip
+/// of 1.4s: moving from 2s, 1400ms is the first value that breaks no_healthy_eviction and
+/// churn_bounded (1500ms holds); moving back from 500ms, 1500ms is the first that restores
+/// both. Both ends of each boundary are checked; bisection keeps the checked points few.
+#[test]
+fn explain_finds_the_smallest_breaking_move_and_the_nearest_safe_candidate() {
+    let (code, doc) = explain(&["--from", PROD, "--to", CUT]);
+    assert_eq!(code, 1, "a regression, as diff: {doc:#}");
+    assert_eq!(doc["exit_code"], 1);
+    let knobs = doc["knobs"].as_array().unwrap();
+    assert_eq!(knobs.len(), 1, "{knobs:?}");
+    assert_eq!(
+        (knobs[0]["key"].as_str(), knobs[0]["base"].as_str()),
+        (Some("replica_ack_timeout"), Some("2s"))
+    );
+    assert_eq!(knobs[0]["candidate"], "500ms");
+    assert_eq!(knobs[0]["path"].as_array().unwrap().len(), 16);
+    assert_eq!(doc["regressions"], serde_json::json!(["no_healthy_eviction", "churn_bounded"]));
+    let checked = doc["checked"].as_array().unwrap().len();
+    assert!(checked <= 12, "bisection, not every point of both walks: {checked} checked");
+
+    let breaking = &doc["breaking"][0];
+    assert_eq!(breaking["knob"], "replica_ack_timeout");
+    for name in ["no_healthy_eviction", "churn_bounded"] {
+        let r = &breaking["results"][name];
+        assert_eq!(r["result"], "found", "{name}: {r}");
+        assert_eq!((r["at"].as_str(), r["before"].as_str()), (Some("1400ms"), Some("1500ms")), "{name}");
+        assert_eq!((r["checked"].as_bool(), r["before_checked"].as_bool()), (Some(true), Some(true)));
+        // Every value from 2s down to 1500ms holds (checked or inferred), 1400ms on is violated.
+        let cells: Vec<&str> =
+            breaking["cells"][name].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        assert!(cells[..6].iter().all(|c| c.ends_with("holds")), "{name}: {cells:?}");
+        assert!(cells[6..].iter().all(|c| c.ends_with("violated")), "{name}: {cells:?}");
+    }
+    assert!(breaking["explore_command"].as_str().unwrap().contains("1400ms"));
+
+    let restoring = &doc["restoring"][0];
+    assert_eq!((restoring["from"].as_str(), restoring["to"].as_str()), (Some("500ms"), Some("2s")));
+    let r = &restoring["results"]["all"];
+    assert_eq!(r["result"], "found", "{r}");
+    assert_eq!((r["at"].as_str(), r["before"].as_str()), (Some("1500ms"), Some("1400ms")));
+    assert_eq!((r["checked"].as_bool(), r["before_checked"].as_bool()), (Some(true), Some(true)));
+}
+
+/// The text report says it in a sentence each; swapped, the change is a fix: exit 0.
+#[test]
+fn explain_text_and_no_regression() {
+    let out = replicheck(&["sweep", ACK, "--from", PROD, "--to", CUT, "--threads", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("replica_ack_timeout 2s -> 1400ms already breaks no_healthy_eviction, churn_bounded"),
+        "{text}"
+    );
+    assert!(
+        text.contains("replica_ack_timeout 500ms -> 1500ms restores no_healthy_eviction, churn_bounded"),
+        "{text}"
+    );
+
+    let (code, doc) = explain(&["--from", CUT, "--to", PROD]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["regressions"], serde_json::json!([]));
+    assert_eq!(doc["breaking"], serde_json::json!([]));
+}
+
+/// A limit that cuts the explorations short leaves no verdict: incomplete, exit 3, never holds.
+#[test]
+fn explain_cut_short_is_incomplete() {
+    let (code, doc) = explain(&["--from", PROD, "--to", CUT, "--max-states", "300"]);
+    assert_eq!(code, 3, "{doc:#}");
+    assert_eq!(doc["regressions"], serde_json::json!([]));
+    for p in doc["properties"].as_array().unwrap() {
+        assert_ne!(p["candidate"], "holds", "{p}");
+    }
+}
+
+/// Bad input: exit 2 and a message naming the file, the key and the value; never a panic.
+#[test]
+fn explain_bad_input_is_named() {
+    let dir = std::env::temp_dir().join(format!("replicheck-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let typo = dir.join("typo.toml");
+    std::fs::write(&typo, "replica_ack_timout = \"1s\"\n").unwrap();
+    let quorum = dir.join("quorum.toml");
+    std::fs::write(&quorum, "write_quorum = 4\n").unwrap();
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("examples/policies/missing.toml", vec!["missing.toml"]),
+        (
+            typo.to_str().unwrap(),
+            vec!["typo.toml", "replica_ack_timout", "did you mean `replica_ack_timeout`"],
+        ),
+        (quorum.to_str().unwrap(), vec!["quorum.toml", "write_quorum", "4"]),
+    ];
+    for (file, words) in cases {
+        let out = replicheck(&["sweep", ACK, "--from", PROD, "--to", file]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        for w in words {
+            assert!(err.contains(w), "{file}: `{w}` not in {err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Two knobs differ: the candidate also lowers max_concurrent_evictions to 1. The regression
+/// (no_healthy_eviction; churn_bounded now holds under the candidate) is the ack timeout's
+/// doing alone: max_concurrent_evictions alone never breaks it, and moving it alone back does
+/// not restore it; the ack timeout's walks give 1400ms and 1500ms as before.
+#[test]
+fn explain_names_the_knob_that_does_not_matter() {
+    let dir = std::env::temp_dir().join(format!("replicheck-explain-two-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let two = dir.join("two.toml");
+    std::fs::write(&two, "replica_ack_timeout = \"500ms\"\nmax_concurrent_evictions = 1\n").unwrap();
+    let (code, doc) = explain(&["--from", PROD, "--to", two.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(doc["regressions"], serde_json::json!(["no_healthy_eviction"]));
+    let keys: Vec<&str> =
+        doc["knobs"].as_array().unwrap().iter().map(|k| k["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, vec!["replica_ack_timeout", "max_concurrent_evictions"]);
+    let breaking = doc["breaking"].as_array().unwrap();
+    assert_eq!(breaking[0]["results"]["no_healthy_eviction"]["at"], "1400ms");
+    assert_eq!(breaking[1]["results"]["no_healthy_eviction"]["result"], "never");
+    let restoring = doc["restoring"].as_array().unwrap();
+    assert_eq!(restoring[0]["results"]["all"]["at"], "1500ms");
+    assert_eq!(restoring[1]["results"]["all"]["result"], "never");
+}

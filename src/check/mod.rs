@@ -6,6 +6,7 @@ pub mod proofs;
 pub mod report;
 pub mod sweep;
 pub mod sweep_cmd;
+pub mod sweep_explain;
 pub mod sweep_render;
 pub mod trace;
 

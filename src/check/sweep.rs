@@ -128,33 +128,49 @@ impl Plan {
     /// The policy keys point `p` sets beyond the scenario's `[policy]`, as a `--policy` file:
     /// the base's own overrides (a variant's, a file's) and the knobs.
     pub fn point_policy_toml(&self, p: usize) -> String {
-        let base: BTreeMap<&str, String> = self.scenario.base_policy.patch.describe().into_iter().collect();
-        let mut out = String::new();
-        for (key, value) in self.policies[p].patch.describe() {
-            if base.get(key) != Some(&value) {
-                out.push_str(&format!("{key} = {value}\n"));
-            }
-        }
-        out
+        policy_toml(&self.scenario, &self.policies[p])
     }
 
-    fn job(&self, p: usize) -> Job {
-        let policy_lines: Vec<String> = self.point_policy_toml(p).lines().map(|l| format!("'{l}'")).collect();
-        // Without --policy, `explore` would open the model's first variant: an empty policy
-        // file is the model's [policy].
-        let explore_args = if policy_lines.is_empty() {
-            format!("{} --policy /dev/null", self.scenario.path.display())
-        } else {
-            format!("{} --policy <(printf '%s\\n' {})", self.scenario.path.display(), policy_lines.join(" "))
-        };
-        Job {
-            scenario: self.scenario.clone(),
-            variant: format!("{} {}", self.base_label, self.point_label(p)),
-            description: "sweep point".into(),
-            policy: self.policies[p].clone(),
-            expect: self.scenario.properties.iter().map(|n| (*n, Verdict::Holds)).collect(),
-            explore_args,
+    /// Point `p`'s resolved policy: the base with the knobs set.
+    pub fn point_policy(&self, p: usize) -> &SourcedPolicy {
+        &self.policies[p]
+    }
+
+    pub(crate) fn job(&self, p: usize) -> Job {
+        policy_job(&self.scenario, format!("{} {}", self.base_label, self.point_label(p)), &self.policies[p])
+    }
+}
+
+/// The keys `policy` sets beyond the scenario's `[policy]`, as a `--policy` file.
+pub fn policy_toml(scenario: &Scenario, policy: &SourcedPolicy) -> String {
+    let base: BTreeMap<&str, String> = scenario.base_policy.patch.describe().into_iter().collect();
+    let mut out = String::new();
+    for (key, value) in policy.patch.describe() {
+        if base.get(key) != Some(&value) {
+            out.push_str(&format!("{key} = {value}\n"));
         }
+    }
+    out
+}
+
+/// A check of `policy` (a resolved policy) as `check --policy` would run it: every property
+/// expected to hold; its explore command passes the policy through process substitution.
+pub(crate) fn policy_job(scenario: &Scenario, variant: String, policy: &SourcedPolicy) -> Job {
+    let policy_lines: Vec<String> = policy_toml(scenario, policy).lines().map(|l| format!("'{l}'")).collect();
+    // Without --policy, `explore` would open the model's first variant: an empty policy
+    // file is the model's [policy].
+    let explore_args = if policy_lines.is_empty() {
+        format!("{} --policy /dev/null", scenario.path.display())
+    } else {
+        format!("{} --policy <(printf '%s\\n' {})", scenario.path.display(), policy_lines.join(" "))
+    };
+    Job {
+        scenario: scenario.clone(),
+        variant,
+        description: "sweep point".into(),
+        policy: policy.clone(),
+        expect: scenario.properties.iter().map(|n| (*n, Verdict::Holds)).collect(),
+        explore_args,
     }
 }
 
@@ -376,7 +392,7 @@ impl Cell {
     pub fn checked(self) -> bool {
         matches!(self, Cell::Holds | Cell::Violated | Cell::Incomplete)
     }
-    fn from_found(f: Found) -> Cell {
+    pub fn from_found(f: Found) -> Cell {
         match f {
             Found::Holds => Cell::Holds,
             Found::Violated => Cell::Violated,
@@ -497,7 +513,7 @@ pub struct Shape {
 }
 
 impl Shape {
-    fn of(plan: &Plan) -> Shape {
+    pub(crate) fn of(plan: &Plan) -> Shape {
         Shape { sizes: plan.knobs.iter().map(|k| k.values.len()).collect() }
     }
     fn count(&self) -> usize {
@@ -647,7 +663,7 @@ pub fn bisection_points(line: &[usize], cell: impl Fn(usize) -> Cell) -> Vec<usi
 
 /// Fill the unchecked cells of a line whose nearest checked neighbours on both sides give the
 /// same verdict.
-fn infer_line(line: &[usize], cells: &mut [Cell]) {
+pub(crate) fn infer_line(line: &[usize], cells: &mut [Cell]) {
     let checked: Vec<usize> = (0..line.len()).filter(|&pos| cells[line[pos]].checked()).collect();
     for w in checked.windows(2) {
         let (a, b) = (cells[line[w[0]]], cells[line[w[1]]]);

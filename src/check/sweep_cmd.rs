@@ -1,7 +1,7 @@
 //! `replicheck sweep`: its arguments and the command, from the model file to the report.
 
 use super::sweep::{self, SearchOptions, Shard};
-use super::{sweep_render, RunOptions};
+use super::{sweep_explain, sweep_render, RunOptions};
 use crate::config::{ConfigError, Scenario};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -19,8 +19,21 @@ pub struct SweepArgs {
     pub model: PathBuf,
     /// A policy key and its values: KEY=LO..HI (durations step by the model's tick, rates by
     /// one write per tick, integers by 1) or KEY=A,B,C. Once for a line, twice for a grid.
-    #[arg(long = "vary", value_name = "KEY=RANGE", required = true)]
+    #[arg(
+        long = "vary",
+        value_name = "KEY=RANGE",
+        required_unless_present = "from",
+        conflicts_with = "from"
+    )]
     pub vary: Vec<String>,
+    /// Explain a config change: the base policy file (the one in production). With --to, the
+    /// knobs that differ are walked one at a time: the smallest move from the base that
+    /// already breaks a regressed property, and the nearest safe candidate.
+    #[arg(long, value_name = "BASE.toml", requires = "to", conflicts_with_all = ["variant", "policy", "svg", "shard"])]
+    pub from: Option<PathBuf>,
+    /// The candidate policy file (the proposed change), with --from.
+    #[arg(long, value_name = "CANDIDATE.toml", requires = "from")]
+    pub to: Option<PathBuf>,
     /// Vary this variant's policy (default: the model's [policy]).
     #[arg(long, conflicts_with = "policy")]
     pub variant: Option<String>,
@@ -66,6 +79,9 @@ fn progress_line(p: &crate::engine::Progress) {
 /// limit.
 pub fn command(args: SweepArgs) -> Result<u8, ConfigError> {
     let scenario = Scenario::load(&args.model)?;
+    if let (Some(from), Some(to)) = (&args.from, &args.to) {
+        return explain_command(&args, scenario, from, to);
+    }
     let shard = args
         .shard
         .as_deref()
@@ -98,6 +114,37 @@ pub fn command(args: SweepArgs) -> Result<u8, ConfigError> {
     match args.format {
         SweepFormat::Text => print!("{}", sweep_render::human(&plan, &outcome, shard)),
         SweepFormat::Json => println!("{}", sweep_render::json(&plan, &outcome, shard, code)),
+    }
+    Ok(code)
+}
+
+/// `sweep --from BASE --to CANDIDATE`: exit 1 on a regression (as `diff`), else 3 if a
+/// point was cut short, else 0.
+fn explain_command(
+    args: &SweepArgs,
+    scenario: Scenario,
+    from: &std::path::Path,
+    to: &std::path::Path,
+) -> Result<u8, ConfigError> {
+    let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text;
+    let opts = RunOptions {
+        threads: args.threads.unwrap_or(RunOptions::default().threads),
+        max_states: args.max_states,
+        progress: if interactive { Some(progress_line) } else { None },
+        explorer_addr: args.addr.clone(),
+    };
+    let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard: None };
+    let mut on_point = |c: &sweep_explain::Checked, count: usize| {
+        if interactive {
+            eprint!("\r\x1b[K");
+        }
+        eprintln!("{}", sweep_explain::point_line(c, count));
+    };
+    let e = sweep_explain::explain(scenario, from, to, &search, &opts, &mut on_point)?;
+    let code = sweep_explain::exit_code(&e);
+    match args.format {
+        SweepFormat::Text => print!("{}", sweep_explain::human(&e)),
+        SweepFormat::Json => println!("{}", sweep_explain::json(&e, code)),
     }
     Ok(code)
 }
