@@ -1,0 +1,277 @@
+//! Membership: failure detection, evictions through the bounded queue, the rebalancer's
+//! moves, and the join of a replacement (copies after earlier writes, parked copy rounds).
+
+use super::*;
+
+impl<D: Data> Coordinator<D> {
+    /// Disk use (outside data plus the shards a node holds or is receiving), compaction debt
+    /// and slowness of every node, as the coordinator knows them.
+    pub fn node_loads(&self, cfg: &Resolved) -> Vec<NodeLoad> {
+        let holds = |shard: usize, n: NodeId| {
+            let v = &self.shards[shard];
+            v.members.contains(&n) || v.join.as_ref().is_some_and(|j| j.replacement == n)
+        };
+        (0..cfg.nodes.len() as NodeId)
+            .map(|n| {
+                let spec = &cfg.nodes[usize::from(n)];
+                let held = (0..cfg.shards.len()).filter(|&k| holds(k, n));
+                let disk_pct = u16::from(spec.disk_used_pct)
+                    + held.clone().map(|k| u16::from(cfg.shards[k].size_pct)).sum::<u16>();
+                let hosts_hot = held.clone().any(|k| cfg.shards[k].hot);
+                NodeLoad {
+                    node: n,
+                    disk_pct,
+                    compaction_debt_pct: spec.compaction_debt_pct,
+                    slow: rebalancer::is_slow(
+                        hosts_hot,
+                        spec.compaction_debt_pct,
+                        cfg.slow_compaction_debt_pct,
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// The rebalancer: sees disk use, compaction debt and latency per node as the coordinator
+    /// knows them, asks the policy for a move, and queues it as a membership change.
+    pub(super) fn on_rebalance(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
+        let r = cfg.policy.rebalance.as_ref().expect("the rebalancer runs only when enabled");
+        self.rebalance_ticks = ticks(r.interval_ticks);
+        let nodes = self.node_loads(cfg);
+        let shards: Vec<ShardLoad> = (0..cfg.shards.len())
+            .map(|k| {
+                let v = &self.shards[k];
+                ShardLoad {
+                    shard: k as u8,
+                    holders: v
+                        .members
+                        .iter()
+                        .copied()
+                        .chain(v.join.as_ref().map(|j| j.replacement))
+                        .collect(),
+                    size_pct: cfg.shards[k].size_pct,
+                    hot: cfg.shards[k].hot,
+                    resting: v.cooldown_ticks > 0
+                        || v.join.is_some()
+                        || self.queue.iter().any(|u| usize::from(u.shard) == k),
+                }
+            })
+            .collect();
+        let Some(m) = rebalancer::choose_move(&nodes, &shards, &r.policy) else { return };
+        let v = &mut self.shards[usize::from(m.shard)];
+        let len = rebalancer::next_cooldown_ticks(
+            u32::from(v.cooldown_len_ticks),
+            r.move_cooldown_ticks,
+            r.cooldown_backoff,
+            r.cooldown_max_ticks,
+        );
+        v.cooldown_len_ticks = ticks(len);
+        v.cooldown_ticks = ticks(len);
+        let update = MembershipUpdate { shard: m.shard, evicted: m.from, replacement: m.to, is_move: true };
+        self.enqueue(cfg, update, io);
+    }
+
+    /// A parked copy round whose missing source `n` was just heard from asks `n` again.
+    pub(super) fn unpark_copies(&mut self, cfg: &Resolved, n: NodeId, io: &mut impl Io<D>) {
+        for shard in 0..self.shards.len() as u8 {
+            let view = &self.shards[usize::from(shard)];
+            let waits_for_n = view.join.as_ref().is_some_and(|j| {
+                j.parked
+                    && view.members.contains(&n)
+                    && (j.is_move || n != j.evicted)
+                    && j.copied_from & bit(n) == 0
+            });
+            if waits_for_n {
+                self.request_copies_from(cfg, shard, Some(n), io);
+            }
+        }
+    }
+
+    pub(super) fn on_heartbeat(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
+        let p = &cfg.policy;
+        self.heartbeat_ticks = ticks(p.heartbeat_interval_ticks);
+        for n in 0..cfg.nodes.len() {
+            let silence = u32::from(self.silence_ticks[n]);
+            let health = detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks);
+            if health == Health::Dead && self.health[n] != Health::Dead {
+                io.event(Event::DeclaredDead {
+                    node: n as NodeId,
+                    silence_ticks: Some(self.silence_ticks[n]),
+                });
+            }
+            self.health[n] = health;
+            io.send(Endpoint::Node(n as NodeId), Msg::Ping);
+        }
+        self.consider_evictions(cfg, io);
+    }
+
+    /// Ask the eviction policy about every member the detector declared dead; queue the
+    /// membership updates it decides on. One membership change per shard at a time.
+    pub(super) fn consider_evictions(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
+        for shard in 0..self.shards.len() as u8 {
+            let view = &self.shards[usize::from(shard)];
+            if view.join.is_some() || self.queue.iter().any(|u| u.shard == shard) {
+                continue;
+            }
+            let dead: PerNode<NodeId> = view
+                .members
+                .iter()
+                .copied()
+                .filter(|&m| self.health[usize::from(m)] == Health::Dead)
+                .collect();
+            for m in dead {
+                let cluster = ClusterView {
+                    dead_nodes: self.health.iter().filter(|h| **h == Health::Dead).count(),
+                    total_nodes: cfg.nodes.len(),
+                    evictions_in_progress: self.queue.len()
+                        + self.shards.iter().filter(|v| v.join.is_some()).count(),
+                };
+                let candidates = self.candidates(cfg, shard);
+                match eviction::decide_eviction(cfg.policy.eviction, cluster, cfg.node_zone(m), &candidates) {
+                    EvictionDecision::Suppressed(why) => {
+                        io.event(Event::EvictionSuppressed { shard, node: m, why });
+                        continue;
+                    }
+                    EvictionDecision::Evict { replacement } => {
+                        let update = MembershipUpdate { shard, evicted: m, replacement, is_move: false };
+                        self.enqueue(cfg, update, io);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn candidates(&self, cfg: &Resolved, shard: u8) -> Vec<Candidate> {
+        let view = &self.shards[usize::from(shard)];
+        (0..cfg.nodes.len() as NodeId)
+            .map(|n| Candidate {
+                node: n,
+                zone: cfg.node_zone(n),
+                health: self.health[usize::from(n)],
+                is_member: view.members.contains(&n)
+                    || view.join.as_ref().is_some_and(|j| j.replacement == n)
+                    || self.queue.iter().any(|u| u.shard == shard && u.replacement == n),
+            })
+            .collect()
+    }
+
+    pub(super) fn enqueue(&mut self, cfg: &Resolved, update: MembershipUpdate, io: &mut impl Io<D>) {
+        io.event(Event::ChangeRequested(update));
+        if self.queue.len() >= usize::from(cfg.coordinator.membership_queue_capacity) {
+            io.event(Event::ChangeRejected(update));
+            return;
+        }
+        if self.queue.is_empty() {
+            self.queue_ticks = ticks(cfg.coordinator.membership_update_ticks);
+        }
+        self.queue.push(update);
+    }
+
+    pub(super) fn on_apply_membership(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
+        let u = self.queue.remove(0);
+        if !self.queue.is_empty() {
+            self.queue_ticks = ticks(cfg.coordinator.membership_update_ticks);
+        }
+        let view = &mut self.shards[usize::from(u.shard)];
+        assert!(view.join.is_none(), "one membership change per shard at a time");
+        view.join = Some(Join {
+            evicted: u.evicted,
+            replacement: u.replacement,
+            is_move: u.is_move,
+            copying: false,
+            copied_from: 0,
+            copy_ticks: 0,
+            parked: false,
+        });
+        io.event(Event::ChangeStarted(u));
+        self.start_copies_when_clear(cfg, u.shard, io);
+    }
+
+    /// The copies of a join start once no write that began before it (and so missed the
+    /// learner) is still waiting for its acks.
+    pub(super) fn start_copies_when_clear(&mut self, cfg: &Resolved, shard: u8, io: &mut impl Io<D>) {
+        let Some(join) = self.shards[usize::from(shard)].join.as_ref() else { return };
+        if join.copying {
+            return;
+        }
+        let replacement = join.replacement;
+        let earlier_write =
+            |o: &CoordOp<D>| o.shard == shard && o.writing() && o.learner != Some(replacement);
+        if self.ops.iter().any(earlier_write) {
+            return;
+        }
+        self.request_copies(cfg, shard, io);
+    }
+
+    /// Catch-up copy: every remaining member that has not copied yet sends its data to the
+    /// replacement; a read quorum of them is enough. A moving replica is healthy and sends its
+    /// copy too.
+    pub(super) fn request_copies(&mut self, cfg: &Resolved, shard: u8, io: &mut impl Io<D>) {
+        self.request_copies_from(cfg, shard, None, io);
+    }
+
+    /// A copy round asking every source still to copy, or only `only`.
+    pub(super) fn request_copies_from(
+        &mut self,
+        cfg: &Resolved,
+        shard: u8,
+        only: Option<NodeId>,
+        io: &mut impl Io<D>,
+    ) {
+        let view = &mut self.shards[usize::from(shard)];
+        let join = view.join.as_mut().expect("a join is in progress");
+        join.copying = true;
+        join.parked = false;
+        join.copy_ticks = ticks(cfg.policy.replica_ack_timeout_ticks);
+        let to = join.replacement;
+        for &src in view.members.iter() {
+            let still_to_copy = (join.is_move || src != join.evicted) && join.copied_from & bit(src) == 0;
+            if still_to_copy && only.is_none_or(|o| o == src) {
+                io.send(Endpoint::Node(src), Msg::CopyRequest { shard, to });
+            }
+        }
+    }
+
+    /// A copy round ran out of time. It is not the detector's business (a missing copy may be
+    /// the source's fault, the replacement's or the link's): the round parks, and a source
+    /// still to copy is asked again when it is next heard from.
+    pub(super) fn on_copy_deadline(&mut self, shard: u8) {
+        let join = self.shards[usize::from(shard)].join.as_mut().expect("a copy round belongs to a join");
+        join.parked = true;
+    }
+
+    /// The replacement takes the leaving replica's place once a read quorum of copies reached
+    /// it.
+    pub(super) fn on_copy_ack(
+        &mut self,
+        cfg: &Resolved,
+        shard: u8,
+        from: NodeId,
+        sender: NodeId,
+        io: &mut impl Io<D>,
+    ) {
+        let view = &mut self.shards[usize::from(shard)];
+        // A copy ack of an earlier join of this shard says nothing about this one.
+        let Some(join) = view.join.as_mut().filter(|j| j.copying && j.replacement == sender) else {
+            return;
+        };
+        let sources = if join.is_move { view.members.len() } else { view.members.len() - 1 };
+        let needed = usize::from(quorum::copies_needed(cfg.policy.read_quorum, sources));
+        join.copied_from |= bit(from);
+        if (join.copied_from.count_ones() as usize) < needed {
+            return;
+        }
+        let update = MembershipUpdate {
+            shard,
+            evicted: join.evicted,
+            replacement: join.replacement,
+            is_move: join.is_move,
+        };
+        view.members.retain(|m| *m != update.evicted);
+        view.members.push(update.replacement);
+        view.members.sort();
+        view.join = None;
+        io.event(Event::ChangeCompleted(update));
+    }
+}

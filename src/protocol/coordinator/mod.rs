@@ -1,0 +1,444 @@
+//! The coordinator: sequences writes, gathers quorums before the ack deadline, detects failed
+//! replicas, evicts them through a bounded membership-update queue, and catches replacements
+//! up. As the request router it also admits writes against partition capacity and places them
+//! on ingest backends. The rebalancer runs inside it on its own timer.
+//!
+//! Its state is what a real coordinator holds in memory. Timers are remaining ticks: the ack
+//! deadline of each request, the head of the membership queue, the heartbeat round, the
+//! rebalancer and a catch-up's copy round. [`Coordinator::due`] lists the timers at zero; time
+//! may pass only when none is.
+//!
+//! A membership change (an eviction, or a rebalancing move) is a join: the replacement first
+//! learns, then takes the leaving replica's place.
+//! - While it learns, every write and read write-back of the shard also goes to it and needs
+//!   one more ack than the quorum, from any of the members and the learner (Cassandra's rule
+//!   for pending replicas): whatever such a write reaches, at least a write quorum of the
+//!   replica set after the swap holds it.
+//! - Writes that began before the join do not reach the learner: the copies are requested only
+//!   once every one of them has ended (acked or past its deadline), so each acked one is on the
+//!   sources when they copy. A read quorum of copies then meets every write quorum.
+//! - A copy round that is not complete within the ack timeout parks; a source that has not
+//!   copied yet is asked again when it is next heard from (a retry per sign of life, not per
+//!   tick: a slow source is not flooded with copies, a dead one is not asked forever).
+
+mod membership;
+mod requests;
+
+use super::{filled, Data, Endpoint, Event, Failure, Io, ModelData, Msg, PerNode, PerShard, Stored};
+use crate::config::{OpKind, Resolved};
+use crate::policy::detector::{self, FailureDetection, Health};
+use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision};
+use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
+use crate::policy::routing::{self, BackendLoad, WriteRoute};
+use crate::policy::{quorum, retry, NodeId};
+
+/// A remaining-ticks counter.
+pub type TimerTicks = u16;
+
+/// A replica joining a shard's replica set in place of a leaving one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Join {
+    pub evicted: NodeId,
+    pub replacement: NodeId,
+    pub is_move: bool,
+    /// The copies were requested (every write that began before the join has ended).
+    pub copying: bool,
+    /// Bit i set: the copy from node i reached the replacement.
+    pub copied_from: u8,
+    /// Ticks until an incomplete copy round is asked again (while copying and not parked).
+    pub copy_ticks: TimerTicks,
+    /// The round ran out of time: a source still to copy is asked again when it is heard from.
+    pub parked: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ShardView<D: Data = ModelData> {
+    /// The replica set, sorted by node id.
+    pub members: PerNode<NodeId>,
+    pub join: Option<Join>,
+    pub next_version: D::Version,
+    /// Rebalancing: ticks until the shard may move again, and the cooldown its last move got.
+    pub cooldown_ticks: TimerTicks,
+    pub cooldown_len_ticks: TimerTicks,
+}
+
+/// A membership update waiting in the coordinator's bounded queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MembershipUpdate {
+    pub shard: u8,
+    /// The replica leaving: evicted as dead, or the source of a rebalancing move.
+    pub evicted: NodeId,
+    pub replacement: NodeId,
+    /// A rebalancing move: the leaving replica is healthy and copies its data too.
+    pub is_move: bool,
+}
+
+/// A request the coordinator is working on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CoordOp<D: Data = ModelData> {
+    pub op: D::Op,
+    pub attempt: u8,
+    pub kind: OpKind,
+    pub shard: u8,
+    pub key: D::Key,
+    pub version: D::Version,
+    pub value: D::Value,
+    /// Nodes asked (bit per node): the members, and the learner of a write; only their
+    /// answers count.
+    pub asked: u8,
+    /// The joining replica a write (or write-back) also went to: then one more ack is needed.
+    pub learner: Option<NodeId>,
+    pub answered: u8,
+    /// Asked nodes that have not answered but were heard from (any message) since the
+    /// request was sent: alive, if late.
+    pub heard: u8,
+    pub responded: bool,
+    /// Best read reply so far.
+    pub best: Stored<D>,
+    /// With `read_repair`: the members that answered the read with `best`'s version (0
+    /// without read repair, so states that differ only in it are one state).
+    pub holders: u8,
+    /// A read writing `best` back to a write quorum before it answers (read repair):
+    /// `answered` now counts the holders and the acks of the write-back.
+    pub repairing: bool,
+    /// Ticks until the ack deadline (`replica_ack_timeout`) fires; a write-back gets a whole
+    /// deadline of its own.
+    pub deadline_ticks: TimerTicks,
+}
+
+impl<D: Data> CoordOp<D> {
+    /// Writes to replicas in flight: a write, or a read's write-back, not yet answered.
+    fn writing(&self) -> bool {
+        (self.kind == OpKind::Write || self.repairing) && !self.responded
+    }
+
+    fn needed(&self, cfg: &Resolved) -> u8 {
+        let quorum = match (self.kind, self.repairing) {
+            (OpKind::Write, _) | (OpKind::Read, true) => cfg.policy.write_quorum,
+            (OpKind::Read, false) => cfg.policy.read_quorum,
+        };
+        quorum + u8::from(self.learner.is_some())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Coordinator<D: Data = ModelData> {
+    pub shards: PerShard<ShardView<D>>,
+    pub health: PerNode<Health>,
+    /// Independent detection: ticks since the node was last heard from (saturating).
+    pub silence_ticks: PerNode<TimerTicks>,
+    pub heartbeat_ticks: TimerTicks,
+    pub ops: Vec<CoordOp<D>>,
+    /// Idempotency tokens: the version each write was sequenced at, by its token.
+    pub tokens: Vec<(D::TokenId, D::Version)>,
+    pub queue: Vec<MembershipUpdate>,
+    /// Ticks until the head of the queue is applied.
+    pub queue_ticks: TimerTicks,
+    /// Ticks until the rebalancer runs (when enabled).
+    pub rebalance_ticks: TimerTicks,
+    /// Ticks left of the current capacity window (0 where a window is one tick, as in models).
+    pub window_ticks: TimerTicks,
+    /// Writes the clients offered to each partition this window (kept only when the scenario
+    /// has partition capacities; background load is in the config).
+    pub partition_load: PerShard<u16>,
+    /// Writes placed on each backend this window (kept only when backends have capacities).
+    pub backend_load: PerNode<u16>,
+}
+
+/// Where load first exceeded capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CapacityUnit {
+    Partition(u8),
+    Backend(crate::policy::NodeId),
+}
+
+/// The first time a partition or backend was offered more writes in a tick than it can take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CapacityBreach {
+    pub unit: CapacityUnit,
+    /// Writes offered in that tick, background included.
+    pub offered: u16,
+    pub capacity: u16,
+}
+
+/// A timer of the coordinator's that is due (at zero ticks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Timer<Op = crate::protocol::OpId> {
+    /// A request's ack deadline (`replica_ack_timeout`).
+    AckDeadline { op: Op, attempt: u8 },
+    /// The membership update at the head of the queue is applied.
+    ApplyMembershipUpdate,
+    /// A heartbeat round (independent failure detection).
+    Heartbeat,
+    /// The rebalancer runs.
+    Rebalance,
+    /// A shard's copy round did not complete in time: ask the missing sources again.
+    CopyRetry { shard: u8 },
+}
+
+/// What the coordinator persists, and so what survives its crash. A driver writes it durably
+/// whenever a step changed it, before any of that step's sends leave (the model's restart
+/// keeps exactly this; the rest of [`Coordinator`] is memory).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Durable<D: Data = ModelData> {
+    /// Per shard: the replica set (`None` without `durable_membership`) and the version
+    /// counter's floor: no version below it is ever handed out again.
+    pub shards: PerShard<(Option<PerNode<NodeId>>, D::Version)>,
+    /// Idempotency tokens, when the policy promises them: a retry after a restart must get
+    /// the version its first attempt got.
+    pub tokens: Vec<(D::TokenId, D::Version)>,
+}
+
+fn bit(n: NodeId) -> u8 {
+    1 << n
+}
+
+fn independent(cfg: &Resolved) -> bool {
+    cfg.policy.failure_detection == FailureDetection::Independent
+}
+
+/// A breach by background load alone (a burst above a partition's capacity, a backend already
+/// over its capacity): it holds in every tick, the first included.
+pub fn background_breach(cfg: &Resolved) -> Option<CapacityBreach> {
+    let partitions = cfg
+        .partition_background
+        .iter()
+        .enumerate()
+        .map(|(p, &load)| (CapacityUnit::Partition(p as u8), load, cfg.partition_capacity_per_tick));
+    let backends = cfg.nodes.iter().enumerate().map(|(n, spec)| {
+        (CapacityUnit::Backend(n as NodeId), spec.base_load_per_tick, spec.write_capacity_per_tick)
+    });
+    partitions.chain(backends).find_map(|(unit, offered, capacity)| {
+        capacity.filter(|&cap| offered > cap).map(|capacity| CapacityBreach { unit, offered, capacity })
+    })
+}
+
+impl<D: Data> Coordinator<D> {
+    /// A coordinator starting with the scenario's replica sets, every node alive, every timer
+    /// at its full interval.
+    pub fn new(cfg: &Resolved) -> Coordinator<D> {
+        let node_count = cfg.nodes.len();
+        let shard_count = cfg.shard_names.len();
+        let independent = independent(cfg);
+        let p = &cfg.policy;
+        Coordinator {
+            shards: cfg
+                .initial_members
+                .iter()
+                .map(|m| ShardView {
+                    members: m.iter().copied().collect(),
+                    join: None,
+                    next_version: D::next_version(D::Version::default()),
+                    cooldown_ticks: 0,
+                    cooldown_len_ticks: 0,
+                })
+                .collect(),
+            health: filled(Health::Alive, node_count),
+            silence_ticks: filled(0, if independent { node_count } else { 0 }),
+            heartbeat_ticks: if independent { ticks(p.heartbeat_interval_ticks) } else { 0 },
+            ops: Vec::new(),
+            tokens: Vec::new(),
+            queue: Vec::new(),
+            queue_ticks: 0,
+            rebalance_ticks: p.rebalance.as_ref().map_or(0, |r| ticks(r.interval_ticks)),
+            window_ticks: cfg.capacity_window_ticks - 1,
+            partition_load: filled(0, shard_count),
+            backend_load: filled(0, node_count),
+        }
+    }
+
+    /// What must survive a crash now. The version floor is the next version rounded up to a
+    /// whole block (`version_block`; one in the models): it changes, and must be written,
+    /// once a block.
+    pub fn durable(&self, cfg: &Resolved) -> Durable<D> {
+        let tokens = if cfg.policy.retry.idempotency_tokens { self.tokens.clone() } else { Vec::new() };
+        Durable { tokens, ..self.durable_shards(cfg) }
+    }
+
+    /// What must survive a crash, but the idempotency tokens (a driver that does not keep them
+    /// across restarts, as the store, which says so).
+    pub fn durable_shards(&self, cfg: &Resolved) -> Durable<D> {
+        let p = &cfg.policy;
+        let block = cfg.version_block;
+        Durable {
+            shards: self
+                .shards
+                .iter()
+                .map(|v| {
+                    let next: u64 = v.next_version.into();
+                    let floor = next.div_ceil(block) * block;
+                    let floor =
+                        D::Version::try_from(floor).unwrap_or_else(|_| panic!("version floor {floor}"));
+                    (p.durable_membership.then(|| v.members.clone()), floor)
+                })
+                .collect(),
+            tokens: Vec::new(),
+        }
+    }
+
+    /// A coordinator restarting from what it persisted: replica sets and version floors from
+    /// `durable` (the configured replica sets where it kept none), everything else as at
+    /// start. Requests in flight, failure-detector state, queued and half-done membership
+    /// changes and cooldowns are gone: a catch-up that was under way is started again by the
+    /// detector, since its replacement never joined.
+    pub fn recover(cfg: &Resolved, durable: &Durable<D>) -> Coordinator<D> {
+        let mut c = Coordinator::new(cfg);
+        assert_eq!(durable.shards.len(), c.shards.len());
+        for (v, (members, floor)) in c.shards.iter_mut().zip(&durable.shards) {
+            if let Some(members) = members {
+                v.members = members.clone();
+            }
+            assert!(*floor > D::Version::default(), "version 0 is the initial value, never handed out");
+            v.next_version = *floor;
+        }
+        c.tokens = durable.tokens.clone();
+        c
+    }
+
+    /// Whether no timer is due: only then may time pass.
+    pub fn no_timer_due(&self, cfg: &Resolved) -> bool {
+        self.ops.iter().all(|o| o.deadline_ticks > 0)
+            && (self.queue.is_empty() || self.queue_ticks > 0)
+            && (!independent(cfg) || self.heartbeat_ticks > 0)
+            && (cfg.policy.rebalance.is_none() || self.rebalance_ticks > 0)
+            && self
+                .shards
+                .iter()
+                .all(|v| v.join.as_ref().is_none_or(|j| !j.copying || j.parked || j.copy_ticks > 0))
+    }
+
+    /// The timers at zero, in a fixed order.
+    pub fn due(&self, cfg: &Resolved, out: &mut impl Extend<Timer<D::Op>>) {
+        for o in &self.ops {
+            if o.deadline_ticks == 0 {
+                out.extend([Timer::AckDeadline { op: o.op, attempt: o.attempt }]);
+            }
+        }
+        if !self.queue.is_empty() && self.queue_ticks == 0 {
+            out.extend([Timer::ApplyMembershipUpdate]);
+        }
+        if independent(cfg) && self.heartbeat_ticks == 0 {
+            out.extend([Timer::Heartbeat]);
+        }
+        if cfg.policy.rebalance.is_some() && self.rebalance_ticks == 0 {
+            out.extend([Timer::Rebalance]);
+        }
+        for (shard, v) in self.shards.iter().enumerate() {
+            if v.join.as_ref().is_some_and(|j| j.copying && !j.parked && j.copy_ticks == 0) {
+                out.extend([Timer::CopyRetry { shard: shard as u8 }]);
+            }
+        }
+    }
+
+    /// Fire a due timer.
+    pub fn on_timer(&mut self, cfg: &Resolved, timer: Timer<D::Op>, io: &mut impl Io<D>) {
+        match timer {
+            Timer::AckDeadline { op, attempt } => self.on_deadline(cfg, op, attempt, io),
+            Timer::ApplyMembershipUpdate => self.on_apply_membership(cfg, io),
+            Timer::Heartbeat => self.on_heartbeat(cfg, io),
+            Timer::Rebalance => self.on_rebalance(cfg, io),
+            Timer::CopyRetry { shard } => self.on_copy_deadline(shard),
+        }
+    }
+
+    /// One tick passes. No timer may be due (see [`Coordinator::no_timer_due`]).
+    pub fn tick(&mut self, cfg: &Resolved) {
+        for o in &mut self.ops {
+            o.deadline_ticks -= 1;
+        }
+        if !self.queue.is_empty() {
+            self.queue_ticks -= 1;
+        }
+        if independent(cfg) {
+            self.heartbeat_ticks -= 1;
+            // Saturate at `dead_after`: longer silence says nothing more.
+            let cap = ticks(cfg.policy.dead_after_ticks);
+            for t in &mut self.silence_ticks {
+                *t = (*t + 1).min(cap);
+            }
+        }
+        if cfg.policy.rebalance.is_some() {
+            self.rebalance_ticks -= 1;
+        }
+        // Capacities are per window.
+        if self.window_ticks == 0 {
+            self.window_ticks = cfg.capacity_window_ticks - 1;
+            self.partition_load.iter_mut().for_each(|l| *l = 0);
+            self.backend_load.iter_mut().for_each(|l| *l = 0);
+        } else {
+            self.window_ticks -= 1;
+        }
+        for v in &mut self.shards {
+            v.cooldown_ticks = v.cooldown_ticks.saturating_sub(1);
+            if let Some(j) = v.join.as_mut().filter(|j| j.copying && !j.parked) {
+                j.copy_ticks -= 1;
+            }
+        }
+    }
+
+    /// A message arrives from `src`.
+    pub fn on_msg(&mut self, cfg: &Resolved, src: Endpoint, msg: Msg<D>, io: &mut impl Io<D>) {
+        if let Endpoint::Node(n) = src {
+            self.heard_from(cfg, n);
+            self.unpark_copies(cfg, n, io);
+        }
+        match msg {
+            Msg::Request { op, attempt, kind, shard, key, value, token } => {
+                let token = D::token_id(op, &key, &token);
+                self.on_request(cfg, Request { op, attempt, kind, shard, key, value, token }, io)
+            }
+            Msg::ReplicateAck { op, attempt, .. } => {
+                let Endpoint::Node(n) = src else { unreachable!("acks come from nodes") };
+                self.on_answer(cfg, op, attempt, n, None, io);
+            }
+            Msg::ReadReply { op, attempt, version, value, .. } => {
+                let Endpoint::Node(n) = src else { unreachable!("read replies come from nodes") };
+                self.on_answer(cfg, op, attempt, n, Some(Stored { version, value }), io);
+            }
+            Msg::CopyAck { shard, from } => {
+                let Endpoint::Node(n) = src else { unreachable!("copy acks come from nodes") };
+                self.on_copy_ack(cfg, shard, from, n, io)
+            }
+            Msg::Pong => {}
+            Msg::Response { .. }
+            | Msg::Replicate { .. }
+            | Msg::ReadReq { .. }
+            | Msg::CopyRequest { .. }
+            | Msg::CopyData { .. }
+            | Msg::Ping => unreachable!("the coordinator is never sent {msg:?}"),
+        }
+    }
+
+    /// Any message is proof of life, however late it comes.
+    fn heard_from(&mut self, cfg: &Resolved, n: NodeId) {
+        // Only a node that has not answered may need the proof (states differ in it no more
+        // than they must).
+        for o in self.ops.iter_mut().filter(|o| o.asked & !o.answered & bit(n) != 0) {
+            o.heard |= bit(n);
+        }
+        let i = usize::from(n);
+        self.health[i] = detector::health_after_hearing_from();
+        if independent(cfg) {
+            self.silence_ticks[i] = 0;
+        }
+    }
+}
+
+/// A client request as the coordinator takes it.
+struct Request<D: Data> {
+    op: D::Op,
+    attempt: u8,
+    kind: OpKind,
+    shard: u8,
+    key: D::Key,
+    value: D::Value,
+    token: Option<D::TokenId>,
+}
+
+/// A duration as a timer's remaining ticks (the config bounds every duration).
+fn ticks(t: crate::policy::Ticks) -> TimerTicks {
+    TimerTicks::try_from(t).unwrap_or_else(|_| panic!("{t} ticks exceed a timer"))
+}
+
+#[cfg(test)]
+mod tests;

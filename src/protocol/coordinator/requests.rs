@@ -1,0 +1,251 @@
+//! Requests: routing a write against capacity, replicating and reading at a quorum (with
+//! the learner's extra ack during a join, and read repair), and the ack deadline.
+
+use super::*;
+
+impl<D: Data> Coordinator<D> {
+    /// The backends as the load balancer sees them now, in preference order (the scenario's).
+    pub fn backend_loads(&self, cfg: &Resolved) -> Vec<BackendLoad> {
+        cfg.nodes
+            .iter()
+            .enumerate()
+            .map(|(n, spec)| BackendLoad {
+                node: n as NodeId,
+                up: self.health[n] != Health::Dead,
+                capacity_per_tick: spec.write_capacity_per_tick,
+                load_per_tick: spec.base_load_per_tick.saturating_add(self.backend_load[n]),
+            })
+            .collect()
+    }
+
+    /// Count one write offered to a partition or backend, and note a breach.
+    pub(super) fn offer(
+        &mut self,
+        unit: CapacityUnit,
+        offered_before: u16,
+        capacity: Option<u16>,
+        io: &mut impl Io<D>,
+    ) {
+        let offered = offered_before.saturating_add(1);
+        let load = match unit {
+            CapacityUnit::Partition(p) => &mut self.partition_load[usize::from(p)],
+            CapacityUnit::Backend(n) => &mut self.backend_load[usize::from(n)],
+        };
+        *load = load.saturating_add(1);
+        if let Some(cap) = capacity.filter(|&cap| offered > cap) {
+            io.event(Event::CapacityBreached(CapacityBreach { unit, offered, capacity: cap }));
+        }
+    }
+
+    /// Route a write (`routing::route_write`) and count the load it offered.
+    pub(super) fn admit_write(&mut self, cfg: &Resolved, partition: u8, io: &mut impl Io<D>) -> WriteRoute {
+        let p = usize::from(partition);
+        let before = cfg.partition_background[p].saturating_add(self.partition_load[p]);
+        let loads = cfg.backends_modelled.then(|| self.backend_loads(cfg));
+        let route = routing::route_write(
+            &cfg.policy.routing,
+            before,
+            cfg.partition_capacity_per_tick,
+            loads.as_deref(),
+        );
+        if cfg.partition_capacity_per_tick.is_some() {
+            self.offer(CapacityUnit::Partition(partition), before, cfg.partition_capacity_per_tick, io);
+        }
+        if let (Some(b), Some(loads)) = (route.backend_offered(), &loads) {
+            let l = loads[usize::from(b)];
+            self.offer(CapacityUnit::Backend(b), l.load_per_tick, l.capacity_per_tick, io);
+        }
+        route
+    }
+
+    pub(super) fn on_request(&mut self, cfg: &Resolved, r: Request<D>, io: &mut impl Io<D>) {
+        let Request { op, attempt, kind, shard, key, value, token } = r;
+        if kind == OpKind::Write {
+            let route = self.admit_write(cfg, shard, io);
+            if !route.admitted() {
+                io.event(Event::RequestFailed { op, why: Failure::Throttled(route) });
+                let value = D::Value::default();
+                io.send(Endpoint::Client(D::client(op)), Msg::Response { op, attempt, ok: false, value });
+                return;
+            }
+        }
+        let p = &cfg.policy;
+        let view = &mut self.shards[usize::from(shard)];
+        let mut asked = view.members.iter().fold(0u8, |m, &n| m | bit(n));
+        let mut learner = None;
+        let mut version = D::Version::default();
+        if kind == OpKind::Write {
+            let token = token.filter(|_| p.retry.idempotency_tokens);
+            let known =
+                token.as_ref().and_then(|t| self.tokens.iter().find(|(o, _)| o == t).map(|(_, v)| *v));
+            let next = view.next_version;
+            version = retry::version_for_attempt(p.retry.idempotency_tokens, known, next);
+            if version == next {
+                view.next_version = D::next_version(next);
+                if let Some(t) = token {
+                    let at = self.tokens.partition_point(|(o, _)| *o < t);
+                    self.tokens.insert(at, (t, version));
+                    if self.tokens.len() > cfg.tokens_max {
+                        // The oldest version is forgotten first.
+                        let oldest =
+                            (0..self.tokens.len()).min_by_key(|&i| self.tokens[i].1).expect("non-empty");
+                        self.tokens.remove(oldest);
+                    }
+                }
+            }
+            // Writes also reach a joining replica so it misses nothing, and need its ack or
+            // one more member's.
+            learner = view.join.as_ref().map(|j| j.replacement);
+            asked |= learner.map_or(0, bit);
+        }
+        for n in (0..cfg.nodes.len() as NodeId).filter(|&n| asked & bit(n) != 0) {
+            let msg = match kind {
+                OpKind::Write => {
+                    Msg::Replicate { op, attempt, shard, key: key.clone(), version, value: value.clone() }
+                }
+                OpKind::Read => Msg::ReadReq { op, attempt, shard, key: key.clone() },
+            };
+            io.send(Endpoint::Node(n), msg);
+        }
+        self.ops.push(CoordOp {
+            op,
+            attempt,
+            kind,
+            shard,
+            key,
+            version,
+            value,
+            asked,
+            learner,
+            answered: 0,
+            heard: 0,
+            responded: false,
+            best: Stored::default(),
+            holders: 0,
+            repairing: false,
+            deadline_ticks: ticks(p.replica_ack_timeout_ticks),
+        });
+    }
+
+    pub(super) fn on_answer(
+        &mut self,
+        cfg: &Resolved,
+        op: D::Op,
+        attempt: u8,
+        n: NodeId,
+        read: Option<Stored<D>>,
+        io: &mut impl Io<D>,
+    ) {
+        // An answer after the deadline finds no request: it only proved the node alive.
+        let Some(i) = self.ops.iter().position(|o| o.op == op && o.attempt == attempt) else {
+            return;
+        };
+        let p = &cfg.policy;
+        let o = &mut self.ops[i];
+        // A write-back counts acks only; a read reply that comes after it began is too late.
+        if o.asked & bit(n) == 0 || (o.repairing && read.is_some()) {
+            return;
+        }
+        o.answered |= bit(n);
+        o.heard &= !bit(n);
+        if let (Some(r), false) = (read, o.repairing) {
+            if r.version > o.best.version || o.answered.count_ones() == 1 {
+                o.best = r;
+                o.holders = if p.read_repair { bit(n) } else { 0 };
+            } else if p.read_repair && r.version == o.best.version {
+                o.holders |= bit(n);
+            }
+        }
+        if !o.responded && quorum::quorum_reached(o.answered.count_ones() as usize, o.needed(cfg)) {
+            let repair = o.kind == OpKind::Read
+                && !o.repairing
+                && p.read_repair
+                && o.best.version > D::Version::default()
+                && !quorum::quorum_reached(o.holders.count_ones() as usize, p.write_quorum);
+            if repair {
+                // Once a reader saw a value, every later read quorum must meet a member that
+                // holds it: write it back to a write quorum first (ABD's second phase), and to
+                // a joining replica as writes are.
+                let shard = o.shard;
+                let learner = self.shards[usize::from(shard)].join.as_ref().map(|j| j.replacement);
+                let o = &mut self.ops[i];
+                o.repairing = true;
+                o.learner = learner;
+                o.asked |= learner.map_or(0, bit);
+                // Those that answered the read were heard from since the request left.
+                o.heard |= o.answered & !o.holders;
+                o.answered = o.holders;
+                o.deadline_ticks = ticks(p.replica_ack_timeout_ticks);
+                let to = o.asked & !o.holders;
+                io.event(Event::ReadRepairStarted { op, shard });
+                for m in (0..cfg.nodes.len() as NodeId).filter(|&m| to & bit(m) != 0) {
+                    let (key, best) = (o.key.clone(), o.best.clone());
+                    let msg =
+                        Msg::Replicate { op, attempt, shard, key, version: best.version, value: best.value };
+                    io.send(Endpoint::Node(m), msg);
+                }
+                return;
+            }
+            o.responded = true;
+            let (kind, shard, version) = (o.kind, o.shard, o.version);
+            let response_value = match kind {
+                OpKind::Write => o.value.clone(),
+                OpKind::Read => o.best.value.clone(),
+            };
+            if kind == OpKind::Write {
+                io.event(Event::WriteAcked { shard, version });
+            }
+            io.send(
+                Endpoint::Client(D::client(op)),
+                Msg::Response { op, attempt, ok: true, value: response_value },
+            );
+            let o = &self.ops[i];
+            let done = o.answered == o.asked;
+            if done {
+                // Nothing more to learn from this request.
+                self.ops.remove(i);
+            }
+            self.start_copies_when_clear(cfg, shard, io);
+            return;
+        }
+        let o = &self.ops[i];
+        if o.responded && o.answered == o.asked {
+            self.ops.remove(i);
+        }
+    }
+
+    pub(super) fn on_deadline(&mut self, cfg: &Resolved, op: D::Op, attempt: u8, io: &mut impl Io<D>) {
+        let i = self
+            .ops
+            .iter()
+            .position(|o| o.op == op && o.attempt == attempt)
+            .expect("deadline of a live request");
+        let o = self.ops.remove(i);
+        if !o.responded {
+            let why = Failure::Deadline {
+                answered: o.answered.count_ones() as u8,
+                needed: o.needed(cfg),
+                missing: o.asked & !o.answered,
+                repairing: o.repairing,
+            };
+            io.event(Event::RequestFailed { op, why });
+            let value = D::Value::default();
+            io.send(Endpoint::Client(D::client(op)), Msg::Response { op, attempt, ok: false, value });
+        }
+        // A node heard from since the request left is alive, if slow or missing this one
+        // message; the learner is no member yet: the detector judges it once it is one.
+        let missing = o.asked & !o.answered & !o.heard & !o.learner.map_or(0, bit);
+        if let Some(h) = detector::health_after_deadline_miss(cfg.policy.failure_detection) {
+            for n in 0..cfg.nodes.len() as NodeId {
+                if missing & bit(n) != 0 {
+                    if h == Health::Dead && self.health[usize::from(n)] != Health::Dead {
+                        io.event(Event::DeclaredDead { node: n, silence_ticks: None });
+                    }
+                    self.health[usize::from(n)] = h;
+                }
+            }
+            self.consider_evictions(cfg, io);
+        }
+        self.start_copies_when_clear(cfg, o.shard, io);
+    }
+}

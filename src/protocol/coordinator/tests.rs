@@ -1,0 +1,185 @@
+use super::*;
+use crate::config::Scenario;
+use crate::protocol::{OpId, Outbox};
+
+fn resolved(variant: &str) -> Resolved {
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/models/coordinator-restart.toml"));
+    let scenario = Scenario::load(path).expect("the library model loads");
+    let v = scenario.variant(variant).expect("the variant exists");
+    Resolved::new(&scenario, &v.policy).expect("it resolves")
+}
+
+/// A coordinator that sequenced one write (token kept) and replaced n1 (node 0) by n4.
+fn after_a_write_and_a_replacement(cfg: &Resolved) -> Coordinator {
+    let mut c = Coordinator::new(cfg);
+    let op = OpId { client: 0, seq: 0 };
+    let request = Msg::Request {
+        op,
+        attempt: 1,
+        kind: OpKind::Write,
+        shard: 0,
+        key: (),
+        value: op.write_value(),
+        token: (),
+    };
+    c.on_msg(cfg, Endpoint::Client(0), request, &mut Outbox::default());
+    c.shards[0].members = [1, 2, 3].into_iter().collect();
+    c
+}
+
+#[test]
+fn a_restart_keeps_what_is_durable_and_forgets_the_rest() {
+    let cfg = resolved("default");
+    let before = after_a_write_and_a_replacement(&cfg);
+    assert_eq!(before.ops.len(), 1);
+    let after = Coordinator::recover(&cfg, &before.durable(&cfg));
+    assert_eq!(after.shards[0].members.as_slice(), &[1, 2, 3]);
+    assert_eq!(after.shards[0].next_version, 2, "version 1 was handed out: never again");
+    assert_eq!(after.tokens, before.tokens, "idempotency tokens are promised");
+    assert!(after.ops.is_empty(), "requests in flight are lost");
+}
+
+#[test]
+fn replica_sets_in_memory_are_lost_on_restart_but_versions_never_go_back() {
+    let cfg = resolved("membership-in-memory");
+    let before = after_a_write_and_a_replacement(&cfg);
+    let after = Coordinator::recover(&cfg, &before.durable(&cfg));
+    assert_eq!(after.shards[0].members.as_slice(), cfg.initial_members[0].as_slice());
+    assert_eq!(after.shards[0].next_version, 2);
+}
+
+fn write(seq: u8) -> Msg {
+    let op = OpId { client: 0, seq };
+    Msg::Request {
+        op,
+        attempt: 1,
+        kind: OpKind::Write,
+        shard: 0,
+        key: (),
+        value: op.write_value(),
+        token: (),
+    }
+}
+
+fn ack(seq: u8) -> Msg {
+    Msg::ReplicateAck { op: OpId { client: 0, seq }, attempt: 1, shard: 0 }
+}
+
+/// Queue "n4 replaces n1" in shard 0 and apply it now; what the step sent.
+fn start_join(cfg: &Resolved, c: &mut Coordinator) -> Outbox {
+    let mut out = Outbox::default();
+    c.enqueue(cfg, MembershipUpdate { shard: 0, evicted: 0, replacement: 3, is_move: false }, &mut out);
+    let mut out = Outbox::default();
+    c.on_timer(cfg, Timer::ApplyMembershipUpdate, &mut out);
+    out
+}
+
+fn copy_requests(out: &Outbox) -> Vec<NodeId> {
+    out.sends
+        .iter()
+        .filter_map(|(dst, m)| match (dst, m) {
+            (Endpoint::Node(n), Msg::CopyRequest { .. }) => Some(*n),
+            _ => None,
+        })
+        .collect()
+}
+
+fn responded(out: &Outbox) -> bool {
+    out.sends.iter().any(|(_, m)| matches!(m, Msg::Response { ok: true, .. }))
+}
+
+#[test]
+fn a_write_during_a_join_reaches_the_learner_and_needs_one_more_ack() {
+    let cfg = resolved("default");
+    let mut c = Coordinator::new(&cfg);
+    assert_eq!(copy_requests(&start_join(&cfg, &mut c)), [1, 2], "no earlier write: copies at once");
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut out);
+    let to: Vec<Endpoint> = out.sends.iter().map(|(d, _)| *d).collect();
+    assert_eq!(to, [Endpoint::Node(0), Endpoint::Node(1), Endpoint::Node(2), Endpoint::Node(3)]);
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(1), ack(0), &mut out);
+    c.on_msg(&cfg, Endpoint::Node(2), ack(0), &mut out);
+    assert!(!responded(&out), "W = 2 acks are not enough while n4 joins");
+    c.on_msg(&cfg, Endpoint::Node(3), ack(0), &mut out);
+    assert!(responded(&out), "W + 1 acks from the members and the learner");
+}
+
+#[test]
+fn the_copies_wait_for_the_writes_that_began_before_the_join() {
+    let cfg = resolved("default");
+    let mut c = Coordinator::new(&cfg);
+    c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
+    assert!(
+        copy_requests(&start_join(&cfg, &mut c)).is_empty(),
+        "a write that missed the learner is in flight"
+    );
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(1), ack(0), &mut out);
+    assert!(copy_requests(&out).is_empty());
+    c.on_msg(&cfg, Endpoint::Node(2), ack(0), &mut out);
+    assert!(responded(&out), "acked by W members (it began before the join)");
+    assert_eq!(copy_requests(&out), [1, 2], "the write ended: its acks are on the sources");
+}
+
+#[test]
+fn a_copy_round_out_of_time_asks_a_source_again_when_it_is_heard_from() {
+    let cfg = resolved("default");
+    let mut c = Coordinator::new(&cfg);
+    start_join(&cfg, &mut c);
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(3), Msg::CopyAck { shard: 0, from: 1 }, &mut out);
+    assert!(c.shards[0].join.is_some(), "one copy of the two needed");
+    for _ in 0..cfg.policy.replica_ack_timeout_ticks {
+        let mut due = Vec::new();
+        c.due(&cfg, &mut due);
+        assert!(due.is_empty(), "{due:?}");
+        c.tick(&cfg);
+    }
+    let mut due = Vec::new();
+    c.due(&cfg, &mut due);
+    assert_eq!(due, [Timer::CopyRetry { shard: 0 }]);
+    let mut out = Outbox::default();
+    c.on_timer(&cfg, Timer::CopyRetry { shard: 0 }, &mut out);
+    assert!(out.sends.is_empty() && c.no_timer_due(&cfg), "parked: no retry per tick");
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(1), Msg::Pong, &mut out);
+    assert!(copy_requests(&out).is_empty(), "n2 copied already");
+    c.on_msg(&cfg, Endpoint::Node(2), Msg::Pong, &mut out);
+    assert_eq!(copy_requests(&out), [2], "n3, still to copy, is asked again");
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(3), Msg::CopyAck { shard: 0, from: 2 }, &mut out);
+    assert_eq!(c.shards[0].members.as_slice(), &[1, 2, 3]);
+    assert!(c.shards[0].join.is_none());
+}
+
+#[test]
+fn a_node_heard_from_since_a_request_left_is_not_declared_dead_at_its_deadline() {
+    let cfg = resolved("default");
+    assert_eq!(cfg.policy.failure_detection, FailureDetection::Coupled);
+    let mut c = Coordinator::new(&cfg);
+    c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
+    c.on_msg(&cfg, Endpoint::Client(0), write(1), &mut Outbox::default());
+    // n1 answers the second write only, n3 the first only.
+    for (n, seq) in [(1, 0), (2, 0), (0, 1), (1, 1)] {
+        c.on_msg(&cfg, Endpoint::Node(n), ack(seq), &mut Outbox::default());
+    }
+    for _ in 0..cfg.policy.replica_ack_timeout_ticks {
+        c.tick(&cfg);
+    }
+    let mut out = Outbox::default();
+    c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 0 }, attempt: 1 }, &mut out);
+    assert_eq!(c.health[0], Health::Alive, "n1 missed write 0 but answered write 1 since it left");
+    c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 1 }, attempt: 1 }, &mut out);
+    assert_eq!(c.health[2], Health::Alive, "n3 missed write 1 but answered write 0 after it left");
+    // A third write: n3 is silent from the moment it leaves.
+    c.on_msg(&cfg, Endpoint::Client(0), write(2), &mut Outbox::default());
+    for n in [0, 1] {
+        c.on_msg(&cfg, Endpoint::Node(n), ack(2), &mut Outbox::default());
+    }
+    for _ in 0..cfg.policy.replica_ack_timeout_ticks {
+        c.tick(&cfg);
+    }
+    c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 2 }, attempt: 1 }, &mut out);
+    assert_eq!(c.health[2], Health::Dead, "coupled detection: a silent miss is a death");
+}
