@@ -16,7 +16,7 @@ use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::link::{LinkError, NodeLink};
 use super::resp;
-use super::shell::{self, config_name, Shell};
+use super::shell::{config_name, Shell};
 use super::trace::TraceWriter;
 use super::wire::{NodeReply, NodeRequest, StoredValue};
 use crate::config::{CoordinatorSpec, OpKind, Policy};
@@ -188,7 +188,7 @@ impl Coordinator {
                 other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
             }
         }
-        let cfg = shell::resolved(&policy, node_zones, &layout, &load, &membership)?;
+        let cfg = super::machine::resolved(&policy, node_zones, &layout, &load, &membership)?;
         let shell = Shell::new(cfg, layout, links, state, max_version, log, trace)?;
         shell.start_clock();
         Ok(Arc::new(Coordinator { shell, value_bytes_max, stopped: tokio::sync::watch::Sender::new(false) }))

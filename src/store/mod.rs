@@ -13,6 +13,7 @@ pub mod datadir;
 pub mod decision;
 pub mod layout;
 pub mod link;
+pub mod machine;
 pub mod node;
 pub mod proxy;
 pub mod resp;

@@ -19,19 +19,20 @@
 //! The machine sits behind one mutex: each input (a client's command, a node's reply, a tick)
 //! is one step under it, so steps are atomic as the model's actions are.
 
-use super::coordinator::{Counters, LoadFacts};
+use super::coordinator::Counters;
 use super::datadir::{SavedMember, SavedShard, SavedState, StateFile};
 use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::link::NodeLink;
+use super::machine::{StoreData, TOKENS_MAX};
 use super::trace::{TraceLine, TraceWriter};
 use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
-use crate::config::{ClientSpec, CoordinatorSpec, FaultSpec, NodeSpec, OpKind, Policy, Resolved, ShardSpec};
+use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
 use crate::policy::routing::{self, WriteRoute};
 use crate::policy::NodeId;
-use crate::protocol::coordinator::{Durable, Timer, TimerTicks};
-use crate::protocol::{self, Data, Endpoint, Event, Failure, Msg, Outbox, PerNode};
+use crate::protocol::coordinator::{Durable, Timer};
+use crate::protocol::{self, Endpoint, Event, Failure, Msg, Outbox, PerNode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,137 +40,12 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// Versions reserved per write of the version floor: one fsync covers this many writes, and a
-/// restart skips at most this many versions.
-pub const VERSION_BLOCK: u64 = 100_000;
-/// Idempotency tokens remembered at most; the oldest is forgotten first.
-pub const TOKENS_MAX: usize = 100_000;
 /// A node's reply later than this many ack timeouts is no longer waited for (a lost message).
 const REPLY_WAIT_ACK_TIMEOUTS: u32 = 4;
 const REPLY_WAIT_MIN_MS: u64 = 1_000;
 
-/// The store's data: keys and values of any length, 64-bit versions, request numbers as ops.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StoreData;
-
-impl Data for StoreData {
-    type Op = u64;
-    type Key = Vec<u8>;
-    type Value = StoredValue;
-    type Version = u64;
-    /// A client's idempotency token (`SET key value TOKEN t`).
-    type Token = Option<Vec<u8>>;
-    /// A token is remembered with its key: the same token on another key is another write.
-    type TokenId = (Vec<u8>, Vec<u8>);
-    /// The store copies by scanning the source; no copy travels as one message.
-    type Snapshot = ();
-
-    fn client(_op: u64) -> u8 {
-        0
-    }
-
-    fn token_id(_op: u64, key: &Vec<u8>, token: &Option<Vec<u8>>) -> Option<(Vec<u8>, Vec<u8>)> {
-        token.as_ref().map(|t| (t.clone(), key.clone()))
-    }
-}
-
 type Machine = protocol::Coordinator<StoreData>;
 type StoreMsg = Msg<StoreData>;
-
-/// The scenario a store runs: its nodes, partitions and capacities, resolved like a model's
-/// with a 1 ms tick (policy durations are milliseconds, capacities per window).
-pub fn resolved(
-    policy: &Policy,
-    node_zones: &[u8],
-    layout: &Layout,
-    load: &LoadFacts,
-    membership: &CoordinatorSpec,
-) -> Result<Resolved, String> {
-    let timer_max = u32::from(TimerTicks::MAX);
-    let p = policy;
-    for (key, ms) in [
-        ("replica_ack_timeout", p.replica_ack_timeout_ticks),
-        ("heartbeat_interval", p.heartbeat_interval_ticks),
-        ("dead_after", p.dead_after_ticks),
-        ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
-        ("move_cooldown", p.rebalance.as_ref().map_or(0, |r| r.move_cooldown_ticks)),
-        ("cooldown_max", p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks)),
-        ("membership_update_time", membership.membership_update_ticks),
-    ] {
-        if ms > timer_max {
-            return Err(format!("`{key}` = {ms} ms: the store's timers count at most {timer_max} ms"));
-        }
-    }
-    let window_ticks = u16::try_from(layout.window_ms.max(1))
-        .map_err(|_| format!("capacity window {} ms: at most {} ms", layout.window_ms, u16::MAX))?;
-    let node_count = node_zones.len();
-    let nodes = (0..node_count as NodeId)
-        .map(|n| NodeSpec {
-            name: format!("node{n}"),
-            zone: node_zones[usize::from(n)],
-            disk_used_pct: LoadFacts::of(&load.node_disk_used_pct, n),
-            compaction_debt_pct: LoadFacts::of(&load.node_compaction_debt_pct, n),
-            write_capacity_per_tick: layout.node_capacity(n),
-            base_load_per_tick: layout.node_base_load(n),
-        })
-        .collect();
-    let shards = layout
-        .shards
-        .iter()
-        .map(|s| ShardSpec {
-            name: s.name.clone(),
-            replicas: Some(s.replicas.clone()),
-            size_pct: s.size_pct,
-            hot: s.hot,
-            burst_writes_per_tick: s.burst_writes_per_window,
-        })
-        .collect();
-    let initial_members = layout
-        .shards
-        .iter()
-        .map(|s| {
-            let mut m = s.replicas.clone();
-            m.sort();
-            m
-        })
-        .collect();
-    let zone_count = node_zones.iter().copied().max().map_or(1, |z| usize::from(z) + 1);
-    Ok(Resolved {
-        model_name: "store".into(),
-        tick_ms: 1,
-        zones: (0..zone_count).map(|z| z.to_string()).collect(),
-        nodes,
-        shard_names: layout.shards.iter().map(|s| s.name.clone()).collect(),
-        shards,
-        slow_compaction_debt_pct: load.slow_compaction_debt_pct,
-        initial_members,
-        latency: Vec::new(),
-        lossy: Vec::new(),
-        coordinator: membership.clone(),
-        clients: Vec::<ClientSpec>::new(),
-        faults: FaultSpec {
-            budget: 0,
-            crash: Vec::new(),
-            crash_coordinator: false,
-            partition: Vec::new(),
-            degrade: Vec::new(),
-            drop: false,
-        },
-        properties: Vec::new(),
-        policy: policy.clone(),
-        client_partitions: Vec::new(),
-        partition_capacity_per_tick: routing::partition_capacity(
-            layout.partition_write_capacity_per_window,
-            layout.table_write_capacity_per_window,
-            layout.partition_count(),
-        ),
-        partition_background: layout.partition_background(policy.routing.write_shard_suffixes),
-        backends_modelled: layout.backends_modelled(),
-        capacity_window_ticks: window_ticks,
-        version_block: VERSION_BLOCK,
-        tokens_max: TOKENS_MAX,
-    })
-}
 
 /// A client waiting for its request's response.
 struct Waiting {
