@@ -412,17 +412,6 @@ pub fn exit_code(e: &Explanation) -> u8 {
     }
 }
 
-fn letter(c: Cell) -> &'static str {
-    match c {
-        Cell::Holds => "H",
-        Cell::Violated => "V",
-        Cell::Incomplete => "?",
-        Cell::InferredHolds => "h",
-        Cell::InferredViolated => "v",
-        Cell::Unchecked => ".",
-    }
-}
-
 fn found_word(f: Found) -> &'static str {
     match f {
         Found::Holds => "holds",
@@ -451,7 +440,7 @@ fn path_lines(out: &mut String, w: &Walk, order: &[PropertyName]) {
     };
     let _ = writeln!(out, "{}", row(&w.knob, w.values.iter().map(|v| v.as_str()).collect()));
     for name in &names {
-        let _ = writeln!(out, "{}", row(name, w.cells[name].iter().map(|&c| letter(c)).collect()));
+        let _ = writeln!(out, "{}", row(name, w.cells[name].iter().map(|&c| c.letter()).collect()));
     }
 }
 

@@ -17,17 +17,6 @@ fn word(c: Cell) -> &'static str {
     }
 }
 
-fn letter(c: Cell) -> &'static str {
-    match c {
-        Cell::Holds => "H",
-        Cell::Violated => "V",
-        Cell::Incomplete => "?",
-        Cell::InferredHolds => "h",
-        Cell::InferredViolated => "v",
-        Cell::Unchecked => ".",
-    }
-}
-
 const LEGEND_WORDS: &str = "holds, VIOLATED: checked; (holds), (violated): not checked, inferred from the checked values on both sides; incomplete: cut short by a limit; -: not checked";
 const LEGEND_LETTERS: &str = "H, V: checked holds / violated; h, v: not checked, inferred from the checked values on both sides; ?: cut short by a limit; .: not checked";
 
@@ -176,7 +165,7 @@ fn grid_table(out: &mut String, plan: &Plan, p: &PropertySweep) {
     for (j, bv) in b.values.iter().enumerate() {
         let _ = write!(out, "    {:<row_w$}", bv.label);
         for i in 0..a.values.len() {
-            let _ = write!(out, " {:>col_w$}", letter(p.cells[plan.point_index(&[i, j])]));
+            let _ = write!(out, " {:>col_w$}", p.cells[plan.point_index(&[i, j])].letter());
         }
         out.push('\n');
     }

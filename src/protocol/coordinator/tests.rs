@@ -12,17 +12,7 @@ fn resolved(variant: &str) -> Resolved {
 /// A coordinator that sequenced one write (token kept) and replaced n1 (node 0) by n4.
 fn after_a_write_and_a_replacement(cfg: &Resolved) -> Coordinator {
     let mut c = Coordinator::new(cfg);
-    let op = OpId { client: 0, seq: 0 };
-    let request = Msg::Request {
-        op,
-        attempt: 1,
-        kind: OpKind::Write,
-        shard: 0,
-        key: (),
-        value: op.write_value(),
-        token: (),
-    };
-    c.on_msg(cfg, Endpoint::Client(0), request, &mut Outbox::default());
+    c.on_msg(cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
     c.shards[0].members = [1, 2, 3].into_iter().collect();
     c
 }
