@@ -177,3 +177,170 @@ fn incident_tables_are_the_models_declared_verdicts() {
     }
     assert!(rows_checked >= 14, "only {rows_checked} variant rows found in docs/incidents.md");
 }
+
+/// The keys docs/reference.md lists under each `<!-- table: NAME -->` marker: the first cell
+/// of every row of the table that follows it.
+fn reference_tables() -> Vec<(String, Vec<(String, Vec<String>)>)> {
+    let doc = read(Path::new("docs/reference.md"));
+    let mut tables: Vec<(String, Vec<(String, Vec<String>)>)> = Vec::new();
+    let mut current: Option<usize> = None;
+    for line in doc.lines() {
+        if let Some(name) = line.strip_prefix("<!-- table: ").and_then(|l| l.strip_suffix(" -->")) {
+            tables.push((name.to_string(), Vec::new()));
+            current = Some(tables.len() - 1);
+            continue;
+        }
+        let Some(at) = current else { continue };
+        if !line.starts_with('|') {
+            if !tables[at].1.is_empty() {
+                current = None;
+            }
+            continue;
+        }
+        let cells: Vec<String> = line.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect();
+        if cells[0] == "key" || cells[0].starts_with("---") {
+            continue;
+        }
+        let key = cells[0].trim_matches('`').to_string();
+        tables[at].1.push((key, cells[1..].to_vec()));
+    }
+    tables
+}
+
+#[test]
+fn the_reference_lists_exactly_the_keys_the_parser_accepts() {
+    let documented = reference_tables();
+    let code = replicheck::config::model_tables();
+    let names = |t: &str| if t.is_empty() { "(top level)".to_string() } else { t.to_string() };
+    let documented_names: Vec<String> = documented.iter().map(|(n, _)| n.clone()).collect();
+    let code_names: Vec<String> = code.iter().map(|(t, _)| names(t)).collect();
+    assert_eq!(
+        documented_names.iter().collect::<BTreeSet<_>>(),
+        code_names.iter().collect::<BTreeSet<_>>(),
+        "docs/reference.md's tables are the model file's tables"
+    );
+    for (table, keys) in code {
+        let rows = &documented.iter().find(|(n, _)| *n == names(table)).expect("checked above").1;
+        let listed: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            listed.iter().collect::<BTreeSet<_>>(),
+            keys.iter().collect::<BTreeSet<_>>(),
+            "docs/reference.md table `{}` against the parser's keys",
+            names(table)
+        );
+    }
+}
+
+#[test]
+fn the_reference_gives_the_policy_defaults_the_code_applies() {
+    let documented = reference_tables();
+    let rows = &documented.iter().find(|(n, _)| n == "policy").expect("a policy table").1;
+    let effective: std::collections::BTreeMap<&str, String> =
+        replicheck::config::SourcedPolicy::default().effective().into_iter().collect();
+    for (key, cells) in rows {
+        // Columns: type, default, meaning.
+        let default = cells[1].trim_matches('`');
+        match effective.get(key.as_str()) {
+            Some(value) => {
+                // Compared as TOML values: `1.0` and `1` are the same fraction.
+                let as_toml = |v: &str| -> toml::Value {
+                    let parsed: toml::Table = format!("v = {v}").parse().expect("a TOML value");
+                    match &parsed["v"] {
+                        toml::Value::Integer(i) if key.contains("fraction") || key.contains("threshold") => {
+                            toml::Value::Float(*i as f64)
+                        }
+                        other => other.clone(),
+                    }
+                };
+                assert_eq!(as_toml(default), as_toml(value), "docs/reference.md: default of `{key}`");
+            }
+            None => assert_eq!(default, "unset", "docs/reference.md: `{key}` has no default in the code"),
+        }
+    }
+    assert!(rows.len() >= 30, "only {} policy keys documented", rows.len());
+}
+
+#[test]
+fn the_reference_limits_are_the_code_constants() {
+    use replicheck::policy as p;
+    let expected: Vec<(&str, String)> = vec![
+        ("zones", p::ZONE_COUNT_MAX.to_string()),
+        ("nodes", p::NODE_COUNT_MAX.to_string()),
+        ("shards", p::SHARD_COUNT_MAX.to_string()),
+        ("clients", p::CLIENT_COUNT_MAX.to_string()),
+        ("operations per client", p::CLIENT_OPS_MAX.to_string()),
+        ("`replication_factor`", p::REPLICATION_FACTOR_MAX.to_string()),
+        ("`max_attempts`", format!("{} (or `\"unlimited\"`)", p::MAX_ATTEMPTS_MAX)),
+        ("faults in `faults.budget`", replicheck::config::FAULT_BUDGET_MAX.to_string()),
+        ("entries in `faults.degrade`", replicheck::config::DEGRADE_MENU_MAX.to_string()),
+        ("any duration, in ticks", p::TICKS_MAX.to_string()),
+        ("any rate, in writes per tick", replicheck::config::duration::RATE_PER_TICK_MAX.to_string()),
+        ("`write_shard_suffixes`", p::routing::WRITE_SHARD_SUFFIXES_MAX.to_string()),
+    ];
+    let doc = read(Path::new("docs/reference.md"));
+    let section = doc.split("\n## Limits").nth(1).expect("a Limits section");
+    let section = section.split("\n## ").next().unwrap();
+    let rows: Vec<(String, String)> = section
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("| what") && !l.starts_with("|---"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            (cells[0].to_string(), cells[1].to_string())
+        })
+        .collect();
+    let expected: Vec<(String, String)> = expected.into_iter().map(|(w, v)| (w.to_string(), v)).collect();
+    assert_eq!(rows, expected, "docs/reference.md's limits against the code's constants");
+}
+
+/// The guide's model, as printed in its last section.
+fn guide_model() -> String {
+    let doc = read(Path::new("docs/writing-a-model.md"));
+    let after = doc.split("<!-- guide-model: two-zones.toml -->").nth(1).expect("the guide marks its model");
+    let block = after.split("```toml\n").nth(1).expect("a toml block");
+    block.split("```").next().unwrap().to_string()
+}
+
+#[test]
+fn the_guides_excerpts_are_lines_of_its_model() {
+    let doc = read(Path::new("docs/writing-a-model.md"));
+    let model = guide_model();
+    let lines: BTreeSet<&str> = model.lines().collect();
+    let mut checked = 0;
+    for excerpt in doc.lines().filter_map(|l| l.strip_prefix("    ")) {
+        let toml_like = excerpt.contains(" = ") || excerpt.starts_with('[');
+        if !toml_like || excerpt.starts_with('#') || excerpt.starts_with("replicheck") {
+            continue;
+        }
+        if excerpt.starts_with("  ") || excerpt.contains("(expected:") {
+            continue; // report output, not the model
+        }
+        assert!(
+            lines.contains(excerpt),
+            "docs/writing-a-model.md shows `{excerpt}`, which its model does not have"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} excerpt lines found");
+}
+
+#[test]
+fn the_guides_model_gives_its_declared_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two-zones.toml");
+    std::fs::write(&path, guide_model()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .args(["check", path.to_str().unwrap()])
+        .output()
+        .expect("replicheck runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("2 of 2 runs gave the required verdicts"), "{stdout}");
+    assert!(
+        stdout.contains("no_healthy_eviction    violated               (expected: violated)"),
+        "{stdout}"
+    );
+    // The guide quotes the counterexample's last step.
+    let quoted = "fires => queued: evict s1 n3 -> n4; n3 is up and reachable: a healthy replica";
+    assert!(stdout.contains(quoted), "{stdout}");
+    assert!(read(Path::new("docs/writing-a-model.md")).contains(quoted));
+}

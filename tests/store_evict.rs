@@ -66,6 +66,9 @@ fn a_dead_member_is_replaced_by_the_spare_after_a_catch_up_copy() {
         info.contains("members:0,2,3\r\n") && info.contains("catchups_completed:1")
     });
     assert!(info.contains("evictions:1\r\n"), "{info}");
+    // INFO says what became of each node: the dead one was evicted, the spare is a member.
+    assert!(info.contains("node1:addr=") && info.contains(",role=evicted,health=dead,"), "{info}");
+    assert!(info.contains(",role=member,") && !info.contains(",role=spare,"), "{info}");
     // The replacement holds every key on its own disk, before any read could repair it.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let link = NodeLink::new(cluster.node_addr(3));

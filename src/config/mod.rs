@@ -2,6 +2,7 @@
 //! typed values in ticks. Every error names the file, the key and the value.
 
 pub mod duration;
+pub mod keys;
 pub mod policy;
 mod resolved;
 mod scenario;

@@ -221,7 +221,8 @@ pub struct Rebalance {
     pub cooldown_max_ticks: Ticks,
 }
 
-/// Defaults for keys no patch sets: a conservative production policy.
+/// Defaults for keys no patch sets: the plain behaviour of a store nobody has tuned yet (lint
+/// warns about its retries and its eviction breaker); docs/reference.md lists them.
 fn defaults() -> PolicyPatch {
     let d = |s: &str| Some(Dur::parse(s).expect("default durations parse"));
     PolicyPatch {

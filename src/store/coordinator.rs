@@ -278,12 +278,19 @@ impl Coordinator {
                 joining(join)
             );
         }
-        let (last_heard, late) = sh.observed(|o| (o.last_heard.clone(), o.late_replies.clone()));
+        let (last_heard, late, evicted) =
+            sh.observed(|o| (o.last_heard.clone(), o.late_replies.clone(), o.evicted.clone()));
         for (n, h) in health.iter().enumerate() {
-            let holds = shards
-                .iter()
-                .any(|(m, j)| m.contains(&(n as NodeId)) || j.is_some_and(|j| j.0 == n as NodeId));
-            let role = if holds { "member" } else { "spare" };
+            let node = n as NodeId;
+            let role = if shards.iter().any(|(m, _)| m.contains(&node)) {
+                "member"
+            } else if shards.iter().any(|(_, j)| j.is_some_and(|j| j.0 == node)) {
+                "joining"
+            } else if evicted[n] {
+                "evicted"
+            } else {
+                "spare"
+            };
             let link = sh.links[n].stats();
             let _ = write!(
                 out,

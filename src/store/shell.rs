@@ -68,6 +68,9 @@ pub struct Observed {
     pub first_breach: Option<String>,
     pub last_suppressed: Option<String>,
     pub membership_epoch: u64,
+    /// Nodes this coordinator evicted as dead and has not taken back since (INFO's
+    /// `role=evicted`); a restarted coordinator starts with none.
+    pub evicted: Vec<bool>,
 }
 
 struct Inner {
@@ -150,6 +153,7 @@ impl Shell {
                 .map(|b| describe_breach(&layout, b, None)),
             last_suppressed: None,
             membership_epoch: saved.as_ref().map_or(0, |s| s.membership_epoch),
+            evicted: vec![false; node_count],
         };
         let shell = Arc::new(Shell {
             cfg,
@@ -397,10 +401,14 @@ impl Shell {
             }
             Event::ChangeStarted(u) => {
                 bump(&c.membership_changes);
+                inner.observed.evicted[usize::from(u.replacement)] = false;
                 self.log_event(format!("change_started shard={} replacement={}", u.shard, u.replacement));
             }
             Event::ChangeCompleted(u) => {
                 bump(&c.catchups_completed);
+                if !u.is_move {
+                    inner.observed.evicted[usize::from(u.evicted)] = true;
+                }
                 eprintln!(
                     "replicheck store: node {} replaced node {} in partition {}",
                     u.replacement,

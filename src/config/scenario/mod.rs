@@ -12,6 +12,27 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+/// Every table of a model file and the keys it accepts, as the parser declares them: the
+/// top level (""), each array-of-tables entry (`nodes`, ...), `variants.NAME` and `policy`
+/// (the same keys in a scenario's `[policy]`, a variant's and a `--policy` file).
+pub fn model_tables() -> Vec<(&'static str, &'static [&'static str])> {
+    use super::keys::fields_of;
+    vec![
+        ("", fields_of::<RawScenario>()),
+        ("nodes", fields_of::<raw::RawNode>()),
+        ("shards", fields_of::<raw::RawShard>()),
+        ("network", fields_of::<raw::RawNetwork>()),
+        ("network.links", fields_of::<raw::RawLink>()),
+        ("coordinator", fields_of::<raw::RawCoordinator>()),
+        ("clients", fields_of::<raw::RawClient>()),
+        ("faults", fields_of::<raw::RawFaults>()),
+        ("faults.degrade", fields_of::<raw::RawDegrade>()),
+        ("variants.NAME", fields_of::<raw::RawVariant>()),
+        ("limits", fields_of::<raw::RawLimits>()),
+        ("policy", fields_of::<super::PolicyPatch>()),
+    ]
+}
+
 /// The properties replicheck checks, by the names reports and expectations use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
