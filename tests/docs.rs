@@ -178,11 +178,14 @@ fn incident_tables_are_the_models_declared_verdicts() {
     assert!(rows_checked >= 14, "only {rows_checked} variant rows found in docs/incidents.md");
 }
 
+/// A row of a reference table: the key, then its other cells.
+type Row = (String, Vec<String>);
+
 /// The keys docs/reference.md lists under each `<!-- table: NAME -->` marker: the first cell
 /// of every row of the table that follows it.
-fn reference_tables() -> Vec<(String, Vec<(String, Vec<String>)>)> {
+fn reference_tables() -> Vec<(String, Vec<Row>)> {
     let doc = read(Path::new("docs/reference.md"));
-    let mut tables: Vec<(String, Vec<(String, Vec<String>)>)> = Vec::new();
+    let mut tables: Vec<(String, Vec<Row>)> = Vec::new();
     let mut current: Option<usize> = None;
     for line in doc.lines() {
         if let Some(name) = line.strip_prefix("<!-- table: ").and_then(|l| l.strip_suffix(" -->")) {

@@ -2,7 +2,8 @@
 //! that parse them, so the reference (docs/reference.md) is tested against the parser and
 //! cannot drift from it.
 
-use serde::de::{self, Deserialize, Deserializer, Visitor};
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
 use std::fmt;
 
 /// The field names of a struct deserialized with `#[derive(Deserialize)]`, in declaration
@@ -60,6 +61,7 @@ impl<'de> Deserializer<'de> for Probe<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
 
     #[derive(Deserialize)]
     #[allow(dead_code)]
