@@ -347,3 +347,40 @@ fn the_guides_model_gives_its_declared_verdicts() {
     assert!(stdout.contains(quoted), "{stdout}");
     assert!(read(Path::new("docs/writing-a-model.md")).contains(quoted));
 }
+
+/// Every `replicheck ...` command of the GitHub Actions example, shell variables replaced by
+/// plausible values.
+fn workflow_commands() -> Vec<Vec<String>> {
+    let workflow = read(Path::new("docs/examples/github-actions.yml"));
+    let mut commands = Vec::new();
+    for line in workflow.lines() {
+        let line = line.trim().trim_start_matches("run:").trim();
+        if !line.starts_with("replicheck ") {
+            continue;
+        }
+        // The command itself: up to a redirection or a shell operator.
+        let command = line.split(['>', '|']).next().unwrap().trim();
+        let words = command
+            .split_whitespace()
+            .map(|w| w.trim_matches('"').replace("$file", "policies/prod.toml"))
+            .collect();
+        commands.push(words);
+    }
+    commands
+}
+
+#[test]
+fn the_ci_example_uses_commands_the_cli_accepts() {
+    use clap::Parser;
+    let commands = workflow_commands();
+    for words in &commands {
+        if let Err(e) = replicheck::cli::Cli::try_parse_from(words) {
+            panic!("docs/examples/github-actions.yml runs `{}`, which the CLI refuses:\n{e}", words.join(" "));
+        }
+    }
+    let subcommand = |name: &str| commands.iter().any(|w| w.get(1).map(String::as_str) == Some(name));
+    for name in ["check", "prove", "lint", "diff"] {
+        assert!(subcommand(name), "the CI example runs no `replicheck {name}`");
+    }
+    assert!(read(Path::new("docs/ci.md")).contains("examples/github-actions.yml"));
+}
