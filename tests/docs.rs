@@ -375,7 +375,10 @@ fn the_ci_example_uses_commands_the_cli_accepts() {
     let commands = workflow_commands();
     for words in &commands {
         if let Err(e) = replicheck::cli::Cli::try_parse_from(words) {
-            panic!("docs/examples/github-actions.yml runs `{}`, which the CLI refuses:\n{e}", words.join(" "));
+            panic!(
+                "docs/examples/github-actions.yml runs `{}`, which the CLI refuses:\n{e}",
+                words.join(" ")
+            );
         }
     }
     let subcommand = |name: &str| commands.iter().any(|w| w.get(1).map(String::as_str) == Some(name));

@@ -4,6 +4,7 @@
 pub mod diff;
 pub mod proofs;
 pub mod report;
+pub mod simulate;
 pub mod sweep;
 pub mod sweep_cmd;
 pub mod sweep_explain;
