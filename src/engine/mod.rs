@@ -19,6 +19,7 @@
 //! fingerprint and one `u32` parent index per state (full states only for the frontier), so
 //! any state's path can be rebuilt by replaying the model from its initial state.
 
+pub mod collision;
 pub mod cycles;
 mod level;
 pub mod seen;
