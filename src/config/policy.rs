@@ -277,176 +277,30 @@ impl SourcedPolicy {
     }
 
     fn resolve_within(&self, tick_ms: u64, node_count: usize, ticks_max: u64) -> Result<Policy, String> {
-        let p = defaults().merged(&self.patch);
-        let origin = |key: &str| match self.origins.get(key) {
-            Some(o) => o.clone(),
-            None => "defaults".to_string(),
-        };
-        let err =
-            |key: &str, value: String, why: String| format!("{}: key `{key}` = {value}: {why}", origin(key));
-        let ticks = |key: &str, d: &Option<Dur>| -> Result<Ticks, String> {
-            let d = d.as_ref().expect("defaults set every duration");
-            d.ticks_at_most(tick_ms, ticks_max).map_err(|why| err(key, format!("\"{}\"", d.text), why))
-        };
-        let rf = p.replication_factor.expect("default");
-        let w = p.write_quorum.expect("default");
-        let r = p.read_quorum.expect("default");
-        if rf == 0 || rf > REPLICATION_FACTOR_MAX {
-            return Err(err(
-                "replication_factor",
-                rf.to_string(),
-                format!("must be 1 to {REPLICATION_FACTOR_MAX}"),
-            ));
-        }
-        if usize::from(rf) > node_count {
-            return Err(err(
-                "replication_factor",
-                rf.to_string(),
-                format!("exceeds the scenario's {node_count} nodes"),
-            ));
-        }
-        for (key, q) in [("write_quorum", w), ("read_quorum", r)] {
-            if q == 0 {
-                return Err(err(key, q.to_string(), "must be at least 1".into()));
-            }
-            if q > rf {
-                return Err(err(key, q.to_string(), format!("must not exceed replication_factor = {rf}")));
-            }
-        }
-        let replica_ack_timeout_ticks = ticks("replica_ack_timeout", &p.replica_ack_timeout)?;
-        if replica_ack_timeout_ticks == 0 {
-            return Err(err(
-                "replica_ack_timeout",
-                format!("\"{}\"", p.replica_ack_timeout.as_ref().unwrap().text),
-                "must be positive".into(),
-            ));
-        }
-        let heartbeat_interval_ticks = ticks("heartbeat_interval", &p.heartbeat_interval)?;
-        let suspect_after_ticks = ticks("suspect_after", &p.suspect_after)?;
-        let dead_after_ticks = ticks("dead_after", &p.dead_after)?;
-        let failure_detection = p.failure_detection.expect("default");
-        if failure_detection == FailureDetection::Independent && heartbeat_interval_ticks == 0 {
-            return Err(err(
-                "heartbeat_interval",
-                format!("\"{}\"", p.heartbeat_interval.as_ref().unwrap().text),
-                "must be positive with independent failure detection".into(),
-            ));
-        }
-        if suspect_after_ticks > dead_after_ticks {
-            return Err(err(
-                "suspect_after",
-                format!("\"{}\"", p.suspect_after.as_ref().unwrap().text),
-                format!("must not exceed dead_after = \"{}\"", p.dead_after.as_ref().unwrap().text),
-            ));
-        }
-        let fraction = p.max_dead_fraction.expect("default");
-        if !(0.0..=1.0).contains(&fraction) {
-            return Err(err("max_dead_fraction", format!("{fraction}"), "must be between 0 and 1".into()));
-        }
-        let max_attempts = match p.max_attempts.expect("default") {
-            MaxAttempts::Unlimited => None,
-            MaxAttempts::Limit(n) if n == 0 || n > MAX_ATTEMPTS_MAX => {
-                return Err(err(
-                    "max_attempts",
-                    n.to_string(),
-                    format!("must be 1 to {MAX_ATTEMPTS_MAX}, or \"unlimited\""),
-                ));
-            }
-            MaxAttempts::Limit(n) => Some(n),
-        };
-        let spill = p.spill_threshold.expect("default");
-        if !(spill > 0.0 && spill <= 1.0) {
-            return Err(err(
-                "spill_threshold",
-                format!("{spill}"),
-                "a fraction of capacity: above 0, at most 1".into(),
-            ));
-        }
-        let suffixes = p.write_shard_suffixes.expect("default");
-        if suffixes == 0 || suffixes > WRITE_SHARD_SUFFIXES_MAX {
-            return Err(err(
-                "write_shard_suffixes",
-                suffixes.to_string(),
-                format!("must be 1 (no key sharding) to {WRITE_SHARD_SUFFIXES_MAX}"),
-            ));
-        }
-        let backoff_base_ticks = ticks("backoff_base", &p.backoff_base)?;
-        let backoff_max_ticks = ticks("backoff_max", &p.backoff_max)?;
-        if backoff_base_ticks > backoff_max_ticks {
-            return Err(err(
-                "backoff_base",
-                format!("\"{}\"", p.backoff_base.as_ref().unwrap().text),
-                format!("must not exceed backoff_max = \"{}\"", p.backoff_max.as_ref().unwrap().text),
-            ));
-        }
-        let max_concurrent_evictions = p.max_concurrent_evictions.expect("default");
-        let rebalance = if p.rebalance_enabled.expect("default") {
-            let interval_ticks = ticks("rebalance_interval", &p.rebalance_interval)?;
-            if interval_ticks == 0 {
-                return Err(err(
-                    "rebalance_interval",
-                    format!("\"{}\"", p.rebalance_interval.as_ref().unwrap().text),
-                    "must be positive when rebalance_enabled = true".into(),
-                ));
-            }
-            for key in ["disk_high_watermark", "compaction_debt_max"] {
-                let v =
-                    if key == "disk_high_watermark" { p.disk_high_watermark } else { p.compaction_debt_max };
-                if v.expect("default") > 100 {
-                    return Err(err(key, v.unwrap().to_string(), "a percentage: 0 to 100".into()));
-                }
-            }
-            let cooldown_backoff = p.cooldown_backoff.expect("default");
-            if cooldown_backoff == 0 {
-                return Err(err("cooldown_backoff", "0".into(), "a multiplier: at least 1".into()));
-            }
-            Some(Rebalance {
-                interval_ticks,
-                policy: RebalancePolicy {
-                    disk_high_watermark_pct: p.disk_high_watermark.expect("default"),
-                    scoring: p.scoring.expect("default"),
-                    compaction_debt_max_pct: p.compaction_debt_max.expect("default"),
-                },
-                move_cooldown_ticks: ticks("move_cooldown", &p.move_cooldown)?,
-                cooldown_backoff,
-                cooldown_max_ticks: ticks("cooldown_max", &p.cooldown_max)?,
-            })
-        } else {
-            None
-        };
+        let r = Resolver { p: defaults().merged(&self.patch), origins: &self.origins, tick_ms, ticks_max };
+        let (replication_factor, write_quorum, read_quorum) = r.quorums(node_count)?;
+        let (
+            replica_ack_timeout_ticks,
+            failure_detection,
+            [heartbeat_interval_ticks, suspect_after_ticks, dead_after_ticks],
+        ) = r.detection()?;
         Ok(Policy {
-            replication_factor: rf,
-            write_quorum: w,
-            read_quorum: r,
-            read_repair: p.read_repair.expect("default"),
-            durable_membership: p.durable_membership.expect("default"),
+            replication_factor,
+            write_quorum,
+            read_quorum,
+            read_repair: r.p.read_repair.expect("default"),
+            durable_membership: r.p.durable_membership.expect("default"),
             replica_ack_timeout_ticks,
             failure_detection,
             heartbeat_interval_ticks,
             suspect_after_ticks,
             dead_after_ticks,
-            eviction: EvictionPolicy {
-                enabled: p.eviction_enabled.expect("default"),
-                max_dead_fraction_permille: (fraction * 1000.0).round() as u16,
-                max_concurrent_evictions,
-            },
-            retry: RetryPolicy {
-                max_attempts,
-                backoff: p.backoff.expect("default"),
-                backoff_base_ticks,
-                backoff_max_ticks,
-                retry_budget: p.retry_budget,
-                idempotency_tokens: p.idempotency_tokens.expect("default"),
-            },
-            rebalance,
-            routing: RoutingPolicy {
-                placement: p.placement.expect("default"),
-                spill_threshold_permille: (spill * 1000.0).round() as u16,
-                upload_planner: p.upload_planner.expect("default"),
-                write_shard_suffixes: suffixes,
-            },
-            partition_write_capacity: p.partition_write_capacity.clone(),
-            table_write_capacity: p.table_write_capacity.clone(),
+            eviction: r.eviction()?,
+            retry: r.retry()?,
+            rebalance: r.rebalance()?,
+            routing: r.routing()?,
+            partition_write_capacity: r.p.partition_write_capacity.clone(),
+            table_write_capacity: r.p.table_write_capacity.clone(),
         })
     }
 
@@ -469,5 +323,210 @@ impl SourcedPolicy {
     /// The full merged policy (defaults included) as key = value lines.
     pub fn effective(&self) -> Vec<(&'static str, String)> {
         defaults().merged(&self.patch).describe()
+    }
+}
+
+/// Resolves a merged patch (defaults included) one concern at a time; every error names
+/// where the key was set, the key and its value.
+struct Resolver<'a> {
+    p: PolicyPatch,
+    origins: &'a Origins,
+    tick_ms: u64,
+    ticks_max: u64,
+}
+
+impl Resolver<'_> {
+    fn err(&self, key: &str, value: String, why: String) -> String {
+        let origin = self.origins.get(key).map_or("defaults", String::as_str);
+        format!("{origin}: key `{key}` = {value}: {why}")
+    }
+
+    /// A duration key, quoted as written.
+    fn text(d: &Option<Dur>) -> String {
+        format!("\"{}\"", d.as_ref().expect("defaults set every duration").text)
+    }
+
+    fn ticks(&self, key: &str, d: &Option<Dur>) -> Result<Ticks, String> {
+        let d = d.as_ref().expect("defaults set every duration");
+        d.ticks_at_most(self.tick_ms, self.ticks_max)
+            .map_err(|why| self.err(key, format!("\"{}\"", d.text), why))
+    }
+
+    fn quorums(&self, node_count: usize) -> Result<(u8, u8, u8), String> {
+        let p = &self.p;
+        let rf = p.replication_factor.expect("default");
+        let w = p.write_quorum.expect("default");
+        let r = p.read_quorum.expect("default");
+        if rf == 0 || rf > REPLICATION_FACTOR_MAX {
+            return Err(self.err(
+                "replication_factor",
+                rf.to_string(),
+                format!("must be 1 to {REPLICATION_FACTOR_MAX}"),
+            ));
+        }
+        if usize::from(rf) > node_count {
+            return Err(self.err(
+                "replication_factor",
+                rf.to_string(),
+                format!("exceeds the scenario's {node_count} nodes"),
+            ));
+        }
+        for (key, q) in [("write_quorum", w), ("read_quorum", r)] {
+            if q == 0 {
+                return Err(self.err(key, q.to_string(), "must be at least 1".into()));
+            }
+            if q > rf {
+                return Err(self.err(
+                    key,
+                    q.to_string(),
+                    format!("must not exceed replication_factor = {rf}"),
+                ));
+            }
+        }
+        Ok((rf, w, r))
+    }
+
+    /// The ack deadline, the detection mode, and heartbeat, suspect and dead thresholds.
+    fn detection(&self) -> Result<(Ticks, FailureDetection, [Ticks; 3]), String> {
+        let p = &self.p;
+        let timeout = self.ticks("replica_ack_timeout", &p.replica_ack_timeout)?;
+        if timeout == 0 {
+            return Err(self.err(
+                "replica_ack_timeout",
+                Self::text(&p.replica_ack_timeout),
+                "must be positive".into(),
+            ));
+        }
+        let heartbeat = self.ticks("heartbeat_interval", &p.heartbeat_interval)?;
+        let suspect = self.ticks("suspect_after", &p.suspect_after)?;
+        let dead = self.ticks("dead_after", &p.dead_after)?;
+        let detection = p.failure_detection.expect("default");
+        if detection == FailureDetection::Independent && heartbeat == 0 {
+            return Err(self.err(
+                "heartbeat_interval",
+                Self::text(&p.heartbeat_interval),
+                "must be positive with independent failure detection".into(),
+            ));
+        }
+        if suspect > dead {
+            return Err(self.err(
+                "suspect_after",
+                Self::text(&p.suspect_after),
+                format!("must not exceed dead_after = {}", Self::text(&p.dead_after)),
+            ));
+        }
+        Ok((timeout, detection, [heartbeat, suspect, dead]))
+    }
+
+    fn eviction(&self) -> Result<EvictionPolicy, String> {
+        let fraction = self.p.max_dead_fraction.expect("default");
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(self.err(
+                "max_dead_fraction",
+                format!("{fraction}"),
+                "must be between 0 and 1".into(),
+            ));
+        }
+        Ok(EvictionPolicy {
+            enabled: self.p.eviction_enabled.expect("default"),
+            max_dead_fraction_permille: (fraction * 1000.0).round() as u16,
+            max_concurrent_evictions: self.p.max_concurrent_evictions.expect("default"),
+        })
+    }
+
+    fn retry(&self) -> Result<RetryPolicy, String> {
+        let p = &self.p;
+        let max_attempts = match p.max_attempts.expect("default") {
+            MaxAttempts::Unlimited => None,
+            MaxAttempts::Limit(n) if n == 0 || n > MAX_ATTEMPTS_MAX => {
+                return Err(self.err(
+                    "max_attempts",
+                    n.to_string(),
+                    format!("must be 1 to {MAX_ATTEMPTS_MAX}, or \"unlimited\""),
+                ));
+            }
+            MaxAttempts::Limit(n) => Some(n),
+        };
+        let backoff_base_ticks = self.ticks("backoff_base", &p.backoff_base)?;
+        let backoff_max_ticks = self.ticks("backoff_max", &p.backoff_max)?;
+        if backoff_base_ticks > backoff_max_ticks {
+            return Err(self.err(
+                "backoff_base",
+                Self::text(&p.backoff_base),
+                format!("must not exceed backoff_max = {}", Self::text(&p.backoff_max)),
+            ));
+        }
+        Ok(RetryPolicy {
+            max_attempts,
+            backoff: p.backoff.expect("default"),
+            backoff_base_ticks,
+            backoff_max_ticks,
+            retry_budget: p.retry_budget,
+            idempotency_tokens: p.idempotency_tokens.expect("default"),
+        })
+    }
+
+    /// The rebalancer's knobs, checked only when it is enabled.
+    fn rebalance(&self) -> Result<Option<Rebalance>, String> {
+        let p = &self.p;
+        if !p.rebalance_enabled.expect("default") {
+            return Ok(None);
+        }
+        let interval_ticks = self.ticks("rebalance_interval", &p.rebalance_interval)?;
+        if interval_ticks == 0 {
+            return Err(self.err(
+                "rebalance_interval",
+                Self::text(&p.rebalance_interval),
+                "must be positive when rebalance_enabled = true".into(),
+            ));
+        }
+        for (key, v) in
+            [("disk_high_watermark", p.disk_high_watermark), ("compaction_debt_max", p.compaction_debt_max)]
+        {
+            let v = v.expect("default");
+            if v > 100 {
+                return Err(self.err(key, v.to_string(), "a percentage: 0 to 100".into()));
+            }
+        }
+        let cooldown_backoff = p.cooldown_backoff.expect("default");
+        if cooldown_backoff == 0 {
+            return Err(self.err("cooldown_backoff", "0".into(), "a multiplier: at least 1".into()));
+        }
+        Ok(Some(Rebalance {
+            interval_ticks,
+            policy: RebalancePolicy {
+                disk_high_watermark_pct: p.disk_high_watermark.expect("default"),
+                scoring: p.scoring.expect("default"),
+                compaction_debt_max_pct: p.compaction_debt_max.expect("default"),
+            },
+            move_cooldown_ticks: self.ticks("move_cooldown", &p.move_cooldown)?,
+            cooldown_backoff,
+            cooldown_max_ticks: self.ticks("cooldown_max", &p.cooldown_max)?,
+        }))
+    }
+
+    fn routing(&self) -> Result<RoutingPolicy, String> {
+        let spill = self.p.spill_threshold.expect("default");
+        if !(spill > 0.0 && spill <= 1.0) {
+            return Err(self.err(
+                "spill_threshold",
+                format!("{spill}"),
+                "a fraction of capacity: above 0, at most 1".into(),
+            ));
+        }
+        let suffixes = self.p.write_shard_suffixes.expect("default");
+        if suffixes == 0 || suffixes > WRITE_SHARD_SUFFIXES_MAX {
+            return Err(self.err(
+                "write_shard_suffixes",
+                suffixes.to_string(),
+                format!("must be 1 (no key sharding) to {WRITE_SHARD_SUFFIXES_MAX}"),
+            ));
+        }
+        Ok(RoutingPolicy {
+            placement: self.p.placement.expect("default"),
+            spill_threshold_permille: (spill * 1000.0).round() as u16,
+            upload_planner: self.p.upload_planner.expect("default"),
+            write_shard_suffixes: suffixes,
+        })
     }
 }
