@@ -277,8 +277,6 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             trace,
             seed,
         } => {
-            let binary = std::env::current_exe()
-                .map_err(|e| StoreError::Runtime(format!("cannot find the replicheck binary: {e}")))?;
             let request = super::run::RunRequest {
                 model,
                 variant,
@@ -293,7 +291,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 history,
                 trace,
                 seed,
-                binary,
+                binary: this_binary()?,
             };
             let mut out = String::new();
             let result = super::run::run(&request, check_model, &mut out);
@@ -302,37 +300,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             Ok(super::run::exit_code(&outcome, &model))
         }
         StoreCommand::Bench { value_size, concurrency, duration, nodes, policy } => {
-            let duration = config::Dur::parse(&duration).map_err(|e| format!("--duration: {e}"))?;
-            let policy = store_policy(policy.as_deref(), None, nodes)?;
-            let binary = std::env::current_exe()
-                .map_err(|e| StoreError::Runtime(format!("cannot find the replicheck binary: {e}")))?;
-            let config = BenchConfig {
-                binary,
-                node_count: nodes,
-                policy: policy.clone(),
-                value_size_bytes: value_size,
-                concurrency,
-                duration: Duration::from_millis(duration.ms),
-            };
-            println!(
-                "store bench: {nodes} nodes, replication_factor {}, write_quorum {}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
-                policy.replication_factor, policy.write_quorum, duration.text
-            );
-            let r = super::bench::run(&config).map_err(StoreError::Runtime)?;
-            println!(
-                "  writes:      {} acked, {} errors in {:.1} s",
-                r.writes,
-                r.errors,
-                r.elapsed.as_secs_f64()
-            );
-            println!("  throughput:  {:.0} writes/s", r.writes_per_second());
-            println!(
-                "  latency:     p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-                r.latency_us_p50 as f64 / 1000.0,
-                r.latency_us_p99 as f64 / 1000.0,
-                r.latency_us_max as f64 / 1000.0
-            );
-            Ok(0)
+            bench(value_size, concurrency, &duration, nodes, policy.as_deref())
         }
         StoreCommand::Up {
             nodes,
@@ -354,19 +322,13 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             let data_dir = data_dir.unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
             });
-            let binary = std::env::current_exe()
-                .map_err(|e| StoreError::Runtime(format!("cannot find the replicheck binary: {e}")))?;
-            // Before any node starts: from here SIGTERM, SIGHUP and SIGINT stop the cluster
-            // instead of killing this process and leaving its nodes.
-            let mut stop = StopSignals::install().map_err(StoreError::Runtime)?;
-            let partition_count = layout.shards.len();
             let config = ClusterConfig {
-                binary,
+                binary: this_binary()?,
                 node_count: nodes,
                 node_zones,
                 layout,
                 policy,
-                data_dir: data_dir.clone(),
+                data_dir,
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
                 value_bytes_max,
                 decision_log,
@@ -375,32 +337,82 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 membership: None,
                 trace: None,
             };
-            let mut cluster = Cluster::start(config)?;
-            let addr = cluster.client_addr();
-            println!(
-                "replicheck store: {nodes} nodes, {partition_count} partition(s), data in {}",
-                data_dir.display()
-            );
-            for node in 0..cluster.node_count() {
-                let node = node as u8;
-                let pid = cluster.node_pid(node).map_or("?".to_string(), |p| p.to_string());
-                println!("  node {node}: {} pid {pid} (coordinator link via proxy)", cluster.node_addr(node));
-            }
-            let set: Vec<String> =
-                sourced.patch.describe().into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
-            if set.is_empty() {
-                println!("policy: the defaults (`replicheck lint` explains each key)");
-            } else {
-                println!("policy: {}; every other key at its default", set.join(", "));
-            }
-            println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
-            println!("Ctrl-C (or SIGTERM, SIGHUP) stops the cluster; pid {}.", std::process::id());
-            let signal = stop.wait(&mut cluster);
-            cluster.stop();
-            println!("replicheck store: stopped ({signal})");
-            Ok(0)
+            up(config, &sourced)
         }
     }
+}
+
+/// The running replicheck binary: node processes are started from it.
+fn this_binary() -> Result<PathBuf, StoreError> {
+    std::env::current_exe()
+        .map_err(|e| StoreError::Runtime(format!("cannot find the replicheck binary: {e}")))
+}
+
+/// `store bench`: a write load on a fresh cluster, then throughput and latency.
+fn bench(
+    value_size: usize,
+    concurrency: usize,
+    duration: &str,
+    nodes: usize,
+    policy: Option<&Path>,
+) -> Result<u8, StoreError> {
+    let duration = config::Dur::parse(duration).map_err(|e| format!("--duration: {e}"))?;
+    let policy = store_policy(policy, None, nodes)?;
+    let config = BenchConfig {
+        binary: this_binary()?,
+        node_count: nodes,
+        policy: policy.clone(),
+        value_size_bytes: value_size,
+        concurrency,
+        duration: Duration::from_millis(duration.ms),
+    };
+    println!(
+        "store bench: {nodes} nodes, replication_factor {}, write_quorum {}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
+        policy.replication_factor, policy.write_quorum, duration.text
+    );
+    let r = super::bench::run(&config).map_err(StoreError::Runtime)?;
+    println!("  writes:      {} acked, {} errors in {:.1} s", r.writes, r.errors, r.elapsed.as_secs_f64());
+    println!("  throughput:  {:.0} writes/s", r.writes_per_second());
+    println!(
+        "  latency:     p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        r.latency_us_p50 as f64 / 1000.0,
+        r.latency_us_p99 as f64 / 1000.0,
+        r.latency_us_max as f64 / 1000.0
+    );
+    Ok(0)
+}
+
+/// `store up`: start the cluster, say where everything is (nodes with their pids, the policy,
+/// the client port), and serve until a signal.
+fn up(config: ClusterConfig, sourced: &SourcedPolicy) -> Result<u8, StoreError> {
+    // Before any node starts: from here SIGTERM, SIGHUP and SIGINT stop the cluster instead
+    // of killing this process and leaving its nodes.
+    let mut stop = StopSignals::install().map_err(StoreError::Runtime)?;
+    let (nodes, partition_count, data_dir) =
+        (config.node_count, config.layout.shards.len(), config.data_dir.clone());
+    let mut cluster = Cluster::start(config)?;
+    let addr = cluster.client_addr();
+    println!(
+        "replicheck store: {nodes} nodes, {partition_count} partition(s), data in {}",
+        data_dir.display()
+    );
+    for node in 0..cluster.node_count() {
+        let node = node as u8;
+        let pid = cluster.node_pid(node).map_or("?".to_string(), |p| p.to_string());
+        println!("  node {node}: {} pid {pid} (coordinator link via proxy)", cluster.node_addr(node));
+    }
+    let set: Vec<String> = sourced.patch.describe().into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    if set.is_empty() {
+        println!("policy: the defaults (`replicheck lint` explains each key)");
+    } else {
+        println!("policy: {}; every other key at its default", set.join(", "));
+    }
+    println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
+    println!("Ctrl-C (or SIGTERM, SIGHUP) stops the cluster; pid {}.", std::process::id());
+    let signal = stop.wait(&mut cluster);
+    cluster.stop();
+    println!("replicheck store: stopped ({signal})");
+    Ok(0)
 }
 
 /// How often `store up` reaps node processes that exited while it waits for a signal.

@@ -436,15 +436,31 @@ fn run_store(
     outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, trace_slack_ms(ms_per_tick))?);
     outcome.history_files = write_history_files(&load, &finals, req, !outcome.not_linearizable.is_empty())?;
     outcome.events = std::mem::take(&mut rig.events);
-    outcome.info_counters = info_counters(&info);
-    outcome.links = link_facts(&info, scenario.nodes.len())?;
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
+    read_info(&mut outcome, &info, scenario.nodes.len())?;
+    judge_phases(&mut outcome, &load, heal_at_ms, load_end_ms);
+    outcome.churn_budget_ms =
+        rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
+    Ok(outcome)
+}
+
+/// What the coordinator's INFO says at the end: its counters, links and first capacity breach.
+fn read_info(outcome: &mut RunOutcome, info: &str, node_count: usize) -> Result<(), String> {
+    outcome.info_counters = info_counters(info);
+    outcome.links = link_facts(info, node_count)?;
     let counter = |name: &str| outcome.info_counters.get(name).copied().unwrap_or(0);
     outcome.capacity_breaches = counter("capacity_breaches");
     outcome.writes_throttled = counter("writes_throttled");
     outcome.changes_in_progress_at_end = counter("evictions_in_progress") + counter("moves_in_progress");
     outcome.first_capacity_breach =
         info.lines().find_map(|line| line.trim().strip_prefix("first_capacity_breach:")).map(str::to_string);
+    Ok(())
+}
+
+/// What happened after the faults healed: operations begun before the heal that never
+/// completed, and membership changes in the second half of the healed phase (whatever the
+/// faults set off has had the first half to settle).
+fn judge_phases(outcome: &mut RunOutcome, load: &client::LoadReport, heal_at_ms: u64, load_end_ms: u64) {
     let heal_ns = heal_at_ms * 1_000_000;
     outcome.ops_never_completed = load
         .history
@@ -460,7 +476,6 @@ fn run_store(
             )
         })
         .collect();
-    // The second half of the healed phase: whatever the faults set off has had half of it.
     outcome.settle_at_ms = heal_at_ms + load_end_ms.saturating_sub(heal_at_ms) / 2;
     let settle = outcome.settle_at_ms;
     let mut after: Vec<(u64, String)> = outcome
@@ -474,9 +489,6 @@ fn run_store(
         .collect();
     after.sort();
     outcome.changes_after_settle = after;
-    outcome.churn_budget_ms =
-        rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
-    Ok(outcome)
 }
 
 /// What a real round trip may take beyond the model's latencies: a tick (time is discrete in
