@@ -96,6 +96,30 @@ struct Planned {
 /// Generate the history `spec` describes. Times are nanoseconds; operations are in call order.
 pub fn generate(spec: &Spec) -> Vec<Operation<KvInput, KvOutput>> {
     let mut rng = Rng::new(spec.seed);
+    let (mut plan, next_process) = plan_calls(spec, &mut rng);
+    let (mut outputs, before) = apply_effects(&plan);
+    if spec.stale_read {
+        add_stale_read(spec, &mut plan, &mut outputs, &before, next_process);
+    }
+    let mut ops: Vec<Operation<KvInput, KvOutput>> = plan
+        .into_iter()
+        .zip(outputs)
+        .map(|(p, output)| Operation {
+            client: p.client,
+            call_ns: p.call_ns,
+            return_ns: p.return_ns,
+            output: if p.return_ns.is_some() { output } else { None },
+            input: p.input,
+        })
+        .collect();
+    ops.sort_by_key(|op| (op.call_ns, op.client));
+    ops
+}
+
+/// Each client's calls, one after another, with their inputs and effect times; a crashed
+/// call has no return and its client continues as a new process. Returns the calls and the
+/// next unused process number.
+fn plan_calls(spec: &Spec, rng: &mut Rng) -> (Vec<Planned>, u64) {
     let clients = spec.clients.max(1);
     let keys = spec.keys.max(1) as u64;
     // Which operation (counted per client) of each client crashes, if any.
@@ -155,16 +179,22 @@ pub fn generate(spec: &Spec) -> Vec<Operation<KvInput, KvOutput>> {
             free_ns = return_ns;
         }
     }
-    // Apply the effects in time order: the outputs, and for each write the value before it and
-    // the leading put of that value.
+    (plan, next_process)
+}
+
+/// For a write: the value before it, and the leading put of that value.
+type Before = Option<(String, Option<usize>)>;
+
+/// Apply the effects in time order: each call's output, and for each write the value before
+/// it and the leading put of that value.
+fn apply_effects(plan: &[Planned]) -> (Vec<Option<KvOutput>>, Vec<Before>) {
     let mut order: Vec<usize> = (0..plan.len()).filter(|&i| plan[i].effect_ns.is_some()).collect();
     order.sort_by_key(|&i| (plan[i].effect_ns, i));
     let mut state = Kv.init();
     let mut outputs: Vec<Option<KvOutput>> = vec![None; plan.len()];
     // Per key, the put the current value starts from.
     let mut leading_put: std::collections::HashMap<String, usize> = Default::default();
-    // For a write: (value before it, the leading put of that value).
-    let mut before: Vec<Option<(String, Option<usize>)>> = vec![None; plan.len()];
+    let mut before: Vec<Before> = vec![None; plan.len()];
     for &i in &order {
         let p = &plan[i];
         let key = p.input.key().to_owned();
@@ -180,48 +210,44 @@ pub fn generate(spec: &Spec) -> Vec<Operation<KvInput, KvOutput>> {
         }
         state = Kv.apply(&state, &p.input);
     }
-    if spec.stale_read {
-        // Late: after 90% of the calls. W: the last completed write that returned well before
-        // then whose value before it has a leading put returned before W was called.
-        let mut calls: Vec<u64> = plan.iter().map(|p| p.call_ns).collect();
-        calls.sort_unstable();
-        let late_ns = calls[calls.len() * 9 / 10];
-        let w = (0..plan.len())
-            .filter(|&i| {
-                let p = &plan[i];
-                let Some(ret) = p.return_ns else { return false };
-                let Some((_, lead)) = &before[i] else { return false };
-                ret + 50 < late_ns
-                    && (spec.hot_percent == 0 || spec.keys <= 1 || p.input.key() != "k0")
-                    && lead.is_none_or(|l| plan[l].return_ns.is_some_and(|r| r < p.call_ns))
-            })
-            .max_by_key(|&i| plan[i].return_ns);
-        if let Some(w) = w {
-            let (stale, _) = before[w].clone().expect("a write");
-            let key = plan[w].input.key().to_owned();
-            plan.push(Planned {
-                client: next_process,
-                call_ns: late_ns,
-                effect_ns: None,
-                return_ns: Some(late_ns + 30),
-                input: KvInput::Get { key },
-            });
-            outputs.push(Some(KvOutput::Value(stale)));
-        }
-    }
-    let mut ops: Vec<Operation<KvInput, KvOutput>> = plan
-        .into_iter()
-        .zip(outputs)
-        .map(|(p, output)| Operation {
-            client: p.client,
-            call_ns: p.call_ns,
-            return_ns: p.return_ns,
-            output: if p.return_ns.is_some() { output } else { None },
-            input: p.input,
+    (outputs, before)
+}
+
+/// A late read that returns the value from before a completed write W: late is after 90% of
+/// the calls; W is the last completed write that returned well before then whose value before
+/// it has a leading put returned before W was called.
+fn add_stale_read(
+    spec: &Spec,
+    plan: &mut Vec<Planned>,
+    outputs: &mut Vec<Option<KvOutput>>,
+    before: &[Before],
+    process: u64,
+) {
+    let mut calls: Vec<u64> = plan.iter().map(|p| p.call_ns).collect();
+    calls.sort_unstable();
+    let late_ns = calls[calls.len() * 9 / 10];
+    let w = (0..plan.len())
+        .filter(|&i| {
+            let p = &plan[i];
+            let Some(ret) = p.return_ns else { return false };
+            let Some((_, lead)) = &before[i] else { return false };
+            ret + 50 < late_ns
+                && (spec.hot_percent == 0 || spec.keys <= 1 || p.input.key() != "k0")
+                && lead.is_none_or(|l| plan[l].return_ns.is_some_and(|r| r < p.call_ns))
         })
-        .collect();
-    ops.sort_by_key(|op| (op.call_ns, op.client));
-    ops
+        .max_by_key(|&i| plan[i].return_ns);
+    if let Some(w) = w {
+        let (stale, _) = before[w].clone().expect("a write");
+        let key = plan[w].input.key().to_owned();
+        plan.push(Planned {
+            client: process,
+            call_ns: late_ns,
+            effect_ns: None,
+            return_ns: Some(late_ns + 30),
+            input: KvInput::Get { key },
+        });
+        outputs.push(Some(KvOutput::Value(stale)));
+    }
 }
 
 /// The history as the kv EDN format `history check` reads, with `:time`s: invokes and
