@@ -501,6 +501,19 @@ pub fn human(e: &Explanation) -> String {
         }
         return out;
     }
+    breaking_moves(&mut out, e);
+    restoring_moves(&mut out, e);
+    let _ = writeln!(
+        out,
+        "  (H/V checked, h/v inferred from agreeing checked values on both sides, ? incomplete, . not checked)"
+    );
+    let _ = writeln!(out, "{} regression(s)", e.regressions.len());
+    out
+}
+
+/// For each knob alone, from the base toward the candidate: the first value that breaks each
+/// regressed property.
+fn breaking_moves(out: &mut String, e: &Explanation) {
     let _ = writeln!(
         out,
         "  smallest breaking move (one knob from the base toward the candidate, the others at the base):"
@@ -533,7 +546,7 @@ pub fn human(e: &Explanation) -> String {
             };
             let _ = writeln!(out, "    {line}");
         }
-        path_lines(&mut out, w, &e.regressions);
+        path_lines(out, w, &e.regressions);
         if let Some(cmd) = &w.explore_command {
             let _ = writeln!(out, "      explore: {cmd}");
         }
@@ -547,6 +560,11 @@ pub fn human(e: &Explanation) -> String {
             );
         }
     }
+}
+
+/// For each knob alone, from the candidate back toward the base: the first value that
+/// restores every regressed property.
+fn restoring_moves(out: &mut String, e: &Explanation) {
     let names = e.regressions.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
     let _ = writeln!(
         out,
@@ -573,17 +591,11 @@ pub fn human(e: &Explanation) -> String {
             }
         };
         let _ = writeln!(out, "    {line}");
-        path_lines(&mut out, w, &e.regressions);
+        path_lines(out, w, &e.regressions);
     }
     if !e.restoring.iter().any(|w| matches!(w.results["all"], WalkResult::Found { .. })) {
         let _ = writeln!(out, "  no single-knob retreat restores {names}");
     }
-    let _ = writeln!(
-        out,
-        "  (H/V checked, h/v inferred from agreeing checked values on both sides, ? incomplete, . not checked)"
-    );
-    let _ = writeln!(out, "{} regression(s)", e.regressions.len());
-    out
 }
 
 fn cell_name(c: Cell) -> &'static str {
