@@ -62,7 +62,7 @@ pub fn page(name: &str, c: &Checked) -> String {
         Verdict::Unknown { reason } => format!("unknown: {reason}"),
     };
     let mut html = String::new();
-    let (unit, units) = if c.nanoseconds { ("ns", "ns") } else { ("log line", "log lines") };
+    let units = if c.nanoseconds { "ns" } else { "log lines" };
     let _ = write!(
         html,
         r#"<!DOCTYPE html>
@@ -110,110 +110,7 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
         c.ops, c.keys
     );
     for key in keys {
-        let ops = &by_key[key];
-        let key_verdict = c
-            .per_key
-            .iter()
-            .find(|(k, _)| k.as_deref().unwrap_or("") == key)
-            .map(|(_, v)| match v {
-                Verdict::Linearizable => "linearizable".to_owned(),
-                Verdict::NotLinearizable { .. } => "NOT linearizable".to_owned(),
-                Verdict::Unknown { reason } => format!("unknown ({reason})"),
-            })
-            .unwrap_or_default();
-        if !key.is_empty() || c.keys > 1 {
-            let _ = writeln!(html, "<h2>key {}: {}</h2>", escape(&format!("{key:?}")), escape(&key_verdict));
-        }
-        // Times by rank.
-        let times: BTreeSet<u64> =
-            ops.iter().flat_map(|&i| [Some(c.shown[i].call), c.shown[i].ret]).flatten().collect();
-        let rank: HashMap<u64, usize> = times.iter().enumerate().map(|(r, &t)| (t, r)).collect();
-        // The client of the operation that cannot be linearized on the first row.
-        let first = unplaced.map(|u| c.shown[u].client);
-        let mut clients: Vec<u64> =
-            ops.iter().map(|&i| c.shown[i].client).collect::<BTreeSet<_>>().into_iter().collect();
-        clients.sort_by_key(|&cl| (Some(cl) != first || Some(key) != failing_key.as_deref(), cl));
-        let row: HashMap<u64, usize> = clients.iter().enumerate().map(|(r, &cl)| (cl, r)).collect();
-        let width = PAD + (times.len() + 2) * RANK;
-        let height = clients.len() * ROW + 24;
-        let x = |t: u64| PAD + rank[&t] * RANK + RANK / 2;
-        // The client names stay in view while the operations scroll.
-        let _ = writeln!(
-            html,
-            r#"<div class="lane"><svg class="names" xmlns="http://www.w3.org/2000/svg" width="{LEFT}" height="{height}">"#
-        );
-        for (&client, &r) in &row {
-            let y = r * ROW;
-            if r % 2 == 0 {
-                let _ =
-                    writeln!(html, r##"<rect x="0" y="{y}" width="{LEFT}" height="{ROW}" fill="#f6f6f6"/>"##);
-            }
-            let _ = writeln!(html, r#"<text x="4" y="{}">client {client}</text>"#, y + 16);
-        }
-        let _ = writeln!(
-            html,
-            r#"</svg><div class="scroll"><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">"#
-        );
-        for &r in row.values() {
-            if r % 2 == 0 {
-                let _ = writeln!(
-                    html,
-                    r##"<rect x="0" y="{}" width="{width}" height="{ROW}" fill="#f6f6f6"/>"##,
-                    r * ROW
-                );
-            }
-        }
-        let mut deadline = None;
-        for &i in ops {
-            let op = &c.shown[i];
-            let y = row[&op.client] * ROW + 3;
-            let x0 = x(op.call);
-            let x1 = op.ret.map(x).unwrap_or(width - RANK / 2);
-            let w = (x1 - x0).max(4);
-            let mut class = String::from("op");
-            let mut tag = String::new();
-            if let Some(n) = order.get(&i) {
-                class.push_str(" prefix");
-                tag = format!("{n}: ");
-            }
-            if op.ret.is_none() {
-                class.push_str(" open");
-            }
-            let id = if unplaced == Some(i) {
-                class.push_str(" unplaced");
-                deadline = Some((x1, format!("op {i} ({})", op.label)));
-                r#" id="unplaced""#
-            } else {
-                ""
-            };
-            let times = match op.ret {
-                Some(r) => format!("{}..{r}", op.call),
-                None => format!("{}.. (never returned)", op.call),
-            };
-            let title = format!("op {i}, client {}, {unit} {times}\n{tag}{}", op.client, op.label);
-            let text: String = format!("{tag}{}", op.label).chars().take((w / 7).saturating_sub(1)).collect();
-            let _ = writeln!(
-                html,
-                r#"<g class="o"{id}><title>{}</title><rect class="{class}" x="{x0}" y="{y}" width="{w}" height="{}" rx="3"/><text x="{}" y="{}">{}</text></g>"#,
-                escape(&title),
-                ROW - 6,
-                x0 + 3,
-                y + 13,
-                escape(&text)
-            );
-        }
-        if let Some((dx, what)) = deadline {
-            let text = format!("{what} cannot be linearized by here");
-            let _ = writeln!(
-                html,
-                r##"<line class="deadline" x1="{dx}" y1="0" x2="{dx}" y2="{}"/><text x="{}" y="{}" fill="#c00">{}</text>"##,
-                height - 14,
-                dx.saturating_sub(text.chars().count() * 7 / 2).max(PAD),
-                height - 3,
-                escape(&text)
-            );
-        }
-        let _ = writeln!(html, "</svg></div></div>");
+        key_section(&mut html, c, key, &by_key[key], &order, unplaced, failing_key.as_deref());
     }
     let _ = writeln!(
         html,
@@ -221,4 +118,119 @@ line.deadline {{ stroke: #c00; stroke-width: 2; stroke-dasharray: 6 3; }}
 </body></html>"#
     );
     html
+}
+
+/// One key's section: its verdict and the operations drawn one row per client, time by rank.
+fn key_section(
+    html: &mut String,
+    c: &Checked,
+    key: &str,
+    ops: &[usize],
+    order: &HashMap<usize, usize>,
+    unplaced: Option<usize>,
+    failing_key: Option<&str>,
+) {
+    let unit = if c.nanoseconds { "ns" } else { "log line" };
+    let key_verdict = c
+        .per_key
+        .iter()
+        .find(|(k, _)| k.as_deref().unwrap_or("") == key)
+        .map(|(_, v)| match v {
+            Verdict::Linearizable => "linearizable".to_owned(),
+            Verdict::NotLinearizable { .. } => "NOT linearizable".to_owned(),
+            Verdict::Unknown { reason } => format!("unknown ({reason})"),
+        })
+        .unwrap_or_default();
+    if !key.is_empty() || c.keys > 1 {
+        let _ = writeln!(html, "<h2>key {}: {}</h2>", escape(&format!("{key:?}")), escape(&key_verdict));
+    }
+    // Times by rank.
+    let times: BTreeSet<u64> =
+        ops.iter().flat_map(|&i| [Some(c.shown[i].call), c.shown[i].ret]).flatten().collect();
+    let rank: HashMap<u64, usize> = times.iter().enumerate().map(|(r, &t)| (t, r)).collect();
+    // The client of the operation that cannot be linearized on the first row.
+    let first = unplaced.map(|u| c.shown[u].client);
+    let mut clients: Vec<u64> =
+        ops.iter().map(|&i| c.shown[i].client).collect::<BTreeSet<_>>().into_iter().collect();
+    clients.sort_by_key(|&cl| (Some(cl) != first || Some(key) != failing_key, cl));
+    let row: HashMap<u64, usize> = clients.iter().enumerate().map(|(r, &cl)| (cl, r)).collect();
+    let width = PAD + (times.len() + 2) * RANK;
+    let height = clients.len() * ROW + 24;
+    let x = |t: u64| PAD + rank[&t] * RANK + RANK / 2;
+    // The client names stay in view while the operations scroll.
+    let _ = writeln!(
+        html,
+        r#"<div class="lane"><svg class="names" xmlns="http://www.w3.org/2000/svg" width="{LEFT}" height="{height}">"#
+    );
+    for (&client, &r) in &row {
+        let y = r * ROW;
+        if r % 2 == 0 {
+            let _ = writeln!(html, r##"<rect x="0" y="{y}" width="{LEFT}" height="{ROW}" fill="#f6f6f6"/>"##);
+        }
+        let _ = writeln!(html, r#"<text x="4" y="{}">client {client}</text>"#, y + 16);
+    }
+    let _ = writeln!(
+        html,
+        r#"</svg><div class="scroll"><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">"#
+    );
+    for &r in row.values() {
+        if r % 2 == 0 {
+            let _ = writeln!(
+                html,
+                r##"<rect x="0" y="{}" width="{width}" height="{ROW}" fill="#f6f6f6"/>"##,
+                r * ROW
+            );
+        }
+    }
+    let mut deadline = None;
+    for &i in ops {
+        let op = &c.shown[i];
+        let y = row[&op.client] * ROW + 3;
+        let x0 = x(op.call);
+        let x1 = op.ret.map(x).unwrap_or(width - RANK / 2);
+        let w = (x1 - x0).max(4);
+        let mut class = String::from("op");
+        let mut tag = String::new();
+        if let Some(n) = order.get(&i) {
+            class.push_str(" prefix");
+            tag = format!("{n}: ");
+        }
+        if op.ret.is_none() {
+            class.push_str(" open");
+        }
+        let id = if unplaced == Some(i) {
+            class.push_str(" unplaced");
+            deadline = Some((x1, format!("op {i} ({})", op.label)));
+            r#" id="unplaced""#
+        } else {
+            ""
+        };
+        let times = match op.ret {
+            Some(r) => format!("{}..{r}", op.call),
+            None => format!("{}.. (never returned)", op.call),
+        };
+        let title = format!("op {i}, client {}, {unit} {times}\n{tag}{}", op.client, op.label);
+        let text: String = format!("{tag}{}", op.label).chars().take((w / 7).saturating_sub(1)).collect();
+        let _ = writeln!(
+            html,
+            r#"<g class="o"{id}><title>{}</title><rect class="{class}" x="{x0}" y="{y}" width="{w}" height="{}" rx="3"/><text x="{}" y="{}">{}</text></g>"#,
+            escape(&title),
+            ROW - 6,
+            x0 + 3,
+            y + 13,
+            escape(&text)
+        );
+    }
+    if let Some((dx, what)) = deadline {
+        let text = format!("{what} cannot be linearized by here");
+        let _ = writeln!(
+            html,
+            r##"<line class="deadline" x1="{dx}" y1="0" x2="{dx}" y2="{}"/><text x="{}" y="{}" fill="#c00">{}</text>"##,
+            height - 14,
+            dx.saturating_sub(text.chars().count() * 7 / 2).max(PAD),
+            height - 3,
+            escape(&text)
+        );
+    }
+    let _ = writeln!(html, "</svg></div></div>");
 }
