@@ -22,6 +22,7 @@
 pub mod collision;
 pub mod cycles;
 mod level;
+pub mod memory;
 pub mod seen;
 
 use level::{append_rows, dedup, expand_chunk, finalize_edges, number, par_map, Part};
