@@ -3,8 +3,8 @@
 //! and a headless browser shows the violated property as violated at the link's last state,
 //! and a lasso's loop with the step it returns to.
 //!
-//! The browser is Chromium (`REPLICHECK_CHROMIUM`, else `chromium` or `chromium-browser` on
-//! the PATH, else /usr/bin/chromium). Without one, the browser checks say so on stderr and
+//! The browser is Chromium (`REPLICHECK_CHROMIUM` if set, else `chromium` or
+//! `chromium-browser` on the PATH, else /usr/bin/chromium). Without one, the browser checks say so on stderr and
 //! the rest (the explorer's JSON, served by the same process) still runs;
 //! `REPLICHECK_REQUIRE_BROWSER=1` makes a missing browser a failure (CI sets it).
 
@@ -25,8 +25,10 @@ fn root() -> &'static Path {
 }
 
 fn chromium() -> Option<PathBuf> {
+    // Named: that one or none (a name that is no file stands for "no browser").
     if let Some(p) = std::env::var_os("REPLICHECK_CHROMIUM") {
-        return Some(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
