@@ -230,7 +230,18 @@ fn every_library_counterexample_shows_its_violation_at_its_last_state() {
                 .unwrap_or_else(|| panic!("{what}: the property is listed"))
                 .clone();
             assert_eq!(prop["status"], "violated", "{what}: {prop}");
-            assert!(!prop["reason"].as_str().unwrap().is_empty(), "{what}: a reason");
+            // The reason names what was read.
+            let reason = prop["reason"].as_str().unwrap();
+            let names = match cx.property.as_str() {
+                "acked_writes_persist" => "misses it",
+                "linearizable" => "no order of these operations",
+                "capacity_respected" => "was offered",
+                "no_healthy_eviction" => "was evicted while up",
+                "churn_bounded" => "membership changes",
+                "no_duplicate_effects" => "second, different version",
+                _ => "repeat forever",
+            };
+            assert!(reason.contains(names), "{what}: the reason says why: {reason}");
             match cx.loop_from_step {
                 Some(first) => {
                     lassos += 1;

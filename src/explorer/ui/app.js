@@ -169,10 +169,19 @@ function App() {
     // replicheck's report on the farthest path: every property at every state, and its loop.
     app.report = ko.observable(null);
     app.reportError = ko.observable('');
+    // The model's name and variant, from the report on the initial state (any path would do).
+    app.modelInfo = ko.observable(null);
     app.title = ko.computed(() => {
-        const r = app.report();
+        const r = app.modelInfo() || app.report();
         return r ? `${r.model} (variant ${r.variant})` : 'loading...';
     });
+    fetch('/.replicheck/path/0')
+        .then(r => r.json())
+        .then(r => {
+            app.modelInfo({model: r.model, variant: r.variant});
+            document.title = `replicheck explorer: ${r.model} (${r.variant})`;
+        })
+        .catch(err => console.log('No model information.', err));
     app.loop = ko.computed(() => (app.report() && app.report().loop) || null);
     app.stepReport = (step) => {
         const r = app.report();
