@@ -302,11 +302,15 @@ pub fn svg_of_steps(cfg: &WorldConfig, steps: &[(WorldState, Option<Action>)]) -
                     lane_x(e.dst)
                 );
                 let text = format!("{}{}", if lost { "LOST " } else { "" }, msg(cfg, &e.msg));
-                let x = lane_x(e.dst) + 4;
-                right = right.max(x + char_w * text.chars().count() + 10);
+                // Along the arrow, ending at its head: a message to a lane on the right stays
+                // inside the picture instead of running off past the last lane.
+                let (sx, dx) = (lane_x(e.src), lane_x(e.dst));
+                let w = char_w * text.chars().count();
+                let (x, anchor) = if dx > sx && dx >= w + 46 { (dx - 6, "end") } else { (dx + 4, "start") };
+                right = right.max(if anchor == "end" { x + 10 } else { x + w + 10 });
                 let _ = write!(
                     body,
-                    "<text x='{x}' y='{}' font-size='10' fill='{color}' class='svg-event-label'>{}</text>",
+                    "<text x='{x}' y='{}' font-size='10' fill='{color}' text-anchor='{anchor}' class='svg-event-label'>{}</text>",
                     y - 2,
                     xml_escape(&text)
                 );
