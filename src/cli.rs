@@ -281,25 +281,28 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     }
 }
 
-/// `explore`: serve the stateright explorer until interrupted. The address is checked first:
-/// a malformed one is bad input, one in use a runtime failure (stateright would panic on both).
+/// `explore`: serve the stateright explorer until interrupted, behind replicheck's front (see
+/// `explorer`). The address is checked first: a malformed one is bad input, one in use a
+/// runtime failure.
 fn explore(
     model: &std::path::Path,
     variant: Option<String>,
     policy: Option<&std::path::Path>,
     addr: &str,
 ) -> Result<ExitCode, Error> {
-    let (scenario, cfg) = world_config(model, variant, policy)?;
+    let (scenario, cfg) = world_config(model, variant.clone(), policy)?;
+    let variant_name = match (policy, variant) {
+        (Some(p), _) => format!("policy {}", p.display()),
+        (None, Some(v)) => v,
+        (None, None) => scenario.variants[0].name.clone(),
+    };
     let socket: std::net::SocketAddr = addr.parse().map_err(|e| {
         ConfigError::new(std::path::Path::new("--addr"), format!("\"{addr}\" is not HOST:PORT ({e})"))
     })?;
-    // Taken and released at once: stateright binds it again below.
-    std::net::TcpListener::bind(socket)
+    let front = crate::explorer::server::bind(socket)
         .map_err(|e| Error::Runtime(format!("explore: cannot listen on {addr}: {e}")))?;
-    eprintln!("explorer for {} at http://{addr}/ (Ctrl-C to stop)", scenario.name);
-    use stateright::Model;
-    // Serves until interrupted.
-    let _checker = World::new(cfg).checker().serve(socket);
+    eprintln!("explorer for {} (variant {variant_name}) at http://{addr}/ (Ctrl-C to stop)", scenario.name);
+    front.serve(World::new(cfg), variant_name).map_err(Error::Runtime)?;
     Ok(0)
 }
 

@@ -12,6 +12,7 @@
 //! | – | [`engine`] | BFS, seen set, cycle analysis, generic over any `stateright::Model` | exploration speed, reductions |
 //! | – | [`lincheck`] | linearizability of recorded histories (the store's, Jepsen's) | history formats, checker speed |
 //! | 4 | [`check`], [`lint`] | runs of models and variants, reports, diff, sweep, simulation, proofs; static rules | a report format, a lint rule |
+//! | 4 | [`explorer`] | `replicheck explore`: stateright's explorer with per-state property status, loops, readable states | what the explorer shows |
 //! | 4 | [`store`] | the concrete store: tokio, sockets, redb, proxies, `store run` | a store command or I/O |
 //! | 5 | [`bench`], [`cli`] | benchmarks; the command line (`main.rs` only maps exit codes) | a new command or flag |
 //!
@@ -25,6 +26,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod explorer;
 pub mod lincheck;
 pub mod lint;
 pub mod model;

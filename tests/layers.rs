@@ -15,9 +15,16 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("lincheck", &["config"][..]),
         ("check", &["policy", "config", "protocol", "model", "engine", "lint"][..]),
         ("lint", &["policy", "config", "model"][..]),
+        ("explorer", &["policy", "config", "model", "engine", "check"][..]),
         ("store", &["policy", "config", "protocol", "lincheck"][..]),
         ("bench", &["engine"][..]),
-        ("cli", &["policy", "config", "model", "engine", "lincheck", "check", "lint", "store", "bench"][..]),
+        (
+            "cli",
+            &[
+                "policy", "config", "model", "engine", "lincheck", "check", "lint", "store", "bench",
+                "explorer",
+            ][..],
+        ),
     ])
 }
 

@@ -223,75 +223,99 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
 
 /// A sequence diagram of a path: one lane per actor, time flowing down, a line per tick.
 pub fn svg(cfg: &WorldConfig, path: stateright::Path<WorldState, Action>) -> String {
+    svg_of_steps(cfg, &path.into_vec())
+}
+
+/// What identifies a message in flight across ticks (its latency window counts down).
+type MsgKey = (Endpoint, Endpoint, Msg, u8);
+
+fn msg_key(e: &Envelope) -> MsgKey {
+    (e.src, e.dst, e.msg, e.sender_epoch)
+}
+
+fn count(net: &[Envelope], key: &MsgKey) -> usize {
+    net.iter().filter(|e| msg_key(e) == *key).count()
+}
+
+/// The sequence diagram of `steps` (each state with the action taken from it; the last has
+/// none). Every message is drawn from the row of the step that sent it: a message sent again
+/// later (a retry, a loop's next round) gets its own arrow. Dark text on its own white
+/// background, wide enough for its longest label; a path that ends in a state it was in
+/// before (a lasso) has its loop marked.
+pub fn svg_of_steps(cfg: &WorldConfig, steps: &[(WorldState, Option<Action>)]) -> String {
     let mut lanes: Vec<Endpoint> = (0..cfg.clients.len() as u8).map(Endpoint::Client).collect();
     lanes.push(Endpoint::Coordinator);
     lanes.extend((0..cfg.nodes.len() as u8).map(Endpoint::Node));
-    let lane_x = |e: Endpoint| 80 + 110 * lanes.iter().position(|l| *l == e).unwrap_or(0);
-    let steps = path.into_vec();
+    let lane_x = |e: Endpoint| 80 + 120 * lanes.iter().position(|l| *l == e).unwrap_or(0);
     let row = 22;
+    // A generous width per character of 10px monospace text, so no label is clipped.
+    let char_w = 7;
     let height = 60 + row * steps.len();
-    let width = 80 + 110 * lanes.len();
-    let mut out = format!("<svg version='1.1' baseProfile='full' width='{width}' height='{height}' viewbox='-20 -20 {} {}' xmlns='http://www.w3.org/2000/svg'>", width + 20, height + 20);
-    out.push_str("<defs><marker class='svg-event-shape' id='arrow' markerWidth='12' markerHeight='10' refX='12' refY='5' orient='auto'><polygon points='0 0, 12 5, 0 10' /></marker></defs>");
+    let mut right = 80 + 120 * lanes.len();
+    let mut body = String::new();
     for &l in &lanes {
         let x = lane_x(l);
         let _ = write!(
-            out,
-            "<line x1='{x}' y1='30' x2='{x}' y2='{height}' class='svg-actor-timeline' stroke='black' />"
+            body,
+            "<line x1='{x}' y1='30' x2='{x}' y2='{height}' class='svg-actor-timeline' stroke='#999' />"
         );
         let _ = write!(
-            out,
-            "<text x='{x}' y='20' class='svg-actor-label' text-anchor='middle'>{}</text>",
-            endpoint(cfg, l)
+            body,
+            "<text x='{x}' y='20' class='svg-actor-label' text-anchor='middle' font-size='12' font-weight='bold' fill='#111'>{}</text>",
+            xml_escape(&endpoint(cfg, l))
         );
     }
     let mut ticks = 0u64;
-    let mut sent_at: Vec<(Envelope, usize)> = Vec::new();
+    // Messages sent and not yet delivered, lost or dropped, oldest first, with their send row.
+    let mut pending: Vec<(MsgKey, usize)> = Vec::new();
+    let mut rules = String::new();
     for (i, (state, action)) in steps.iter().enumerate() {
         let y = 40 + row * i;
-        for e in &state.net {
-            if !sent_at.iter().any(|(x, _)| x == e) {
-                sent_at.push((*e, y));
-            }
-        }
+        let Some(action) = action else { continue };
+        let next = steps.get(i + 1).map(|(s, _)| s);
         match action {
-            Some(Action::Tick) => {
+            Action::Tick => {
                 ticks += 1;
                 let _ = write!(
-                    out,
-                    "<line x1='40' y1='{y}' x2='{}' y2='{y}' stroke='#ccc' stroke-dasharray='4' />",
-                    width - 20
+                    rules,
+                    "<line x1='40' y1='{y}' x2='{{RIGHT}}' y2='{y}' stroke='#bbb' stroke-dasharray='4' />"
                 );
                 let _ = write!(
-                    out,
-                    "<text x='0' y='{}' font-size='10'>{}</text>",
+                    body,
+                    "<text x='0' y='{}' font-size='10' fill='#444'>{}</text>",
                     y + 4,
                     format_ms(ticks * cfg.tick_ms)
                 );
             }
-            Some(Action::Deliver(e)) | Some(Action::Lose(e)) => {
-                let from_y = sent_at
-                    .iter()
-                    .rev()
-                    .find(|(x, _)| x.src == e.src && x.dst == e.dst && x.msg == e.msg)
-                    .map(|(_, y)| *y)
-                    .unwrap_or(y);
-                let color = if matches!(action, Some(Action::Lose(_))) { "red" } else { "black" };
+            Action::Deliver(e) | Action::Lose(e) => {
+                let key = msg_key(e);
+                let from_y = match pending.iter().position(|(k, _)| *k == key) {
+                    Some(p) => pending.remove(p).1,
+                    None => y,
+                };
+                let lost = matches!(action, Action::Lose(_));
+                let color = if lost { "#c00" } else { "#111" };
                 let _ = write!(
-                    out,
+                    body,
                     "<line x1='{}' x2='{}' y1='{from_y}' y2='{y}' stroke='{color}' marker-end='url(#arrow)' class='svg-event-line' />",
                     lane_x(e.src),
                     lane_x(e.dst)
                 );
+                let text = format!("{}{}", if lost { "LOST " } else { "" }, msg(cfg, &e.msg));
+                // Along the arrow, ending at its head: a message to a lane on the right stays
+                // inside the picture instead of running off past the last lane.
+                let (sx, dx) = (lane_x(e.src), lane_x(e.dst));
+                let w = char_w * text.chars().count();
+                let (x, anchor) = if dx > sx && dx >= w + 46 { (dx - 6, "end") } else { (dx + 4, "start") };
+                right = right.max(if anchor == "end" { x + 10 } else { x + w + 10 });
                 let _ = write!(
-                    out,
-                    "<text x='{}' y='{}' font-size='9' class='svg-event-label'>{}</text>",
-                    lane_x(e.dst) + 4,
+                    body,
+                    "<text x='{x}' y='{}' font-size='10' fill='{color}' text-anchor='{anchor}' class='svg-event-label'>{}</text>",
                     y - 2,
-                    msg(cfg, &e.msg)
+                    xml_escape(&text)
                 );
             }
-            Some(a) => {
+            a => {
                 let lane = match a {
                     Action::ClientInvoke(c) | Action::ClientTimeout(c) | Action::ClientRetry(c) => {
                         Endpoint::Client(*c)
@@ -299,18 +323,81 @@ pub fn svg(cfg: &WorldConfig, path: stateright::Path<WorldState, Action>) -> Str
                     Action::Crash(n) | Action::Restart(n) => Endpoint::Node(*n),
                     _ => Endpoint::Coordinator,
                 };
-                let _ = write!(out, "<circle cx='{}' cy='{y}' r='4' fill='orange' />", lane_x(lane));
+                let mut text = action_short(cfg, a);
+                if let Some(next) = next {
+                    let changes = topology_changes(cfg, state, next);
+                    if !changes.is_empty() {
+                        text = format!("{text} => {changes}");
+                    }
+                }
+                let x = lane_x(lane) + 6;
+                right = right.max(x + char_w * text.chars().count() + 10);
+                let _ = write!(body, "<circle cx='{}' cy='{y}' r='4' fill='#e80' />", lane_x(lane));
                 let _ = write!(
-                    out,
-                    "<text x='{}' y='{}' font-size='9'>{}</text>",
-                    lane_x(lane) + 6,
+                    body,
+                    "<text x='{x}' y='{}' font-size='10' fill='#111'>{}</text>",
                     y + 3,
-                    xml_escape(&action_short(cfg, a))
+                    xml_escape(&text)
                 );
             }
-            None => {}
+        }
+        // What this step sent: the messages of the next state beyond those left of this one.
+        if let Some(next) = next {
+            let delivered = match action {
+                Action::Deliver(e) | Action::Lose(e) => Some(msg_key(e)),
+                _ => None,
+            };
+            let mut keys: Vec<MsgKey> = next.net.iter().map(msg_key).collect();
+            keys.extend(state.net.iter().map(msg_key));
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let kept = count(&state.net, &key) - usize::from(delivered == Some(key));
+                let now = count(&next.net, &key);
+                for _ in kept..now {
+                    pending.push((key, y));
+                }
+                // Dropped without a delivery (a crash, a restart): forget the oldest sends.
+                while pending.iter().filter(|(k, _)| *k == key).count() > now {
+                    let p = pending.iter().position(|(k, _)| *k == key).expect("counted above");
+                    pending.remove(p);
+                }
+            }
         }
     }
+    // A lasso: the last state was visited before; the steps after that visit repeat forever.
+    if let Some((last, _)) = steps.last() {
+        if let Some(j) = steps[..steps.len() - 1].iter().position(|(s, _)| s == last) {
+            let (y0, y1) = (40 + row * j, 40 + row * (steps.len() - 1));
+            let _ = write!(
+                body,
+                "<rect x='-18' y='{y0}' width='8' height='{}' fill='#36c' class='svg-loop' />",
+                y1 - y0
+            );
+            let _ = write!(
+                body,
+                "<text x='40' y='{}' font-size='11' font-weight='bold' fill='#36c' class='svg-loop-label'>loop: the last state is the state after step {j}; steps {}-{} repeat forever</text>",
+                y1 + 18,
+                j + 1,
+                steps.len() - 1
+            );
+            right = right.max(40 + char_w * 80);
+        }
+    }
+    let width = right + 10;
+    let height = height + 10;
+    let mut out = format!(
+        "<svg version='1.1' baseProfile='full' width='{}' height='{}' viewBox='-20 -10 {} {}' xmlns='http://www.w3.org/2000/svg' style='background:#fff'>",
+        width + 20,
+        height + 10,
+        width + 20,
+        height + 10
+    );
+    out.push_str("<defs><marker class='svg-event-shape' id='arrow' markerUnits='userSpaceOnUse' markerWidth='9' markerHeight='7' refX='9' refY='3.5' orient='auto'><polygon points='0 0, 9 3.5, 0 7' fill='#111' /></marker></defs>");
+    let _ =
+        write!(out, "<rect x='-20' y='-10' width='{}' height='{}' fill='#fff' />", width + 20, height + 10);
+    out.push_str(&rules.replace("{RIGHT}", &(width - 20).to_string()));
+    out.push_str(&body);
     out.push_str("</svg>");
     out
 }
@@ -320,7 +407,7 @@ fn action_short(cfg: &WorldConfig, a: &Action) -> String {
 }
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('\'', "&apos;")
 }
 
 /// What a step changed in the topology, for counterexamples: queued membership changes,

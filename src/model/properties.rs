@@ -120,3 +120,168 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
         })
         .collect()
 }
+
+/// A safety property's status at one state, and why, in the terms the state display uses
+/// (shard, node and client names). The status is [`holds`]'s; the reason names what it read.
+pub fn explain(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> (bool, String) {
+    let node = |n: u8| cfg.nodes[usize::from(n)].name.clone();
+    let holds = holds(name, cfg, s);
+    let reason = match name {
+        PropertyName::AckedWritesPersist => explain_acked(cfg, s),
+        PropertyName::Linearizable => explain_linearizable(cfg, s),
+        PropertyName::NoDuplicateEffects if holds => {
+            format!("{} write operation(s) stored, each at one version", s.ghost.effects.len())
+        }
+        PropertyName::NoDuplicateEffects => {
+            let first: Vec<String> = s
+                .ghost
+                .effects
+                .iter()
+                .map(|(op, v)| format!("{}#{} first stored at v{v}", client_name(cfg, op.client), op.seq + 1))
+                .collect();
+            format!("a write operation was stored at a second, different version (first versions: {})", first.join(", "))
+        }
+        PropertyName::NoHealthyEviction => match s.ghost.healthy_evicted {
+            None => "no replica was evicted while up, reachable and fault-free".into(),
+            Some(n) => format!(
+                "{} was evicted while up, reachable from the coordinator and fault-free since the coordinator last heard from it",
+                node(n)
+            ),
+        },
+        PropertyName::ChurnBounded if holds => format!(
+            "membership queue {}/{}{}",
+            s.coord.queue.len(),
+            cfg.coordinator.membership_queue_capacity,
+            match cfg.coordinator.churn_budget {
+                Some((max, window)) => format!(", {} change(s) in the last {window} ticks (budget {max})", s.ghost.change_ages.len()),
+                None => String::new(),
+            }
+        ),
+        PropertyName::ChurnBounded => format!(
+            "the coordinator took on more membership changes than it can (queue capacity {}{}): an update was rejected or the budget exceeded",
+            cfg.coordinator.membership_queue_capacity,
+            match cfg.coordinator.churn_budget {
+                Some((max, window)) => format!(", churn budget {max} per {window} ticks"),
+                None => String::new(),
+            }
+        ),
+        PropertyName::CapacityRespected => match s.ghost.capacity_breach {
+            None => "no partition or backend was offered more writes in one tick than its capacity".into(),
+            Some(b) => {
+                let unit = match b.unit {
+                    super::CapacityUnit::Partition(p) => format!("partition {}", cfg.shard_names[usize::from(p)]),
+                    super::CapacityUnit::Backend(n) => format!("backend {}", node(n)),
+                };
+                format!("{unit} was offered {} writes in one tick (background included), capacity {}", b.offered, b.capacity)
+            }
+        },
+        PropertyName::Converges | PropertyName::OpsComplete => {
+            unreachable!("liveness is a property of cycles, not of a state")
+        }
+    };
+    (holds, reason)
+}
+
+fn client_name(cfg: &WorldConfig, c: u8) -> String {
+    cfg.clients[usize::from(c)].name.clone()
+}
+
+/// Per shard with an acknowledged write: the version, who holds it among the replicas, how
+/// many every read quorum needs, and (when too few hold it) a read quorum that misses it.
+fn explain_acked(cfg: &WorldConfig, s: &WorldState) -> String {
+    let node = |n: u8| cfg.nodes[usize::from(n)].name.clone();
+    let read_quorum = cfg.policy.read_quorum;
+    let mut parts = Vec::new();
+    for (shard, &acked) in s.ghost.acked_version.iter().enumerate() {
+        let name = &cfg.shard_names[shard];
+        if acked == 0 {
+            parts.push(format!("shard {name}: no write acknowledged yet"));
+            continue;
+        }
+        let members = &s.coord.shards[shard].members;
+        let (holders, missing): (Vec<u8>, Vec<u8>) =
+            members.iter().partition(|&&m| s.nodes[usize::from(m)].shards[shard].version >= acked);
+        let needed = quorum::holders_needed_for_reads(members.len(), read_quorum);
+        let names = |v: &[u8]| {
+            if v.is_empty() {
+                "nobody".to_string()
+            } else {
+                v.iter().map(|&m| node(m)).collect::<Vec<_>>().join(", ")
+            }
+        };
+        let mut line = format!(
+            "shard {name}: acked v{acked}; replicas [{}]; held at v{acked} or newer by {} ({} of {needed} needed so that every read quorum of {read_quorum} sees it)",
+            names(members),
+            names(&holders),
+            holders.len()
+        );
+        if holders.len() < needed {
+            let quorum: Vec<u8> = missing.iter().copied().take(usize::from(read_quorum)).collect();
+            if quorum.len() == usize::from(read_quorum) {
+                let _ = std::fmt::Write::write_fmt(
+                    &mut line,
+                    format_args!("; the read quorum [{}] misses it", names(&quorum)),
+                );
+            } else {
+                line.push_str("; no read quorum can form and nothing else holds it");
+            }
+        }
+        parts.push(line);
+    }
+    parts.join("\n")
+}
+
+/// Which shard's history has no linearization, with its operations.
+fn explain_linearizable(cfg: &WorldConfig, s: &WorldState) -> String {
+    use super::history::RegisterOp;
+    let per_op = crate::policy::CLIENT_OPS_MAX as u8;
+    let mut parts = Vec::new();
+    for (shard, h) in s.ghost.history.iter().enumerate() {
+        if h.ops.is_empty() || h.linearizable() {
+            continue;
+        }
+        let label = |slot: u8| {
+            let o = h.ops.iter().find(|o| o.slot == slot).expect("slot of this history");
+            let seq = slot % per_op;
+            let kind = match o.op {
+                RegisterOp::Write(_) => "write",
+                RegisterOp::Read(_) => "read",
+            };
+            format!("{}.{kind}#{}", client_name(cfg, o.client), seq + 1)
+        };
+        let ops: Vec<String> = h
+            .ops
+            .iter()
+            .map(|o| {
+                let what = match (o.op, o.returned) {
+                    (RegisterOp::Write(v), true) => format!("wrote {v}, returned"),
+                    (RegisterOp::Write(v), false) => format!("writing {v}, never returned"),
+                    (RegisterOp::Read(v), true) => format!("returned {v}"),
+                    (RegisterOp::Read(_), false) => "pending".to_string(),
+                };
+                let after: Vec<String> =
+                    h.ops.iter().filter(|p| o.after & (1 << p.slot) != 0).map(|p| label(p.slot)).collect();
+                let after = if after.is_empty() {
+                    String::new()
+                } else {
+                    format!(", invoked after {} returned", after.join(" and "))
+                };
+                format!("{} {what}{after}", label(o.slot))
+            })
+            .collect();
+        parts.push(format!(
+            "shard {}: no order of these operations explains what they returned (register starts at 0): {}",
+            cfg.shard_names[shard],
+            ops.join("; ")
+        ));
+    }
+    if parts.is_empty() {
+        if s.ghost.linearizable {
+            "every shard's history so far has a linearization".into()
+        } else {
+            "a history had no linearization when an operation returned".into()
+        }
+    } else {
+        parts.join("\n")
+    }
+}
