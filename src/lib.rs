@@ -30,3 +30,4 @@ pub mod model;
 pub mod policy;
 pub mod protocol;
 pub mod store;
+pub mod terminal;
