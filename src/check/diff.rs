@@ -234,6 +234,11 @@ pub fn json(diffs: &[ModelDiff], code: u8) -> String {
             })
         })
         .collect();
-    serde_json::to_string_pretty(&serde_json::json!({ "exit_code": code, "models": models }))
-        .expect("serializes")
+    let interrupted = diffs.iter().any(|d| d.base.interrupted() || d.candidate.interrupted());
+    serde_json::to_string_pretty(&serde_json::json!({
+        "exit_code": code,
+        "interrupted": interrupted,
+        "models": models,
+    }))
+    .expect("serializes")
 }
