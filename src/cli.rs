@@ -469,7 +469,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                     }
                 }
                 Format::Json => println!("{}", report::json(&results, code, not_run)),
-                Format::Junit => print!("{}", report::junit(&results)),
+                Format::Junit => print!("{}", report::junit(&results, &jobs[results.len()..])),
             }
             Ok(code)
         }

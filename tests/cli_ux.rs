@@ -97,6 +97,20 @@ fn quiet_keeps_the_report_and_drops_the_chatter() {
         "{}",
         stderr(&failing)
     );
+    // sweep and prove too: the per-point and per-certificate lines go, the report stays.
+    let sweep = ["sweep", SMALL, "--vary", "write_quorum=1..2"];
+    let loud = replicheck(&sweep);
+    let quiet = replicheck(&[&sweep[..], &["--quiet"]].concat());
+    assert_eq!((loud.status.code(), quiet.status.code()), (Some(0), Some(0)), "{}", stderr(&quiet));
+    assert!(!stderr(&loud).is_empty());
+    assert_eq!(stderr(&quiet), "");
+    assert_eq!(untimed(&stdout(&quiet)), untimed(&stdout(&loud)));
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let prove = replicheck(&["prove", SMALL, "--out", out_dir, "--quiet"]);
+    assert_eq!(prove.status.code(), Some(0), "{}", stderr(&prove));
+    assert_eq!(stderr(&prove), "");
+    assert!(!stdout(&prove).is_empty(), "the report");
     let missing = replicheck(&["check", "no-such-model.toml", "--quiet"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("no-such-model.toml"));
@@ -104,7 +118,7 @@ fn quiet_keeps_the_report_and_drops_the_chatter() {
 
 /// A report without its timing lines (seconds and states/s vary from run to run).
 fn untimed(report: &str) -> Vec<&str> {
-    report.lines().filter(|l| !l.contains("states/s")).collect()
+    report.lines().filter(|l| !l.contains("states/s") && !l.contains(" checked in ")).collect()
 }
 
 /// Models of the library with a variant named `name`, from `replicheck models`.

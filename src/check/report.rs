@@ -133,6 +133,10 @@ pub enum CaseOutcome {
     Error {
         message: String,
     },
+    /// Not checked: the run was never started (the check was interrupted before it).
+    Skipped {
+        message: String,
+    },
 }
 
 /// One `<testsuite>` for the report: its name, time (ms) and cases (name, outcome).
@@ -150,24 +154,27 @@ pub fn junit_document(suites: &[Suite]) -> String {
     let count = |s: &Suite, f: fn(&CaseOutcome) -> bool| s.cases.iter().filter(|(_, o)| f(o)).count();
     let is_failure = |o: &CaseOutcome| matches!(o, CaseOutcome::Failure { .. });
     let is_error = |o: &CaseOutcome| matches!(o, CaseOutcome::Error { .. });
+    let is_skipped = |o: &CaseOutcome| matches!(o, CaseOutcome::Skipped { .. });
     let tests: usize = suites.iter().map(|s| s.cases.len()).sum();
     let failures: usize = suites.iter().map(|s| count(s, is_failure)).sum();
     let errors: usize = suites.iter().map(|s| count(s, is_error)).sum();
+    let skipped: usize = suites.iter().map(|s| count(s, is_skipped)).sum();
     let time: f64 = suites.iter().map(|s| s.elapsed_ms).sum();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuites name=\"replicheck\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\" time=\"{}\">",
+        "<testsuites name=\"replicheck\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{}\">",
         junit_seconds(time)
     );
     for (id, suite) in suites.iter().enumerate() {
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{}\" id=\"{id}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"{}\">",
+            "  <testsuite name=\"{}\" id=\"{id}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{}\">",
             xml(&suite.name),
             suite.cases.len(),
             count(suite, is_failure),
             count(suite, is_error),
+            count(suite, is_skipped),
             junit_seconds(suite.elapsed_ms)
         );
         let share = suite.elapsed_ms / suite.cases.len().max(1) as f64;
@@ -196,6 +203,10 @@ pub fn junit_document(suites: &[Suite]) -> String {
                         xml(message)
                     );
                 }
+                CaseOutcome::Skipped { message } => {
+                    let _ =
+                        writeln!(out, ">\n      <skipped message=\"{}\"/>\n    </testcase>", xml(message));
+                }
             }
         }
         out.push_str("  </testsuite>\n");
@@ -219,9 +230,10 @@ pub fn junit_trace(cx: &super::Counterexample) -> String {
 
 /// One test suite per model/variant, one test case per property: a verdict other than the
 /// required one is a `<failure>` carrying the trace and the explorer link, a verdict left
-/// unknown (exploration cut short) an `<error>`.
-pub fn junit(results: &[RunResult]) -> String {
-    let suites: Vec<Suite> = results
+/// unknown (exploration cut short) an `<error>`; the runs an interrupt kept from starting
+/// (`not_started`) are suites of `<skipped>` cases.
+pub fn junit(results: &[RunResult], not_started: &[super::Job]) -> String {
+    let mut suites: Vec<Suite> = results
         .iter()
         .map(|r| Suite {
             name: junit_classname(&r.model, &r.variant),
@@ -255,5 +267,20 @@ pub fn junit(results: &[RunResult]) -> String {
                 .collect(),
         })
         .collect();
+    suites.extend(not_started.iter().map(|job| {
+        Suite {
+            name: junit_classname(&job.scenario.name, &job.variant),
+            elapsed_ms: 0.0,
+            cases: job
+                .expect
+                .keys()
+                .map(|p| {
+                    let message =
+                        "not checked: the check was interrupted before this run started".to_string();
+                    (p.as_str().to_string(), CaseOutcome::Skipped { message })
+                })
+                .collect(),
+        }
+    }));
     junit_document(&suites)
 }
