@@ -108,7 +108,7 @@ pub enum Command {
         #[arg(default_value = "models")]
         paths: Vec<PathBuf>,
         /// Thread counts to measure (each 1 to 1024).
-        #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = threads_parser())]
+        #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = check::args::threads_parser())]
         threads: Vec<usize>,
         /// Runs per measurement; the median (by time) is printed.
         #[arg(long, default_value = "1")]
@@ -133,7 +133,7 @@ pub enum Command {
         #[arg(long, default_value = "proofs")]
         out: PathBuf,
         /// Worker threads, 1 to 1024 (default: all cores; results do not depend on it).
-        #[arg(long, value_parser = threads_parser())]
+        #[arg(long, value_parser = check::args::threads_parser())]
         threads: Option<usize>,
         /// No progress line or per-certificate lines on stderr (the report and errors are
         /// still printed).
@@ -177,7 +177,7 @@ pub enum Command {
     /// in a fresh process.
     BenchRepl {
         /// Thread counts to measure (each 1 to 1024).
-        #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = threads_parser())]
+        #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = check::args::threads_parser())]
         threads: Vec<usize>,
         /// Enumerate `Ack(k)` once per witness (v, Q), as TLC does (default: once per v).
         #[arg(long)]
@@ -211,62 +211,17 @@ pub enum Command {
     },
 }
 
-/// The most worker threads `--threads` accepts.
-pub const THREADS_MAX: u64 = 1024;
-
-/// `--threads`: 1 to [`THREADS_MAX`].
-pub fn threads_parser() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=THREADS_MAX)
-}
-
-/// `--max-states`: a count of states, at least 1.
-pub fn parse_max_states(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("not a count of states: {e}")),
-    }
-}
-
-/// `--addr`: HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 address, the port
-/// 1 to 65535. Nothing is resolved or bound (the address only goes into links).
-pub fn parse_addr(s: &str) -> Result<String, String> {
-    let usage = "expected HOST:PORT, e.g. 127.0.0.1:3000";
-    let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("no port: {usage}"))?;
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => {}
-        _ => return Err(format!("\"{port}\" is not a port (1 to 65535): {usage}")),
-    }
-    let host_ok = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        inner.parse::<std::net::Ipv6Addr>().is_ok()
-    } else {
-        !host.is_empty()
-            && host.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-            })
-    };
-    if host_ok {
-        Ok(s.to_string())
-    } else {
-        Err(format!("\"{host}\" is not a host name or IP address: {usage}"))
-    }
-}
-
 /// How `check` and `diff` explore.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// Worker threads, 1 to 1024 (default: all cores).
-    #[arg(long, value_parser = threads_parser())]
+    #[arg(long, value_parser = check::args::threads_parser())]
     pub threads: Option<usize>,
     /// Stop after this many distinct states, at least 1 (the run is then incomplete, exit 3).
-    #[arg(long, value_parser = parse_max_states)]
+    #[arg(long, value_parser = check::args::parse_max_states)]
     pub max_states: Option<u64>,
     /// Explorer address (HOST:PORT) used in counterexample links.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = parse_addr)]
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = check::args::parse_addr)]
     pub addr: String,
 }
 
@@ -314,9 +269,9 @@ fn run_options(run: RunArgs, progress: bool, interruptible: bool) -> RunOptions 
     RunOptions {
         threads: run.threads.unwrap_or(RunOptions::default().threads),
         max_states: run.max_states,
-        progress: if progress { Some(crate::terminal::update) } else { None },
+        progress: if progress { Some(crate::check::terminal::update) } else { None },
         explorer_addr: run.addr,
-        stop: interruptible.then_some(&crate::terminal::STOP),
+        stop: interruptible.then_some(&crate::check::terminal::STOP),
     }
 }
 
@@ -403,7 +358,8 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
             let chatty = format == Format::Human && !quiet;
             let interactive = std::io::stderr().is_terminal() && chatty;
-            crate::terminal::stop_on_interrupt().map_err(|m| ConfigError::new(Path::new("check"), m))?;
+            crate::check::terminal::stop_on_interrupt()
+                .map_err(|m| ConfigError::new(Path::new("check"), m))?;
             let opts = run_options(run, interactive, true);
             if chatty {
                 if let Some(name) = &only {
@@ -425,14 +381,14 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             }
             let mut results = Vec::new();
             for (i, job) in jobs.iter().enumerate() {
-                if crate::terminal::interrupted() {
+                if crate::check::terminal::interrupted() {
                     break;
                 }
                 if interactive {
-                    crate::terminal::start(run_label(i, jobs.len(), &job.scenario.name, &job.variant));
+                    crate::check::terminal::start(run_label(i, jobs.len(), &job.scenario.name, &job.variant));
                 }
                 let r = check::run(job, &opts)?;
-                crate::terminal::clear();
+                crate::check::terminal::clear();
                 // One line per run as it finishes, the full report at the end.
                 let verdict = if r.as_expected() {
                     "ok"
@@ -454,14 +410,14 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             }
             let not_run = jobs.len() - results.len();
             let mut code = check::exit_code(&results);
-            if crate::terminal::interrupted() && code == 0 {
+            if crate::check::terminal::interrupted() && code == 0 {
                 // The runs not started (or cut short) leave the check incomplete.
                 code = 3;
             }
             match format {
                 Format::Human => {
                     print!("{}", report::human(&results));
-                    if crate::terminal::interrupted() {
+                    if crate::check::terminal::interrupted() {
                         println!(
                             "interrupted: {not_run} of {} runs not started (exit 3 unless a verdict failed)",
                             jobs.len()
@@ -478,17 +434,18 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             let base_choice = policy_choice(Some(base.clone()), None)?;
             let candidate_choice = policy_choice(Some(candidate.clone()), None)?;
             let interactive = std::io::stderr().is_terminal() && format == Format::Human && !quiet;
-            crate::terminal::stop_on_interrupt().map_err(|m| ConfigError::new(Path::new("diff"), m))?;
+            crate::check::terminal::stop_on_interrupt()
+                .map_err(|m| ConfigError::new(Path::new("diff"), m))?;
             let opts = run_options(run, interactive, true);
             let mut on_run = |i: usize, n: usize, model: &str, side: &str| {
                 if interactive {
-                    crate::terminal::start(run_label(i, n, model, side));
+                    crate::check::terminal::start(run_label(i, n, model, side));
                 }
             };
             let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts, &mut on_run)?;
-            crate::terminal::clear();
+            crate::check::terminal::clear();
             let mut code = check::diff::exit_code(&diffs);
-            if crate::terminal::interrupted() && code == 0 {
+            if crate::check::terminal::interrupted() && code == 0 {
                 code = 3;
             }
             match format {
@@ -536,11 +493,11 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             let run = RunArgs { threads, max_states: None, addr: RunOptions::default().explorer_addr };
             let opts = run_options(run, interactive, false);
             if interactive {
-                crate::terminal::start(if verify { "prove --verify".into() } else { "prove".into() });
+                crate::check::terminal::start(if verify { "prove --verify".into() } else { "prove".into() });
             }
             let mut on_run = |line: &str| {
                 if !quiet {
-                    crate::terminal::line(line);
+                    crate::check::terminal::line(line);
                 }
             };
             let outcome = if verify {
@@ -548,7 +505,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             } else {
                 check::proofs::prove(&paths, &out, &opts, &mut on_run).map(|r| (r.human(), r.exit_code()))
             };
-            crate::terminal::clear();
+            crate::check::terminal::clear();
             let (report, code) = outcome?;
             print!("{report}");
             Ok(code)

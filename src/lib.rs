@@ -30,4 +30,3 @@ pub mod model;
 pub mod policy;
 pub mod protocol;
 pub mod store;
-pub mod terminal;

@@ -1,6 +1,7 @@
 //! Running checks: every variant of a model (or a user's policy) through the engine, compared
 //! with the expected verdicts, with counterexamples rebuilt as readable, timed steps.
 
+pub mod args;
 pub mod diff;
 pub mod proofs;
 pub mod report;
@@ -8,6 +9,7 @@ pub mod sweep;
 pub mod sweep_cmd;
 pub mod sweep_explain;
 pub mod sweep_render;
+pub mod terminal;
 pub mod trace;
 
 pub use crate::config::Found;

@@ -58,14 +58,14 @@ pub struct SweepArgs {
     #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
     /// Worker threads, 1 to 1024 (default: all cores).
-    #[arg(long, value_parser = crate::cli::threads_parser())]
+    #[arg(long, value_parser = super::args::threads_parser())]
     pub threads: Option<usize>,
     /// Stop each point's exploration after this many distinct states, at least 1 (its
     /// verdicts are then incomplete, exit 3).
-    #[arg(long, value_parser = crate::cli::parse_max_states)]
+    #[arg(long, value_parser = super::args::parse_max_states)]
     pub max_states: Option<u64>,
     /// Explorer address (HOST:PORT) used in counterexample links.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = crate::cli::parse_addr)]
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = super::args::parse_addr)]
     pub addr: String,
     /// No progress line or per-point lines on stderr (the report and errors are still
     /// printed).
@@ -78,7 +78,7 @@ fn run_options(args: &SweepArgs, interactive: bool) -> RunOptions {
     RunOptions {
         threads: args.threads.unwrap_or(RunOptions::default().threads),
         max_states: args.max_states,
-        progress: if interactive { Some(crate::terminal::update) } else { None },
+        progress: if interactive { Some(super::terminal::update) } else { None },
         explorer_addr: args.addr.clone(),
         stop: None,
     }
@@ -102,16 +102,16 @@ pub fn command(args: SweepArgs) -> Result<u8, ConfigError> {
     let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text && !args.quiet;
     let opts = run_options(&args, interactive);
     if interactive {
-        crate::terminal::start(format!("sweep {}", args.model.display()));
+        super::terminal::start(format!("sweep {}", args.model.display()));
     }
     let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard };
     let mut on_point = |plan: &sweep::Plan, r: &super::RunResult, point: usize, count: usize| {
         if !args.quiet {
-            crate::terminal::line(&sweep_render::point_line(plan, r, point, count));
+            super::terminal::line(&sweep_render::point_line(plan, r, point, count));
         }
     };
     let outcome = sweep::run(&plan, &search, &opts, &mut on_point);
-    crate::terminal::clear();
+    super::terminal::clear();
     let outcome = outcome?;
     let code = sweep::exit_code(&outcome);
     if let Some(path) = &args.svg {
@@ -137,16 +137,16 @@ fn explain_command(
     let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text && !args.quiet;
     let opts = run_options(args, interactive);
     if interactive {
-        crate::terminal::start(format!("sweep {}", args.model.display()));
+        super::terminal::start(format!("sweep {}", args.model.display()));
     }
     let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard: None };
     let mut on_point = |c: &sweep_explain::Checked, count: usize| {
         if !args.quiet {
-            crate::terminal::line(&sweep_explain::point_line(c, count));
+            super::terminal::line(&sweep_explain::point_line(c, count));
         }
     };
     let e = sweep_explain::explain(scenario, from, to, &search, &opts, &mut on_point);
-    crate::terminal::clear();
+    super::terminal::clear();
     let e = e?;
     let code = sweep_explain::exit_code(&e);
     match args.format {
