@@ -385,7 +385,11 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                     break;
                 }
                 if interactive {
-                    crate::check::terminal::start(run_label(i, jobs.len(), &job.scenario.name, &job.variant));
+                    let expected = check::proofs::recorded_states(Path::new("proofs"), job);
+                    crate::check::terminal::start(
+                        run_label(i, jobs.len(), &job.scenario.name, &job.variant),
+                        expected,
+                    );
                 }
                 let r = check::run(job, &opts)?;
                 crate::check::terminal::clear();
@@ -439,7 +443,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             let opts = run_options(run, interactive, true);
             let mut on_run = |i: usize, n: usize, model: &str, side: &str| {
                 if interactive {
-                    crate::check::terminal::start(run_label(i, n, model, side));
+                    crate::check::terminal::start(run_label(i, n, model, side), None);
                 }
             };
             let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts, &mut on_run)?;
@@ -493,7 +497,10 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             let run = RunArgs { threads, max_states: None, addr: RunOptions::default().explorer_addr };
             let opts = run_options(run, interactive, false);
             if interactive {
-                crate::check::terminal::start(if verify { "prove --verify".into() } else { "prove".into() });
+                crate::check::terminal::start(
+                    if verify { "prove --verify".into() } else { "prove".into() },
+                    None,
+                );
             }
             let mut on_run = |line: &str| {
                 if !quiet {

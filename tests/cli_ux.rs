@@ -280,3 +280,27 @@ fn sigterm_gives_the_partial_json_report_and_exit_3() {
     assert!(run["unique_states"].as_u64().unwrap() > 1000);
     assert!(run["properties"].as_array().unwrap().iter().all(|p| p["found"] == "unknown"));
 }
+
+#[test]
+fn the_progress_estimate_counts_towards_the_state_count_proofs_records() {
+    use replicheck::check::{self, proofs::recorded_states, PolicyChoice, RunOptions};
+    let proofs = root().join("proofs");
+    let model = root().join("models/basic-quorum.toml");
+    let variant = PolicyChoice::Variants(Some("write-quorum-1".into()));
+    let jobs = check::plan(std::slice::from_ref(&model), &variant).unwrap();
+    let recorded =
+        recorded_states(&proofs, &jobs[0]).expect("basic-quorum / write-quorum-1 has a certificate");
+    let run = check::run(&jobs[0], &RunOptions { threads: 2, ..RunOptions::default() }).unwrap();
+    assert_eq!(recorded, run.unique_states);
+    // A policy file's run has no certificate, and an edited model no longer matches its own.
+    let file = PolicyChoice::File {
+        path: root().join(POLICY_W1),
+        policy: Box::new(replicheck::config::load_policy(&root().join(POLICY_W1)).unwrap()),
+    };
+    assert_eq!(recorded_states(&proofs, &check::plan(std::slice::from_ref(&model), &file).unwrap()[0]), None);
+    let dir = tempfile::tempdir().unwrap();
+    let edited = dir.path().join("basic-quorum.toml");
+    std::fs::write(&edited, std::fs::read_to_string(&model).unwrap() + "\n# edited\n").unwrap();
+    let jobs = check::plan(&[edited], &variant).unwrap();
+    assert_eq!(recorded_states(&proofs, &jobs[0]), None);
+}

@@ -102,7 +102,7 @@ pub fn command(args: SweepArgs) -> Result<u8, ConfigError> {
     let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text && !args.quiet;
     let opts = run_options(&args, interactive);
     if interactive {
-        super::terminal::start(format!("sweep {}", args.model.display()));
+        super::terminal::start(format!("sweep {}", args.model.display()), None);
     }
     let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard };
     let mut on_point = |plan: &sweep::Plan, r: &super::RunResult, point: usize, count: usize| {
@@ -137,7 +137,7 @@ fn explain_command(
     let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text && !args.quiet;
     let opts = run_options(args, interactive);
     if interactive {
-        super::terminal::start(format!("sweep {}", args.model.display()));
+        super::terminal::start(format!("sweep {}", args.model.display()), None);
     }
     let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard: None };
     let mut on_point = |c: &sweep_explain::Checked, count: usize| {

@@ -45,13 +45,18 @@ static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
 /// Show a progress line on stderr for the run named `label` (e.g. `[2/9] basic-quorum /
 /// write-quorum-1`), replacing any earlier one: a spinner, the label, then states, states/s,
-/// depth and queue after each level, and the elapsed time (ticking between levels).
-pub fn start(label: String) {
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {prefix} {msg} [{elapsed_precise}]")
-            .expect("a valid template"),
-    );
+/// depth and queue after each level, and the elapsed time (ticking between levels). With
+/// `expected_states` (the count a certificate in proofs/ records), also the share of them seen
+/// and an estimate of the time left.
+pub fn start(label: String, expected_states: Option<u64>) {
+    let (bar, template) = match expected_states {
+        Some(n) => (
+            ProgressBar::new(n),
+            "{spinner} {prefix} {msg} [{elapsed_precise}] {percent}% of the {len} states proofs/ records, ~{eta} left",
+        ),
+        None => (ProgressBar::new_spinner(), "{spinner} {prefix} {msg} [{elapsed_precise}]"),
+    };
+    bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
     bar.set_prefix(label);
     bar.set_message("starting");
     bar.enable_steady_tick(Duration::from_millis(250));
@@ -69,6 +74,9 @@ pub fn update(p: &crate::engine::Progress) {
             "{} states, {rate:.0} states/s, depth {}, queue {}",
             p.unique_states, p.depth, p.frontier
         ));
+        if bar.length().is_some() {
+            bar.set_position(p.unique_states);
+        }
     }
 }
 
