@@ -455,10 +455,19 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             match format {
                 Format::Json => println!("{}", check::diff::json(&diffs, code)),
                 Format::Junit => print!("{}", check::diff::junit(&diffs)),
-                Format::Human => print!(
-                    "{}",
-                    check::diff::human(&diffs, &base.display().to_string(), &candidate.display().to_string())
-                ),
+                Format::Human => {
+                    print!(
+                        "{}",
+                        check::diff::human(
+                            &diffs,
+                            &base.display().to_string(),
+                            &candidate.display().to_string()
+                        )
+                    );
+                    if crate::check::terminal::interrupted() {
+                        println!("interrupted: the verdicts of the runs cut short are unknown (exit 3 unless a regression was found)");
+                    }
+                }
             }
             Ok(code)
         }
