@@ -7,7 +7,7 @@ use crate::engine;
 use crate::model::{World, WorldConfig};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// replicheck: check the replication policies of a key-value store against every behaviour of
@@ -37,20 +37,18 @@ pub enum Command {
         /// Check this policy file instead of the declared variants; every property must hold.
         #[arg(long)]
         policy: Option<PathBuf>,
-        /// Check only this variant.
+        /// Check only the variants of this name: over several models, every model's variant
+        /// of that name (models without one are skipped; an error if none has it).
         #[arg(long, conflicts_with = "policy")]
         variant: Option<String>,
         #[arg(long, value_enum, default_value = "human")]
         format: Format,
-        /// Worker threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Stop after this many distinct states (the run is then incomplete, exit 3).
-        #[arg(long)]
-        max_states: Option<u64>,
-        /// Explorer address used in counterexample links.
-        #[arg(long, default_value = "127.0.0.1:3000")]
-        addr: String,
+        #[command(flatten)]
+        run: RunArgs,
+        /// No progress line, lint findings or per-run "ok" lines on stderr (the report,
+        /// failures and errors are still printed).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Check a config change: the same models under a base and a candidate policy, side by
     /// side. Exit 1 if the candidate breaks a property the base keeps.
@@ -66,12 +64,11 @@ pub enum Command {
         candidate: PathBuf,
         #[arg(long, value_enum, default_value = "human")]
         format: Format,
-        #[arg(long)]
-        threads: Option<usize>,
-        #[arg(long)]
-        max_states: Option<u64>,
-        #[arg(long, default_value = "127.0.0.1:3000")]
-        addr: String,
+        #[command(flatten)]
+        run: RunArgs,
+        /// No progress line on stderr (the report and errors are still printed).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Vary one or two policy knobs over a range and check the model at each point: per
     /// property, the verdict at every value, the safe region and the boundary, with the
@@ -110,8 +107,8 @@ pub enum Command {
     Bench {
         #[arg(default_value = "models")]
         paths: Vec<PathBuf>,
-        /// Thread counts to measure.
-        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        /// Thread counts to measure (each 1 to 1024).
+        #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = check::args::threads_parser())]
         threads: Vec<usize>,
         /// Runs per measurement; the median (by time) is printed.
         #[arg(long, default_value = "1")]
@@ -135,9 +132,13 @@ pub enum Command {
         /// The certificate directory: one file per variant, OUT/MODEL/VARIANT.toml.
         #[arg(long, default_value = "proofs")]
         out: PathBuf,
-        /// Worker threads (default: all cores; results do not depend on it).
-        #[arg(long)]
+        /// Worker threads, 1 to 1024 (default: all cores; results do not depend on it).
+        #[arg(long, value_parser = check::args::threads_parser())]
         threads: Option<usize>,
+        /// No progress line or per-certificate lines on stderr (the report and errors are
+        /// still printed).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// The concrete store: a local cluster that runs the same policy code.
     Store {
@@ -175,8 +176,8 @@ pub enum Command {
     /// checkers publish): `Durable` over its 2,427,180 states with replicheck's engine, each run
     /// in a fresh process.
     BenchRepl {
-        /// Thread counts to measure.
-        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        /// Thread counts to measure (each 1 to 1024).
+        #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = check::args::threads_parser())]
         threads: Vec<usize>,
         /// Enumerate `Ack(k)` once per witness (v, Q), as TLC does (default: once per v).
         #[arg(long)]
@@ -196,6 +197,32 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::lincheck::cli::HistoryCommand,
     },
+    /// Print a shell completion script on stdout, e.g. `replicheck completions bash >
+    /// ~/.local/share/bash-completion/completions/replicheck` (see the README).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout: `replicheck man > replicheck.1`, or one command's
+    /// page: `replicheck man check > replicheck-check.1`.
+    Man {
+        /// A command (default: the page of replicheck itself, listing every command).
+        command: Option<String>,
+    },
+}
+
+/// How `check` and `diff` explore.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Worker threads, 1 to 1024 (default: all cores).
+    #[arg(long, value_parser = check::args::threads_parser())]
+    pub threads: Option<usize>,
+    /// Stop after this many distinct states, at least 1 (the run is then incomplete, exit 3).
+    #[arg(long, value_parser = check::args::parse_max_states)]
+    pub max_states: Option<u64>,
+    /// Explorer address (HOST:PORT) used in counterexample links.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = check::args::parse_addr)]
+    pub addr: String,
 }
 
 /// What a command ended with, for the exit code.
@@ -236,32 +263,21 @@ impl From<crate::store::StoreError> for Error {
     }
 }
 
-fn progress_line(p: &engine::Progress) {
-    if p.elapsed.as_secs_f64() >= 1.0 {
-        eprint!(
-            "\r  {} states, {:.0} states/s, depth {}, queue {}    ",
-            p.unique_states,
-            p.unique_states as f64 / p.elapsed.as_secs_f64(),
-            p.depth,
-            p.frontier
-        );
+/// How `check`, `diff` and `prove` explore: all cores unless told, a progress line only on a
+/// terminal, and (for `check` and `diff`) a stop on SIGINT/SIGTERM.
+fn run_options(run: RunArgs, progress: bool, interruptible: bool) -> RunOptions {
+    RunOptions {
+        threads: run.threads.unwrap_or(RunOptions::default().threads),
+        max_states: run.max_states,
+        progress: if progress { Some(crate::check::terminal::update) } else { None },
+        explorer_addr: run.addr,
+        stop: interruptible.then_some(&crate::check::terminal::STOP),
     }
 }
 
-/// How `check`, `diff` and `prove` explore: all cores unless told, a progress line only on a
-/// terminal.
-fn run_options(
-    threads: Option<usize>,
-    max_states: Option<u64>,
-    interactive: bool,
-    addr: String,
-) -> RunOptions {
-    RunOptions {
-        threads: threads.unwrap_or(RunOptions::default().threads),
-        max_states,
-        progress: if interactive { Some(progress_line) } else { None },
-        explorer_addr: addr,
-    }
+/// `[i/n] model / variant`: the progress line's label for one run.
+fn run_label(i: usize, n: usize, model: &str, variant: &str) -> String {
+    format!("[{}/{n}] {model} / {variant}", i + 1)
 }
 
 fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<PolicyChoice, ConfigError> {
@@ -279,6 +295,36 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         other => Ok(run_command(other)?),
     }
+}
+
+/// `man [COMMAND]`: the roff page of replicheck or of one of its commands, on stdout.
+fn man(command: Option<&str>) -> Result<ExitCode, ConfigError> {
+    let top = <Cli as clap::CommandFactory>::command();
+    let page = match command {
+        None => top,
+        Some(name) => {
+            let names: Vec<&str> =
+                top.get_subcommands().filter(|c| !c.is_hide_set()).map(|c| c.get_name()).collect();
+            let sub = top.find_subcommand(name).filter(|c| !c.is_hide_set()).ok_or_else(|| {
+                ConfigError::new(
+                    Path::new("man"),
+                    format!("no command \"{name}\" (commands: {})", names.join(", ")),
+                )
+            })?;
+            sub.clone()
+                .name(format!("replicheck-{name}"))
+                .version(top.get_version().unwrap_or_default().to_string())
+        }
+    };
+    let mut roff = Vec::new();
+    clap_mangen::Man::new(page)
+        .render(&mut roff)
+        .map_err(|e| ConfigError::new(Path::new("man"), format!("cannot render the man page: {e}")))?;
+    use std::io::Write;
+    std::io::stdout()
+        .write_all(&roff)
+        .map_err(|e| ConfigError::new(Path::new("man"), format!("cannot write the man page: {e}")))?;
+    Ok(0)
 }
 
 /// `explore`: serve the stateright explorer until interrupted, behind replicheck's front (see
@@ -309,12 +355,26 @@ fn explore(
 /// Every command but `store` and `explore`, whose failures are all about the input.
 fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
     match command {
-        Command::Check { paths, policy, variant, format, threads, max_states, addr } => {
+        Command::Check { paths, policy, variant, format, run, quiet } => {
             let files = check::model_files(&paths)?;
+            let only = variant.clone();
             let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
-            let interactive = std::io::stderr().is_terminal() && format == Format::Human;
-            let opts = run_options(threads, max_states, interactive, addr);
-            if format == Format::Human {
+            let chatty = format == Format::Human && !quiet;
+            let interactive = std::io::stderr().is_terminal() && chatty;
+            crate::check::terminal::stop_on_interrupt()
+                .map_err(|m| ConfigError::new(Path::new("check"), m))?;
+            let opts = run_options(run, interactive, true);
+            if chatty {
+                if let Some(name) = &only {
+                    let without =
+                        files.iter().filter(|f| !jobs.iter().any(|j| &j.scenario.path == *f)).count();
+                    if without > 0 {
+                        eprintln!(
+                            "{without} of {} model(s) have no variant \"{name}\": skipped",
+                            files.len()
+                        );
+                    }
+                }
                 // Static rules first, above the results; they do not change the exit code.
                 for job in &jobs {
                     for line in crate::lint::job_lines(&job.scenario, &job.variant, &job.policy) {
@@ -323,20 +383,28 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 }
             }
             let mut results = Vec::new();
-            for job in &jobs {
-                let r = check::run(job, &opts)?;
-                if interactive {
-                    eprint!("\r\x1b[K");
+            for (i, job) in jobs.iter().enumerate() {
+                if crate::check::terminal::interrupted() {
+                    break;
                 }
-                if format == Format::Human {
-                    // One line per run as it finishes, the full report at the end.
-                    let verdict = if r.as_expected() {
-                        "ok"
-                    } else if check::exit_code(std::slice::from_ref(&r)) == 3 {
-                        "INCOMPLETE"
-                    } else {
-                        "FAIL"
-                    };
+                if interactive {
+                    let expected = check::proofs::recorded_states(Path::new("proofs"), job);
+                    crate::check::terminal::start(
+                        run_label(i, jobs.len(), &job.scenario.name, &job.variant),
+                        expected,
+                    );
+                }
+                let r = check::run(job, &opts)?;
+                crate::check::terminal::clear();
+                // One line per run as it finishes, the full report at the end.
+                let verdict = if r.as_expected() {
+                    "ok"
+                } else if check::exit_code(std::slice::from_ref(&r)) == 3 {
+                    "INCOMPLETE"
+                } else {
+                    "FAIL"
+                };
+                if format == Format::Human && (verdict != "ok" || !quiet) {
                     eprintln!(
                         "{verdict}: {} / {} ({} states, {:.2}s)",
                         r.model,
@@ -347,31 +415,62 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 }
                 results.push(r);
             }
-            let code = check::exit_code(&results);
+            let not_run = jobs.len() - results.len();
+            let mut code = check::exit_code(&results);
+            if crate::check::terminal::interrupted() && code == 0 {
+                // The runs not started (or cut short) leave the check incomplete.
+                code = 3;
+            }
             match format {
-                Format::Human => print!("{}", report::human(&results)),
-                Format::Json => println!("{}", report::json(&results, code)),
-                Format::Junit => print!("{}", report::junit(&results)),
+                Format::Human => {
+                    print!("{}", report::human(&results));
+                    if crate::check::terminal::interrupted() {
+                        println!(
+                            "interrupted: {not_run} of {} runs not started (exit 3 unless a verdict failed)",
+                            jobs.len()
+                        );
+                    }
+                }
+                Format::Json => println!("{}", report::json(&results, code, not_run)),
+                Format::Junit => print!("{}", report::junit(&results, &jobs[results.len()..])),
             }
             Ok(code)
         }
-        Command::Diff { paths, base, candidate, format, threads, max_states, addr } => {
+        Command::Diff { paths, base, candidate, format, run, quiet } => {
             let files = check::model_files(&paths)?;
             let base_choice = policy_choice(Some(base.clone()), None)?;
             let candidate_choice = policy_choice(Some(candidate.clone()), None)?;
-            let interactive = std::io::stderr().is_terminal() && format == Format::Human;
-            let opts = run_options(threads, max_states, interactive, addr);
-            let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts)?;
-            if interactive {
-                eprint!("\r\x1b[K");
+            let interactive = std::io::stderr().is_terminal() && format == Format::Human && !quiet;
+            crate::check::terminal::stop_on_interrupt()
+                .map_err(|m| ConfigError::new(Path::new("diff"), m))?;
+            let opts = run_options(run, interactive, true);
+            let mut on_run = |i: usize, n: usize, model: &str, side: &str| {
+                if interactive {
+                    crate::check::terminal::start(run_label(i, n, model, side), None);
+                }
+            };
+            let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts, &mut on_run)?;
+            crate::check::terminal::clear();
+            let mut code = check::diff::exit_code(&diffs);
+            if crate::check::terminal::interrupted() && code == 0 {
+                code = 3;
             }
-            let code = check::diff::exit_code(&diffs);
             match format {
                 Format::Json => println!("{}", check::diff::json(&diffs, code)),
-                Format::Human | Format::Junit => print!(
-                    "{}",
-                    check::diff::human(&diffs, &base.display().to_string(), &candidate.display().to_string())
-                ),
+                Format::Junit => print!("{}", check::diff::junit(&diffs)),
+                Format::Human => {
+                    print!(
+                        "{}",
+                        check::diff::human(
+                            &diffs,
+                            &base.display().to_string(),
+                            &candidate.display().to_string()
+                        )
+                    );
+                    if crate::check::terminal::interrupted() {
+                        println!("interrupted: the verdicts of the runs cut short are unknown (exit 3 unless a regression was found)");
+                    }
+                }
             }
             Ok(code)
         }
@@ -399,24 +498,36 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             bench_repl(&threads, per_witness, runs, symmetry, one)
         }
         Command::History { command } => history(command),
-        Command::Prove { paths, verify, out, threads } => {
-            let interactive = std::io::stderr().is_terminal();
-            let opts = run_options(threads, None, interactive, RunOptions::default().explorer_addr);
-            let mut on_run = |line: &str| {
-                if interactive {
-                    eprint!("\r\x1b[K");
-                }
-                eprintln!("{line}");
-            };
-            if verify {
-                let report = check::proofs::verify(&paths, &out, &opts, &mut on_run)?;
-                print!("{}", report.human());
-                Ok(report.exit_code())
-            } else {
-                let report = check::proofs::prove(&paths, &out, &opts, &mut on_run)?;
-                print!("{}", report.human());
-                Ok(report.exit_code())
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "replicheck", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { command } => man(command.as_deref()),
+        Command::Prove { paths, verify, out, threads, quiet } => {
+            let interactive = std::io::stderr().is_terminal() && !quiet;
+            let run = RunArgs { threads, max_states: None, addr: RunOptions::default().explorer_addr };
+            let opts = run_options(run, interactive, false);
+            if interactive {
+                crate::check::terminal::start(
+                    if verify { "prove --verify".into() } else { "prove".into() },
+                    None,
+                );
             }
+            let mut on_run = |line: &str| {
+                if !quiet {
+                    crate::check::terminal::line(line);
+                }
+            };
+            let outcome = if verify {
+                check::proofs::verify(&paths, &out, &opts, &mut on_run).map(|r| (r.human(), r.exit_code()))
+            } else {
+                check::proofs::prove(&paths, &out, &opts, &mut on_run).map(|r| (r.human(), r.exit_code()))
+            };
+            crate::check::terminal::clear();
+            let (report, code) = outcome?;
+            print!("{report}");
+            Ok(code)
         }
         Command::Store { .. } => unreachable!("run() takes the store commands"),
         Command::Conform { log, model: None, .. } => conform(&log),

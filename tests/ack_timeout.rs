@@ -191,7 +191,7 @@ fn the_incident_trace_spends_only_the_faults_it_needs() {
 
     let world = World::new(WorldConfig::new(&job.scenario, &job.policy).unwrap());
     let indices: Vec<usize> =
-        cx.explorer_path.split("/#/steps/").nth(1).unwrap().split('/').map(|i| i.parse().unwrap()).collect();
+        cx.explorer_url.split("/#/steps/").nth(1).unwrap().split('/').map(|i| i.parse().unwrap()).collect();
     let mut state = world.init_states().remove(indices[0]);
     for &i in &indices[1..] {
         let mut actions = Vec::new();

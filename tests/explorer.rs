@@ -192,7 +192,7 @@ fn counterexamples(file: &Path, variant: &str) -> (String, Vec<Cx>) {
         assert_eq!(p["found"], "violated", "{p}");
         cxs.push(Cx {
             property: p["name"].as_str().unwrap().to_string(),
-            link: cx["explorer_path"].as_str().unwrap().to_string(),
+            link: cx["explorer_url"].as_str().unwrap().to_string(),
             steps: cx["steps"].as_array().unwrap().len(),
             loop_from_step: cx["loop_from_step"].as_u64().map(|n| n as usize),
         });
@@ -332,7 +332,7 @@ fn the_sequence_diagram_draws_each_message_from_its_own_send() {
         .unwrap()
         .iter()
         .find(|p| p["name"] == "converges")
-        .and_then(|p| p["counterexample"]["explorer_path"].as_str())
+        .and_then(|p| p["counterexample"]["explorer_url"].as_str())
         .expect("the converges lasso")
         .to_string();
     let indices: Vec<usize> = link

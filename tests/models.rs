@@ -50,7 +50,7 @@ fn outcome(r: &RunResult) -> Outcome {
         verdicts: r
             .properties
             .iter()
-            .map(|p| (p.name, p.found, p.counterexample.as_ref().map(|c| c.explorer_path.clone())))
+            .map(|p| (p.name, p.found, p.counterexample.as_ref().map(|c| c.explorer_url.clone())))
             .collect(),
     }
 }
@@ -118,7 +118,7 @@ fn write_quorum_1_loses_an_acknowledged_write() {
         "the trace delivers a replica's acknowledgement: {:#?}",
         cx.steps
     );
-    assert!(cx.explorer_path.starts_with(EXPLORER_PREFIX), "explorer path {}", cx.explorer_path);
+    assert!(cx.explorer_url.starts_with(EXPLORER_PREFIX), "explorer path {}", cx.explorer_url);
     assert_eq!(
         cx.explore_command,
         format!(
@@ -127,7 +127,7 @@ fn write_quorum_1_loses_an_acknowledged_write() {
         )
     );
     // One index for the initial state, then one action index per step.
-    let indices = cx.explorer_path.trim_start_matches("http://127.0.0.1:3000/#/steps/");
+    let indices = cx.explorer_url.trim_start_matches("http://127.0.0.1:3000/#/steps/");
     assert_eq!(indices.split('/').count(), cx.steps.len() + 1);
 }
 
@@ -144,7 +144,7 @@ fn explorer_link_replays_to_the_violation() {
         .and_then(|p| p.counterexample.clone())
         .expect("a counterexample for acked_writes_persist");
     let indices: Vec<usize> = cx
-        .explorer_path
+        .explorer_url
         .strip_prefix("http://127.0.0.1:3000/#/steps/")
         .expect("explorer path prefix")
         .split('/')

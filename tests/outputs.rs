@@ -51,7 +51,7 @@ fn json_report_of_the_small_model() {
     let w1_acked = &runs[1]["properties"][0];
     assert_eq!(w1_acked["name"], "acked_writes_persist");
     assert_eq!(w1_acked["found"], "violated");
-    assert!(w1_acked["counterexample"]["explorer_path"]
+    assert!(w1_acked["counterexample"]["explorer_url"]
         .as_str()
         .unwrap()
         .starts_with("http://127.0.0.1:3000/#/steps/0/"));
@@ -76,7 +76,9 @@ fn junit_report_of_the_small_model() {
             "converges",
             "ops_complete",
         ] {
-            let case = format!("<testcase classname=\"small-quorum.{variant}\" name=\"{property}\"");
+            // Dots separate packages in CI dashboards: no spaces, slashes or dashes.
+            let classname = format!("replicheck.small_quorum.{}", variant.replace('-', "_"));
+            let case = format!("<testcase classname=\"{classname}\" name=\"{property}\" time=\"");
             assert_eq!(xml.matches(&case).count(), 1, "{case} in {xml}");
         }
     }
@@ -90,7 +92,7 @@ fn wrong_expectation_fails_with_exit_1_and_a_junit_failure() {
     assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
     let xml = stdout(&out);
     assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
-    assert!(xml.contains("<failure message=\"expected holds, found violated\">"), "{xml}");
+    assert!(xml.contains("<failure message=\"expected holds, found violated\" type=\"verdict\">"), "{xml}");
     // The failure carries the trace and the explorer link.
     assert!(xml.contains("http://127.0.0.1:3000/#/steps/0/"), "{xml}");
 

@@ -72,7 +72,7 @@ fn the_same_seed_gives_the_same_walks() {
             r.steps,
             r.properties
                 .iter()
-                .map(|p| (p.run, p.counterexample.as_ref().map(|c| c.explorer_path.clone())))
+                .map(|p| (p.run, p.counterexample.as_ref().map(|c| c.explorer_url.clone())))
                 .collect::<Vec<_>>(),
         )
     };
@@ -95,7 +95,7 @@ fn a_walks_counterexample_is_a_behaviour_of_the_model() {
     let cx = p.counterexample.as_ref().expect("found in swarm mode too");
     let world = World::new(WorldConfig::new(&jobs[0].scenario, &jobs[0].policy).unwrap());
     let indices: Vec<usize> =
-        cx.explorer_path.split("#/steps/").nth(1).unwrap().split('/').map(|i| i.parse().unwrap()).collect();
+        cx.explorer_url.split("#/steps/").nth(1).unwrap().split('/').map(|i| i.parse().unwrap()).collect();
     let mut state = world.init_states().remove(indices[0]);
     for &i in &indices[1..] {
         let mut actions = Vec::new();

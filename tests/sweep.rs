@@ -87,7 +87,7 @@ fn ack_timeout_boundary_is_just_above_the_worst_round_trip() {
     let steps = b["counterexample"]["steps"].as_array().expect("a counterexample at the unsafe side");
     let last = steps.last().unwrap()["action"].as_str().unwrap();
     assert!(last.contains("ack deadline (1400ms)") && last.contains("healthy"), "{last}");
-    assert!(b["counterexample"]["explorer_path"].as_str().unwrap().contains("#/steps/"));
+    assert!(b["counterexample"]["explorer_url"].as_str().unwrap().contains("#/steps/"));
     // The properties the knob does not touch: the same verdict everywhere, no boundary.
     assert_eq!(property(&doc, "acked_writes_persist")["boundaries"].as_array().unwrap().len(), 0);
     let duplicates = property(&doc, "no_duplicate_effects");

@@ -46,19 +46,24 @@ pub fn change(base: Found, candidate: Found) -> Change {
     }
 }
 
-/// Check every model under both policies.
+/// Check every model under both policies. `on_run(i, n, model, side)` is called before each
+/// of the `n` runs (`side` is `base` or `candidate`), for a progress line.
 pub fn diff(
     files: &[PathBuf],
     base: &PolicyChoice,
     candidate: &PolicyChoice,
     opts: &RunOptions,
+    on_run: &mut dyn FnMut(usize, usize, &str, &str),
 ) -> Result<Vec<ModelDiff>, ConfigError> {
     let base_jobs = plan(files, base)?;
     let candidate_jobs = plan(files, candidate)?;
     assert_eq!(base_jobs.len(), candidate_jobs.len(), "one job per model and policy");
+    let n = base_jobs.len() * 2;
     let mut out = Vec::new();
-    for (b, c) in base_jobs.iter().zip(&candidate_jobs) {
+    for (i, (b, c)) in base_jobs.iter().zip(&candidate_jobs).enumerate() {
+        on_run(2 * i, n, &b.scenario.name, "base");
         let base = run(b, opts)?;
+        on_run(2 * i + 1, n, &c.scenario.name, "candidate");
         let candidate = run(c, opts)?;
         let rows = base
             .properties
@@ -139,7 +144,7 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
                     let _ = writeln!(out, "    {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
                 }
                 let _ = writeln!(out, "    explore: {}", cx.explore_command);
-                let _ = writeln!(out, "    then open {}", cx.explorer_path);
+                let _ = writeln!(out, "    then open {}", cx.explorer_url);
             }
         }
     }
@@ -149,7 +154,59 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
     out
 }
 
+/// One test suite per model (`replicheck.MODEL.diff`), one test case per property: a
+/// regression is a `<failure>` with the candidate's trace, a verdict left unknown on either
+/// side an `<error>`; an unchanged verdict or a fix passes. The suite's time is both runs'.
+pub fn junit(diffs: &[ModelDiff]) -> String {
+    use super::report::{junit_classname, junit_document, junit_trace, CaseOutcome, Suite};
+    let suites: Vec<Suite> = diffs
+        .iter()
+        .map(|d| Suite {
+            name: junit_classname(&d.model, "diff"),
+            elapsed_ms: (d.base.elapsed_ms + d.candidate.elapsed_ms) as f64,
+            cases: d
+                .rows
+                .iter()
+                .map(|r| {
+                    let message = format!("base {}, candidate {}", r.base, r.candidate);
+                    let outcome = match r.change {
+                        Change::Same | Change::Fix => CaseOutcome::Passed,
+                        Change::Unknown => CaseOutcome::Error {
+                            message: format!("{message}: exploration cut short, no verdict to compare"),
+                        },
+                        Change::Regression => {
+                            let mut body = format!("regression: {message}");
+                            if let Some(cx) = d
+                                .candidate
+                                .properties
+                                .iter()
+                                .find(|p| p.name == r.property)
+                                .and_then(|p| p.counterexample.as_ref())
+                            {
+                                body.push_str(&junit_trace(cx));
+                            }
+                            CaseOutcome::Failure { message: format!("regression: {message}"), body }
+                        }
+                    };
+                    (r.property.as_str().to_string(), outcome)
+                })
+                .collect(),
+        })
+        .collect();
+    junit_document(&suites)
+}
+
+/// `{"exit_code", "models": [...]}`; see docs/output-formats.md and
+/// docs/schemas/diff.schema.json.
 pub fn json(diffs: &[ModelDiff], code: u8) -> String {
+    let side = |r: &RunResult| {
+        serde_json::json!({
+            "unique_states": r.unique_states,
+            "complete": r.complete,
+            "stopped": r.stopped,
+            "elapsed_ms": r.elapsed_ms,
+        })
+    };
     let models: Vec<serde_json::Value> = diffs
         .iter()
         .map(|d| {
@@ -170,13 +227,18 @@ pub fn json(diffs: &[ModelDiff], code: u8) -> String {
             serde_json::json!({
                 "model": d.model,
                 "file": d.file,
-                "base": { "unique_states": d.base.unique_states, "complete": d.base.complete },
-                "candidate": { "unique_states": d.candidate.unique_states, "complete": d.candidate.complete },
+                "base": side(&d.base),
+                "candidate": side(&d.candidate),
                 "properties": d.rows,
                 "regressions": regressions,
             })
         })
         .collect();
-    serde_json::to_string_pretty(&serde_json::json!({ "exit_code": code, "models": models }))
-        .expect("serializes")
+    let interrupted = diffs.iter().any(|d| d.base.interrupted() || d.candidate.interrupted());
+    serde_json::to_string_pretty(&serde_json::json!({
+        "exit_code": code,
+        "interrupted": interrupted,
+        "models": models,
+    }))
+    .expect("serializes")
 }

@@ -1,6 +1,7 @@
 //! Running checks: every variant of a model (or a user's policy) through the engine, compared
 //! with the expected verdicts, with counterexamples rebuilt as readable, timed steps.
 
+pub mod args;
 pub mod diff;
 pub mod proofs;
 pub mod report;
@@ -9,6 +10,7 @@ pub mod sweep;
 pub mod sweep_cmd;
 pub mod sweep_explain;
 pub mod sweep_render;
+pub mod terminal;
 pub mod trace;
 
 pub use crate::config::Found;
@@ -32,8 +34,9 @@ pub struct TraceStep {
 #[derive(Clone, Debug, Serialize)]
 pub struct Counterexample {
     pub steps: Vec<TraceStep>,
-    /// The explorer's path for this trace (`#/steps/...`).
-    pub explorer_path: String,
+    /// The explorer's link to this trace (`http://HOST:PORT/#/steps/...`), for the explorer
+    /// that `explore_command` serves.
+    pub explorer_url: String,
     /// How to open it: the command that serves the explorer for this model and policy.
     pub explore_command: String,
     pub final_state: String,
@@ -64,6 +67,9 @@ pub struct RunResult {
     pub file: PathBuf,
     pub variant: String,
     pub description: String,
+    /// The effective policy (defaults included) as key and TOML value; JSON gives an object
+    /// of the keys with their values as JSON (`"2s"`, `3`, `true`).
+    #[serde(serialize_with = "policy_object")]
     pub policy: Vec<(String, String)>,
     pub properties: Vec<PropertyResult>,
     pub unique_states: u64,
@@ -72,13 +78,34 @@ pub struct RunResult {
     pub complete: bool,
     /// Why exploration stopped early, if it did.
     pub stopped: Option<String>,
+    #[serde(skip)]
+    pub cut: Option<Cut>,
     pub elapsed_ms: u64,
     pub states_per_second: f64,
+}
+
+/// The policy's key = TOML value pairs as one JSON object, in their order.
+fn policy_object<S: serde::Serializer>(policy: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(policy.len()))?;
+    for (key, text) in policy {
+        let value = toml::from_str::<toml::Table>(&format!("v = {text}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .and_then(|v| serde_json::to_value(v).ok())
+            .unwrap_or_else(|| serde_json::Value::String(text.clone()));
+        map.serialize_entry(key, &value)?;
+    }
+    map.end()
 }
 
 impl RunResult {
     pub fn as_expected(&self) -> bool {
         self.properties.iter().all(|p| p.as_expected())
+    }
+    /// Whether exploration was stopped by SIGINT/SIGTERM.
+    pub fn interrupted(&self) -> bool {
+        self.cut == Some(Cut::Interrupted)
     }
     pub fn has_unknown(&self) -> bool {
         self.properties.iter().any(|p| p.found == Found::Unknown)
@@ -93,6 +120,8 @@ pub struct RunOptions {
     pub progress: Option<fn(&engine::Progress)>,
     /// The explorer address printed in links.
     pub explorer_addr: String,
+    /// Set to stop exploring (the run is then incomplete): see [`engine::Limits::stop`].
+    pub stop: Option<&'static std::sync::atomic::AtomicBool>,
 }
 
 impl Default for RunOptions {
@@ -102,6 +131,7 @@ impl Default for RunOptions {
             max_states: None,
             progress: None,
             explorer_addr: "127.0.0.1:3000".into(),
+            stop: None,
         }
     }
 }
@@ -148,25 +178,29 @@ pub struct Job {
 }
 
 /// Load every model and resolve the jobs before anything runs, so bad input fails fast.
+///
+/// `--variant NAME` over several models runs each model's variant of that name and skips the
+/// models without one; it is an error (naming the variants there are) only when no model has
+/// it, or when the one model named does not.
 pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, ConfigError> {
     let mut jobs = Vec::new();
+    let mut all_variants: Vec<String> = Vec::new();
     for file in files {
         let scenario = Scenario::load(file)?;
         match choice {
             PolicyChoice::Variants(only) => {
+                let names: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
                 if let Some(name) = only {
-                    if scenario.variant(name).is_none() {
-                        let names: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
+                    if files.len() == 1 && scenario.variant(name).is_none() {
                         return Err(ConfigError::new(
                             file,
-                            format!(
-                                "--variant \"{name}\": no such variant (variants: {}){}",
-                                names.join(", "),
-                                crate::config::nearest(name, names.iter().copied())
-                                    .map(|n| format!("; did you mean `{n}`?"))
-                                    .unwrap_or_default()
-                            ),
+                            format!("--variant {}", unknown_variant(name, "no such variant", &names)),
                         ));
+                    }
+                }
+                for n in &names {
+                    if !all_variants.iter().any(|k| k == n) {
+                        all_variants.push(n.to_string());
                     }
                 }
                 for v in &scenario.variants {
@@ -201,7 +235,26 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
             }
         }
     }
+    if let PolicyChoice::Variants(Some(name)) = choice {
+        if jobs.is_empty() && files.len() > 1 {
+            all_variants.sort();
+            let names: Vec<&str> = all_variants.iter().map(String::as_str).collect();
+            let what = format!("none of the {} models has this variant", files.len());
+            return Err(ConfigError::new(Path::new("--variant"), unknown_variant(name, &what, &names)));
+        }
+    }
     Ok(jobs)
+}
+
+/// `"NAME": WHAT (variants: ...)`, with the nearest name if one is close.
+fn unknown_variant(name: &str, what: &str, names: &[&str]) -> String {
+    format!(
+        "\"{name}\": {what} (variants: {}){}",
+        names.join(", "),
+        crate::config::nearest(name, names.iter().copied())
+            .map(|n| format!("; did you mean `{n}`?"))
+            .unwrap_or_default()
+    )
 }
 
 /// Explore one job and compare with its expectations.
@@ -218,6 +271,7 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
         progress: opts.progress,
         record_edges: !liveness.is_empty(),
         stop_when_decided: liveness.is_empty(),
+        stop: opts.stop,
     };
     let labeler = |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
@@ -271,7 +325,9 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
                     .to_string()
             }
             Cut::StateLimit(n) => format!("state limit of {n} reached"),
+            Cut::Interrupted => "interrupted (SIGINT or SIGTERM)".to_string(),
         }),
+        cut: exploration.cut.clone(),
         elapsed_ms: exploration.elapsed.as_millis() as u64,
         states_per_second: exploration.states_per_second(),
     })
@@ -371,7 +427,7 @@ pub fn counterexample(
     let final_state = display::state(&world.cfg, &path.last().expect("non-empty").state);
     Counterexample {
         steps,
-        explorer_path: format!("http://{addr}/#/steps/{}", indices.join("/")),
+        explorer_url: format!("http://{addr}/#/steps/{}", indices.join("/")),
         explore_command: format!("replicheck explore {explore_args} --addr {addr}"),
         final_state,
         loop_from_step: None,

@@ -65,7 +65,7 @@ pub fn human(results: &[RunResult]) -> String {
                     let _ = writeln!(out, "        {line}");
                 }
                 let _ = writeln!(out, "      explore: {}", cx.explore_command);
-                let _ = writeln!(out, "      then open {}", cx.explorer_path);
+                let _ = writeln!(out, "      then open {}", cx.explorer_url);
             }
         }
     }
@@ -75,65 +75,212 @@ pub fn human(results: &[RunResult]) -> String {
     out
 }
 
-pub fn json(results: &[RunResult], exit_code: u8) -> String {
-    let doc = serde_json::json!({ "exit_code": exit_code, "runs": results });
+/// `{"exit_code", "interrupted", "runs_not_started", "runs": [...]}`; see
+/// docs/output-formats.md and docs/schemas/check.schema.json.
+pub fn json(results: &[RunResult], exit_code: u8, runs_not_started: usize) -> String {
+    let doc = serde_json::json!({
+        "exit_code": exit_code,
+        "interrupted": results.iter().any(|r| r.interrupted()),
+        "runs_not_started": runs_not_started,
+        "runs": results,
+    });
     serde_json::to_string_pretty(&doc).expect("reports serialize")
 }
 
-fn xml(s: &str) -> String {
+/// Escape text for an XML attribute or element.
+pub fn xml(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// One test case per model/variant/property.
-pub fn junit(results: &[RunResult]) -> String {
-    let cases: usize = results.iter().map(|r| r.properties.len()).sum();
-    let failures = results.iter().flat_map(|r| &r.properties).filter(|p| !p.as_expected()).count();
+/// One identifier of a JUnit classname: ASCII letters, digits and `_` only (CI dashboards
+/// split classnames at dots and choke on spaces and slashes), never starting with a digit.
+pub fn junit_identifier(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        let c = if c.is_ascii_alphanumeric() { c } else { '_' };
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    let out = out.trim_matches('_').to_string();
+    match out.chars().next() {
+        None => "_".into(),
+        Some(c) if c.is_ascii_digit() => format!("_{out}"),
+        Some(_) => out,
+    }
+}
+
+/// `replicheck.MODEL.RUN`: a run's JUnit classname (and test suite name), e.g.
+/// `replicheck.basic_quorum.write_quorum_1`.
+pub fn junit_classname(model: &str, run: &str) -> String {
+    format!("replicheck.{}.{}", junit_identifier(model), junit_identifier(run))
+}
+
+/// Seconds for a JUnit `time` attribute.
+pub fn junit_seconds(ms: f64) -> String {
+    format!("{:.3}", ms / 1000.0)
+}
+
+/// One JUnit test case's outcome.
+pub enum CaseOutcome {
+    Passed,
+    /// A verdict that is not the required one.
+    Failure {
+        message: String,
+        body: String,
+    },
+    /// No verdict: exploration was cut short.
+    Error {
+        message: String,
+    },
+    /// Not checked: the run was never started (the check was interrupted before it).
+    Skipped {
+        message: String,
+    },
+}
+
+/// One `<testsuite>` for the report: its name, time (ms) and cases (name, outcome).
+pub struct Suite {
+    pub name: String,
+    pub elapsed_ms: f64,
+    pub cases: Vec<(String, CaseOutcome)>,
+}
+
+/// A JUnit document as Jenkins, GitLab and the Ant schema read it: `<testsuites>` with the
+/// totals, one `<testsuite>` per suite with `tests`, `failures`, `errors`, `skipped` and `time`,
+/// and one `<testcase classname name time>` per case. Every case of a suite is decided by the
+/// same exploration, so each carries an equal share of the suite's time.
+pub fn junit_document(suites: &[Suite]) -> String {
+    let count = |s: &Suite, f: fn(&CaseOutcome) -> bool| s.cases.iter().filter(|(_, o)| f(o)).count();
+    let is_failure = |o: &CaseOutcome| matches!(o, CaseOutcome::Failure { .. });
+    let is_error = |o: &CaseOutcome| matches!(o, CaseOutcome::Error { .. });
+    let is_skipped = |o: &CaseOutcome| matches!(o, CaseOutcome::Skipped { .. });
+    let tests: usize = suites.iter().map(|s| s.cases.len()).sum();
+    let failures: usize = suites.iter().map(|s| count(s, is_failure)).sum();
+    let errors: usize = suites.iter().map(|s| count(s, is_error)).sum();
+    let skipped: usize = suites.iter().map(|s| count(s, is_skipped)).sum();
+    let time: f64 = suites.iter().map(|s| s.elapsed_ms).sum();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(out, "<testsuites name=\"replicheck\" tests=\"{cases}\" failures=\"{failures}\">");
-    for r in results {
-        let suite_failures = r.properties.iter().filter(|p| !p.as_expected()).count();
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"replicheck\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{}\">",
+        junit_seconds(time)
+    );
+    for (id, suite) in suites.iter().enumerate() {
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{}/{}\" tests=\"{}\" failures=\"{suite_failures}\" time=\"{:.3}\">",
-            xml(&r.model),
-            xml(&r.variant),
-            r.properties.len(),
-            r.elapsed_ms as f64 / 1000.0
+            "  <testsuite name=\"{}\" id=\"{id}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{}\">",
+            xml(&suite.name),
+            suite.cases.len(),
+            count(suite, is_failure),
+            count(suite, is_error),
+            count(suite, is_skipped),
+            junit_seconds(suite.elapsed_ms)
         );
-        for p in &r.properties {
+        let share = suite.elapsed_ms / suite.cases.len().max(1) as f64;
+        for (name, outcome) in &suite.cases {
             let _ = write!(
                 out,
-                "    <testcase classname=\"{}.{}\" name=\"{}\"",
-                xml(&r.model),
-                xml(&r.variant),
-                p.name
+                "    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"",
+                xml(&suite.name),
+                xml(name),
+                junit_seconds(share)
             );
-            if p.as_expected() {
-                out.push_str("/>\n");
-                continue;
-            }
-            out.push_str(">\n");
-            let mut body = format!("expected {}, found {}", p.expected, p.found);
-            if let Some(cx) = &p.counterexample {
-                for s in &cx.steps {
-                    if cx.loop_from_step == Some(s.step) {
-                        body.push_str("\n--- loop: the steps below repeat forever ---");
-                    }
-                    let _ = write!(body, "\n{:>3}. [t={}ms] {}", s.step, s.time_ms, s.action);
+            match outcome {
+                CaseOutcome::Passed => out.push_str("/>\n"),
+                CaseOutcome::Failure { message, body } => {
+                    let _ = writeln!(
+                        out,
+                        ">\n      <failure message=\"{}\" type=\"verdict\">{}</failure>\n    </testcase>",
+                        xml(message),
+                        xml(body)
+                    );
                 }
-                let _ = write!(body, "\n{}", cx.explorer_path);
+                CaseOutcome::Error { message } => {
+                    let _ = writeln!(
+                        out,
+                        ">\n      <error message=\"{}\" type=\"incomplete\"/>\n    </testcase>",
+                        xml(message)
+                    );
+                }
+                CaseOutcome::Skipped { message } => {
+                    let _ =
+                        writeln!(out, ">\n      <skipped message=\"{}\"/>\n    </testcase>", xml(message));
+                }
             }
-            let _ = writeln!(
-                out,
-                "      <failure message=\"expected {}, found {}\">{}</failure>",
-                p.expected,
-                p.found,
-                xml(&body)
-            );
-            out.push_str("    </testcase>\n");
         }
         out.push_str("  </testsuite>\n");
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// A counterexample as the text of a JUnit `<failure>`: the timed steps and the explorer link.
+pub fn junit_trace(cx: &super::Counterexample) -> String {
+    let mut body = String::new();
+    for s in &cx.steps {
+        if cx.loop_from_step == Some(s.step) {
+            body.push_str("\n--- loop: the steps below repeat forever ---");
+        }
+        let _ = write!(body, "\n{:>3}. [t={}ms] {}", s.step, s.time_ms, s.action);
+    }
+    let _ = write!(body, "\n{}\n{}", cx.explore_command, cx.explorer_url);
+    body
+}
+
+/// One test suite per model/variant, one test case per property: a verdict other than the
+/// required one is a `<failure>` carrying the trace and the explorer link, a verdict left
+/// unknown (exploration cut short) an `<error>`; the runs an interrupt kept from starting
+/// (`not_started`) are suites of `<skipped>` cases.
+pub fn junit(results: &[RunResult], not_started: &[super::Job]) -> String {
+    let mut suites: Vec<Suite> = results
+        .iter()
+        .map(|r| Suite {
+            name: junit_classname(&r.model, &r.variant),
+            elapsed_ms: r.elapsed_ms as f64,
+            cases: r
+                .properties
+                .iter()
+                .map(|p| {
+                    let outcome = if p.as_expected() {
+                        CaseOutcome::Passed
+                    } else if p.found == Found::Unknown {
+                        CaseOutcome::Error {
+                            message: format!(
+                                "expected {}, found unknown: exploration {}",
+                                p.expected,
+                                r.stopped.as_deref().unwrap_or("stopped early")
+                            ),
+                        }
+                    } else {
+                        let mut body = format!("expected {}, found {}", p.expected, p.found);
+                        if let Some(cx) = &p.counterexample {
+                            body.push_str(&junit_trace(cx));
+                        }
+                        CaseOutcome::Failure {
+                            message: format!("expected {}, found {}", p.expected, p.found),
+                            body,
+                        }
+                    };
+                    (p.name.as_str().to_string(), outcome)
+                })
+                .collect(),
+        })
+        .collect();
+    suites.extend(not_started.iter().map(|job| {
+        Suite {
+            name: junit_classname(&job.scenario.name, &job.variant),
+            elapsed_ms: 0.0,
+            cases: job
+                .expect
+                .keys()
+                .map(|p| {
+                    let message =
+                        "not checked: the check was interrupted before this run started".to_string();
+                    (p.as_str().to_string(), CaseOutcome::Skipped { message })
+                })
+                .collect(),
+        }
+    }));
+    junit_document(&suites)
 }

@@ -57,21 +57,30 @@ pub struct SweepArgs {
     /// the first knob varying fastest). Implies --exhaustive over those points.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
+    /// Worker threads, 1 to 1024 (default: all cores).
+    #[arg(long, value_parser = super::args::threads_parser())]
     pub threads: Option<usize>,
-    /// Stop each point's exploration after this many distinct states (its verdicts are then
-    /// incomplete, exit 3).
-    #[arg(long)]
+    /// Stop each point's exploration after this many distinct states, at least 1 (its
+    /// verdicts are then incomplete, exit 3).
+    #[arg(long, value_parser = super::args::parse_max_states)]
     pub max_states: Option<u64>,
-    /// Explorer address used in counterexample links.
-    #[arg(long, default_value = "127.0.0.1:3000")]
+    /// Explorer address (HOST:PORT) used in counterexample links.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = super::args::parse_addr)]
     pub addr: String,
+    /// No progress line or per-point lines on stderr (the report and errors are still
+    /// printed).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
-fn progress_line(p: &crate::engine::Progress) {
-    if p.elapsed.as_secs_f64() >= 1.0 {
-        eprint!("\r  {} states, depth {}, queue {}    ", p.unique_states, p.depth, p.frontier);
+/// How the sweep explores: a progress line on a terminal unless --quiet.
+fn run_options(args: &SweepArgs, interactive: bool) -> RunOptions {
+    RunOptions {
+        threads: args.threads.unwrap_or(RunOptions::default().threads),
+        max_states: args.max_states,
+        progress: if interactive { Some(super::terminal::update) } else { None },
+        explorer_addr: args.addr.clone(),
+        stop: None,
     }
 }
 
@@ -90,21 +99,20 @@ pub fn command(args: SweepArgs) -> Result<u8, ConfigError> {
         .map_err(|m| ConfigError::new(std::path::Path::new("--shard"), m))?;
     let (base_label, base) = sweep::base_policy(&scenario, args.variant.as_deref(), args.policy.as_deref())?;
     let plan = sweep::plan(scenario, base_label, base, &args.vary)?;
-    let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text;
-    let opts = RunOptions {
-        threads: args.threads.unwrap_or(RunOptions::default().threads),
-        max_states: args.max_states,
-        progress: if interactive { Some(progress_line) } else { None },
-        explorer_addr: args.addr.clone(),
-    };
+    let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text && !args.quiet;
+    let opts = run_options(&args, interactive);
+    if interactive {
+        super::terminal::start(format!("sweep {}", args.model.display()), None);
+    }
     let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard };
     let mut on_point = |plan: &sweep::Plan, r: &super::RunResult, point: usize, count: usize| {
-        if interactive {
-            eprint!("\r\x1b[K");
+        if !args.quiet {
+            super::terminal::line(&sweep_render::point_line(plan, r, point, count));
         }
-        eprintln!("{}", sweep_render::point_line(plan, r, point, count));
     };
-    let outcome = sweep::run(&plan, &search, &opts, &mut on_point)?;
+    let outcome = sweep::run(&plan, &search, &opts, &mut on_point);
+    super::terminal::clear();
+    let outcome = outcome?;
     let code = sweep::exit_code(&outcome);
     if let Some(path) = &args.svg {
         std::fs::write(path, sweep_render::svg(&plan, &outcome))
@@ -126,21 +134,20 @@ fn explain_command(
     from: &std::path::Path,
     to: &std::path::Path,
 ) -> Result<u8, ConfigError> {
-    let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text;
-    let opts = RunOptions {
-        threads: args.threads.unwrap_or(RunOptions::default().threads),
-        max_states: args.max_states,
-        progress: if interactive { Some(progress_line) } else { None },
-        explorer_addr: args.addr.clone(),
-    };
+    let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text && !args.quiet;
+    let opts = run_options(args, interactive);
+    if interactive {
+        super::terminal::start(format!("sweep {}", args.model.display()), None);
+    }
     let search = SearchOptions { samples: args.samples, exhaustive: args.exhaustive, shard: None };
     let mut on_point = |c: &sweep_explain::Checked, count: usize| {
-        if interactive {
-            eprint!("\r\x1b[K");
+        if !args.quiet {
+            super::terminal::line(&sweep_explain::point_line(c, count));
         }
-        eprintln!("{}", sweep_explain::point_line(c, count));
     };
-    let e = sweep_explain::explain(scenario, from, to, &search, &opts, &mut on_point)?;
+    let e = sweep_explain::explain(scenario, from, to, &search, &opts, &mut on_point);
+    super::terminal::clear();
+    let e = e?;
     let code = sweep_explain::exit_code(&e);
     match args.format {
         SweepFormat::Text => print!("{}", sweep_explain::human(&e)),

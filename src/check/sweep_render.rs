@@ -222,7 +222,7 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
                 "    counterexample at {at} ({} steps): {}, then open {}",
                 cx.steps.len(),
                 cx.explore_command,
-                cx.explorer_path
+                cx.explorer_url
             );
             continue;
         }
@@ -234,7 +234,7 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
             let _ = writeln!(out, "      {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
         }
         let _ = writeln!(out, "      explore: {}", cx.explore_command);
-        let _ = writeln!(out, "      then open {}", cx.explorer_path);
+        let _ = writeln!(out, "      then open {}", cx.explorer_url);
     }
     let more = found.len().saturating_sub(EXTRA_COUNTEREXAMPLES_MAX + 1);
     if more > 0 {

@@ -29,7 +29,7 @@ use level::{append_rows, dedup, expand_chunk, finalize_edges, number, par_map, P
 use seen::SeenSet;
 use stateright::{Model, Property};
 use std::hash::Hash;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A stable 64-bit fingerprint of a state (same value on every run and machine of one build).
@@ -54,11 +54,22 @@ pub struct Limits {
     /// Stop once every property has its verdict. Cycle analysis needs the whole graph, so a
     /// check with liveness properties turns this off.
     pub stop_when_decided: bool,
+    /// Polled after each BFS level, as the state limit is: once set, exploration stops
+    /// (incomplete, [`Cut::Interrupted`]) with what it has found so far. The CLI sets it from
+    /// its SIGINT/SIGTERM handler.
+    pub stop: Option<&'static AtomicBool>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_states: None, threads: 1, progress: None, record_edges: false, stop_when_decided: true }
+        Limits {
+            max_states: None,
+            threads: 1,
+            progress: None,
+            record_edges: false,
+            stop_when_decided: true,
+            stop: None,
+        }
     }
 }
 
@@ -77,6 +88,8 @@ pub enum Cut {
     AllDecided,
     /// The state limit was reached.
     StateLimit(u64),
+    /// [`Limits::stop`] was set (the user interrupted the run).
+    Interrupted,
 }
 
 #[derive(Clone, Debug)]
@@ -485,6 +498,10 @@ where
                 break;
             }
         }
+        if limits.stop.is_some_and(|s| s.load(Ordering::Relaxed)) && !frontier.is_empty() {
+            cut = Some(Cut::Interrupted);
+            break;
+        }
     }
     let graph = graph.map(|mut g| {
         g.offsets.push(g.targets.len() as u64);
@@ -753,5 +770,18 @@ mod tests {
         let e = explore(&Counters, &[], &Limits { max_states: Some(5), ..Limits::default() });
         assert_eq!(e.cut, Some(Cut::StateLimit(5)));
         assert!(!e.complete());
+    }
+
+    #[test]
+    fn a_set_stop_flag_cuts_exploration_after_the_level_in_hand() {
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let full = explore(&Counters, &[], &Limits { stop: Some(&STOP), ..Limits::default() });
+        assert!(full.complete(), "an unset flag changes nothing");
+        STOP.store(true, Ordering::Relaxed);
+        let e = explore(&Counters, &[], &Limits { stop: Some(&STOP), ..Limits::default() });
+        assert_eq!(e.cut, Some(Cut::Interrupted));
+        assert!(!e.complete());
+        assert!(e.unique_states < full.unique_states, "{} of {}", e.unique_states, full.unique_states);
+        assert_eq!(e.max_depth, 1, "one level was expanded before the flag was polled");
     }
 }

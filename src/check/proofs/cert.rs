@@ -326,10 +326,10 @@ fn counterexamples(
         };
         // The link's path without the address, which is the reader's choice.
         let explorer_path = cx
-            .explorer_path
+            .explorer_url
             .split_once("/#/")
             .map(|(_, steps)| format!("#/{steps}"))
-            .unwrap_or_else(|| cx.explorer_path.clone());
+            .unwrap_or_else(|| cx.explorer_url.clone());
         let steps = cx
             .steps
             .iter()

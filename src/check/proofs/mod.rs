@@ -122,6 +122,17 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// The state count the certificate under `dir` records for `job`, when there is one written
+/// for the same model file and its exploration was complete: what a progress line can count
+/// towards. None for a policy file's run (no certificate) or a changed model.
+pub fn recorded_states(dir: &Path, job: &Job) -> Option<u64> {
+    let text = std::fs::read_to_string(certificate_path(dir, &job.scenario.name, &job.variant)).ok()?;
+    let cert = Certificate::from_text(&text).ok()?;
+    let model_text = std::fs::read_to_string(&job.scenario.path).ok()?;
+    let same_model = cert.model_file.sha256 == sha256_hex(&model_text) && cert.variant == job.variant;
+    (same_model && cert.exploration.complete).then_some(cert.exploration.unique_states)
+}
+
 /// Where `prove` writes the certificate of one model variant.
 pub fn certificate_path(out: &Path, model: &str, variant: &str) -> PathBuf {
     out.join(model).join(format!("{variant}.toml"))

@@ -179,6 +179,7 @@ mod scope_tests {
             max_depth: 0,
             complete: true,
             stopped: None,
+            cut: None,
             elapsed_ms: 0,
             states_per_second: 0.0,
         };
