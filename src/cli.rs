@@ -45,6 +45,8 @@ pub enum Command {
         format: Format,
         #[command(flatten)]
         run: RunArgs,
+        #[command(flatten)]
+        sim: SimArgs,
         /// No progress line, lint findings or per-run "ok" lines on stderr (the report,
         /// failures and errors are still printed).
         #[arg(long, short)]
@@ -223,6 +225,45 @@ pub struct RunArgs {
     /// Explorer address (HOST:PORT) used in counterexample links.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = check::args::parse_addr)]
     pub addr: String,
+    /// Stop, incomplete (exit 3) with a partial report, before exploring would take resident
+    /// memory past this size, e.g. "16G" or "512M" (default: 80% of the machine's memory).
+    #[arg(long, value_name = "SIZE", value_parser = engine::memory::parse_size)]
+    pub memory_max: Option<u64>,
+}
+
+/// `check --simulate`: random walks instead of exhaustive exploration.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Random walks under the same timed semantics and fault budget instead of exhaustive
+    /// exploration, for models too big to exhaust: a violation found is real and printed as a
+    /// replayable trace; none found proves nothing. Exit 1 if a declared "holds" is violated,
+    /// 3 if a declared violation is not found, else 0.
+    #[arg(long)]
+    pub simulate: bool,
+    /// Walks per variant (with --simulate).
+    #[arg(long, default_value = "1000", requires = "simulate", value_parser = clap::value_parser!(u64).range(1..))]
+    pub runs: u64,
+    /// Steps per walk, at most (with --simulate).
+    #[arg(long, default_value = "200", requires = "simulate", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub depth: u32,
+    /// The seed: the same seed walks the same way (with --simulate).
+    #[arg(long, default_value = "0", requires = "simulate")]
+    pub seed: u64,
+    /// Start no walk after this long, e.g. "10m" (with --simulate).
+    #[arg(long = "for", value_name = "DURATION", requires = "simulate", value_parser = parse_time_limit)]
+    pub time_limit: Option<std::time::Duration>,
+    /// Give each walk its own random subset of the fault menu and budget (swarm
+    /// verification), reaching corners uniform choice rarely does (with --simulate).
+    #[arg(long, requires = "simulate")]
+    pub swarm: bool,
+}
+
+fn parse_time_limit(s: &str) -> Result<std::time::Duration, String> {
+    let d = config::Dur::parse(s)?;
+    if d.ms == 0 {
+        return Err("must be positive".into());
+    }
+    Ok(std::time::Duration::from_millis(d.ms))
 }
 
 /// What a command ended with, for the exit code.
@@ -272,6 +313,7 @@ fn run_options(run: RunArgs, progress: bool, interruptible: bool) -> RunOptions 
         progress: if progress { Some(crate::check::terminal::update) } else { None },
         explorer_addr: run.addr,
         stop: interruptible.then_some(&crate::check::terminal::STOP),
+        memory_max_bytes: run.memory_max.or_else(engine::memory::default_limit_bytes),
     }
 }
 
@@ -295,6 +337,49 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         other => Ok(run_command(other)?),
     }
+}
+
+/// `check --simulate`: walk every job, then print the report.
+fn simulate(
+    jobs: &[check::Job],
+    sim: &SimArgs,
+    format: Format,
+    quiet: bool,
+    addr: String,
+) -> Result<ExitCode, ConfigError> {
+    use check::simulate::{self, SimOptions};
+    if format == Format::Junit {
+        return Err(ConfigError::new(
+            Path::new("--format"),
+            "junit is not produced for --simulate (a walk proves no \"holds\"): use human or json",
+        ));
+    }
+    let opts = SimOptions {
+        runs: sim.runs,
+        depth_steps: sim.depth,
+        seed: sim.seed,
+        time_limit: sim.time_limit,
+        swarm: sim.swarm,
+        explorer_addr: addr,
+    };
+    let mut results = Vec::new();
+    for job in jobs {
+        let r = simulate::simulate(job, &opts)?;
+        if format == Format::Human && !quiet {
+            eprintln!("simulated: {} / {} ({} walks, {} steps)", r.model, r.variant, r.runs, r.steps);
+        }
+        results.push(r);
+    }
+    let code = simulate::exit_code(&results);
+    match format {
+        Format::Human => print!("{}", simulate::human(&results)),
+        Format::Json => {
+            let doc = serde_json::json!({ "exit_code": code, "simulations": results });
+            println!("{}", serde_json::to_string_pretty(&doc).expect("reports serialize"));
+        }
+        Format::Junit => unreachable!("refused above"),
+    }
+    Ok(code)
 }
 
 /// `man [COMMAND]`: the roff page of replicheck or of one of its commands, on stdout.
@@ -355,10 +440,13 @@ fn explore(
 /// Every command but `store` and `explore`, whose failures are all about the input.
 fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
     match command {
-        Command::Check { paths, policy, variant, format, run, quiet } => {
+        Command::Check { paths, policy, variant, format, run, sim, quiet } => {
             let files = check::model_files(&paths)?;
             let only = variant.clone();
             let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
+            if sim.simulate {
+                return simulate(&jobs, &sim, format, quiet, run.addr);
+            }
             let chatty = format == Format::Human && !quiet;
             let interactive = std::io::stderr().is_terminal() && chatty;
             crate::check::terminal::stop_on_interrupt()
@@ -506,7 +594,12 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
         Command::Man { command } => man(command.as_deref()),
         Command::Prove { paths, verify, out, threads, quiet } => {
             let interactive = std::io::stderr().is_terminal() && !quiet;
-            let run = RunArgs { threads, max_states: None, addr: RunOptions::default().explorer_addr };
+            let run = RunArgs {
+                threads,
+                max_states: None,
+                addr: RunOptions::default().explorer_addr,
+                memory_max: None,
+            };
             let opts = run_options(run, interactive, false);
             if interactive {
                 crate::check::terminal::start(

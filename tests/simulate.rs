@@ -105,3 +105,89 @@ fn a_walks_counterexample_is_a_behaviour_of_the_model() {
     assert!(!properties::holds(PropertyName::AckedWritesPersist, &world.cfg, &state));
     assert_eq!(indices.len() - 1, cx.steps.len());
 }
+
+fn replicheck(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .expect("replicheck runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn check_simulate_reports_walks_and_their_exit_codes() {
+    let (code, stdout, stderr) = replicheck(&[
+        "check",
+        "models/basic-quorum.toml",
+        "--variant",
+        "write-quorum-1",
+        "--simulate",
+        "--runs",
+        "3000",
+        "--seed",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let run = &doc["simulations"][0];
+    assert_eq!(run["variant"], "write-quorum-1");
+    let acked =
+        run["properties"].as_array().unwrap().iter().find(|p| p["name"] == "acked_writes_persist").unwrap();
+    assert_eq!(acked["found"], "violated", "{stdout}");
+    assert!(acked["counterexample"]["explorer_url"].as_str().unwrap().contains("#/steps/0/"));
+    // Declared violations that no walk finds leave the verdict unconfirmed: exit 3, never "holds".
+    let (code, stdout, _) = replicheck(&[
+        "check",
+        "models/basic-quorum.toml",
+        "--variant",
+        "write-quorum-1",
+        "--simulate",
+        "--runs",
+        "1",
+        "--depth",
+        "3",
+    ]);
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(stdout.contains("no violation in 1 walks") && !stdout.contains(" holds  "), "{stdout}");
+    // Simulation flags need --simulate; JUnit is not produced for walks.
+    assert_eq!(replicheck(&["check", "models/basic-quorum.toml", "--runs", "5"]).0, Some(2));
+    let (code, _, stderr) =
+        replicheck(&["check", "models/basic-quorum.toml", "--simulate", "--format", "junit"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("junit is not produced for --simulate"), "{stderr}");
+}
+
+#[test]
+fn a_run_stops_at_the_memory_bound_with_a_partial_report() {
+    let (code, stdout, stderr) = replicheck(&[
+        "check",
+        "models/ack-timeout-eviction.toml",
+        "--variant",
+        "fixed",
+        "--memory-max",
+        "300M",
+        "--threads",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(3), "{stdout}{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let run = &doc["runs"][0];
+    assert_eq!(run["complete"], false);
+    let stopped = run["stopped"].as_str().unwrap();
+    assert!(stopped.starts_with("memory bound of 300 MiB reached"), "{stopped}");
+    assert!(stopped.contains("states in the frontier"), "{stopped}");
+    assert!(run["unique_states"].as_u64().unwrap() > 10_000, "{run}");
+    assert!(run["properties"].as_array().unwrap().iter().all(|p| p["found"] == "unknown"), "{run}");
+    let (code, _, stderr) = replicheck(&["check", "models/basic-quorum.toml", "--memory-max", "lots"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--memory-max") && stderr.contains("lots"), "{stderr}");
+}

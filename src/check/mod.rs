@@ -82,6 +82,9 @@ pub struct RunResult {
     pub cut: Option<Cut>,
     pub elapsed_ms: u64,
     pub states_per_second: f64,
+    /// The chance that a 64-bit fingerprint collision hid a state from this run (an upper
+    /// bound; see [`engine::collision`]): how sure a "holds" is.
+    pub fingerprint_collision_probability: f64,
 }
 
 /// The policy's key = TOML value pairs as one JSON object, in their order.
@@ -122,6 +125,9 @@ pub struct RunOptions {
     pub explorer_addr: String,
     /// Set to stop exploring (the run is then incomplete): see [`engine::Limits::stop`].
     pub stop: Option<&'static std::sync::atomic::AtomicBool>,
+    /// The memory bound: see [`engine::Limits::memory_max_bytes`]. Default: 80% of the
+    /// machine's memory.
+    pub memory_max_bytes: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -132,6 +138,7 @@ impl Default for RunOptions {
             progress: None,
             explorer_addr: "127.0.0.1:3000".into(),
             stop: None,
+            memory_max_bytes: engine::memory::default_limit_bytes(),
         }
     }
 }
@@ -272,6 +279,7 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
         record_edges: !liveness.is_empty(),
         stop_when_decided: liveness.is_empty(),
         stop: opts.stop,
+        memory_max_bytes: opts.memory_max_bytes,
     };
     let labeler = |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
@@ -326,10 +334,19 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
             }
             Cut::StateLimit(n) => format!("state limit of {n} reached"),
             Cut::Interrupted => "interrupted (SIGINT or SIGTERM)".to_string(),
+            Cut::MemoryLimit { limit_bytes, resident_bytes, frontier } => format!(
+                "memory bound of {} reached ({} resident, {frontier} states in the frontier; raise --memory-max or shrink the model)",
+                engine::memory::describe(*limit_bytes),
+                engine::memory::describe(*resident_bytes)
+            ),
         }),
         cut: exploration.cut.clone(),
         elapsed_ms: exploration.elapsed.as_millis() as u64,
         states_per_second: exploration.states_per_second(),
+        fingerprint_collision_probability: engine::collision::collision_probability(
+            exploration.unique_states,
+            exploration.transitions,
+        ),
     })
 }
 

@@ -23,14 +23,15 @@ pub fn human(results: &[RunResult]) -> String {
         };
         let _ = writeln!(
             out,
-            "  variant {}: {} unique states, {} transitions, max depth {}, {:.2}s, {}; exploration {}",
+            "  variant {}: {} unique states, {} transitions, max depth {}, {:.2}s, {}; exploration {}; fingerprint collision probability {}",
             r.variant,
             r.unique_states,
             r.transitions,
             r.max_depth,
             r.elapsed_ms as f64 / 1000.0,
             rate(r),
-            exploration
+            exploration,
+            crate::engine::collision::describe(r.fingerprint_collision_probability)
         );
         for p in &r.properties {
             let mark = if p.as_expected() {
@@ -53,19 +54,7 @@ pub fn human(results: &[RunResult]) -> String {
         }
         for p in &r.properties {
             if let Some(cx) = &p.counterexample {
-                let _ = writeln!(out, "    counterexample for {} ({} steps):", p.name, cx.steps.len());
-                for s in &cx.steps {
-                    if cx.loop_from_step == Some(s.step) {
-                        let _ = writeln!(out, "      --- loop: the steps below repeat forever ---");
-                    }
-                    let _ = writeln!(out, "      {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
-                }
-                let _ = writeln!(out, "      final state:");
-                for line in cx.final_state.lines() {
-                    let _ = writeln!(out, "        {line}");
-                }
-                let _ = writeln!(out, "      explore: {}", cx.explore_command);
-                let _ = writeln!(out, "      then open {}", cx.explorer_url);
+                counterexample_lines(&mut out, p.name.as_str(), cx);
             }
         }
     }
@@ -73,6 +62,24 @@ pub fn human(results: &[RunResult]) -> String {
     let ok = results.iter().filter(|r| r.as_expected()).count();
     let _ = writeln!(out, "{ok} of {total} runs gave the required verdicts");
     out
+}
+
+/// A counterexample as the human report prints it: the timed steps (a lasso's loop marked),
+/// the final state, and how to open it in the explorer.
+pub fn counterexample_lines(out: &mut String, property: &str, cx: &super::Counterexample) {
+    let _ = writeln!(out, "    counterexample for {property} ({} steps):", cx.steps.len());
+    for s in &cx.steps {
+        if cx.loop_from_step == Some(s.step) {
+            let _ = writeln!(out, "      --- loop: the steps below repeat forever ---");
+        }
+        let _ = writeln!(out, "      {:>3}. [t={:>5}ms] {}", s.step, s.time_ms, s.action);
+    }
+    let _ = writeln!(out, "      final state:");
+    for line in cx.final_state.lines() {
+        let _ = writeln!(out, "        {line}");
+    }
+    let _ = writeln!(out, "      explore: {}", cx.explore_command);
+    let _ = writeln!(out, "      then open {}", cx.explorer_url);
 }
 
 /// `{"exit_code", "interrupted", "runs_not_started", "runs": [...]}`; see

@@ -81,6 +81,7 @@ impl SimProperty {
 #[derive(Clone, Debug, Serialize)]
 pub struct SimResult {
     pub model: String,
+    pub file: std::path::PathBuf,
     pub variant: String,
     pub seed: u64,
     pub runs: u64,
@@ -206,6 +207,7 @@ pub fn simulate(job: &Job, opts: &SimOptions) -> Result<SimResult, ConfigError> 
         .collect();
     Ok(SimResult {
         model: job.scenario.name.clone(),
+        file: job.scenario.path.clone(),
         variant: job.variant.clone(),
         seed: opts.seed,
         runs,
@@ -315,4 +317,60 @@ fn cycle_matches(name: PropertyName, labels: &[u8]) -> bool {
     let taken = labels.iter().fold(0u8, |acc, l| acc | l);
     labels.iter().all(|l| l & query.every_edge == query.every_edge)
         && taken & query.some_edge == query.some_edge
+}
+
+/// The human report of simulations: per run, the walks made and, per property, a violation
+/// found (with its walk's counterexample) or "no violation in N walks (not a proof)".
+pub fn human(results: &[SimResult]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let mut last_model = None;
+    for r in results {
+        if last_model != Some(&r.file) {
+            let _ = writeln!(out, "model {} ({})", r.model, r.file.display());
+            last_model = Some(&r.file);
+        }
+        let _ = writeln!(
+            out,
+            "  variant {}: simulation, seed {}: {} walks of at most {} steps{} ({} steps, deepest {}), {:.2}s; not exhaustive",
+            r.variant,
+            r.seed,
+            r.runs,
+            r.depth_steps,
+            if r.swarm { ", swarm fault menus" } else { "" },
+            r.steps,
+            r.deepest_steps,
+            r.elapsed_ms as f64 / 1000.0
+        );
+        for p in &r.properties {
+            let mark = if p.contradicts() {
+                "FAIL"
+            } else if p.unconfirmed() {
+                "??  "
+            } else {
+                "ok  "
+            };
+            let found = match p.run {
+                Some(walk) => format!("violated (walk {walk})"),
+                None => format!("no violation in {} walks", r.runs),
+            };
+            let expected = match p.expected {
+                Verdict::Holds => "holds",
+                Verdict::Violated => "violated",
+            };
+            let _ = writeln!(out, "    {mark} {:<22} {:<30} (expected: {expected})", p.name.as_str(), found);
+        }
+        for p in &r.properties {
+            if let Some(cx) = &p.counterexample {
+                super::report::counterexample_lines(&mut out, p.name.as_str(), cx);
+            }
+        }
+    }
+    let contradicted = results.iter().flat_map(|r| &r.properties).filter(|p| p.contradicts()).count();
+    let unconfirmed = results.iter().flat_map(|r| &r.properties).filter(|p| p.unconfirmed()).count();
+    let _ = writeln!(
+        out,
+        "simulation: {contradicted} declared \"holds\" violated, {unconfirmed} declared violation(s) not found; \"no violation\" is not a proof"
+    );
+    out
 }

@@ -81,6 +81,7 @@ fn run_options(args: &SweepArgs, interactive: bool) -> RunOptions {
         progress: if interactive { Some(super::terminal::update) } else { None },
         explorer_addr: args.addr.clone(),
         stop: None,
+        ..RunOptions::default()
     }
 }
 

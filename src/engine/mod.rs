@@ -58,6 +58,9 @@ pub struct Limits {
     /// (incomplete, [`Cut::Interrupted`]) with what it has found so far. The CLI sets it from
     /// its SIGINT/SIGTERM handler.
     pub stop: Option<&'static AtomicBool>,
+    /// Stop (incomplete, [`Cut::MemoryLimit`]) before the next BFS level is expected to take
+    /// resident memory past this many bytes (see [`memory::Guard`]).
+    pub memory_max_bytes: Option<u64>,
 }
 
 impl Default for Limits {
@@ -69,6 +72,7 @@ impl Default for Limits {
             record_edges: false,
             stop_when_decided: true,
             stop: None,
+            memory_max_bytes: None,
         }
     }
 }
@@ -90,6 +94,8 @@ pub enum Cut {
     StateLimit(u64),
     /// [`Limits::stop`] was set (the user interrupted the run).
     Interrupted,
+    /// The next level was not expected to fit under [`Limits::memory_max_bytes`].
+    MemoryLimit { limit_bytes: u64, resident_bytes: u64, frontier: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -421,6 +427,7 @@ where
     let mut transitions = 0u64;
     let mut depth = 0u32;
     let mut cut = None;
+    let mut memory_guard = limits.memory_max_bytes.map(memory::Guard::new);
     let mut level_peak_bytes = 0u64;
     let mut pool: Vec<Part<M::State>> = Vec::new();
     let all_decided = |d: &[Option<u32>]| d.iter().all(|x| x.is_some());
@@ -501,6 +508,18 @@ where
         if limits.stop.is_some_and(|s| s.load(Ordering::Relaxed)) && !frontier.is_empty() {
             cut = Some(Cut::Interrupted);
             break;
+        }
+        if let Some(guard) = memory_guard.as_mut() {
+            if let Err(resident_bytes) = guard.next_level_fits(frontier.len() as u64) {
+                if !frontier.is_empty() {
+                    cut = Some(Cut::MemoryLimit {
+                        limit_bytes: guard.limit_bytes,
+                        resident_bytes,
+                        frontier: frontier.len() as u64,
+                    });
+                    break;
+                }
+            }
         }
     }
     let graph = graph.map(|mut g| {

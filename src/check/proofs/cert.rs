@@ -210,6 +210,9 @@ pub struct Exploration {
     pub unique_states: u64,
     pub transitions: u64,
     pub max_depth: u64,
+    /// An upper bound on the chance that a fingerprint collision hid a state (see
+    /// `engine::collision`), as the report prints it.
+    pub fingerprint_collision_probability: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,6 +292,9 @@ impl Certificate {
                 unique_states: result.unique_states,
                 transitions: result.transitions,
                 max_depth: u64::from(result.max_depth),
+                fingerprint_collision_probability: crate::engine::collision::describe(
+                    result.fingerprint_collision_probability,
+                ),
             },
             verdicts: result
                 .properties

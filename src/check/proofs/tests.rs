@@ -182,6 +182,7 @@ mod scope_tests {
             cut: None,
             elapsed_ms: 0,
             states_per_second: 0.0,
+            fingerprint_collision_probability: 0.0,
         };
         Certificate::new(job, &result, text).expect("the certificate builds")
     }
