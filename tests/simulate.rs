@@ -191,3 +191,86 @@ fn a_run_stops_at_the_memory_bound_with_a_partial_report() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("--memory-max") && stderr.contains("lots"), "{stderr}");
 }
+
+fn json_of(args: &[&str], expect: i32) -> serde_json::Value {
+    let (code, stdout, stderr) = replicheck(args);
+    assert_eq!(code, Some(expect), "{args:?}: {stdout}{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// The parts of a run that do not depend on timing.
+fn verdicts(run: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!([
+        run["model"],
+        run["variant"],
+        run["unique_states"],
+        run["transitions"],
+        run["properties"]
+    ])
+}
+
+#[test]
+fn shards_merge_into_the_unsharded_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let base =
+        ["check", "models/basic-quorum.toml", "models/rebalancer-compaction.toml", "--format", "json", "-q"];
+    let whole = json_of(&base, 0);
+    let mut files = Vec::new();
+    for (i, shard) in ["1/3", "0/3", "2/3"].iter().enumerate() {
+        let doc = json_of(&[&base[..], &["--shard", shard]].concat(), 0);
+        assert_eq!(doc["shard"]["runs_total"], whole["runs"].as_array().unwrap().len());
+        let path = dir.path().join(format!("shard{i}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        files.push(path.to_str().unwrap().to_string());
+    }
+    let merged =
+        json_of(&[&["merge"][..], &files.iter().map(String::as_str).collect::<Vec<_>>()].concat(), 0);
+    let runs = |d: &serde_json::Value| d["runs"].as_array().unwrap().iter().map(verdicts).collect::<Vec<_>>();
+    assert_eq!(runs(&merged), runs(&whole), "merged shards are the unsharded check");
+    assert!(merged.get("shard").is_none());
+    // A missing shard, or one given twice, is named.
+    let (code, _, stderr) = replicheck(&["merge", &files[0], &files[1]]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("shards missing: 2/3"), "{stderr}");
+    let (code, _, stderr) = replicheck(&["merge", &files[0], &files[0], &files[1]]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("again"), "{stderr}");
+}
+
+#[test]
+fn simulation_shards_merge_into_the_unsharded_simulation() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = [
+        "check",
+        "models/ack-timeout-eviction.toml",
+        "--simulate",
+        "--runs",
+        "600",
+        "--seed",
+        "3",
+        "--format",
+        "json",
+        "-q",
+    ];
+    let whole = json_of(&base, 0);
+    let mut files = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        let doc = json_of(&[&base[..], &["--shard", shard]].concat(), 0);
+        let path = dir.path().join(format!("sim{}.json", &shard[..1]));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        files.push(path.to_str().unwrap().to_string());
+    }
+    let merged = json_of(&["merge", &files[0], &files[1]], 0);
+    let found = |d: &serde_json::Value| -> Vec<serde_json::Value> {
+        d["simulations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["properties"].as_array().unwrap().clone())
+            .map(|p| {
+                serde_json::json!([p["name"], p["found"], p["run"], p["counterexample"]["explorer_url"]])
+            })
+            .collect()
+    };
+    assert_eq!(found(&merged), found(&whole), "the same first violations, from the same walks");
+}

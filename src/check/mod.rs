@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod diff;
+pub mod merge;
 pub mod proofs;
 pub mod report;
 pub mod simulate;

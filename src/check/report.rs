@@ -64,6 +64,26 @@ pub fn human(results: &[RunResult]) -> String {
     out
 }
 
+/// [`json`] for one shard of a check (`--shard I/N`): also the shard and how many runs the
+/// whole check has, so `replicheck merge` can put the shards' runs back in order.
+pub fn json_sharded(
+    results: &[RunResult],
+    exit_code: u8,
+    runs_not_started: usize,
+    shard: Option<super::sweep::Shard>,
+    runs_total: usize,
+) -> String {
+    let Some(sh) = shard else { return json(results, exit_code, runs_not_started) };
+    let doc = serde_json::json!({
+        "exit_code": exit_code,
+        "interrupted": results.iter().any(|r| r.interrupted()),
+        "runs_not_started": runs_not_started,
+        "shard": { "index": sh.index, "count": sh.count, "runs_total": runs_total },
+        "runs": results,
+    });
+    serde_json::to_string_pretty(&doc).expect("reports serialize")
+}
+
 /// A counterexample as the human report prints it: the timed steps (a lasso's loop marked),
 /// the final state, and how to open it in the explorer.
 pub fn counterexample_lines(out: &mut String, property: &str, cx: &super::Counterexample) {

@@ -39,6 +39,8 @@ pub struct SimOptions {
     /// Each walk draws its own fault menu and budget.
     pub swarm: bool,
     pub explorer_addr: String,
+    /// (I, N): make only the walks whose number is I modulo N (`check --shard`).
+    pub shard: Option<(u64, u64)>,
 }
 
 impl Default for SimOptions {
@@ -50,6 +52,7 @@ impl Default for SimOptions {
             time_limit: None,
             swarm: false,
             explorer_addr: "127.0.0.1:3000".into(),
+            shard: None,
         }
     }
 }
@@ -178,18 +181,20 @@ pub fn simulate(job: &Job, opts: &SimOptions) -> Result<SimResult, ConfigError> 
     let mut found: Vec<Option<(u64, Counterexample)>> = vec![None; names.len()];
     let started = Instant::now();
     let (mut runs, mut steps, mut deepest) = (0u64, 0u64, 0u32);
-    while runs < opts.runs {
+    let (shard_index, shard_count) = opts.shard.unwrap_or((0, 1));
+    assert!(shard_index < shard_count);
+    for number in (shard_index..opts.runs).step_by(shard_count as usize) {
         if opts.time_limit.is_some_and(|limit| started.elapsed() >= limit)
             || found.iter().all(Option::is_some)
         {
             break;
         }
-        let walk = walk(&world, opts, &job.explore_args, runs, &names, &found);
+        let walk = walk(&world, opts, &job.explore_args, number, &names, &found);
         steps += u64::from(walk.steps);
         deepest = deepest.max(walk.steps);
         for (i, cx) in walk.violations {
             if found[i].is_none() {
-                found[i] = Some((runs, cx));
+                found[i] = Some((number, cx));
             }
         }
         runs += 1;

@@ -59,6 +59,11 @@ pub enum Command {
         run: RunArgs,
         #[command(flatten)]
         sim: SimArgs,
+        /// Check only shard I of N (I from 0): the runs whose index is I modulo N, or with
+        /// --simulate the walks whose number is. `replicheck merge` combines the shards' JSON
+        /// reports into one.
+        #[arg(long, value_name = "I/N", value_parser = check::sweep::Shard::parse)]
+        shard: Option<check::sweep::Shard>,
         /// No progress line, lint findings or per-run "ok" lines on stderr (the report,
         /// failures and errors are still printed).
         #[arg(long, short)]
@@ -109,6 +114,14 @@ pub enum Command {
         policy: Option<PathBuf>,
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
+    },
+    /// Combine the JSON reports of a sharded check (`check --shard I/N --format json`, one
+    /// file per shard) into the report of the whole check, on stdout; the exit code is the
+    /// merged report's.
+    Merge {
+        /// One JSON report per shard, in any order.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
     },
     /// List the models of a directory, one line each.
     Models {
@@ -354,13 +367,26 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
 /// Every command but `store` and `explore`, whose failures are all about the input.
 fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
     match command {
-        Command::Check { paths, policy, variant, format, run, sim, quiet } => {
-            check_command(paths, policy, variant, format, run, sim, quiet)
+        Command::Check { paths, policy, variant, format, run, sim, shard, quiet } => {
+            check_command(paths, policy, variant, format, run, sim, shard, quiet)
         }
         Command::Diff { paths, base, candidate, format, run, quiet } => {
             diff_command(paths, base, candidate, format, run, quiet)
         }
         Command::Sweep(args) => check::sweep_cmd::command(args),
+        Command::Merge { reports } => {
+            let mut docs = Vec::new();
+            for path in reports {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| ConfigError::new(&path, format!("cannot read: {e}")))?;
+                let doc: serde_json::Value = serde_json::from_str(&text)
+                    .map_err(|e| ConfigError::new(&path, format!("not a JSON report: {e}")))?;
+                docs.push((path, doc));
+            }
+            let (merged, code) = check::merge::merge(&docs)?;
+            println!("{}", serde_json::to_string_pretty(&merged).expect("reports serialize"));
+            Ok(code)
+        }
         Command::Lint { policy, model, format } => {
             let linted = crate::lint::lint_file(&policy, model.as_deref())?;
             print!("{}", linted.render(format));
@@ -458,6 +484,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
 }
 
 /// `check`: every job explored (or walked, with `--simulate`), lint first, the report last.
+#[allow(clippy::too_many_arguments)]
 fn check_command(
     paths: Vec<PathBuf>,
     policy: Option<PathBuf>,
@@ -465,14 +492,28 @@ fn check_command(
     format: Format,
     run: RunArgs,
     sim: SimArgs,
+    shard: Option<check::sweep::Shard>,
     quiet: bool,
 ) -> Result<ExitCode, ConfigError> {
     let files = check::model_files(&paths)?;
     let only = variant.clone();
     let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
     if sim.simulate {
-        return simulate(&jobs, &sim, format, quiet, run.addr);
+        return simulate(&jobs, &sim, shard, format, quiet, run.addr);
     }
+    if shard.is_some() && format == Format::Junit {
+        return Err(ConfigError::new(
+            Path::new("--shard"),
+            "use --format json (or human) with --shard: `replicheck merge` combines JSON reports",
+        ));
+    }
+    let jobs_total = jobs.len();
+    let jobs: Vec<check::Job> = match shard {
+        Some(sh) => {
+            jobs.into_iter().enumerate().filter(|(i, _)| i % sh.count == sh.index).map(|(_, j)| j).collect()
+        }
+        None => jobs,
+    };
     let chatty = format == Format::Human && !quiet;
     let interactive = std::io::stderr().is_terminal() && chatty;
     crate::check::terminal::stop_on_interrupt().map_err(|m| ConfigError::new(Path::new("check"), m))?;
@@ -540,7 +581,7 @@ fn check_command(
                 );
             }
         }
-        Format::Json => println!("{}", report::json(&results, code, not_run)),
+        Format::Json => println!("{}", report::json_sharded(&results, code, not_run, shard, jobs_total)),
         Format::Junit => print!("{}", report::junit(&results, &jobs[results.len()..])),
     }
     Ok(code)

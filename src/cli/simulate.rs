@@ -6,6 +6,7 @@ use super::*;
 pub(super) fn simulate(
     jobs: &[check::Job],
     sim: &SimArgs,
+    shard: Option<check::sweep::Shard>,
     format: Format,
     quiet: bool,
     addr: String,
@@ -24,6 +25,7 @@ pub(super) fn simulate(
         time_limit: sim.time_limit,
         swarm: sim.swarm,
         explorer_addr: addr,
+        shard: shard.map(|s| (s.index as u64, s.count as u64)),
     };
     let mut results = Vec::new();
     for job in jobs {
@@ -37,7 +39,10 @@ pub(super) fn simulate(
     match format {
         Format::Human => print!("{}", simulate::human(&results)),
         Format::Json => {
-            let doc = serde_json::json!({ "exit_code": code, "simulations": results });
+            let mut doc = serde_json::json!({ "exit_code": code, "simulations": results });
+            if let Some(sh) = shard {
+                doc["shard"] = serde_json::json!({ "index": sh.index, "count": sh.count });
+            }
             println!("{}", serde_json::to_string_pretty(&doc).expect("reports serialize"));
         }
         Format::Junit => unreachable!("refused above"),

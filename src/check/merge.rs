@@ -1,0 +1,158 @@
+//! `replicheck merge`: the JSON reports of a sharded check (`check --shard I/N --format
+//! json`, one per shard) combined into the report one unsharded check would have printed.
+//!
+//! An exhaustive check's shard holds the runs whose index is I modulo N, so the runs go back
+//! in order by interleaving the shards. A simulation's shard holds every run with the walks
+//! whose number is I modulo N: per run, walks and steps add up, and for each property the
+//! violation of the lowest-numbered walk is kept (the one an unsharded simulation finds
+//! first). Every shard must be there exactly once; anything else is an error naming the file.
+
+use crate::config::ConfigError;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// Merge the shards' reports; returns the merged report and its exit code.
+pub fn merge(reports: &[(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
+    let first = reports.first().ok_or_else(|| ConfigError::new(Path::new("merge"), "no reports given"))?;
+    let count = shard_of(first)?.1;
+    let mut by_index: Vec<Option<&(PathBuf, Value)>> = vec![None; count];
+    for report in reports {
+        let (index, n) = shard_of(report)?;
+        if n != count {
+            return Err(ConfigError::new(
+                &report.0,
+                format!("shard {index}/{n}, but {} is of {count} shards", first.0.display()),
+            ));
+        }
+        if let Some(other) = by_index[index] {
+            return Err(ConfigError::new(
+                &report.0,
+                format!("shard {index}/{n} again (also {})", other.0.display()),
+            ));
+        }
+        by_index[index] = Some(report);
+    }
+    let missing: Vec<String> =
+        (0..count).filter(|&i| by_index[i].is_none()).map(|i| format!("{i}/{count}")).collect();
+    if !missing.is_empty() {
+        return Err(ConfigError::new(&first.0, format!("shards missing: {}", missing.join(", "))));
+    }
+    let shards: Vec<&(PathBuf, Value)> = by_index.into_iter().map(|r| r.expect("checked above")).collect();
+    if shards.iter().all(|(_, v)| v.get("runs").is_some()) {
+        merge_checks(&shards)
+    } else if shards.iter().all(|(_, v)| v.get("simulations").is_some()) {
+        merge_simulations(&shards)
+    } else {
+        Err(ConfigError::new(&first.0, "the reports mix exhaustive checks and simulations"))
+    }
+}
+
+/// (I, N) of a shard's report.
+fn shard_of((path, v): &(PathBuf, Value)) -> Result<(usize, usize), ConfigError> {
+    let shard = v.get("shard").ok_or_else(|| {
+        ConfigError::new(
+            path,
+            "not a shard's report: no \"shard\" (write it with `check --shard I/N --format json`)",
+        )
+    })?;
+    let field = |k: &str| shard.get(k).and_then(Value::as_u64).map(|x| x as usize);
+    match (field("index"), field("count")) {
+        (Some(i), Some(n)) if i < n => Ok((i, n)),
+        _ => Err(ConfigError::new(path, format!("\"shard\" = {shard}: expected index < count"))),
+    }
+}
+
+fn merge_checks(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
+    let total = shards[0].1["shard"]["runs_total"].as_u64().unwrap_or(0) as usize;
+    let runs_of = |v: &Value| v["runs"].as_array().cloned().unwrap_or_default();
+    let per_shard: Vec<Vec<Value>> = shards.iter().map(|(_, v)| runs_of(v)).collect();
+    let mut runs = Vec::new();
+    for position in 0.. {
+        let mut any = false;
+        for shard_runs in &per_shard {
+            if let Some(r) = shard_runs.get(position) {
+                runs.push(r.clone());
+                any = true;
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    let not_started: u64 = shards.iter().map(|(_, v)| v["runs_not_started"].as_u64().unwrap_or(0)).sum();
+    if runs.len() + not_started as usize != total {
+        return Err(ConfigError::new(
+            &shards[0].0,
+            format!(
+                "the shards hold {} runs and {not_started} not started, but the check has {total}",
+                runs.len()
+            ),
+        ));
+    }
+    let interrupted = shards.iter().any(|(_, v)| v["interrupted"].as_bool().unwrap_or(false));
+    let code = worst(shards.iter().map(|(_, v)| v["exit_code"].as_u64().unwrap_or(3) as u8));
+    let doc = json!({
+        "exit_code": code,
+        "interrupted": interrupted,
+        "runs_not_started": not_started,
+        "runs": runs,
+    });
+    Ok((doc, code))
+}
+
+fn merge_simulations(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
+    let mut merged: Vec<Value> = shards[0].1["simulations"].as_array().cloned().unwrap_or_default();
+    for (path, v) in &shards[1..] {
+        let sims = v["simulations"].as_array().cloned().unwrap_or_default();
+        if sims.len() != merged.len() {
+            return Err(ConfigError::new(path, "a different set of simulations than the first shard"));
+        }
+        for (m, s) in merged.iter_mut().zip(&sims) {
+            if (&m["model"], &m["variant"], &m["seed"]) != (&s["model"], &s["variant"], &s["seed"]) {
+                return Err(ConfigError::new(
+                    path,
+                    format!("simulation {} / {} differs from the first shard's", s["model"], s["variant"]),
+                ));
+            }
+            let sum = |k: &str| m[k].as_u64().unwrap_or(0) + s[k].as_u64().unwrap_or(0);
+            let max = |k: &str| m[k].as_u64().unwrap_or(0).max(s[k].as_u64().unwrap_or(0));
+            let (runs, steps, deepest, elapsed) =
+                (sum("runs"), sum("steps"), max("deepest_steps"), max("elapsed_ms"));
+            m["runs"] = json!(runs);
+            m["steps"] = json!(steps);
+            m["deepest_steps"] = json!(deepest);
+            m["elapsed_ms"] = json!(elapsed);
+            let props = m["properties"].as_array_mut().expect("properties");
+            for (p, q) in props.iter_mut().zip(s["properties"].as_array().cloned().unwrap_or_default()) {
+                let earlier = match (p["run"].as_u64(), q["run"].as_u64()) {
+                    (None, Some(_)) => true,
+                    (Some(a), Some(b)) => b < a,
+                    _ => false,
+                };
+                if earlier {
+                    *p = q;
+                }
+            }
+        }
+    }
+    let contradicts = |p: &Value| p["expected"] == "holds" && p["found"] == "violated";
+    let unconfirmed = |p: &Value| p["expected"] == "violated" && p["found"] != "violated";
+    let props = || merged.iter().flat_map(|m| m["properties"].as_array().cloned().unwrap_or_default());
+    let code = if props().any(|p| contradicts(&p)) {
+        1
+    } else if props().any(|p| unconfirmed(&p)) {
+        3
+    } else {
+        0
+    };
+    Ok((json!({ "exit_code": code, "simulations": merged }), code))
+}
+
+/// The merged exit code: a wrong verdict (1) in any shard wins over an unknown one (3).
+fn worst(codes: impl Iterator<Item = u8>) -> u8 {
+    codes.fold(0, |acc, c| match (acc, c) {
+        (1, _) | (_, 1) => 1,
+        (3, _) | (_, 3) => 3,
+        _ => acc.max(c),
+    })
+}
