@@ -2,33 +2,16 @@
 //! naming the flag and the value), `--quiet`, one `--variant` across the library, shell
 //! completions and the man page, and the partial report on SIGINT/SIGTERM.
 
+#[path = "support/bin.rs"]
+mod bin;
+
+use bin::{replicheck, root, stderr, stdout};
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SMALL: &str = "tests/data/small-quorum.toml";
 const POLICY_W1: &str = "tests/data/policy-w1.toml";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn replicheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_replicheck"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("the replicheck binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
-}
 
 #[test]
 fn bad_numbers_and_addresses_are_refused_naming_the_flag_and_the_value() {

@@ -3,6 +3,10 @@
 //! docs/schemas/junit.xsd requires (checked structurally here; `.ci/run` also runs
 //! `xmllint --schema`), and docs/output-formats.md naming every JSON field.
 
+#[path = "support/bin.rs"]
+mod bin;
+
+use bin::{replicheck, root, stdout};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -11,22 +15,6 @@ const SMALL: &str = "tests/data/small-quorum.toml";
 const WRONG: &str = "tests/data/small-wrong-expect.toml";
 const POLICY_W1: &str = "tests/data/policy-w1.toml";
 const SCHEMA_BASE: &str = "https://replicheck.invalid/schemas/";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn replicheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_replicheck"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("the replicheck binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
-}
 
 fn schema_file(name: &str) -> Value {
     let text = std::fs::read_to_string(root().join("docs/schemas").join(name)).expect("the schema is there");

@@ -1,31 +1,18 @@
 //! The binary's outputs on the small test models: JSON and JUnit reports, exit codes, the
 //! model listing, `--policy`, and the explorer's HTTP endpoint.
 
+#[path = "support/bin.rs"]
+mod bin;
+
+use bin::{replicheck, stderr, stdout};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SMALL: &str = "tests/data/small-quorum.toml";
 const WRONG: &str = "tests/data/small-wrong-expect.toml";
 const POLICY_W1: &str = "tests/data/policy-w1.toml";
-
-/// Run the binary from the crate root, so the relative paths above (and in reports) resolve.
-fn replicheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_replicheck"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the replicheck binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
-}
 
 #[test]
 fn json_report_of_the_small_model() {

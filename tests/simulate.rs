@@ -2,6 +2,9 @@
 //! a seed, report nothing false on the fixed policies, are deterministic by seed, and give
 //! counterexamples that are behaviours of the model (replayed through the explorer's indices).
 
+#[path = "support/bin.rs"]
+mod bin;
+
 use replicheck::check::simulate::{self, SimOptions, SimResult};
 use replicheck::check::{plan, PolicyChoice};
 use replicheck::config::{Found, PropertyName};
@@ -106,17 +109,10 @@ fn a_walks_counterexample_is_a_behaviour_of_the_model() {
     assert_eq!(indices.len() - 1, cx.steps.len());
 }
 
+/// The binary's exit code, stdout and stderr.
 fn replicheck(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_replicheck"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .output()
-        .expect("replicheck runs");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    let out = bin::replicheck(args);
+    (out.status.code(), bin::stdout(&out), bin::stderr(&out))
 }
 
 #[test]
