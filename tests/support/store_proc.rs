@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 /// How long `store up` may take to print its client port (a loaded 2-core machine).
 const START_LIMIT_MS: u64 = 60_000;
+/// How long a start on a fixed port that is busy is tried again.
+const PORT_BUSY_RETRY_MS: u64 = 10_000;
 
 pub struct StoreProc {
     pub child: Child,
@@ -22,16 +24,36 @@ pub struct StoreProc {
 }
 
 impl StoreProc {
-    /// `store up --data-dir DIR --port PORT ARGS...`; waits for its client port.
+    /// `store up --data-dir DIR --port PORT ARGS...`; waits for its client port. A fixed port
+    /// can be held for a moment by another test's outgoing connection (the kernel hands out
+    /// ephemeral ports from the same range): such a start is tried again, for a while.
     pub fn start(data_dir: &Path, port: u16, args: &[&str]) -> StoreProc {
+        let deadline = Instant::now() + Duration::from_millis(PORT_BUSY_RETRY_MS);
+        loop {
+            match StoreProc::try_start(data_dir, port, args) {
+                Ok(up) => return up,
+                Err(stderr)
+                    if port != 0
+                        && stderr.contains("Address already in use")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(stderr) => panic!("store up exited before serving: {stderr}"),
+            }
+        }
+    }
+
+    fn try_start(data_dir: &Path, port: u16, args: &[&str]) -> Result<StoreProc, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
             .args(["store", "up", "--port", &port.to_string(), "--data-dir"])
             .arg(data_dir)
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("run replicheck store up");
+        let mut errors = BufReader::new(child.stderr.take().unwrap());
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let deadline = Instant::now() + Duration::from_millis(START_LIMIT_MS);
         let (mut node_pids, mut node_addrs) = (Vec::new(), Vec::new());
@@ -39,7 +61,9 @@ impl StoreProc {
             assert!(Instant::now() < deadline, "store up did not print its client port");
             let Some(Ok(line)) = lines.next() else {
                 let status = child.wait().unwrap();
-                panic!("store up exited before serving ({status})");
+                let mut stderr = String::new();
+                let _ = std::io::Read::read_to_string(&mut errors, &mut stderr);
+                return Err(format!("({status}) {stderr}"));
             };
             // `  node 0: 127.0.0.1:40117 pid 4243 (coordinator link via proxy)`
             if let Some((head, pid)) = line.trim().strip_prefix("node ").and_then(|l| l.split_once(" pid ")) {
@@ -50,9 +74,15 @@ impl StoreProc {
                 break rest.split(':').next().unwrap().parse::<u16>().unwrap();
             }
         };
-        // Keep reading what it prints, so it never blocks on a full pipe.
+        // Keep reading what it prints, so it never blocks on a full pipe; its stderr goes on
+        // to the test's.
         std::thread::spawn(move || for _ in lines {});
-        StoreProc { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), node_pids, node_addrs }
+        std::thread::spawn(move || {
+            for line in errors.lines().map_while(Result::ok) {
+                eprintln!("{line}");
+            }
+        });
+        Ok(StoreProc { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), node_pids, node_addrs })
     }
 
     pub fn pid(&self) -> u32 {
