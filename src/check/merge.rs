@@ -7,6 +7,7 @@
 //! violation of the lowest-numbered walk is kept (the one an unsharded simulation finds
 //! first). Every shard must be there exactly once; anything else is an error naming the file.
 
+use super::simulate::{self, SimResult};
 use crate::config::ConfigError;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -101,50 +102,36 @@ fn merge_checks(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError
 }
 
 fn merge_simulations(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
-    let mut merged: Vec<Value> = shards[0].1["simulations"].as_array().cloned().unwrap_or_default();
-    for (path, v) in &shards[1..] {
-        let sims = v["simulations"].as_array().cloned().unwrap_or_default();
+    let read = |(path, v): &(PathBuf, Value)| -> Result<Vec<SimResult>, ConfigError> {
+        serde_json::from_value(v["simulations"].clone())
+            .map_err(|e| ConfigError::new(path, format!("not a simulation report: {e}")))
+    };
+    let mut merged = read(shards[0])?;
+    for shard in &shards[1..] {
+        let (path, sims) = (&shard.0, read(shard)?);
         if sims.len() != merged.len() {
             return Err(ConfigError::new(path, "a different set of simulations than the first shard"));
         }
-        for (m, s) in merged.iter_mut().zip(&sims) {
-            if (&m["model"], &m["variant"], &m["seed"]) != (&s["model"], &s["variant"], &s["seed"]) {
+        for (m, s) in merged.iter_mut().zip(sims) {
+            if (&m.file, &m.variant, m.seed) != (&s.file, &s.variant, s.seed) {
                 return Err(ConfigError::new(
                     path,
-                    format!("simulation {} / {} differs from the first shard's", s["model"], s["variant"]),
+                    format!("simulation {} / {} differs from the first shard's", s.model, s.variant),
                 ));
             }
-            let sum = |k: &str| m[k].as_u64().unwrap_or(0) + s[k].as_u64().unwrap_or(0);
-            let max = |k: &str| m[k].as_u64().unwrap_or(0).max(s[k].as_u64().unwrap_or(0));
-            let (runs, steps, deepest, elapsed) =
-                (sum("runs"), sum("steps"), max("deepest_steps"), max("elapsed_ms"));
-            m["runs"] = json!(runs);
-            m["steps"] = json!(steps);
-            m["deepest_steps"] = json!(deepest);
-            m["elapsed_ms"] = json!(elapsed);
-            let props = m["properties"].as_array_mut().expect("properties");
-            for (p, q) in props.iter_mut().zip(s["properties"].as_array().cloned().unwrap_or_default()) {
-                let earlier = match (p["run"].as_u64(), q["run"].as_u64()) {
-                    (None, Some(_)) => true,
-                    (Some(a), Some(b)) => b < a,
-                    _ => false,
-                };
-                if earlier {
+            m.runs += s.runs;
+            m.steps += s.steps;
+            m.deepest_steps = m.deepest_steps.max(s.deepest_steps);
+            m.elapsed_ms = m.elapsed_ms.max(s.elapsed_ms);
+            for (p, q) in m.properties.iter_mut().zip(s.properties) {
+                // The lowest-numbered violating walk: the one an unsharded simulation finds.
+                if q.run.is_some_and(|b| p.run.is_none_or(|a| b < a)) {
                     *p = q;
                 }
             }
         }
     }
-    let contradicts = |p: &Value| p["expected"] == "holds" && p["found"] == "violated";
-    let unconfirmed = |p: &Value| p["expected"] == "violated" && p["found"] != "violated";
-    let props = || merged.iter().flat_map(|m| m["properties"].as_array().cloned().unwrap_or_default());
-    let code = if props().any(|p| contradicts(&p)) {
-        1
-    } else if props().any(|p| unconfirmed(&p)) {
-        3
-    } else {
-        0
-    };
+    let code = simulate::exit_code(&merged);
     Ok((json!({ "exit_code": code, "simulations": merged }), code))
 }
 

@@ -24,7 +24,7 @@ use stateright::Model;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct TraceStep {
     pub step: usize,
     /// Model time at this step, in milliseconds since the start.
@@ -32,7 +32,7 @@ pub struct TraceStep {
     pub action: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Counterexample {
     pub steps: Vec<TraceStep>,
     /// The explorer's link to this trace (`http://HOST:PORT/#/steps/...`), for the explorer

@@ -73,14 +73,10 @@ pub fn json_sharded(
     shard: Option<super::sweep::Shard>,
     runs_total: usize,
 ) -> String {
-    let Some(sh) = shard else { return json(results, exit_code, runs_not_started) };
-    let doc = serde_json::json!({
-        "exit_code": exit_code,
-        "interrupted": results.iter().any(|r| r.interrupted()),
-        "runs_not_started": runs_not_started,
-        "shard": { "index": sh.index, "count": sh.count, "runs_total": runs_total },
-        "runs": results,
-    });
+    let mut doc = json_doc(results, exit_code, runs_not_started);
+    if let Some(sh) = shard {
+        doc["shard"] = serde_json::json!({ "index": sh.index, "count": sh.count, "runs_total": runs_total });
+    }
     serde_json::to_string_pretty(&doc).expect("reports serialize")
 }
 
@@ -105,13 +101,16 @@ pub fn counterexample_lines(out: &mut String, property: &str, cx: &super::Counte
 /// `{"exit_code", "interrupted", "runs_not_started", "runs": [...]}`; see
 /// docs/output-formats.md and docs/schemas/check.schema.json.
 pub fn json(results: &[RunResult], exit_code: u8, runs_not_started: usize) -> String {
-    let doc = serde_json::json!({
+    serde_json::to_string_pretty(&json_doc(results, exit_code, runs_not_started)).expect("reports serialize")
+}
+
+fn json_doc(results: &[RunResult], exit_code: u8, runs_not_started: usize) -> serde_json::Value {
+    serde_json::json!({
         "exit_code": exit_code,
         "interrupted": results.iter().any(|r| r.interrupted()),
         "runs_not_started": runs_not_started,
         "runs": results,
-    });
-    serde_json::to_string_pretty(&doc).expect("reports serialize")
+    })
 }
 
 /// Escape text for an XML attribute or element.

@@ -18,10 +18,10 @@
 use super::{counterexample, cycle_query, Counterexample, Job};
 use crate::config::{ConfigError, Found, PropertyName, Verdict};
 use crate::engine::Step;
-use crate::model::{properties, Action, World, WorldConfig, WorldState};
+use crate::model::{properties, Action, World, WorldConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use stateright::Model;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ impl Default for SimOptions {
 }
 
 /// One property after simulation: violated (with the walk that shows it) or not found.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SimProperty {
     pub name: PropertyName,
     pub expected: Verdict,
@@ -81,7 +81,7 @@ impl SimProperty {
 }
 
 /// A simulation of one job.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SimResult {
     pub model: String,
     pub file: std::path::PathBuf,
@@ -253,7 +253,7 @@ fn walk(
     let mut labels: Vec<u8> = Vec::new();
     // Where each state of the path was first visited, for closing cycles.
     let mut visited: HashMap<u64, Vec<usize>> = HashMap::new();
-    visited.entry(hash_of(&path[0].state)).or_default().push(0);
+    visited.entry(crate::engine::fingerprint(&path[0].state)).or_default().push(0);
     let mut violations: Vec<(usize, Counterexample)> = Vec::new();
     let pending =
         |i: usize, v: &[(usize, Counterexample)]| already[i].is_none() && !v.iter().any(|(j, _)| *j == i);
@@ -285,7 +285,7 @@ fn walk(
                 violations.push((i, counterexample(world, &path, explore_args, &opts.explorer_addr)));
             }
         }
-        let hash = hash_of(&path[at].state);
+        let hash = crate::engine::fingerprint(&path[at].state);
         let seen = visited
             .get(&hash)
             .and_then(|at_steps| at_steps.iter().copied().find(|&i| path[i].state == path[at].state));
@@ -294,7 +294,8 @@ fn walk(
                 // The walk closed a cycle: path[start..=at], edges labels[start..at].
                 let cycle = &labels[start..at];
                 for (i, name) in names.iter().enumerate() {
-                    if name.is_liveness() && pending(i, &violations) && cycle_matches(*name, cycle) {
+                    if name.is_liveness() && pending(i, &violations) && cycle_query(*name).forbids(cycle, &[])
+                    {
                         let mut cx = counterexample(world, &path, explore_args, &opts.explorer_addr);
                         cx.loop_from_step = Some(start + 1);
                         violations.push((i, cx));
@@ -308,20 +309,6 @@ fn walk(
         }
     }
     Walk { steps: (path.len() - 1) as u32, violations }
-}
-
-fn hash_of(state: &WorldState) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(state)
-}
-
-/// Whether a cycle with these edge labels is one that liveness property `name` forbids.
-fn cycle_matches(name: PropertyName, labels: &[u8]) -> bool {
-    let query = cycle_query(name);
-    assert_eq!((query.fair, query.every_state_enabled), (0, 0), "walks check plain cycle queries");
-    let taken = labels.iter().fold(0u8, |acc, l| acc | l);
-    labels.iter().all(|l| l & query.every_edge == query.every_edge)
-        && taken & query.some_edge == query.some_edge
 }
 
 /// The human report of simulations: per run, the walks made and, per property, a violation

@@ -394,6 +394,18 @@ impl Cell {
         }
     }
 
+    /// The cell's name in JSON reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cell::Holds => "holds",
+            Cell::Violated => "violated",
+            Cell::Incomplete => "incomplete",
+            Cell::InferredHolds => "inferred_holds",
+            Cell::InferredViolated => "inferred_violated",
+            Cell::Unchecked => "unchecked",
+        }
+    }
+
     pub fn verdict(self) -> Option<Verdict> {
         match self {
             Cell::Holds | Cell::InferredHolds => Some(Verdict::Holds),

@@ -598,24 +598,13 @@ fn restoring_moves(out: &mut String, e: &Explanation) {
     }
 }
 
-fn cell_name(c: Cell) -> &'static str {
-    match c {
-        Cell::Holds => "holds",
-        Cell::Violated => "violated",
-        Cell::Incomplete => "incomplete",
-        Cell::InferredHolds => "inferred_holds",
-        Cell::InferredViolated => "inferred_violated",
-        Cell::Unchecked => "unchecked",
-    }
-}
-
 fn walk_json(w: &Walk) -> serde_json::Value {
     json!({
         "knob": w.knob,
         "from": w.from,
         "to": w.to,
         "values": w.values,
-        "cells": w.cells.iter().map(|(n, c)| (n.clone(), c.iter().map(|&c| cell_name(c)).collect::<Vec<_>>())).collect::<BTreeMap<_, _>>(),
+        "cells": w.cells.iter().map(|(n, c)| (n.clone(), c.iter().map(|&c| c.name()).collect::<Vec<_>>())).collect::<BTreeMap<_, _>>(),
         "results": w.results,
         "explore_command": w.explore_command,
     })

@@ -248,17 +248,6 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
 /// Counterexamples listed (command and link) after the first, per property; the JSON has all.
 const EXTRA_COUNTEREXAMPLES_MAX: usize = 3;
 
-fn cell_name(c: Cell) -> &'static str {
-    match c {
-        Cell::Holds => "holds",
-        Cell::Violated => "violated",
-        Cell::Incomplete => "incomplete",
-        Cell::InferredHolds => "inferred_holds",
-        Cell::InferredViolated => "inferred_violated",
-        Cell::Unchecked => "unchecked",
-    }
-}
-
 fn found_name(f: Found) -> &'static str {
     match f {
         Found::Holds => "holds",
@@ -319,7 +308,7 @@ pub fn json(plan: &Plan, outcome: &Outcome, shard: Option<Shard>, exit_code: u8)
             json!({
                 "name": p.name,
                 "monotone": p.monotone,
-                "cells": p.cells.iter().map(|c| cell_name(*c)).collect::<Vec<_>>(),
+                "cells": p.cells.iter().map(|c| c.name()).collect::<Vec<_>>(),
                 "safe_points": p.safe_points,
                 "boundaries": boundaries,
             })
@@ -395,7 +384,7 @@ fn panel(
                 fill(v),
                 xml(label),
                 xml(col),
-                cell_name(v)
+                v.name()
             );
             if v == Cell::Incomplete {
                 let _ = writeln!(

@@ -30,6 +30,29 @@ pub struct CycleQuery {
     pub every_state_enabled: u8,
 }
 
+impl CycleQuery {
+    /// Whether one closed walk is a cycle this query forbids, given the labels of its edges
+    /// and, for each of its states, the classes enabled there. `enabled` is read only when the
+    /// query asks for fairness or classes that stay enabled; otherwise it may be empty.
+    pub fn forbids(&self, labels: &[u8], enabled: &[u8]) -> bool {
+        assert!(
+            (self.fair == 0 && self.every_state_enabled == 0) || enabled.len() == labels.len(),
+            "fairness needs the classes enabled in each state of the walk"
+        );
+        let taken = labels.iter().fold(0u8, |acc, l| acc | l);
+        let every = labels.iter().all(|l| l & self.every_edge == self.every_edge);
+        let some = taken & self.some_edge == self.some_edge;
+        // Each fair class is taken on the walk or disabled in one of its states.
+        let fair = (0..8)
+            .map(|b| 1u8 << b)
+            .filter(|c| self.fair & c != 0)
+            .all(|c| taken & c != 0 || enabled.iter().any(|e| e & c == 0));
+        let stays_enabled = self.every_state_enabled == 0
+            || enabled.iter().all(|e| e & self.every_state_enabled == self.every_state_enabled);
+        every && some && fair && stays_enabled
+    }
+}
+
 /// A cycle found: the state it starts and ends at, and the loop as (edge index, target) steps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lasso {
@@ -322,6 +345,21 @@ fn bfs_to_edge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_single_walk_is_judged_as_the_graph_search_judges_it() {
+        const TICK: u8 = 1;
+        const MOVE: u8 = 2;
+        let converges = CycleQuery { every_edge: 0, some_edge: TICK | MOVE, ..CycleQuery::default() };
+        assert!(converges.forbids(&[TICK, MOVE], &[]));
+        assert!(!converges.forbids(&[TICK, TICK], &[]), "no move: the topology settles");
+        let pending = CycleQuery { every_edge: MOVE, some_edge: TICK, ..CycleQuery::default() };
+        assert!(!pending.forbids(&[TICK | MOVE, TICK], &[]), "one edge without the class");
+        // Weak fairness: a class enabled in every state and never taken excuses the walk.
+        let fair = CycleQuery { every_edge: 0, some_edge: TICK, fair: MOVE, every_state_enabled: 0 };
+        assert!(!fair.forbids(&[TICK, TICK], &[MOVE | TICK, MOVE | TICK]));
+        assert!(fair.forbids(&[TICK, TICK], &[MOVE | TICK, TICK]), "disabled once: not unfair");
+    }
 
     const TICK: u8 = 1;
     const MOVE: u8 = 2;

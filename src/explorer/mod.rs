@@ -360,25 +360,23 @@ fn loop_breaks(
         .enumerate()
         .map(|(i, a)| properties::edge_label(&states[i], a, &states[i + 1]))
         .collect();
-    let every = labels.iter().all(|l| l & q.every_edge == q.every_edge);
-    let taken = labels.iter().fold(0, |m, l| m | l);
-    let some = taken & q.some_edge == q.some_edge;
-    // Classes enabled somewhere on the loop (for fairness) and in every state of it.
-    let enabled_at = |s: &WorldState| {
-        let mut acts = Vec::new();
-        world.actions(s, &mut acts);
-        acts.iter()
-            .filter_map(|a| world.next_state(s, a.clone()).map(|t| properties::edge_label(s, a, &t)))
-            .fold(0, |m, l| m | l)
-    };
+    // The classes enabled in each state of the loop, when the query looks at them.
     let loop_states = &states[..states.len() - 1];
-    let fair = (0..8)
-        .map(|b| 1u8 << b)
-        .filter(|c| q.fair & c != 0)
-        .all(|c| taken & c != 0 || loop_states.iter().any(|s| enabled_at(s) & c == 0));
-    let stays_enabled = q.every_state_enabled == 0
-        || loop_states.iter().all(|s| enabled_at(s) & q.every_state_enabled == q.every_state_enabled);
-    let breaks = every && some && fair && stays_enabled;
+    let enabled: Vec<u8> = if q.fair | q.every_state_enabled == 0 {
+        Vec::new()
+    } else {
+        loop_states
+            .iter()
+            .map(|s| {
+                let mut acts = Vec::new();
+                world.actions(s, &mut acts);
+                acts.iter()
+                    .filter_map(|a| world.next_state(s, a.clone()).map(|t| properties::edge_label(s, a, &t)))
+                    .fold(0, |m, l| m | l)
+            })
+            .collect()
+    };
+    let breaks = q.forbids(&labels, &enabled);
     let why = match name {
         PropertyName::Converges if breaks => {
             "time passes and the replica sets (or the membership queue) keep changing: the topology never settles"
