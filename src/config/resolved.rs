@@ -60,7 +60,10 @@ impl Resolved {
         let client_partitions = scenario
             .clients
             .iter()
-            .map(|c| routing::key_partition(c.shard, c.key_hash, suffixes, partition_count))
+            .map(|c| {
+                let sharding = routing::KeySharding { partition_count, write_shard_suffixes: suffixes };
+                routing::key_partition(c.shard, c.key_hash, sharding)
+            })
             .collect();
         let bursts: Vec<u16> = scenario.shards.iter().map(|s| s.burst_writes_per_tick).collect();
         let partition_background = routing::partition_background(&bursts, suffixes);

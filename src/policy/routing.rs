@@ -48,11 +48,25 @@ pub struct RoutingPolicy {
     pub write_shard_suffixes: u8,
 }
 
+/// A key's hash as the models see it (0..=255): the input of [`write_suffix`]. A type of its
+/// own so that it cannot be passed where a partition or a count is meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct KeyHash(pub u8);
+
+/// How a table's keys are spread: over `partition_count` partitions, each key prefix split
+/// over `write_shard_suffixes` suffixes. Named fields, so the two counts are not swapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeySharding {
+    pub partition_count: u8,
+    pub write_shard_suffixes: u8,
+}
+
 /// The suffix a key gets: the key's hash modulo the suffix count. The read path computes the
 /// same suffix, so a key is always read from the partition it was written to.
-pub fn write_suffix(key_hash: u8, write_shard_suffixes: u8) -> u8 {
+pub fn write_suffix(key_hash: KeyHash, write_shard_suffixes: u8) -> u8 {
     assert!((1..=WRITE_SHARD_SUFFIXES_MAX).contains(&write_shard_suffixes));
-    key_hash % write_shard_suffixes
+    key_hash.0 % write_shard_suffixes
 }
 
 /// The partition a key of prefix `prefix_partition` lands on once suffix `suffix` is appended.
@@ -75,8 +89,8 @@ pub fn key_hash64(key: &[u8]) -> u64 {
 /// A concrete key's hash as the models see it (`key_hash`, 0..=255), the input of
 /// `write_suffix`. The low byte of FNV-1a: every suffix count up to 16 divides nothing away
 /// from it that a model depends on.
-pub fn key_hash(key: &[u8]) -> u8 {
-    (key_hash64(key) & 0xff) as u8
+pub fn key_hash(key: &[u8]) -> KeyHash {
+    KeyHash((key_hash64(key) & 0xff) as u8)
 }
 
 /// A concrete key's prefix: its bytes up to the first `:`, or the whole key.
@@ -92,13 +106,9 @@ pub fn prefix_partition(prefix: &[u8], partition_count: u8) -> u8 {
 
 /// The partition a key is written to and read from: its prefix's partition, moved by the
 /// key's suffix (`write_suffix` of its hash). The models and the store both route by this.
-pub fn key_partition(
-    prefix_partition: u8,
-    key_hash: u8,
-    write_shard_suffixes: u8,
-    partition_count: u8,
-) -> u8 {
-    partition_for(prefix_partition, write_suffix(key_hash, write_shard_suffixes), partition_count)
+pub fn key_partition(prefix_partition: u8, key_hash: KeyHash, sharding: KeySharding) -> u8 {
+    let suffix = write_suffix(key_hash, sharding.write_shard_suffixes);
+    partition_for(prefix_partition, suffix, sharding.partition_count)
 }
 
 /// Background writes per tick on each partition, from each prefix's burst (`bursts_per_tick`,
@@ -333,9 +343,9 @@ mod tests {
     #[test]
     fn one_suffix_puts_a_whole_prefix_on_one_partition() {
         for key_hash in 0..10 {
-            assert_eq!(partition_for(1, write_suffix(key_hash, 1), 4), 1);
+            assert_eq!(partition_for(1, write_suffix(KeyHash(key_hash), 1), 4), 1);
         }
-        let spread: Vec<u8> = (0..4).map(|h| partition_for(1, write_suffix(h, 4), 4)).collect();
+        let spread: Vec<u8> = (0..4).map(|h| partition_for(1, write_suffix(KeyHash(h), 4), 4)).collect();
         assert_eq!(spread, vec![1, 2, 3, 0]);
     }
 
@@ -350,11 +360,13 @@ mod tests {
         // One suffix: every key of a prefix on the prefix's partition.
         for i in 0..50u32 {
             let key = format!("cart:{i}");
-            assert_eq!(key_partition(2, key_hash(key.as_bytes()), 1, 4), 2);
+            let one = KeySharding { partition_count: 4, write_shard_suffixes: 1 };
+            assert_eq!(key_partition(2, key_hash(key.as_bytes()), one), 2);
         }
         // Four suffixes over four partitions: keys of one prefix reach all of them.
+        let four = KeySharding { partition_count: 4, write_shard_suffixes: 4 };
         let reached: std::collections::BTreeSet<u8> =
-            (0..50u32).map(|i| key_partition(2, key_hash(format!("cart:{i}").as_bytes()), 4, 4)).collect();
+            (0..50u32).map(|i| key_partition(2, key_hash(format!("cart:{i}").as_bytes()), four)).collect();
         assert_eq!(reached.len(), 4);
     }
 

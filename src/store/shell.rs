@@ -534,12 +534,11 @@ impl Shell {
 
     /// The partition `key` is stored on (`routing::key_partition`).
     pub fn partition_of(&self, key: &[u8]) -> u8 {
-        routing::key_partition(
-            self.layout.prefix_partition(key),
-            routing::key_hash(key),
-            self.cfg.policy.routing.write_shard_suffixes,
-            self.layout.partition_count(),
-        )
+        let sharding = routing::KeySharding {
+            partition_count: self.layout.partition_count(),
+            write_shard_suffixes: self.cfg.policy.routing.write_shard_suffixes,
+        };
+        routing::key_partition(self.layout.prefix_partition(key), routing::key_hash(key), sharding)
     }
 
     fn reply_wait(&self) -> Duration {

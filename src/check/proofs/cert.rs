@@ -445,7 +445,7 @@ fn clients(job: &Job, cfg: &WorldConfig) -> IndexMap<String, Client> {
         let entry = Client {
             zone: s.zones[usize::from(client.zone)].clone(),
             shard: s.shards[usize::from(client.shard)].name.clone(),
-            key_hash: partitions.then_some(u64::from(client.key_hash)),
+            key_hash: partitions.then_some(u64::from(client.key_hash.0)),
             partition,
             ops,
             request_timeout: duration_text(u64::from(client.request_timeout_ticks) * tick),

@@ -186,7 +186,7 @@ pub struct ClientSpec {
     pub ops: Vec<OpKind>,
     pub request_timeout_ticks: Ticks,
     pub think_ticks: LatencyTicks,
-    pub key_hash: u8,
+    pub key_hash: crate::policy::routing::KeyHash,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

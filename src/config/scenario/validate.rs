@@ -293,7 +293,7 @@ fn clients(cx: &Cx, raw: &[RawClient], raw_shards: &[RawShard]) -> Result<Vec<Cl
                 Some(r) => cx.latency_ticks(&format!("clients[{i}].think_time"), r)?,
                 None => LatencyTicks { lo: 0, hi: 0 },
             },
-            key_hash: c.key_hash.unwrap_or(i as u8),
+            key_hash: crate::policy::routing::KeyHash(c.key_hash.unwrap_or(i as u8)),
         });
     }
     Ok(clients)

@@ -213,11 +213,12 @@ impl Workload {
         req: &RunRequest,
         ms_per_tick: u64,
     ) -> Workload {
-        let mut groups: Vec<(u8, u8)> = scenario.clients.iter().map(|c| (c.shard, c.key_hash)).collect();
+        let mut groups: Vec<(u8, routing::KeyHash)> =
+            scenario.clients.iter().map(|c| (c.shard, c.key_hash)).collect();
         groups.sort_unstable();
         groups.dedup();
         let keys_per_group = (req.keys / groups.len().max(1)).max(1);
-        let keys_of = |shard: u8, hash: u8| -> Vec<String> {
+        let keys_of = |shard: u8, hash: routing::KeyHash| -> Vec<String> {
             let name = &layout.shards[usize::from(shard)].name;
             (0u32..)
                 .map(|j| format!("{name}:{j}"))
