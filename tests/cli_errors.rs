@@ -488,3 +488,15 @@ fn explore_refuses_a_malformed_address_as_input_and_a_busy_one_as_a_runtime_fail
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains(&format!("cannot listen on {addr}")) && !stderr.contains("panicked"), "{stderr}");
 }
+
+/// `store run` loads its model like `check` does: a bad model is bad input that names the file
+/// and the key (not a store failure under a made-up "store" path).
+#[test]
+fn store_run_names_the_model_file_and_key() {
+    let file = bad("unknown-zone.toml");
+    let stderr = rejects(
+        &["store", "run", &file, "--duration", "1s"],
+        Rejection { file: &file, key: "key `nodes[2].zone`", value: "= \"d\"", also: &["no such zone"] },
+    );
+    assert!(!stderr.contains("store:"), "{stderr}");
+}

@@ -324,6 +324,7 @@ impl From<crate::store::StoreError> for Error {
             crate::store::StoreError::Input(m) => {
                 Error::Input(ConfigError::new(std::path::Path::new("store"), m))
             }
+            crate::store::StoreError::File(e) => Error::Input(e),
             crate::store::StoreError::Runtime(m) => Error::Runtime(format!("store: {m}")),
         }
     }
@@ -635,17 +636,17 @@ fn model_verdicts(
     model: &std::path::Path,
     policy: Option<&std::path::Path>,
     variant: &str,
-) -> Result<Vec<(config::PropertyName, check::Found)>, String> {
+) -> Result<Vec<(config::PropertyName, check::Found)>, ConfigError> {
     let choice = match policy {
-        Some(path) => PolicyChoice::File {
-            path: path.to_path_buf(),
-            policy: Box::new(config::load_policy(path).map_err(|e| e.to_string())?),
-        },
+        Some(path) => {
+            PolicyChoice::File { path: path.to_path_buf(), policy: Box::new(config::load_policy(path)?) }
+        }
         None => PolicyChoice::Variants(Some(variant.to_string())),
     };
-    let jobs = check::plan(&[model.to_path_buf()], &choice).map_err(|e| e.to_string())?;
-    let job = jobs.first().ok_or("no model check to run")?;
-    let result = check::run(job, &RunOptions::default()).map_err(|e| e.to_string())?;
+    let jobs = check::plan(&[model.to_path_buf()], &choice)?;
+    let job =
+        jobs.first().ok_or_else(|| ConfigError::new(model, format!("no variant {variant:?} to check")))?;
+    let result = check::run(job, &RunOptions::default())?;
     Ok(result.properties.iter().map(|p| (p.name, p.found)).collect())
 }
 

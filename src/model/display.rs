@@ -243,163 +243,217 @@ fn count(net: &[Envelope], key: &MsgKey) -> usize {
 /// background, wide enough for its longest label; a path that ends in a state it was in
 /// before (a lasso) has its loop marked.
 pub fn svg_of_steps(cfg: &WorldConfig, steps: &[(WorldState, Option<Action>)]) -> String {
-    let mut lanes: Vec<Endpoint> = (0..cfg.clients.len() as u8).map(Endpoint::Client).collect();
-    lanes.push(Endpoint::Coordinator);
-    lanes.extend((0..cfg.nodes.len() as u8).map(Endpoint::Node));
-    let lane_x = |e: Endpoint| 80 + 120 * lanes.iter().position(|l| *l == e).unwrap_or(0);
-    let row = 22;
-    // A generous width per character of 10px monospace text, so no label is clipped.
-    let char_w = 7;
-    let height = 60 + row * steps.len();
-    let mut right = 80 + 120 * lanes.len();
-    let mut body = String::new();
-    for &l in &lanes {
-        let x = lane_x(l);
-        let _ = write!(
-            body,
-            "<line x1='{x}' y1='30' x2='{x}' y2='{height}' class='svg-actor-timeline' stroke='#999' />"
-        );
-        let _ = write!(
-            body,
-            "<text x='{x}' y='20' class='svg-actor-label' text-anchor='middle' font-size='12' font-weight='bold' fill='#111'>{}</text>",
-            xml_escape(&endpoint(cfg, l))
-        );
-    }
-    let mut ticks = 0u64;
-    // Messages sent and not yet delivered, lost or dropped, oldest first, with their send row.
-    let mut pending: Vec<(MsgKey, usize)> = Vec::new();
-    let mut rules = String::new();
+    let mut diagram = Diagram::new(cfg, steps.len());
     for (i, (state, action)) in steps.iter().enumerate() {
-        let y = 40 + row * i;
+        let y = Diagram::ROW_Y0 + Diagram::ROW * i;
         let Some(action) = action else { continue };
         let next = steps.get(i + 1).map(|(s, _)| s);
         match action {
-            Action::Tick => {
-                ticks += 1;
-                let _ = write!(
-                    rules,
-                    "<line x1='40' y1='{y}' x2='{{RIGHT}}' y2='{y}' stroke='#bbb' stroke-dasharray='4' />"
-                );
-                let _ = write!(
-                    body,
-                    "<text x='0' y='{}' font-size='10' fill='#444'>{}</text>",
-                    y + 4,
-                    format_ms(ticks * cfg.tick_ms)
-                );
-            }
-            Action::Deliver(e) | Action::Lose(e) => {
-                let key = msg_key(e);
-                let from_y = match pending.iter().position(|(k, _)| *k == key) {
-                    Some(p) => pending.remove(p).1,
-                    None => y,
-                };
-                let lost = matches!(action, Action::Lose(_));
-                let color = if lost { "#c00" } else { "#111" };
-                let _ = write!(
-                    body,
-                    "<line x1='{}' x2='{}' y1='{from_y}' y2='{y}' stroke='{color}' marker-end='url(#arrow)' class='svg-event-line' />",
-                    lane_x(e.src),
-                    lane_x(e.dst)
-                );
-                let text = format!("{}{}", if lost { "LOST " } else { "" }, msg(cfg, &e.msg));
-                // Along the arrow, ending at its head: a message to a lane on the right stays
-                // inside the picture instead of running off past the last lane.
-                let (sx, dx) = (lane_x(e.src), lane_x(e.dst));
-                let w = char_w * text.chars().count();
-                let (x, anchor) = if dx > sx && dx >= w + 46 { (dx - 6, "end") } else { (dx + 4, "start") };
-                right = right.max(if anchor == "end" { x + 10 } else { x + w + 10 });
-                let _ = write!(
-                    body,
-                    "<text x='{x}' y='{}' font-size='10' fill='{color}' text-anchor='{anchor}' class='svg-event-label'>{}</text>",
-                    y - 2,
-                    xml_escape(&text)
-                );
-            }
-            a => {
-                let lane = match a {
-                    Action::ClientInvoke(c) | Action::ClientTimeout(c) | Action::ClientRetry(c) => {
-                        Endpoint::Client(*c)
-                    }
-                    Action::Crash(n) | Action::Restart(n) => Endpoint::Node(*n),
-                    _ => Endpoint::Coordinator,
-                };
-                let mut text = action_short(cfg, a);
-                if let Some(next) = next {
-                    let changes = topology_changes(cfg, state, next);
-                    if !changes.is_empty() {
-                        text = format!("{text} => {changes}");
-                    }
-                }
-                let x = lane_x(lane) + 6;
-                right = right.max(x + char_w * text.chars().count() + 10);
-                let _ = write!(body, "<circle cx='{}' cy='{y}' r='4' fill='#e80' />", lane_x(lane));
-                let _ = write!(
-                    body,
-                    "<text x='{x}' y='{}' font-size='10' fill='#111'>{}</text>",
-                    y + 3,
-                    xml_escape(&text)
-                );
-            }
+            Action::Tick => diagram.tick(y),
+            Action::Deliver(e) => diagram.message(e, y, false),
+            Action::Lose(e) => diagram.message(e, y, true),
+            a => diagram.local_event(a, state, next, y),
         }
-        // What this step sent: the messages of the next state beyond those left of this one.
         if let Some(next) = next {
-            let delivered = match action {
-                Action::Deliver(e) | Action::Lose(e) => Some(msg_key(e)),
-                _ => None,
-            };
-            let mut keys: Vec<MsgKey> = next.net.iter().map(msg_key).collect();
-            keys.extend(state.net.iter().map(msg_key));
-            keys.sort();
-            keys.dedup();
-            for key in keys {
-                let kept = count(&state.net, &key) - usize::from(delivered == Some(key));
-                let now = count(&next.net, &key);
-                for _ in kept..now {
-                    pending.push((key, y));
-                }
-                // Dropped without a delivery (a crash, a restart): forget the oldest sends.
-                while pending.iter().filter(|(k, _)| *k == key).count() > now {
-                    let p = pending.iter().position(|(k, _)| *k == key).expect("counted above");
-                    pending.remove(p);
-                }
-            }
+            diagram.track_sends(action, state, next, y);
         }
     }
     // A lasso: the last state was visited before; the steps after that visit repeat forever.
     if let Some((last, _)) = steps.last() {
         if let Some(j) = steps[..steps.len() - 1].iter().position(|(s, _)| s == last) {
-            let (y0, y1) = (40 + row * j, 40 + row * (steps.len() - 1));
-            let _ = write!(
-                body,
-                "<rect x='-18' y='{y0}' width='8' height='{}' fill='#36c' class='svg-loop' />",
-                y1 - y0
-            );
-            let _ = write!(
-                body,
-                "<text x='40' y='{}' font-size='11' font-weight='bold' fill='#36c' class='svg-loop-label'>loop: the last state is the state after step {j}; steps {}-{} repeat forever</text>",
-                y1 + 18,
-                j + 1,
-                steps.len() - 1
-            );
-            right = right.max(40 + char_w * 80);
+            diagram.loop_mark(j, steps.len() - 1);
         }
     }
-    let width = right + 10;
-    let height = height + 10;
-    let mut out = format!(
-        "<svg version='1.1' baseProfile='full' width='{}' height='{}' viewBox='-20 -10 {} {}' xmlns='http://www.w3.org/2000/svg' style='background:#fff'>",
-        width + 20,
-        height + 10,
-        width + 20,
-        height + 10
-    );
-    out.push_str("<defs><marker class='svg-event-shape' id='arrow' markerUnits='userSpaceOnUse' markerWidth='9' markerHeight='7' refX='9' refY='3.5' orient='auto'><polygon points='0 0, 9 3.5, 0 7' fill='#111' /></marker></defs>");
-    let _ =
-        write!(out, "<rect x='-20' y='-10' width='{}' height='{}' fill='#fff' />", width + 20, height + 10);
-    out.push_str(&rules.replace("{RIGHT}", &(width - 20).to_string()));
-    out.push_str(&body);
-    out.push_str("</svg>");
-    out
+    diagram.finish()
+}
+
+/// A sequence diagram being drawn, row by row.
+struct Diagram<'a> {
+    cfg: &'a WorldConfig,
+    lanes: Vec<Endpoint>,
+    height: usize,
+    /// The rightmost x any text reaches so far (the picture's width follows it).
+    right: usize,
+    body: String,
+    /// The dashed tick lines, drawn under everything, across the final width.
+    rules: String,
+    ticks: u64,
+    /// Messages sent and not yet delivered, lost or dropped, oldest first, with their send row.
+    pending: Vec<(MsgKey, usize)>,
+}
+
+impl<'a> Diagram<'a> {
+    const ROW: usize = 22;
+    const ROW_Y0: usize = 40;
+    /// A generous width per character of 10px monospace text, so no label is clipped.
+    const CHAR_W: usize = 7;
+
+    fn new(cfg: &'a WorldConfig, rows: usize) -> Diagram<'a> {
+        let mut lanes: Vec<Endpoint> = (0..cfg.clients.len() as u8).map(Endpoint::Client).collect();
+        lanes.push(Endpoint::Coordinator);
+        lanes.extend((0..cfg.nodes.len() as u8).map(Endpoint::Node));
+        let height = 60 + Self::ROW * rows;
+        let right = 80 + 120 * lanes.len();
+        let mut d = Diagram {
+            cfg,
+            lanes,
+            height,
+            right,
+            body: String::new(),
+            rules: String::new(),
+            ticks: 0,
+            pending: Vec::new(),
+        };
+        for l in d.lanes.clone() {
+            let x = d.lane_x(l);
+            let _ = write!(
+                d.body,
+                "<line x1='{x}' y1='30' x2='{x}' y2='{height}' class='svg-actor-timeline' stroke='#999' />"
+            );
+            let _ = write!(
+                d.body,
+                "<text x='{x}' y='20' class='svg-actor-label' text-anchor='middle' font-size='12' font-weight='bold' fill='#111'>{}</text>",
+                xml_escape(&endpoint(cfg, l))
+            );
+        }
+        d
+    }
+
+    fn lane_x(&self, e: Endpoint) -> usize {
+        80 + 120 * self.lanes.iter().position(|l| *l == e).unwrap_or(0)
+    }
+
+    fn tick(&mut self, y: usize) {
+        self.ticks += 1;
+        let _ = write!(
+            self.rules,
+            "<line x1='40' y1='{y}' x2='{{RIGHT}}' y2='{y}' stroke='#bbb' stroke-dasharray='4' />"
+        );
+        let _ = write!(
+            self.body,
+            "<text x='0' y='{}' font-size='10' fill='#444'>{}</text>",
+            y + 4,
+            format_ms(self.ticks * self.cfg.tick_ms)
+        );
+    }
+
+    /// A delivery (or a loss) at row `y`: an arrow from the row that sent the message.
+    fn message(&mut self, e: &Envelope, y: usize, lost: bool) {
+        let key = msg_key(e);
+        let from_y = match self.pending.iter().position(|(k, _)| *k == key) {
+            Some(p) => self.pending.remove(p).1,
+            None => y,
+        };
+        let color = if lost { "#c00" } else { "#111" };
+        let (sx, dx) = (self.lane_x(e.src), self.lane_x(e.dst));
+        let _ = write!(
+            self.body,
+            "<line x1='{sx}' x2='{dx}' y1='{from_y}' y2='{y}' stroke='{color}' marker-end='url(#arrow)' class='svg-event-line' />"
+        );
+        let text = format!("{}{}", if lost { "LOST " } else { "" }, msg(self.cfg, &e.msg));
+        // Along the arrow, ending at its head: a message to a lane on the right stays inside
+        // the picture instead of running off past the last lane.
+        let w = Self::CHAR_W * text.chars().count();
+        let (x, anchor) = if dx > sx && dx >= w + 46 { (dx - 6, "end") } else { (dx + 4, "start") };
+        self.right = self.right.max(if anchor == "end" { x + 10 } else { x + w + 10 });
+        let _ = write!(
+            self.body,
+            "<text x='{x}' y='{}' font-size='10' fill='{color}' text-anchor='{anchor}' class='svg-event-label'>{}</text>",
+            y - 2,
+            xml_escape(&text)
+        );
+    }
+
+    /// A step of one actor or of the environment: a dot on its lane, with what it changed.
+    fn local_event(&mut self, a: &Action, state: &WorldState, next: Option<&WorldState>, y: usize) {
+        let lane = match a {
+            Action::ClientInvoke(c) | Action::ClientTimeout(c) | Action::ClientRetry(c) => {
+                Endpoint::Client(*c)
+            }
+            Action::Crash(n) | Action::Restart(n) => Endpoint::Node(*n),
+            _ => Endpoint::Coordinator,
+        };
+        let mut text = action_short(self.cfg, a);
+        if let Some(next) = next {
+            let changes = topology_changes(self.cfg, state, next);
+            if !changes.is_empty() {
+                text = format!("{text} => {changes}");
+            }
+        }
+        let x = self.lane_x(lane) + 6;
+        self.right = self.right.max(x + Self::CHAR_W * text.chars().count() + 10);
+        let _ = write!(self.body, "<circle cx='{}' cy='{y}' r='4' fill='#e80' />", self.lane_x(lane));
+        let _ = write!(
+            self.body,
+            "<text x='{x}' y='{}' font-size='10' fill='#111'>{}</text>",
+            y + 3,
+            xml_escape(&text)
+        );
+    }
+
+    /// What the step at row `y` sent: the messages of `next` beyond those left of `state`.
+    fn track_sends(&mut self, action: &Action, state: &WorldState, next: &WorldState, y: usize) {
+        let delivered = match action {
+            Action::Deliver(e) | Action::Lose(e) => Some(msg_key(e)),
+            _ => None,
+        };
+        let mut keys: Vec<MsgKey> = next.net.iter().map(msg_key).collect();
+        keys.extend(state.net.iter().map(msg_key));
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let kept = count(&state.net, &key) - usize::from(delivered == Some(key));
+            let now = count(&next.net, &key);
+            for _ in kept..now {
+                self.pending.push((key, y));
+            }
+            // Dropped without a delivery (a crash, a restart): forget the oldest sends.
+            while self.pending.iter().filter(|(k, _)| *k == key).count() > now {
+                let p = self.pending.iter().position(|(k, _)| *k == key).expect("counted above");
+                self.pending.remove(p);
+            }
+        }
+    }
+
+    /// The bar and caption of a lasso whose last state is the state after step `j`.
+    fn loop_mark(&mut self, j: usize, last: usize) {
+        let (y0, y1) = (Self::ROW_Y0 + Self::ROW * j, Self::ROW_Y0 + Self::ROW * last);
+        let _ = write!(
+            self.body,
+            "<rect x='-18' y='{y0}' width='8' height='{}' fill='#36c' class='svg-loop' />",
+            y1 - y0
+        );
+        let _ = write!(
+            self.body,
+            "<text x='40' y='{}' font-size='11' font-weight='bold' fill='#36c' class='svg-loop-label'>loop: the last state is the state after step {j}; steps {}-{last} repeat forever</text>",
+            y1 + 18,
+            j + 1,
+        );
+        self.right = self.right.max(40 + Self::CHAR_W * 80);
+    }
+
+    fn finish(self) -> String {
+        let width = self.right + 10;
+        let height = self.height + 10;
+        let mut out = format!(
+            "<svg version='1.1' baseProfile='full' width='{}' height='{}' viewBox='-20 -10 {} {}' xmlns='http://www.w3.org/2000/svg' style='background:#fff'>",
+            width + 20,
+            height + 10,
+            width + 20,
+            height + 10
+        );
+        out.push_str("<defs><marker class='svg-event-shape' id='arrow' markerUnits='userSpaceOnUse' markerWidth='9' markerHeight='7' refX='9' refY='3.5' orient='auto'><polygon points='0 0, 9 3.5, 0 7' fill='#111' /></marker></defs>");
+        let _ = write!(
+            out,
+            "<rect x='-20' y='-10' width='{}' height='{}' fill='#fff' />",
+            width + 20,
+            height + 10
+        );
+        out.push_str(&self.rules.replace("{RIGHT}", &(width - 20).to_string()));
+        out.push_str(&self.body);
+        out.push_str("</svg>");
+        out
+    }
 }
 
 fn action_short(cfg: &WorldConfig, a: &Action) -> String {

@@ -315,10 +315,12 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             value_bytes_max,
             decision_log,
         } => {
-            let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)?;
+            let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)
+                .map_err(StoreError::Input)?;
             let backends = BackendFlags { write_capacity, base_load };
-            let layout = store_layout(&sourced, &policy, partitions, nodes, &backends)?;
-            let node_zones = zone_indices(&zones, nodes)?;
+            let layout =
+                store_layout(&sourced, &policy, partitions, nodes, &backends).map_err(StoreError::Input)?;
+            let node_zones = zone_indices(&zones, nodes).map_err(StoreError::Input)?;
             let data_dir = data_dir.unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
             });
@@ -356,8 +358,8 @@ fn bench(
     nodes: usize,
     policy: Option<&Path>,
 ) -> Result<u8, StoreError> {
-    let duration = config::Dur::parse(duration).map_err(|e| format!("--duration: {e}"))?;
-    let policy = store_policy(policy, None, nodes)?;
+    let duration = config::Dur::parse(duration).map_err(|e| StoreError::Input(format!("--duration: {e}")))?;
+    let policy = store_policy(policy, None, nodes).map_err(StoreError::Input)?;
     let config = BenchConfig {
         binary: this_binary()?,
         node_count: nodes,

@@ -127,35 +127,33 @@ impl Cluster {
     /// and its client listener. Errors name the node or address that failed.
     pub fn start(config: ClusterConfig) -> Result<Cluster, StoreError> {
         if config.node_count == 0 || config.node_count > crate::policy::NODE_COUNT_MAX {
-            return Err(format!(
+            return Err(StoreError::Input(format!(
                 "--nodes {}: must be 1 to {}",
                 config.node_count,
                 crate::policy::NODE_COUNT_MAX
-            )
-            .into());
+            )));
         }
         if usize::from(config.policy.replication_factor) > config.node_count {
-            return Err(format!(
+            return Err(StoreError::Input(format!(
                 "replication_factor {} exceeds --nodes {}",
                 config.policy.replication_factor, config.node_count
-            )
-            .into());
+            )));
         }
         if config.node_zones.len() != config.node_count {
-            return Err(format!(
+            return Err(StoreError::Input(format!(
                 "node_zones has {} entries for --nodes {}: one zone per node",
                 config.node_zones.len(),
                 config.node_count
-            )
-            .into());
+            )));
         }
         let lock = DirLock::acquire(&config.data_dir).map_err(StoreError::Runtime)?;
-        datadir::check_layout(&config.data_dir, &config.layout, config.policy.routing.write_shard_suffixes)?;
+        datadir::check_layout(&config.data_dir, &config.layout, config.policy.routing.write_shard_suffixes)
+            .map_err(StoreError::Input)?;
         let state_file = StateFile::in_dir(&config.data_dir);
         let saved = state_file.load()?;
         if let Some(saved) = &saved {
             // Refused before any node starts.
-            saved.check(&config.layout, config.node_count, state_file.path())?;
+            saved.check(&config.layout, config.node_count, state_file.path()).map_err(StoreError::Input)?;
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -264,7 +262,7 @@ impl Cluster {
         let addrs: Vec<SocketAddr> =
             self.nodes.iter().map(|n| n.proxy.as_ref().expect("every node has a proxy").addr()).collect();
         let state_file = StateFile::in_dir(&self.config.data_dir);
-        let saved = state_file.load()?;
+        let saved = state_file.load().map_err(|e| e.to_string())?;
         let (coordinator, client_addr) = start_coordinator(
             &self.config,
             runtime,

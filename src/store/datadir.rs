@@ -8,6 +8,7 @@
 //!   reads where it wrote last.
 
 use super::layout::Layout;
+use super::StoreError;
 use crate::policy::NodeId;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -306,11 +307,13 @@ impl StateFile {
     }
 
     /// `None`: no state saved yet (a new directory, or one from before the state was kept).
-    pub fn load(&self) -> Result<Option<SavedState>, String> {
+    /// A file that cannot be read is a runtime failure; one that does not parse is bad input
+    /// (a data directory written by something else: the user picks another or clears it).
+    pub fn load(&self) -> Result<Option<SavedState>, StoreError> {
         match std::fs::read_to_string(&self.path) {
-            Ok(text) => SavedState::parse(&text, &self.path).map(Some),
+            Ok(text) => SavedState::parse(&text, &self.path).map(Some).map_err(StoreError::Input),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+            Err(e) => Err(StoreError::Runtime(format!("cannot read {}: {e}", self.path.display()))),
         }
     }
 
@@ -373,17 +376,17 @@ mod tests {
         let file = StateFile::in_dir(dir.path());
         let text = state().to_text().replace("joined 2\n", "joined 2 maybe\n");
         std::fs::write(file.path(), text).unwrap();
-        let e = file.load().unwrap_err();
+        let e = file.load().unwrap_err().to_string();
         assert!(e.contains("coordinator-state line 6: unknown member state \"maybe\""), "{e}");
         let v1 = state()
             .to_text()
             .replace("state v2", "state v1")
             .replace("joined 2\n", "joined 2 catching_up eviction\n");
         std::fs::write(file.path(), v1).unwrap();
-        let e = file.load().unwrap_err();
+        let e = file.load().unwrap_err().to_string();
         assert!(e.contains("line 6: a catch-up under way saved by an older replicheck"), "{e}");
         std::fs::write(file.path(), "partition s0 epoch 0\n").unwrap();
-        assert!(file.load().unwrap_err().contains("line 1: expected"));
+        assert!(file.load().unwrap_err().to_string().contains("line 1: expected"));
     }
 
     #[test]

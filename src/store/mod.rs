@@ -23,20 +23,17 @@ pub mod storage;
 pub mod trace;
 pub mod wire;
 
-/// Why a store command failed. The CLI exits 2 for the first (a flag, a policy file, a data
-/// directory of another layout: the user can fix the input) and 4 for the second (a busy port
-/// or data directory, a node that would not start, I/O: trying again may work).
+/// Why a store command failed. The CLI exits 2 for bad input (a flag, a model or policy file,
+/// a data directory of another layout: the user can fix it) and 4 for a runtime failure (a
+/// busy port or data directory, a node that would not start, I/O: trying again may work).
+/// There is no conversion from a bare message: each call site says which of the two it is.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{0}")]
     Input(String),
+    /// A model or policy file that does not load, with its path and key.
+    #[error(transparent)]
+    File(#[from] crate::config::ConfigError),
     #[error("{0}")]
     Runtime(String),
-}
-
-/// Messages of the checks on flags and files are bad input unless said otherwise.
-impl From<String> for StoreError {
-    fn from(message: String) -> StoreError {
-        StoreError::Input(message)
-    }
 }

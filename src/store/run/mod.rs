@@ -121,7 +121,7 @@ pub type ModelChecker<'a> = &'a dyn Fn(
     &std::path::Path,
     Option<&std::path::Path>,
     &str,
-) -> Result<Vec<(PropertyName, Found)>, String>;
+) -> Result<Vec<(PropertyName, Found)>, crate::config::ConfigError>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModelVerdicts {
@@ -288,13 +288,14 @@ pub fn run(
     check_model: ModelChecker,
     out: &mut String,
 ) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), StoreError> {
-    let scenario = Scenario::load(&req.model).map_err(|e| e.to_string())?;
-    let (label, sourced) = choose_policy(&scenario, req)?;
-    let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(|e| e.to_string())?;
+    let scenario = Scenario::load(&req.model)?;
+    let (label, sourced) = choose_policy(&scenario, req).map_err(StoreError::Input)?;
+    let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
-    validate(req, ms_per_tick)?;
+    validate(req, ms_per_tick).map_err(StoreError::Input)?;
     let policy = policy_in_ms(&ticks_policy, ms_per_tick);
-    let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)?;
+    let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)
+        .map_err(StoreError::Input)?;
     let load = Workload::of_model(&scenario, &layout, req, ms_per_tick);
     let _ = writeln!(
         out,

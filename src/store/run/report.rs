@@ -44,7 +44,7 @@ pub(super) fn model_verdicts(
     req: &RunRequest,
     label: &str,
     check_model: ModelChecker,
-) -> Result<Vec<(PropertyName, Found)>, String> {
+) -> Result<Vec<(PropertyName, Found)>, crate::config::ConfigError> {
     match req.model_verdicts {
         ModelVerdicts::Skip => Ok(Vec::new()),
         ModelVerdicts::Declared => {
