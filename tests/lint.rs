@@ -1,7 +1,8 @@
 //! `replicheck lint` through the binary (issue #5): each rule fires on a policy that breaks it
-//! and stays quiet on one that does not, exit codes (1 on an error, 0 with warnings only, 2 on
-//! bad input), the JSON report, the ack-timeout incident's two policies against its model, and
-//! `check` printing lint findings above its results.
+//! and stays quiet on one that does not (static, `--static`: every finding a warning), exit
+//! codes (1 on an error, which only the checker's confirmation makes; 0 with warnings only; 2
+//! on bad input), the JSON report, the ack-timeout incident's two policies against its model
+//! with the checker behind them, and `check` printing lint findings above its results.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -99,11 +100,22 @@ impl Lint {
     }
 }
 
+/// `lint --format json`, static (`--static` with a model): what the rules say.
 fn lint_path(path: &Path, model: Option<&str>) -> Lint {
+    lint_args(path, model, &["--static"])
+}
+
+/// `lint --model` with the checker behind the findings.
+fn lint_checked(path: &Path, model: &str) -> Lint {
+    lint_args(path, Some(model), &[])
+}
+
+fn lint_args(path: &Path, model: Option<&str>, with_model: &[&str]) -> Lint {
     let path = path.display().to_string();
     let mut args = vec!["lint", path.as_str(), "--format", "json"];
     if let Some(m) = model {
         args.extend(["--model", m]);
+        args.extend(with_model);
     }
     let out = replicheck(&args);
     let stdout = text(&out.stdout);
@@ -145,7 +157,10 @@ fn rc001_write_quorum_at_most_half_the_replication_factor() {
     let w1 = lint(&policy(&[("write_quorum", Some("1")), ("read_quorum", Some("3"))]), None);
     assert!(w1.has("RC001"), "{}", w1.doc);
     assert!(!w1.has("RC002"), "W + R = 4 > 3: reads and writes still meet");
-    assert_eq!(w1.code, Some(1), "an error");
+    assert_eq!(w1.code, Some(0), "static: a candidate error, reported as a warning");
+    assert_eq!(w1.doc["findings"][0]["rule_severity"], "error");
+    assert_eq!(w1.doc["findings"][0]["severity"], "warning");
+    assert_eq!(w1.doc["findings"][0]["checker"]["verdict"], "not_run");
     // With an even replication factor, half is already too few: two halves can both acknowledge.
     let half = lint(
         &policy(&[
@@ -173,27 +188,41 @@ fn rc002_read_and_write_quorums_that_need_not_meet() {
     let r1 = lint(&policy(&[("read_quorum", Some("1"))]), None);
     assert!(r1.has("RC002"), "{}", r1.doc);
     assert!(!r1.has("RC001"), "W = 2 of 3 is a majority");
-    assert_eq!(r1.code, Some(1));
+    assert_eq!(r1.code, Some(0), "static");
     let r2 = lint(&policy(&[("read_quorum", Some("2"))]), None);
     assert!(!r2.has("RC002"), "{}", r2.doc);
 }
 
 #[test]
 fn rc003_the_incident_change_is_an_error_and_production_is_not() {
-    let incident = lint_path(Path::new("examples/policies/ack-timeout-500ms.toml"), Some(MODEL));
+    let incident = lint_checked(Path::new("examples/policies/ack-timeout-500ms.toml"), MODEL);
     assert!(incident.has("RC003"), "{}", incident.doc);
     assert_eq!(incident.code, Some(1));
+    assert_eq!(incident.doc["checked"]["complete"], true, "{}", incident.doc);
     let finding = &incident.doc["findings"][incident.ids().iter().position(|i| i == "RC003").unwrap()];
     assert_eq!(finding["severity"], "error");
+    assert_eq!(finding["checker"]["verdict"], "violated", "{finding}");
+    assert_eq!(finding["checker"]["property"], "no_healthy_eviction", "{finding}");
     let message = finding["message"].as_str().unwrap();
     for needle in ["500ms", "1400ms", "n2 (zone b)", "a<->b 300ms..700ms"] {
         assert!(message.contains(needle), "names {needle}: {message}");
     }
 
-    let production = lint_path(Path::new("examples/policies/production-2s.toml"), Some(MODEL));
+    let production = lint_checked(Path::new("examples/policies/production-2s.toml"), MODEL);
     assert!(!production.has("RC003"), "{}", production.doc);
-    assert_eq!(production.doc["errors"], 0, "{}", production.doc);
-    assert_eq!(production.code, Some(0), "warnings only");
+    // Its one error is not the deadline: without idempotency tokens a retried write is applied
+    // twice (RC010 warns; the checker finds it, so RC000 makes it an error).
+    let errors: Vec<String> = production.doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| format!("{} {}", f["id"].as_str().unwrap(), f["checker"]["property"].as_str().unwrap()))
+        .collect();
+    assert_eq!(errors, ["RC000 no_duplicate_effects"], "{}", production.doc);
+    let rc007 =
+        production.doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "RC007").unwrap().clone();
+    assert_eq!(rc007["checker"]["verdict"], "holds", "2s deadlines evict nobody healthy here: {rc007}");
 }
 
 #[test]
@@ -261,7 +290,7 @@ fn rc005_dead_after_within_a_heartbeat_and_a_worst_round_trip() {
     let short =
         lint(&policy(&[("suspect_after", Some("\"1s\"")), ("dead_after", Some("\"2400ms\""))]), Some(MODEL));
     assert!(short.has("RC005"), "{}", short.doc);
-    assert_eq!(short.code, Some(1), "an error");
+    assert_eq!(short.code, Some(0), "static: a candidate");
     let message = short.doc["findings"][0]["message"].as_str().unwrap();
     assert!(message.contains("1s + 1400ms = 2400ms"), "{message}");
     // 2.5s: tests/ack_timeout.rs checks that no healthy replica is evicted.
@@ -384,7 +413,7 @@ fn rc012_rebalancer_cooldown_zero_or_unable_to_grow() {
 fn rc013_sorted_placement() {
     let sorted = lint(&policy(&[("placement", Some("\"sorted\""))]), None);
     assert!(sorted.has("RC013"), "{}", sorted.doc);
-    assert_eq!(sorted.code, Some(1), "an error");
+    assert_eq!(sorted.code, Some(0), "static: a candidate");
     assert!(!sorted.has("RC014"));
     let aware = lint(&policy(&[("placement", Some("\"capacity_aware\""))]), None);
     assert!(!aware.has("RC013"), "{}", aware.doc);
@@ -394,7 +423,7 @@ fn rc013_sorted_placement() {
 fn rc014_upload_planner_bypassing_capacity() {
     let planner = lint(&policy(&[("upload_planner", Some("\"smallest_first\""))]), None);
     assert!(planner.has("RC014"), "{}", planner.doc);
-    assert_eq!(planner.code, Some(1));
+    assert_eq!(planner.code, Some(0), "static: a candidate");
     assert!(!planner.has("RC013"), "placement itself is capacity-aware");
     let both = lint(
         &policy(&[("upload_planner", Some("\"smallest_first\"")), ("placement", Some("\"sorted\""))]),
@@ -407,9 +436,13 @@ fn rc014_upload_planner_bypassing_capacity() {
 #[test]
 fn rc015_a_hot_prefix_that_fills_its_partition() {
     const HOT: &str = "models/hot-partition-retry-storm.toml";
-    let one = lint("write_shard_suffixes = 1\n", Some(HOT));
+    let (_dir, one_file) = policy_file("write_shard_suffixes = 1\n");
+    let one = lint_checked(&one_file, HOT);
     assert!(one.has("RC015"), "{}", one.doc);
-    assert_eq!(one.code, Some(1));
+    assert_eq!(one.code, Some(1), "the checker confirms it: {}", one.doc);
+    let rc015 = one.doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "RC015").unwrap().clone();
+    assert_eq!(rc015["severity"], "error");
+    assert_eq!(rc015["checker"]["property"], "capacity_respected", "{rc015}");
     let message = one.doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "RC015").unwrap()
         ["message"]
         .as_str()
@@ -445,9 +478,12 @@ fn every_finding_is_reported_not_just_the_first() {
     ]);
     let l = lint(&bad, Some(MODEL));
     assert_eq!(l.ids(), ["RC001", "RC002", "RC003", "RC007", "RC008", "RC009", "RC010"], "{}", l.doc);
-    assert_eq!(l.doc["errors"], 3);
-    assert_eq!(l.doc["warnings"], 4);
-    assert_eq!(l.code, Some(1));
+    assert_eq!(l.doc["errors"], 0, "static: nothing confirmed");
+    assert_eq!(l.doc["warnings"], 7);
+    assert_eq!(l.code, Some(0));
+    let candidates =
+        l.doc["findings"].as_array().unwrap().iter().filter(|f| f["rule_severity"] == "error").count();
+    assert_eq!(candidates, 3, "RC001, RC002, RC003 would be errors if the checker confirmed them");
 }
 
 #[test]
@@ -478,7 +514,13 @@ fn human_report_explains_each_rule() {
     );
     assert!(stdout.contains("protects: no_healthy_eviction"), "{stdout}");
     assert!(stdout.contains("origin: docs/incidents.md#ack-timeout-eviction-storm"), "{stdout}");
-    assert!(stdout.contains("1 error(s), 4 warning(s)"), "{stdout}");
+    assert!(stdout.contains("checker: violated in this model: no_healthy_eviction ("), "{stdout}");
+    // RC010 is only a warning, but the checker finds its property violated: RC000 says so.
+    assert!(
+        stdout.contains("error[RC000] checker-violation: no_duplicate_effects is violated in this model under this policy, and only warnings flag it (RC010)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 error(s), 4 warning(s)"), "{stdout}");
 
     let out = replicheck(&["lint", "examples/policies/production-2s.toml"]);
     assert_eq!(out.status.code(), Some(0));
@@ -522,15 +564,53 @@ fn check_prints_lint_findings_above_the_results() {
     let out = replicheck(&["check", "tests/data/small-quorum.toml"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "lint findings do not change check's exit code:\n{stderr}");
-    let first_lint = stderr.find("lint small-quorum / write-quorum-1: error[RC001] write-quorum-minority:");
+    // Static findings (the run below is the checker's verdict): warnings.
+    let first_lint = stderr.find("lint small-quorum / write-quorum-1: warning[RC001] write-quorum-minority:");
     let first_run = stderr.find("ok: small-quorum /");
     assert!(first_lint.is_some() && first_run.is_some(), "{stderr}");
     assert!(first_lint < first_run, "lint comes first:\n{stderr}");
-    assert!(stderr.contains("lint small-quorum / write-quorum-1: error[RC002]"), "{stderr}");
+    assert!(stderr.contains("lint small-quorum / write-quorum-1: warning[RC002]"), "{stderr}");
     assert!(!stderr.contains("lint small-quorum / default: error"), "{stderr}");
     assert!(!text(&out.stdout).contains("lint "), "the report on stdout is unchanged");
 
     let json = replicheck(&["check", "tests/data/small-quorum.toml", "--format", "json"]);
     assert!(!text(&json.stderr).contains("lint "), "human format only");
     serde_json::from_slice::<serde_json::Value>(&json.stdout).expect("stdout stays one JSON document");
+}
+
+#[test]
+fn rc016_reads_without_repair() {
+    let off = lint(CLEAN, None);
+    assert!(!off.has("RC016"), "read repair is on by default: {}", off.doc);
+    let no_repair = lint(&format!("{CLEAN}read_repair = false\n"), None);
+    assert!(no_repair.has("RC016"), "{}", no_repair.doc);
+    let read_all = lint(&format!("{}read_repair = false\n", policy(&[("read_quorum", Some("3"))])), None);
+    assert!(!read_all.has("RC016"), "a read of every replica needs no repair: {}", read_all.doc);
+}
+
+#[test]
+fn rc017_membership_in_memory() {
+    let in_memory = lint(&format!("{CLEAN}durable_membership = false\n"), None);
+    assert!(in_memory.has("RC017"), "{}", in_memory.doc);
+    let fixed = lint(
+        &format!("{}durable_membership = false\n", policy(&[("eviction_enabled", Some("false"))])),
+        None,
+    );
+    assert!(!fixed.has("RC017"), "no eviction, no rebalancing: membership never changes: {}", fixed.doc);
+    // Confirmed by the checker on the model made for it.
+    let (_dir, file) = policy_file("durable_membership = false\n");
+    let checked = lint_checked(&file, "models/coordinator-restart.toml");
+    let rc017 = findings_of(&checked, "RC017");
+    assert_eq!(rc017["severity"], "error", "{rc017}");
+    assert_eq!(checked.code, Some(1));
+}
+
+fn findings_of(l: &Lint, id: &str) -> serde_json::Value {
+    l.doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("{id} in {}", l.doc))
+        .clone()
 }

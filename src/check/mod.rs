@@ -2,6 +2,7 @@
 //! with the expected verdicts, with counterexamples rebuilt as readable, timed steps.
 
 pub mod args;
+pub mod confirm;
 pub mod diff;
 pub mod merge;
 pub mod proofs;

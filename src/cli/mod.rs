@@ -98,12 +98,21 @@ pub enum Command {
     Lint {
         /// A policy file (policy keys only, as for `check --policy`).
         policy: PathBuf,
-        /// A model: lint its [policy] with the file on top, and also run the rules that compare
-        /// timeouts with its links and fault menu.
+        /// A model: lint its [policy] with the file on top, run the rules that compare timeouts
+        /// with its links and fault menu, and explore the model under the policy: an error is a
+        /// violation the checker found, anything less certain a warning.
         #[arg(long)]
         model: Option<PathBuf>,
+        /// Only the static rules, no exploration: every finding is then a warning.
+        #[arg(long = "static", requires = "model")]
+        static_only: bool,
+        #[command(flatten)]
+        run: RunArgs,
         #[arg(long, value_enum, default_value = "human")]
         format: crate::lint::Format,
+        /// No progress line while the model is explored.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Serve the stateright explorer for one model and policy.
     Explore {
@@ -388,8 +397,13 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             println!("{}", serde_json::to_string_pretty(&merged).expect("reports serialize"));
             Ok(code)
         }
-        Command::Lint { policy, model, format } => {
-            let linted = crate::lint::lint_file(&policy, model.as_deref())?;
+        Command::Lint { policy, model, static_only, run, format, quiet } => {
+            let mut linted = crate::lint::lint_file(&policy, model.as_deref())?;
+            if model.is_some() && !static_only {
+                let progress =
+                    !quiet && format == crate::lint::Format::Human && std::io::stderr().is_terminal();
+                crate::check::confirm::confirm_lint(&mut linted, &run_options(run, progress, false))?;
+            }
             print!("{}", linted.render(format));
             Ok(linted.report.exit_code())
         }

@@ -7,19 +7,27 @@
 //! read the same policy semantics.
 //!
 //! What lint cannot see: anything that depends on the interleaving of events (that is what
-//! `check` is for). Its rules are sufficient conditions for trouble, or cheap bounds: a policy
-//! with no finding can still fail a model check, and the round-trip bounds are worst cases
-//! over every node, whether or not the workload ever sends it a request.
+//! `check` is for). Its rules are cheap bounds: a policy with no static finding can still fail
+//! a model check, and the round-trip bounds are worst cases over every node, whether or not
+//! the workload ever sends it a request.
+//!
+//! So a rule's finding is only a *candidate*: an `error` is what the checker confirms. With
+//! `--model`, `replicheck lint` explores the model under the policy (`check::confirm_lint`):
+//! a candidate whose protected properties the checker finds violated is an error; one the
+//! checker refutes (complete exploration, every protected property holds) or cannot decide
+//! is a warning; and a violation that no rule flagged becomes an error of its own
+//! ([`CHECKER_VIOLATION`]). Without a model (or with `--static`) nothing is confirmed and
+//! every finding is a warning. An error therefore never contradicts the checker.
 
 mod render;
 mod rules;
 mod table;
 
 pub use render::Format;
-pub use table::RULES;
+pub use table::{CHECKER_VIOLATION, RULES};
 
 use crate::config::duration::format_ms;
-use crate::config::{self, ConfigError, Policy, Scenario, SourcedPolicy};
+use crate::config::{self, ConfigError, Found, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::model::WorldConfig;
 use crate::policy::Ticks;
 use std::path::{Path, PathBuf};
@@ -77,12 +85,70 @@ pub struct Rule {
 pub struct Finding {
     pub rule: &'static Rule,
     pub message: String,
+    /// What the checker said about it.
+    pub backing: Backing,
+}
+
+/// What the model checker says about a finding: only a violation it finds makes an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Not checked: no model was given, or `--static`.
+    Static,
+    /// The checker finds these protected properties violated in the model under this policy
+    /// (each with its counterexample's length in steps; at least one).
+    Violation { violated: Vec<(String, usize)> },
+    /// The checker explored the model completely and every property the rule protects that
+    /// the model checks (these) holds.
+    Refuted { properties: Vec<String> },
+    /// The exploration was cut short (a state or memory limit) before it decided them.
+    Undecided,
+    /// The model checks none of the properties the rule protects.
+    NotInModel,
 }
 
 impl Finding {
+    /// An error only when the rule is one that names a hazard (not a mere smell) and the
+    /// checker found the violation.
+    pub fn severity(&self) -> Severity {
+        match (&self.rule.severity, &self.backing) {
+            (Severity::Error, Backing::Violation { .. }) => Severity::Error,
+            _ => Severity::Warning,
+        }
+    }
+
     /// `error[RC003] ack-deadline-within-round-trip: message`
     pub fn one_line(&self) -> String {
-        format!("{}[{}] {}: {}", self.rule.severity.as_str(), self.rule.id, self.rule.name, self.message)
+        format!("{}[{}] {}: {}", self.severity().as_str(), self.rule.id, self.rule.name, self.message)
+    }
+
+    /// What the checker said, in one line (`None` for a warning-class rule left unchecked).
+    pub fn backing_line(&self) -> Option<String> {
+        match &self.backing {
+            Backing::Static if self.rule.severity == Severity::Error => Some(
+                "checker: not run (give --model, without --static): a candidate, reported as a warning"
+                    .into(),
+            ),
+            Backing::Static => None,
+            Backing::Violation { violated } => {
+                let each: Vec<String> =
+                    violated.iter().map(|(p, steps)| format!("{p} ({steps}-step counterexample)")).collect();
+                Some(format!(
+                    "checker: violated in this model: {} (run `replicheck check` with this policy)",
+                    each.join(", ")
+                ))
+            }
+            Backing::Refuted { properties } => Some(format!(
+                "checker: {} hold(s) in this model (complete exploration): a warning, not an error",
+                properties.join(", ")
+            )),
+            Backing::Undecided => {
+                Some("checker: exploration cut short before a verdict: a warning, not an error".into())
+            }
+            Backing::NotInModel => Some(format!(
+                "checker: this model checks none of {}: a warning, not an error",
+                self.rule.protects.join(", ")
+            )),
+        }
     }
 }
 
@@ -95,11 +161,52 @@ pub struct Report {
 
 impl Report {
     pub fn errors(&self) -> usize {
-        self.findings.iter().filter(|f| f.rule.severity == Severity::Error).count()
+        self.findings.iter().filter(|f| f.severity() == Severity::Error).count()
     }
 
     pub fn warnings(&self) -> usize {
-        self.findings.iter().filter(|f| f.rule.severity == Severity::Warning).count()
+        self.findings.iter().filter(|f| f.severity() == Severity::Warning).count()
+    }
+
+    /// Back every finding with the checker's verdicts for the model and policy linted (each
+    /// checked property, what was found, and the counterexample's length in steps), and add a
+    /// [`CHECKER_VIOLATION`] finding (an error) for each violated property that no error-class
+    /// finding protects: every violation the checker finds gives at least one error, and every
+    /// error is a violation it found.
+    pub fn back_with(&mut self, verdicts: &[(PropertyName, Found, usize)]) {
+        for f in &mut self.findings {
+            let protected: Vec<&(PropertyName, Found, usize)> =
+                verdicts.iter().filter(|(p, _, _)| f.rule.protects.contains(&p.as_str())).collect();
+            let violated: Vec<(String, usize)> = protected
+                .iter()
+                .filter(|(_, found, _)| *found == Found::Violated)
+                .map(|(p, _, steps)| (p.to_string(), *steps))
+                .collect();
+            f.backing = match violated.is_empty() {
+                false => Backing::Violation { violated },
+                true if protected.is_empty() => Backing::NotInModel,
+                true if protected.iter().all(|(_, found, _)| *found == Found::Holds) => {
+                    Backing::Refuted { properties: protected.iter().map(|(p, _, _)| p.to_string()).collect() }
+                }
+                true => Backing::Undecided,
+            };
+        }
+        for (p, found, steps) in verdicts {
+            let protecting = |f: &&Finding| f.rule.protects.contains(&p.as_str());
+            let flagged = self.findings.iter().filter(protecting).any(|f| f.rule.severity == Severity::Error);
+            if *found == Found::Violated && !flagged {
+                let warned: Vec<&str> = self.findings.iter().filter(protecting).map(|f| f.rule.id).collect();
+                let by = match warned.as_slice() {
+                    [] => "no rule flags it".to_string(),
+                    ids => format!("only warnings flag it ({})", ids.join(", ")),
+                };
+                self.findings.push(Finding {
+                    rule: &CHECKER_VIOLATION,
+                    message: format!("{p} is violated in this model under this policy, and {by}"),
+                    backing: Backing::Violation { violated: vec![(p.to_string(), *steps)] },
+                });
+            }
+        }
     }
 
     /// 1 if any finding is an error, 0 with warnings only (2, bad input, never gets here).
@@ -121,14 +228,14 @@ pub fn lint(input: &Input) -> Report {
             continue;
         }
         for message in (rule.check)(input) {
-            report.findings.push(Finding { rule, message });
+            report.findings.push(Finding { rule, message, backing: Backing::Static });
         }
     }
     report
 }
 
 pub fn rule(id: &str) -> Option<&'static Rule> {
-    RULES.iter().find(|r| r.id == id)
+    RULES.iter().chain([&CHECKER_VIOLATION]).find(|r| r.id == id)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -139,6 +246,14 @@ pub struct Linted {
     pub policy: PathBuf,
     pub model: Option<PathBuf>,
     pub report: Report,
+    /// The exploration that backed the findings, when one ran.
+    pub checked: Option<Checked>,
+}
+
+/// The checker's run behind a lint report.
+pub struct Checked {
+    pub unique_states: u64,
+    pub complete: bool,
 }
 
 /// Lint a policy file, alone or (with `model`) merged over the model's `[policy]` and against
@@ -157,7 +272,12 @@ pub fn lint_file(policy_path: &Path, model: Option<&Path>) -> Result<Linted, Con
                 .map_err(|m| ConfigError::new(policy_path, format!("against {}: {m}", model.display())))?
         }
     };
-    Ok(Linted { policy: policy_path.to_path_buf(), model: model.map(Path::to_path_buf), report })
+    Ok(Linted {
+        policy: policy_path.to_path_buf(),
+        model: model.map(Path::to_path_buf),
+        report,
+        checked: None,
+    })
 }
 
 /// Lint a policy as `check` resolves it against a scenario (same validation, same ticks).

@@ -1,6 +1,6 @@
 //! The lint report as text and as JSON.
 
-use super::{Linted, Rule, RULES};
+use super::{Backing, Linted, Rule, RULES};
 use std::fmt::Write as _;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -27,9 +27,28 @@ impl Linted {
     pub fn human(&self) -> String {
         let r = &self.report;
         let mut out = format!("lint {}\n", self.subject());
+        match &self.checked {
+            Some(c) => {
+                let _ = writeln!(
+                    out,
+                    "checked: {} states explored{}; an error is a violation the checker found",
+                    c.unique_states,
+                    if c.complete { ", complete" } else { ", INCOMPLETE (a limit was reached)" }
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "static only: nothing is confirmed by the checker, so every finding is a warning"
+                );
+            }
+        }
         let mut explained: Vec<&str> = Vec::new();
         for f in &r.findings {
             let _ = writeln!(out, "\n{}", f.one_line());
+            if let Some(line) = f.backing_line() {
+                let _ = writeln!(out, "    {line}");
+            }
             // The paragraph once per rule, under its first finding.
             if !explained.contains(&f.rule.id) {
                 explained.push(f.rule.id);
@@ -75,7 +94,23 @@ impl Linted {
             .iter()
             .map(|f| {
                 let mut v = rule_json(f.rule);
+                v["rule_severity"] = v["severity"].clone();
+                v["severity"] = f.severity().as_str().into();
                 v["message"] = f.message.clone().into();
+                v["checker"] = match &f.backing {
+                    Backing::Static => serde_json::json!({ "verdict": "not_run" }),
+                    Backing::Violation { violated } => serde_json::json!({
+                        "verdict": "violated",
+                        "property": violated[0].0,
+                        "steps": violated[0].1,
+                        "violated": violated.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+                    }),
+                    Backing::Refuted { properties } => {
+                        serde_json::json!({ "verdict": "holds", "properties": properties })
+                    }
+                    Backing::Undecided => serde_json::json!({ "verdict": "unknown" }),
+                    Backing::NotInModel => serde_json::json!({ "verdict": "not_in_model" }),
+                };
                 v
             })
             .collect();
@@ -88,6 +123,10 @@ impl Linted {
             "exit_code": r.exit_code(),
             "policy": self.policy.display().to_string(),
             "model": self.model.as_ref().map(|m| m.display().to_string()),
+            "checked": self.checked.as_ref().map(|c| serde_json::json!({
+                "unique_states": c.unique_states,
+                "complete": c.complete,
+            })),
             "errors": r.errors(),
             "warnings": r.warnings(),
             "findings": findings,

@@ -410,3 +410,30 @@ pub(super) fn hot_prefix_over_partition_capacity(i: &Input) -> Vec<String> {
     }
     out
 }
+
+pub(super) fn reads_without_repair(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if p.read_repair || p.read_quorum >= p.replication_factor {
+        return vec![];
+    }
+    vec![format!(
+        "read_repair = false with read_quorum = {} of replication_factor = {}: a read can return a value that only some replicas hold, and a later read whose quorum misses them returns the older one",
+        p.read_quorum, p.replication_factor
+    )]
+}
+
+pub(super) fn membership_in_memory(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    if p.durable_membership {
+        return vec![];
+    }
+    let changes = match (evicts(p), p.rebalance.is_some()) {
+        (false, false) => return vec![],
+        (true, false) => "eviction",
+        (false, true) => "rebalancing",
+        (true, true) => "eviction and rebalancing",
+    };
+    vec![format!(
+        "durable_membership = false with {changes} enabled: replica sets changed since the coordinator started live in memory only, so a restarted coordinator reads and writes the configured ones again"
+    )]
+}

@@ -173,4 +173,40 @@ pub static RULES: &[Rule] = &[
         needs_model: true,
         check: hot_prefix_over_partition_capacity,
     },
+    Rule {
+        id: "RC016",
+        name: "reads-without-repair",
+        severity: Severity::Error,
+        what: "read_repair = false with read_quorum below replication_factor",
+        protects: &["linearizable"],
+        origin: "read repair in Dynamo-style quorum stores (ABD's write-back phase); models/basic-quorum.toml variant no-read-repair",
+        explanation: "A strong read returns the newest version its read quorum holds. While a write is still in progress that version may be on fewer replicas than a write quorum; a read that returns it without writing it back first (read_repair = false) can be followed by a read whose quorum misses those replicas and returns the older value: the new value was seen and then lost from view, and no order of the operations explains both reads. Writing the value back to a write quorum before answering (the write-back phase of the ABD register, read repair in Dynamo-style stores) closes the gap; so does reading every replica. models/basic-quorum.toml's no-read-repair variant is a counterexample. It protects linearizable.",
+        needs_model: false,
+        check: reads_without_repair,
+    },
+    Rule {
+        id: "RC017",
+        name: "membership-in-memory",
+        severity: Severity::Error,
+        what: "durable_membership = false while eviction or rebalancing can change replica sets",
+        protects: &["acked_writes_persist", "linearizable"],
+        origin: "coordinator restarts that forget membership changes; models/coordinator-restart.toml variant membership-in-memory",
+        explanation: "Evictions and moves change which nodes hold a shard. If the coordinator keeps those changes in memory only (durable_membership = false), a coordinator that restarts starts again from the configured replica sets: it writes to and reads from nodes that were evicted or moved away and may never have received the writes acknowledged since, so an acknowledged write is missing from every read quorum and reads go back in time. Persisting each change before it takes effect (as the store's state file does) makes a restart resume with the replica sets it had. models/coordinator-restart.toml's membership-in-memory variant is a counterexample. It protects acked_writes_persist and linearizable.",
+        needs_model: false,
+        check: membership_in_memory,
+    },
 ];
+
+/// Not a static rule: the finding `lint --model` adds when the checker finds a property
+/// violated that no rule flagged, so a policy the checker rejects never lints clean.
+pub static CHECKER_VIOLATION: Rule = Rule {
+    id: "RC000",
+    name: "checker-violation",
+    severity: Severity::Error,
+    what: "a property the model checker finds violated under this policy that no static rule flags",
+    protects: &["(the violated property)"],
+    origin: "replicheck check: lint's rules are bounds, the checker explores every behaviour of the model",
+    explanation: "The static rules are cheap bounds over the policy and the model's links; they cannot see what depends on the interleaving of events (a read racing a write, a retry meeting a late reply, a membership change during a fault). With --model, lint explores the model under the policy as `replicheck check --policy` does; a property it finds violated that no rule's finding protects is reported here, so that lint never passes a policy the checker rejects. Run `replicheck check MODEL --policy POLICY` for the counterexample, and open it in the explorer.",
+    needs_model: true,
+    check: |_| Vec::new(),
+};

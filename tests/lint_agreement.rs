@@ -1,0 +1,193 @@
+//! Lint against the checker (issue #14): policies on both sides of every bound a rule talks
+//! about (quorums, deadlines against the round trip, the breaker, retries, cooldowns, caps,
+//! suffixes, placement), each linted with `--model` and checked with `check --policy` on the
+//! same model. It fails when
+//! - lint reports an error the checker contradicts (every error must be a violation found),
+//! - the checker finds a violation and lint reports no error for it,
+//! - a violation has no static finding at all (no rule protects the property) and the case is
+//!   not listed in README.md's table of what is out of lint's reach.
+//!
+//! It also prints how often the static rules' candidate errors were confirmed and refuted.
+
+#[path = "support/bin.rs"]
+mod bin;
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// (model, policy over the model's [policy]): each bound with a point on either side.
+fn points() -> Vec<(&'static str, String)> {
+    let mut points = Vec::new();
+    // Quorums: every W and R on 3 replicas (RC001, RC002).
+    for w in 1..=3 {
+        for r in 1..=3 {
+            points.push(("tests/data/small-quorum.toml", format!("write_quorum = {w}\nread_quorum = {r}\n")));
+        }
+    }
+    // Reads that return what they saw without writing it back first.
+    points.push(("models/basic-quorum.toml", "read_repair = false\n".into()));
+    // A coordinator that keeps membership in memory only, and one that persists it.
+    for durable in [false, true] {
+        points.push(("models/coordinator-restart.toml", format!("durable_membership = {durable}\n")));
+    }
+    // The ack deadline against the 1400ms worst round trip, coupled detection (RC003); the
+    // breaker at 0.24 (trips on one of three) and 1.0 (never: RC007); tokens on and off (RC010).
+    const ACK: &str = "models/ack-timeout-eviction.toml";
+    for timeout in ["500ms", "1400ms", "1500ms", "2s"] {
+        points.push((ACK, format!("replica_ack_timeout = \"{timeout}\"\n")));
+    }
+    points.push((ACK, "replica_ack_timeout = \"500ms\"\nmax_dead_fraction = 0.24\n".into()));
+    points.push((ACK, "replica_ack_timeout = \"2s\"\nidempotency_tokens = true\n".into()));
+    // Hot partition: suffixes around the cap (RC015), retries with and without jitter and a
+    // budget (RC008, RC009), a partition cap of 30/s.
+    const HOT: &str = "models/hot-partition-retry-storm.toml";
+    for suffixes in [1, 2, 4] {
+        points.push((HOT, format!("write_shard_suffixes = {suffixes}\n")));
+        points.push((
+            HOT,
+            format!(
+                "write_shard_suffixes = {suffixes}\nbackoff = \"exponential_jitter\"\nbackoff_max = \"800ms\"\nretry_budget = 2\nmax_attempts = 4\n"
+            ),
+        ));
+    }
+    points.push((HOT, "partition_write_capacity = \"30/s\"\n".into()));
+    // Rebalancer: blind scoring with no cooldown, a flat cooldown, a doubling one capped, and
+    // compaction-aware scoring (RC011, RC012).
+    const REB: &str = "models/rebalancer-compaction.toml";
+    points.push((REB, String::new()));
+    points.push((REB, "move_cooldown = \"2s\"\ncooldown_backoff = 1\ncooldown_max = \"2s\"\n".into()));
+    points.push((REB, "move_cooldown = \"1s\"\ncooldown_backoff = 2\ncooldown_max = \"8s\"\n".into()));
+    points.push((
+        REB,
+        "scoring = \"disk_and_compaction\"\ncompaction_debt_max = 30\nmove_cooldown = \"2s\"\ncooldown_backoff = 2\ncooldown_max = \"8s\"\n".into(),
+    ));
+    // Routing: placement and planner each way (RC013, RC014), the spill threshold at both ends.
+    const CAP: &str = "models/capacity-routing-bypass.toml";
+    for placement in ["sorted", "capacity_aware"] {
+        for planner in ["smallest_first", "capacity_aware"] {
+            points.push((CAP, format!("placement = \"{placement}\"\nupload_planner = \"{planner}\"\n")));
+        }
+    }
+    for spill in ["0.1", "1.0"] {
+        points.push((
+            CAP,
+            format!("placement = \"capacity_aware\"\nupload_planner = \"capacity_aware\"\nspill_threshold = {spill}\n"),
+        ));
+    }
+    points
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = bin::replicheck(args);
+    let text = bin::stdout(&out);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("replicheck {args:?}: not JSON ({e}):\n{text}\n{}", bin::stderr(&out)))
+}
+
+/// (model stem, property) pairs README.md lists as out of lint's reach.
+fn out_of_reach() -> BTreeSet<(String, String)> {
+    let readme = std::fs::read_to_string(bin::root().join("README.md")).unwrap();
+    let start = readme.find("<!-- out-of-lint-reach -->").expect("README.md has the out-of-reach table");
+    let end = readme[start..].find("<!-- /out-of-lint-reach -->").expect("the table ends") + start;
+    readme[start..end]
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(|c| c.trim().trim_matches('`')).collect();
+            (cells[1].to_string(), cells[2].to_string())
+        })
+        .collect()
+}
+
+fn findings(doc: &Value) -> &Vec<Value> {
+    doc["findings"].as_array().expect("findings")
+}
+
+#[test]
+fn lint_errors_are_violations_and_violations_are_lint_errors() {
+    let reach = out_of_reach();
+    let mut failures = Vec::new();
+    let (mut candidates, mut confirmed, mut refuted, mut rc000, mut violations) = (0, 0, 0, 0, 0);
+    let mut reach_used = BTreeSet::new();
+    let dir = tempfile::tempdir().unwrap();
+    let points = points();
+    for (i, (model, policy)) in points.iter().enumerate() {
+        let file = dir.path().join(format!("policy-{i}.toml"));
+        std::fs::write(&file, policy).unwrap();
+        let file = file.to_str().unwrap();
+        let what = format!("{model} with {{{}}}", policy.trim().replace('\n', ", "));
+        let check = json(&["check", model, "--policy", file, "--format", "json", "-q"]);
+        let run = &check["runs"][0];
+        assert_eq!(run["complete"], true, "{what}: the check completes");
+        let violated: BTreeSet<String> = run["properties"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["found"] == "violated")
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect();
+        violations += violated.len();
+        let lint = json(&["lint", file, "--model", model, "--format", "json", "-q"]);
+        assert_eq!(
+            lint["checked"]["unique_states"], run["unique_states"],
+            "{what}: lint explored the same space"
+        );
+        let stat = json(&["lint", file, "--model", model, "--static", "--format", "json"]);
+
+        let mut errors_for = BTreeSet::new();
+        for f in findings(&lint) {
+            if f["severity"] == "error" {
+                let backed: Vec<String> = f["checker"]["violated"]
+                    .as_array()
+                    .map(|v| v.iter().map(|p| p.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default();
+                if backed.is_empty() || backed.iter().any(|p| !violated.contains(p)) {
+                    failures.push(format!(
+                        "{what}: lint error {} on {backed:?}, not what the checker finds",
+                        f["id"]
+                    ));
+                }
+                errors_for.extend(backed);
+                if f["id"] == "RC000" {
+                    rc000 += 1;
+                }
+            }
+            if f["rule_severity"] == "error" {
+                candidates += 1;
+                match f["checker"]["verdict"].as_str() {
+                    Some("violated") => confirmed += 1,
+                    Some("holds") => refuted += 1,
+                    _ => {}
+                }
+            }
+        }
+        let stem = model.rsplit('/').next().unwrap().trim_end_matches(".toml").to_string();
+        for p in &violated {
+            if !errors_for.contains(p) {
+                failures
+                    .push(format!("{what}: the checker finds {p} violated and lint reports no error for it"));
+            }
+            let statically = findings(&stat)
+                .iter()
+                .any(|f| f["protects"].as_array().unwrap().iter().any(|q| q.as_str() == Some(p.as_str())));
+            if !statically {
+                if reach.contains(&(stem.clone(), p.clone())) {
+                    reach_used.insert((stem.clone(), p.clone()));
+                } else {
+                    failures.push(format!(
+                        "{what}: the checker finds {p} violated, no rule flags it, and README.md does not list ({stem}, {p}) as out of lint's reach"
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{} policies: {violations} violations found by the checker; {candidates} static candidate errors, {confirmed} confirmed, {refuted} refuted by a complete exploration; {rc000} violations reported by RC000 alone; out-of-reach cases met: {reach_used:?}",
+        points.len()
+    );
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+    // Every listed case must still be one: a rule that learns to see it takes it off the list.
+    let stale: Vec<_> = reach.difference(&reach_used).collect();
+    assert!(stale.is_empty(), "README.md lists cases no policy here produces: {stale:?}");
+    assert!(confirmed > 0 && refuted > 0, "the points reach both sides of the rules' bounds");
+}
