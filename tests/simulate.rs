@@ -270,3 +270,72 @@ fn simulation_shards_merge_into_the_unsharded_simulation() {
     };
     assert_eq!(found(&merged), found(&whole), "the same first violations, from the same walks");
 }
+
+/// A sweep's shards merge into the report of the whole sweep checked point by point:
+/// boundaries between points of different shards included, each with its counterexample.
+#[test]
+fn sweep_shards_merge_into_the_exhaustive_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = [
+        "sweep",
+        "models/hot-partition-retry-storm.toml",
+        "--variant",
+        "incident",
+        "--vary",
+        "write_shard_suffixes=1..4",
+        "--vary",
+        "retry_budget=0..3",
+        "--format",
+        "json",
+        "-q",
+    ];
+    let without_timing = |mut d: serde_json::Value| {
+        d.as_object_mut().unwrap().remove("elapsed_ms");
+        for c in d["checked"].as_array_mut().unwrap() {
+            c.as_object_mut().unwrap().remove("elapsed_ms");
+        }
+        d
+    };
+    let whole = without_timing(json_of(&[&base[..], &["--exhaustive"]].concat(), 0));
+    let mut files = Vec::new();
+    for shard in ["2/3", "0/3", "1/3"] {
+        let doc = json_of(&[&base[..], &["--shard", shard]].concat(), 0);
+        let path = dir.path().join(format!("sweep{}.json", &shard[..1]));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        files.push(path.to_str().unwrap().to_string());
+    }
+    let merged = without_timing(json_of(&["merge", &files[0], &files[1], &files[2]], 0));
+    let boundaries: usize = whole["properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["boundaries"].as_array().unwrap().len())
+        .sum();
+    assert!(boundaries > 0, "the sweep crosses a boundary: {whole}");
+    assert_eq!(merged, whole, "merged sweep shards are the exhaustive sweep");
+
+    // Shards of another sweep do not mix in.
+    let other = json_of(
+        &[
+            "sweep",
+            "models/hot-partition-retry-storm.toml",
+            "--variant",
+            "incident",
+            "--vary",
+            "write_shard_suffixes=1..4",
+            "--vary",
+            "retry_budget=0..2",
+            "--format",
+            "json",
+            "-q",
+            "--shard",
+            "0/3",
+        ],
+        0,
+    );
+    let other_path = dir.path().join("other.json");
+    std::fs::write(&other_path, other.to_string()).unwrap();
+    let (code, _, stderr) = replicheck(&["merge", other_path.to_str().unwrap(), &files[0], &files[2]]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("differs") && stderr.contains("different sweeps"), "{stderr}");
+}

@@ -5,7 +5,11 @@
 //! in order by interleaving the shards. A simulation's shard holds every run with the walks
 //! whose number is I modulo N: per run, walks and steps add up, and for each property the
 //! violation of the lowest-numbered walk is kept (the one an unsharded simulation finds
-//! first). Every shard must be there exactly once; anything else is an error naming the file.
+//! first). A sweep's shard (`sweep --shard I/N --format json`) holds the points whose index is
+//! I modulo N with every counterexample it found: the sweep is planned again from the model
+//! file, its base and its knobs, and analysed once over all the points, as one run would have
+//! (boundaries across shards included). Every shard must be there exactly once; anything else
+//! is an error naming the file.
 
 use super::simulate::{self, SimResult};
 use crate::config::ConfigError;
@@ -39,12 +43,14 @@ pub fn merge(reports: &[(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
         return Err(ConfigError::new(&first.0, format!("shards missing: {}", missing.join(", "))));
     }
     let shards: Vec<&(PathBuf, Value)> = by_index.into_iter().map(|r| r.expect("checked above")).collect();
-    if shards.iter().all(|(_, v)| v.get("runs").is_some()) {
+    if shards.iter().all(|(_, v)| v.get("knobs").is_some()) {
+        merge_sweeps(&shards)
+    } else if shards.iter().all(|(_, v)| v.get("runs").is_some()) {
         merge_checks(&shards)
     } else if shards.iter().all(|(_, v)| v.get("simulations").is_some()) {
         merge_simulations(&shards)
     } else {
-        Err(ConfigError::new(&first.0, "the reports mix exhaustive checks and simulations"))
+        Err(ConfigError::new(&first.0, "the reports mix kinds (exhaustive checks, simulations, sweeps)"))
     }
 }
 
@@ -136,6 +142,124 @@ fn merge_simulations(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), Config
 }
 
 /// The merged exit code: a wrong verdict (1) in any shard wins over an unknown one (3).
+/// Sweep shards: the points of all of them, analysed as one sweep.
+fn merge_sweeps(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
+    use super::sweep::{self, CheckedPoint};
+    use crate::config::{PropertyName, Scenario};
+    use std::collections::BTreeMap;
+    let (first_path, first) = shards[0];
+    let same = |key: &str| -> Result<(), ConfigError> {
+        match shards.iter().find(|(_, v)| v.get(key) != first.get(key)) {
+            Some((path, _)) => Err(ConfigError::new(
+                path,
+                format!(
+                    "\"{key}\" differs from {}'s: the shards are of different sweeps",
+                    first_path.display()
+                ),
+            )),
+            None => Ok(()),
+        }
+    };
+    for key in ["file", "base", "knobs", "points"] {
+        same(key)?;
+    }
+    let bad = |m: &str| ConfigError::new(first_path, format!("not a sweep shard's report: {m}"));
+    let file = PathBuf::from(first["file"].as_str().ok_or_else(|| bad("no \"file\""))?);
+    let scenario = Scenario::load(&file)?;
+    let base = first["base"].as_str().ok_or_else(|| bad("no \"base\""))?;
+    let (variant, policy) = match base.split_once(' ') {
+        Some(("variant", name)) => (Some(name), None),
+        Some(("policy", path)) => (None, Some(Path::new(path))),
+        _ if base == "[policy]" => (None, None),
+        _ => return Err(bad(&format!("unknown base {base:?}"))),
+    };
+    let (label, base_policy) = sweep::base_policy(&scenario, variant, policy)?;
+    let specs: Vec<String> = first["knobs"]
+        .as_array()
+        .ok_or_else(|| bad("no \"knobs\""))?
+        .iter()
+        .map(|k| k["spec"].as_str().map(str::to_string).ok_or_else(|| bad("a knob without \"spec\"")))
+        .collect::<Result<_, _>>()?;
+    let plan = sweep::plan(scenario, label, base_policy, &specs)?;
+    if first["points"].as_u64() != Some(plan.point_count() as u64) {
+        return Err(ConfigError::new(
+            first_path,
+            format!(
+                "{} points, but {} now plans {}: the model changed since the sweep",
+                first["points"],
+                file.display(),
+                plan.point_count()
+            ),
+        ));
+    }
+    let mut checked: Vec<CheckedPoint> = Vec::new();
+    let mut counterexamples: BTreeMap<usize, BTreeMap<PropertyName, super::Counterexample>> = BTreeMap::new();
+    let mut elapsed_ms = 0;
+    for (path, doc) in shards {
+        let bad = |m: String| ConfigError::new(path, format!("not a sweep shard's report: {m}"));
+        elapsed_ms = elapsed_ms.max(doc["elapsed_ms"].as_u64().unwrap_or(0));
+        for c in doc["checked"].as_array().ok_or_else(|| bad("no \"checked\"".into()))? {
+            let point = checked_point(c).ok_or_else(|| bad(format!("a checked point: {c}")))?;
+            if checked.iter().any(|x| x.point == point.point) {
+                return Err(bad(format!("point {} is in two shards", point.point)));
+            }
+            checked.push(point);
+        }
+        for cx in doc["counterexamples"].as_array().ok_or_else(|| bad("no \"counterexamples\"".into()))? {
+            let point =
+                cx["point"].as_u64().ok_or_else(|| bad("a counterexample without \"point\"".into()))?;
+            let name = cx["property"]
+                .as_str()
+                .and_then(PropertyName::parse)
+                .ok_or_else(|| bad("a counterexample's property".into()))?;
+            let trace = serde_json::from_value(cx["counterexample"].clone())
+                .map_err(|e| bad(format!("a counterexample: {e}")))?;
+            counterexamples.entry(point as usize).or_default().insert(name, trace);
+        }
+    }
+    checked.sort_by_key(|c| c.point);
+    if checked.len() != plan.point_count() {
+        return Err(ConfigError::new(
+            first_path,
+            format!("the shards checked {} of {} points", checked.len(), plan.point_count()),
+        ));
+    }
+    let outcome = sweep::outcome_of(&plan, checked, counterexamples, false, elapsed_ms);
+    let code = sweep::exit_code(&outcome);
+    let text = super::sweep_render::json(&plan, &outcome, None, code);
+    Ok((serde_json::from_str(&text).expect("the sweep report is JSON"), code))
+}
+
+/// A checked point as `sweep --format json` writes it.
+fn checked_point(c: &Value) -> Option<super::sweep::CheckedPoint> {
+    use crate::config::{Found, PropertyName};
+    let verdicts = c["verdicts"]
+        .as_object()?
+        .iter()
+        .map(|(name, found)| {
+            let found = match found.as_str()? {
+                "holds" => Found::Holds,
+                "violated" => Found::Violated,
+                "incomplete" => Found::Unknown,
+                _ => return None,
+            };
+            Some((PropertyName::parse(name)?, found))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(super::sweep::CheckedPoint {
+        point: c["point"].as_u64()? as usize,
+        values: c["values"]
+            .as_object()?
+            .iter()
+            .map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect::<Option<_>>()?,
+        unique_states: c["unique_states"].as_u64()?,
+        complete: c["complete"].as_bool()?,
+        elapsed_ms: c["elapsed_ms"].as_u64()?,
+        verdicts,
+    })
+}
+
 fn worst(codes: impl Iterator<Item = u8>) -> u8 {
     codes.fold(0, |acc, c| match (acc, c) {
         (1, _) | (_, 1) => 1,

@@ -12,7 +12,7 @@
 //! inferred cells as such. Two knobs: the same search along the first knob for every value of
 //! the second. `exhaustive` (and `--shard`) check every point instead.
 
-use super::{Job, RunOptions, RunResult};
+use super::{Counterexample, Job, RunOptions, RunResult};
 use crate::config::duration::{format_ms, Rate};
 use crate::config::{
     self, ConfigError, Dur, Found, PolicyPatch, PropertyName, Scenario, SourcedPolicy, Verdict,
@@ -474,9 +474,47 @@ pub struct CheckedPoint {
 pub struct Outcome {
     pub checked: Vec<CheckedPoint>,
     pub properties: Vec<PropertySweep>,
-    /// The full run of every point at the unsafe side of a boundary (counterexamples).
-    pub runs: BTreeMap<usize, RunResult>,
+    /// The counterexamples of every point at the unsafe side of a boundary (of a shard's
+    /// run: of every point with a violation, since the boundaries are only known once the
+    /// shards are merged), by point and property.
+    pub counterexamples: BTreeMap<usize, BTreeMap<PropertyName, Counterexample>>,
     pub elapsed_ms: u64,
+}
+
+impl Outcome {
+    pub fn counterexample(&self, point: usize, property: PropertyName) -> Option<&Counterexample> {
+        self.counterexamples.get(&point)?.get(&property)
+    }
+}
+
+/// The outcome of a sweep from its points' verdicts (every point checked at most once, as
+/// the shards of a sharded sweep give them), analysed as one run would have been: without
+/// inference when some point was not checked by a sample-and-bisect search.
+pub fn outcome_of(
+    plan: &Plan,
+    checked: Vec<CheckedPoint>,
+    mut counterexamples: BTreeMap<usize, BTreeMap<PropertyName, Counterexample>>,
+    infer: bool,
+    elapsed_ms: u64,
+) -> Outcome {
+    let props = &plan.scenario.properties;
+    let shape = Shape::of(plan);
+    let verdicts: BTreeMap<usize, Vec<Found>> = checked
+        .iter()
+        .map(|c| {
+            let found = props
+                .iter()
+                .map(|n| c.verdicts.iter().find(|(x, _)| x == n).map_or(Found::Unknown, |(_, f)| *f))
+                .collect();
+            (c.point, found)
+        })
+        .collect();
+    let properties: Vec<PropertySweep> =
+        props.iter().enumerate().map(|(i, &name)| analyse(plan, &shape, name, i, &verdicts, infer)).collect();
+    let wanted: BTreeSet<usize> =
+        properties.iter().flat_map(|p| p.boundaries.iter().map(|b| b.violated_point)).collect();
+    counterexamples.retain(|p, _| wanted.contains(p));
+    Outcome { checked, properties, counterexamples, elapsed_ms }
 }
 
 /// Run the sweep: `on_point` is told about each point as its check finishes.
@@ -502,14 +540,7 @@ pub fn run(
         runs.insert(p, r);
         Ok(found)
     })?;
-    let properties: Vec<PropertySweep> = props
-        .iter()
-        .enumerate()
-        .map(|(i, &name)| analyse(plan, &shape, name, i, &verdicts, search.shard.is_none()))
-        .collect();
-    // Keep the full runs (their counterexamples) only at the unsafe side of a boundary.
-    let wanted: BTreeSet<usize> =
-        properties.iter().flat_map(|p| p.boundaries.iter().map(|b| b.violated_point)).collect();
+    debug_assert_eq!(verdicts.len(), runs.len());
     let checked = runs
         .iter()
         .map(|(&p, r)| CheckedPoint {
@@ -526,8 +557,22 @@ pub fn run(
             verdicts: r.properties.iter().map(|x| (x.name, x.found)).collect(),
         })
         .collect();
-    runs.retain(|p, _| wanted.contains(p));
-    Ok(Outcome { checked, properties, runs, elapsed_ms: start.elapsed().as_millis() as u64 })
+    let counterexamples: BTreeMap<usize, BTreeMap<PropertyName, Counterexample>> = runs
+        .into_iter()
+        .map(|(p, r)| {
+            let found = r.properties.into_iter().filter_map(|x| Some((x.name, x.counterexample?))).collect();
+            (p, found)
+        })
+        .filter(|(_, found): &(usize, BTreeMap<_, _>)| !found.is_empty())
+        .collect();
+    // A shard cannot know the merged boundaries: it keeps every counterexample it found.
+    let kept = search.shard.is_some().then(|| counterexamples.clone());
+    let elapsed_ms = start.elapsed().as_millis() as u64;
+    let mut outcome = outcome_of(plan, checked, counterexamples, search.shard.is_none(), elapsed_ms);
+    if let Some(kept) = kept {
+        outcome.counterexamples = kept;
+    }
+    Ok(outcome)
 }
 
 /// The shape of a sweep's points: how many values each knob has (the first varies fastest).

@@ -208,11 +208,7 @@ fn summary(out: &mut String, plan: &Plan, outcome: &Outcome, p: &PropertySweep) 
         .boundaries
         .iter()
         .filter(|b| seen.insert(b.violated_point))
-        .filter_map(|b| {
-            let run = outcome.runs.get(&b.violated_point)?;
-            let cx = run.properties.iter().find(|x| x.name == p.name)?.counterexample.as_ref()?;
-            Some((b.violated_point, cx))
-        })
+        .filter_map(|b| Some((b.violated_point, outcome.counterexample(b.violated_point, p.name)?)))
         .collect();
     for (i, (point, cx)) in found.iter().enumerate().take(EXTRA_COUNTEREXAMPLES_MAX + 1) {
         let at = plan.point_label(*point);
@@ -286,11 +282,7 @@ pub fn json(plan: &Plan, outcome: &Outcome, shard: Option<Shard>, exit_code: u8)
                 .boundaries
                 .iter()
                 .map(|b| {
-                    let cx = outcome
-                        .runs
-                        .get(&b.violated_point)
-                        .and_then(|r| r.properties.iter().find(|x| x.name == p.name))
-                        .and_then(|x| x.counterexample.as_ref());
+                    let cx = outcome.counterexample(b.violated_point, p.name);
                     json!({
                         "knob": b.knob,
                         "fixed": b.fixed.as_ref().map(|(k, v)| json!({"key": k, "value": v})),
@@ -314,7 +306,7 @@ pub fn json(plan: &Plan, outcome: &Outcome, shard: Option<Shard>, exit_code: u8)
             })
         })
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "exit_code": exit_code,
         "model": plan.scenario.name,
         "file": plan.scenario.path,
@@ -326,6 +318,19 @@ pub fn json(plan: &Plan, outcome: &Outcome, shard: Option<Shard>, exit_code: u8)
         "checked": checked,
         "properties": properties,
     });
+    if shard.is_some() {
+        // What `replicheck merge` needs to give the merged boundaries their counterexamples.
+        let all: Vec<_> = outcome
+            .counterexamples
+            .iter()
+            .flat_map(|(point, found)| {
+                found
+                    .iter()
+                    .map(move |(name, cx)| json!({"point": point, "property": name, "counterexample": cx}))
+            })
+            .collect();
+        doc["counterexamples"] = all.into();
+    }
     serde_json::to_string_pretty(&doc).expect("reports serialize")
 }
 
