@@ -254,6 +254,11 @@ pub struct RunArgs {
     /// memory past this size, e.g. "16G" or "512M" (default: 80% of the machine's memory).
     #[arg(long, value_name = "SIZE", value_parser = engine::memory::parse_size)]
     pub memory_max: Option<u64>,
+    /// State-space reduction: `por` (partial-order reduction within a tick; the same verdicts,
+    /// fewer states; docs/reductions.md) or `none` (every interleaving). Certificates of
+    /// `prove` always record the unreduced counts.
+    #[arg(long, value_name = "none|por", default_value = "por")]
+    pub reduce: crate::model::Reduction,
 }
 
 /// `check --simulate`: random walks instead of exhaustive exploration.
@@ -339,6 +344,7 @@ fn run_options(run: RunArgs, progress: bool, interruptible: bool) -> RunOptions 
         explorer_addr: run.addr,
         stop: interruptible.then_some(&crate::check::terminal::STOP),
         memory_max_bytes: run.memory_max.or_else(engine::memory::default_limit_bytes),
+        reduction: run.reduce,
     }
 }
 
@@ -423,6 +429,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 max_states: None,
                 addr: RunOptions::default().explorer_addr,
                 memory_max: None,
+                reduce: crate::model::Reduction::None,
             };
             let opts = run_options(run, interactive, false);
             if interactive {

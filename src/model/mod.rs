@@ -12,6 +12,7 @@ pub mod display;
 mod env;
 pub mod history;
 pub mod properties;
+pub mod reduction;
 pub mod state;
 
 pub use crate::protocol::coordinator::{CoordOp, Join, MembershipUpdate, ShardView, Timer};
@@ -19,6 +20,7 @@ pub use crate::protocol::{
     filled, CapacityBreach, CapacityUnit, Coordinator, Endpoint, Event, Msg, OpId, PerClient, PerNode,
     PerShard, Stored,
 };
+pub use reduction::Reduction;
 pub use state::*;
 
 use crate::policy::NodeId;
