@@ -187,7 +187,8 @@ fn coordinator_quiet(cfg: &WorldConfig, s: &WorldState, actions: &[Action]) -> b
         | Action::CopyRetry(_) => true,
         _ => false,
     });
-    !busy && !(cfg.faults.crash_coordinator && budget_left(s))
+    let may_crash = cfg.faults.crash_coordinator && budget_left(s);
+    !busy && !may_crash
 }
 
 fn node_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8, out: &mut Vec<usize>) -> bool {
