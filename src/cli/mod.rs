@@ -198,6 +198,9 @@ pub enum Command {
         /// liveness costs.
         #[arg(long)]
         safety_only: bool,
+        /// The reduction to measure.
+        #[arg(long, default_value = "por")]
+        reduce: crate::model::Reduction,
     },
     /// Measure the Repl benchmark (a port of the `Repl.tla` TLA+ spec, whose state counts other
     /// checkers publish): `Durable` over its 2,427,180 states with replicheck's engine, each run
@@ -463,13 +466,13 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             }
             conform_trace(&log, &World::new(cfg))
         }
-        Command::BenchOne { model, variant, threads, safety_only } => {
+        Command::BenchOne { model, variant, threads, safety_only, reduce } => {
             let scenario = Scenario::load(&model)?;
             let mut jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
             if safety_only {
                 jobs[0].scenario.properties.retain(|p| !p.is_liveness());
             }
-            let opts = RunOptions { threads, ..RunOptions::default() };
+            let opts = RunOptions { threads, reduction: reduce, ..RunOptions::default() };
             let start = Instant::now();
             let r = check::run(&jobs[0], &opts)?;
             let doc = serde_json::json!({
@@ -479,6 +482,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 "unique_states": r.unique_states,
                 "transitions": r.transitions,
                 "complete": r.complete,
+                "reduction": r.reduction,
                 "wall_ms": start.elapsed().as_millis() as u64,
                 "explore_ms": r.elapsed_ms,
                 "states_per_second": r.states_per_second,
