@@ -549,7 +549,10 @@ fn check_command(
             break;
         }
         if interactive {
-            let expected = check::proofs::recorded_states(Path::new("proofs"), job);
+            // Certificates record the unreduced count: no estimate for a reduced run.
+            let expected = (opts.reduction == crate::model::Reduction::None)
+                .then(|| check::proofs::recorded_states(Path::new("proofs"), job))
+                .flatten();
             crate::check::terminal::start(
                 run_label(i, jobs.len(), &job.scenario.name, &job.variant),
                 expected,
