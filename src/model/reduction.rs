@@ -4,7 +4,7 @@
 //! order. Steps of different actors mostly commute: four `Replicate` deliveries due at the
 //! same instant reach the same state in all 24 orders. [`ample`] picks, where it can prove it
 //! safe, the enabled actions of one actor `X` (a storage node, or a client) as the only ones
-//! to expand; the engine ([`crate::engine::Ample`]) expands every action of a state whose
+//! to expand; the engine's `Ample` hook expands every action of a state whose
 //! ample successors are already known (the cycle proviso).
 //!
 //! # What makes `A_X(s)`, the enabled actions of actor `X` in state `s`, ample
@@ -56,7 +56,7 @@
 //!   topology edge and the same "outstanding" status in every state: a violating lasso exists
 //!   in the reduced graph iff one exists in the full graph. Every reduced edge is a real edge,
 //!   so a counterexample found is a behaviour of the full world.
-//! * **Cycle proviso.** Enforced by the engine (see [`crate::engine::Ample`]); with it, the
+//! * **Cycle proviso.** Enforced by the engine (its `Ample` hook); with it, the
 //!   safety argument's second case (which keeps the path length) strictly deepens the BFS, so
 //!   the induction ends.
 //!
