@@ -7,7 +7,7 @@ use replicheck::check::{self, Found, PolicyChoice, RunOptions, RunResult};
 use replicheck::config::PropertyName;
 use replicheck::engine;
 use replicheck::model::properties::acked_writes_persist;
-use replicheck::model::{World, WorldConfig};
+use replicheck::model::{Reduction, World, WorldConfig};
 use stateright::Model;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,10 +23,20 @@ fn jobs(variant: &str) -> Vec<check::Job> {
         .expect("the small model loads")
 }
 
+/// A run of the full state graph (`--reduce none`): the pinned counts are the unreduced ones.
 fn run_variant(variant: &str, threads: usize, progress: Option<fn(&engine::Progress)>) -> RunResult {
+    run_reduced(variant, threads, progress, Reduction::None)
+}
+
+fn run_reduced(
+    variant: &str,
+    threads: usize,
+    progress: Option<fn(&engine::Progress)>,
+    reduction: Reduction,
+) -> RunResult {
     let jobs = jobs(variant);
     assert_eq!(jobs.len(), 1);
-    let opts = RunOptions { threads, progress, ..RunOptions::default() };
+    let opts = RunOptions { threads, progress, reduction, ..RunOptions::default() };
     check::run(&jobs[0], &opts).expect("the small model runs")
 }
 
@@ -72,6 +82,9 @@ fn exploration_is_deterministic_across_runs_and_threads() {
         assert_eq!(first, again, "{variant}: two single-threaded runs differ");
         assert_eq!(first, parallel, "{variant}: threads=1 and threads=2 differ");
         assert_eq!(parallel, parallel_again, "{variant}: two runs with threads=2 differ");
+        let reduced = outcome(&run_reduced(variant, 1, None, Reduction::Por));
+        let reduced_parallel = outcome(&run_reduced(variant, 2, None, Reduction::Por));
+        assert_eq!(reduced, reduced_parallel, "{variant}: reduced runs with threads=1 and 2 differ");
     }
     // The engine expands a level on one thread when it has fewer than 256 states; some level
     // of the small model must be wider, or threads=2 was never exercised.

@@ -84,7 +84,11 @@ pub fn measure_repl(model: &repl::Repl, threads: usize, symmetry: bool) -> Measu
     let properties = [repl::Repl::durable_property()];
     let limits = Limits { threads, ..Limits::default() };
     let canonical = |s: &repl::ReplState| s.canonical();
-    let hooks = engine::Hooks::<repl::Repl> { labeler: None, canonical: symmetry.then_some(&canonical as _) };
+    let hooks = engine::Hooks::<repl::Repl> {
+        labeler: None,
+        canonical: symmetry.then_some(&canonical as _),
+        ample: None,
+    };
     let e = engine::explore_with(model, &properties, &limits, hooks);
     let durable_only_peak = engine::peak_memory_bytes();
     if symmetry {

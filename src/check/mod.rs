@@ -18,7 +18,7 @@ pub mod trace;
 pub use crate::config::Found;
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
 use crate::engine::{self, cycles, Cut, Limits};
-use crate::model::{display, properties, Action, World, WorldConfig, WorldState};
+use crate::model::{display, properties, reduction, Action, Reduction, World, WorldConfig, WorldState};
 use indexmap::IndexMap;
 use serde::Serialize;
 use stateright::Model;
@@ -87,6 +87,11 @@ pub struct RunResult {
     /// The chance that a 64-bit fingerprint collision hid a state from this run (an upper
     /// bound; see [`engine::collision`]): how sure a "holds" is.
     pub fingerprint_collision_probability: f64,
+    /// The reduction the run used (`none` or `por`): with `por` the counts are of the reduced
+    /// graph, which gives the same verdicts (docs/reductions.md).
+    pub reduction: Reduction,
+    /// States expanded with an ample subset of their actions (0 without reduction).
+    pub ample_states: u64,
 }
 
 /// The policy's key = TOML value pairs as one JSON object, in their order.
@@ -130,6 +135,9 @@ pub struct RunOptions {
     /// The memory bound: see [`engine::Limits::memory_max_bytes`]. Default: 80% of the
     /// machine's memory.
     pub memory_max_bytes: Option<u64>,
+    /// Which reduction to use (default: partial-order reduction, sound for every property
+    /// the world checks; see `model::reduction`).
+    pub reduction: Reduction,
 }
 
 impl Default for RunOptions {
@@ -141,6 +149,7 @@ impl Default for RunOptions {
             explorer_addr: "127.0.0.1:3000".into(),
             stop: None,
             memory_max_bytes: engine::memory::default_limit_bytes(),
+            reduction: Reduction::default(),
         }
     }
 }
@@ -285,8 +294,15 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
     };
     let labeler = |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
-    let exploration =
-        engine::explore_labelled(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler));
+    let ample =
+        |s: &WorldState, actions: &[Action], out: &mut Vec<usize>| reduction::ample(&world, s, actions, out);
+    let ample: engine::Ample<World> = &ample;
+    let hooks = engine::Hooks {
+        labeler: (!liveness.is_empty()).then_some(labeler),
+        canonical: None,
+        ample: (opts.reduction == Reduction::Por).then_some(ample),
+    };
+    let exploration = engine::explore_with(&world, &safety, &limits, hooks);
     let mut results = Vec::new();
     let mut safety_index = 0;
     for name in &world.cfg.properties {
@@ -311,7 +327,8 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
             };
             let cx = discovery.map(|index| {
                 let shortest = engine::path(&world, &exploration, index);
-                let path = fewer_faults(&world, *name, &shortest, &limits).unwrap_or(shortest);
+                let path =
+                    fewer_faults(&world, *name, &shortest, &limits, opts.reduction).unwrap_or(shortest);
                 counterexample(&world, &path, &job.explore_args, &opts.explorer_addr)
             });
             (found, cx)
@@ -349,6 +366,8 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
             exploration.unique_states,
             exploration.transitions,
         ),
+        reduction: opts.reduction,
+        ample_states: exploration.ample_states,
     })
 }
 
@@ -364,6 +383,7 @@ fn fewer_faults(
     name: PropertyName,
     shortest: &[engine::Step<World>],
     limits: &Limits,
+    reduce: Reduction,
 ) -> Option<Vec<engine::Step<World>>> {
     let spent = world.cfg.faults.budget - shortest.last()?.state.env.faults_left;
     for budget in 0..spent {
@@ -373,7 +393,17 @@ fn fewer_faults(
         let property: Vec<_> = reduced.properties().into_iter().filter(|p| p.name == name.as_str()).collect();
         assert_eq!(property.len(), 1, "{name} is a safety property of this world");
         let limits = Limits { record_edges: false, stop_when_decided: true, progress: None, ..*limits };
-        let exploration = engine::explore(&reduced, &property, &limits);
+        // Partial-order reduction keeps every safety violation reachable (model::reduction).
+        let ample = |s: &WorldState, actions: &[Action], out: &mut Vec<usize>| {
+            reduction::ample(&reduced, s, actions, out)
+        };
+        let ample: engine::Ample<World> = &ample;
+        let hooks = engine::Hooks {
+            labeler: None,
+            canonical: None,
+            ample: (reduce == Reduction::Por).then_some(ample),
+        };
+        let exploration = engine::explore_with(&reduced, &property, &limits, hooks);
         let Some(index) = exploration.discoveries[0] else { continue };
         let actions: Vec<Action> = engine::path(&reduced, &exploration, index)
             .into_iter()

@@ -8,6 +8,14 @@ fn rate(r: &RunResult) -> String {
     format!("{:.0} states/s", r.states_per_second)
 }
 
+/// `none`, or `por (N states expanded with an ample set)`.
+fn reduction(r: &RunResult) -> String {
+    match r.reduction {
+        crate::model::Reduction::None => "none".to_string(),
+        crate::model::Reduction::Por => format!("por ({} states expanded with an ample set)", r.ample_states),
+    }
+}
+
 pub fn human(results: &[RunResult]) -> String {
     let mut out = String::new();
     let mut last_model = None;
@@ -23,7 +31,7 @@ pub fn human(results: &[RunResult]) -> String {
         };
         let _ = writeln!(
             out,
-            "  variant {}: {} unique states, {} transitions, max depth {}, {:.2}s, {}; exploration {}; fingerprint collision probability {}",
+            "  variant {}: {} unique states, {} transitions, max depth {}, {:.2}s, {}; exploration {}; reduction {}; fingerprint collision probability {}",
             r.variant,
             r.unique_states,
             r.transitions,
@@ -31,6 +39,7 @@ pub fn human(results: &[RunResult]) -> String {
             r.elapsed_ms as f64 / 1000.0,
             rate(r),
             exploration,
+            reduction(r),
             crate::engine::collision::describe(r.fingerprint_collision_probability)
         );
         for p in &r.properties {

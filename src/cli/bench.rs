@@ -1,6 +1,7 @@
 //! `bench` and `bench-repl`: measurements, each in a fresh process.
 
 use super::*;
+use crate::model::Reduction;
 
 /// Each measurement runs in its own process so peak memory is that run's alone.
 pub(super) fn bench(
@@ -32,12 +33,14 @@ pub(super) fn bench(
     let secs = |v: &serde_json::Value| v["wall_ms"].as_u64().unwrap_or(0) as f64 / 1000.0;
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     println!(
-        "median of {runs} run(s) per cell; safety: safety properties only; +cycles: with the cycle analysis"
+        "median of {runs} run(s) per cell; safety: safety properties only; +cycles: with the cycle analysis; \
+         red: the reduction (none, or por: partial-order reduction, the default of check)"
     );
     println!(
-        "{:<25} {:<19} {:>3} {:>9} {:>11} {:>8} {:>8} {:>6} {:>10} {:>9} {:>5} {:>9}",
+        "{:<25} {:<19} {:>4} {:>3} {:>9} {:>11} {:>8} {:>8} {:>6} {:>10} {:>9} {:>5} {:>9}",
         "model",
         "variant",
+        "red",
         "thr",
         "states",
         "transitions",
@@ -49,14 +52,20 @@ pub(super) fn bench(
         "B/st",
         "+cyc MiB"
     );
-    let row = |model: &str, variant: &str, t: usize, safety: &serde_json::Value, full: &serde_json::Value| {
+    let row = |model: &str,
+               variant: &str,
+               reduction: &str,
+               t: usize,
+               safety: &serde_json::Value,
+               full: &serde_json::Value| {
         let states = full["unique_states"].as_u64().unwrap_or(0);
         let safe_peak = safety["peak_memory_bytes"].as_u64().unwrap_or(0);
         let full_peak = full["peak_memory_bytes"].as_u64().unwrap_or(0);
         println!(
-            "{:<25} {:<19} {:>3} {:>9} {:>11} {:>7.2}s {:>7.2}s {:>6.2} {:>10.0} {:>9.1} {:>5} {:>9.1}{}",
+            "{:<25} {:<19} {:>4} {:>3} {:>9} {:>11} {:>7.2}s {:>7.2}s {:>6.2} {:>10.0} {:>9.1} {:>5} {:>9.1}{}",
             model,
             variant,
+            reduction,
             t,
             states,
             full["transitions"],
@@ -89,26 +98,31 @@ pub(super) fn bench(
                 "peak_memory_bytes": m["peak_with_cycles_bytes"],
                 "complete": m["complete"],
             });
-            row("Repl.tla (bench)", "Durable + WF", t, &safety, &full);
+            row("Repl.tla (bench)", "Durable + WF", "none", t, &safety, &full);
         }
     }
+    // Each library variant with and without the partial-order reduction.
     for job in &jobs {
-        for &t in threads {
-            let args = |safety_only: bool| {
-                let mut a = vec![
-                    "bench-one".to_string(),
-                    job.scenario.path.display().to_string(),
-                    job.variant.clone(),
-                    t.to_string(),
-                ];
-                if safety_only {
-                    a.push("--safety-only".into());
-                }
-                a
-            };
-            let safety = median(&job.scenario.path, &args(true))?;
-            let full = median(&job.scenario.path, &args(false))?;
-            row(&job.scenario.name, &job.variant, t, &safety, &full);
+        for reduction in [Reduction::None, Reduction::Por] {
+            for &t in threads {
+                let args = |safety_only: bool| {
+                    let mut a = vec![
+                        "bench-one".to_string(),
+                        job.scenario.path.display().to_string(),
+                        job.variant.clone(),
+                        t.to_string(),
+                        "--reduce".to_string(),
+                        reduction.as_str().to_string(),
+                    ];
+                    if safety_only {
+                        a.push("--safety-only".into());
+                    }
+                    a
+                };
+                let safety = median(&job.scenario.path, &args(true))?;
+                let full = median(&job.scenario.path, &args(false))?;
+                row(&job.scenario.name, &job.variant, reduction.as_str(), t, &safety, &full);
+            }
         }
     }
     Ok(0)

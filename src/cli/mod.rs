@@ -207,6 +207,9 @@ pub enum Command {
         /// liveness costs.
         #[arg(long)]
         safety_only: bool,
+        /// The reduction to measure.
+        #[arg(long, default_value = "por")]
+        reduce: crate::model::Reduction,
     },
     /// Measure the Repl benchmark (a port of the `Repl.tla` TLA+ spec, whose state counts other
     /// checkers publish): `Durable` over its 2,427,180 states with replicheck's engine, each run
@@ -263,6 +266,11 @@ pub struct RunArgs {
     /// memory past this size, e.g. "16G" or "512M" (default: 80% of the machine's memory).
     #[arg(long, value_name = "SIZE", value_parser = engine::memory::parse_size)]
     pub memory_max: Option<u64>,
+    /// State-space reduction: `por` (partial-order reduction within a tick; the same verdicts,
+    /// fewer states; docs/reductions.md) or `none` (every interleaving). Certificates of
+    /// `prove` always record the unreduced counts.
+    #[arg(long, value_name = "none|por", default_value = "por")]
+    pub reduce: crate::model::Reduction,
 }
 
 /// `check --simulate`: random walks instead of exhaustive exploration.
@@ -349,6 +357,7 @@ fn run_options(run: RunArgs, progress: bool, interruptible: bool) -> RunOptions 
         explorer_addr: run.addr,
         stop: interruptible.then_some(&crate::check::terminal::STOP),
         memory_max_bytes: run.memory_max.or_else(engine::memory::default_limit_bytes),
+        reduction: run.reduce,
     }
 }
 
@@ -438,6 +447,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 max_states: None,
                 addr: RunOptions::default().explorer_addr,
                 memory_max: None,
+                reduce: crate::model::Reduction::None,
             };
             let opts = run_options(run, interactive, false);
             if interactive {
@@ -471,13 +481,13 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             }
             conform_trace(&log, &World::new(cfg))
         }
-        Command::BenchOne { model, variant, threads, safety_only } => {
+        Command::BenchOne { model, variant, threads, safety_only, reduce } => {
             let scenario = Scenario::load(&model)?;
             let mut jobs = check::plan(std::slice::from_ref(&model), &PolicyChoice::Variants(Some(variant)))?;
             if safety_only {
                 jobs[0].scenario.properties.retain(|p| !p.is_liveness());
             }
-            let opts = RunOptions { threads, ..RunOptions::default() };
+            let opts = RunOptions { threads, reduction: reduce, ..RunOptions::default() };
             let start = Instant::now();
             let r = check::run(&jobs[0], &opts)?;
             let doc = serde_json::json!({
@@ -487,6 +497,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 "unique_states": r.unique_states,
                 "transitions": r.transitions,
                 "complete": r.complete,
+                "reduction": r.reduction,
                 "wall_ms": start.elapsed().as_millis() as u64,
                 "explore_ms": r.elapsed_ms,
                 "states_per_second": r.states_per_second,
@@ -553,7 +564,10 @@ fn check_command(
             break;
         }
         if interactive {
-            let expected = check::proofs::recorded_states(Path::new("proofs"), job);
+            // Certificates record the unreduced count: no estimate for a reduced run.
+            let expected = (opts.reduction == crate::model::Reduction::None)
+                .then(|| check::proofs::recorded_states(Path::new("proofs"), job))
+                .flatten();
             crate::check::terminal::start(
                 run_label(i, jobs.len(), &job.scenario.name, &job.variant),
                 expected,

@@ -14,6 +14,8 @@ pub(super) struct Part<S> {
     /// Per property, the first state of the chunk (BFS order) that discovers it.
     pub(super) discoveries: Vec<Option<u32>>,
     pub(super) transitions: u64,
+    /// States of the chunk expanded with an ample subset of their actions.
+    pub(super) ample_states: u64,
     /// Successors not in the seen set before this level, in order: fingerprint, state, and
     /// the index of the state that generated it. They may repeat within the level.
     pub(super) cand_fp: Vec<u64>,
@@ -31,6 +33,7 @@ impl<S> Part<S> {
         Part {
             discoveries: Vec::new(),
             transitions: 0,
+            ample_states: 0,
             cand_fp: Vec::new(),
             cand_state: Vec::new(),
             cand_parent: Vec::new(),
@@ -43,6 +46,7 @@ impl<S> Part<S> {
         self.discoveries.clear();
         self.discoveries.resize(property_count, None);
         self.transitions = 0;
+        self.ample_states = 0;
         self.cand_fp.clear();
         self.cand_state.clear();
         self.cand_parent.clear();
@@ -107,6 +111,7 @@ pub(super) fn expand_chunk<M>(
     part.clear(properties.len());
     let mut actions = Vec::new();
     let mut batch: Vec<(u64, M::State, u8)> = Vec::new();
+    let mut chosen: Vec<usize> = Vec::new();
     let mut rows: Vec<(u32, usize)> = Vec::new();
     for (b, group) in states.chunks(BATCH_STATES).enumerate() {
         rows.clear();
@@ -130,19 +135,31 @@ pub(super) fn expand_chunk<M>(
             }
             model.actions(state, &mut actions);
             let before = batch.len();
+            if let Some(ample) = hooks.ample {
+                chosen.clear();
+                ample(state, &actions, &mut chosen);
+                if !chosen.is_empty() && chosen.len() < actions.len() {
+                    // The cycle proviso: an ample successor already known may close a cycle
+                    // on which the other actions would be deferred forever; expand fully.
+                    let closes_cycle =
+                        chosen.iter().any(|&i| match successor(model, hooks, state, actions[i].clone()) {
+                            Some((fp, next, label)) => {
+                                let known = seen.get(fp).is_some();
+                                batch.push((fp, next, label));
+                                known
+                            }
+                            None => true,
+                        });
+                    if closes_cycle {
+                        batch.truncate(before);
+                    } else {
+                        part.ample_states += 1;
+                        actions.clear();
+                    }
+                }
+            }
             for a in actions.drain(..) {
-                let (next, label) = match hooks.labeler {
-                    Some(label) => {
-                        let Some(next) = model.next_state(state, a.clone()) else { continue };
-                        let l = label(state, &a, &next);
-                        (next, l)
-                    }
-                    None => {
-                        let Some(next) = model.next_state(state, a) else { continue };
-                        (next, 0)
-                    }
-                };
-                let fp = hooks.fingerprint(&next);
+                let Some((fp, next, label)) = successor(model, hooks, state, a) else { continue };
                 seen.prefetch(fp);
                 batch.push((fp, next, label));
             }
@@ -174,6 +191,24 @@ pub(super) fn expand_chunk<M>(
             }
         }
     }
+}
+
+/// A successor with its fingerprint and (when a labeler is given) its edge label.
+fn successor<M>(model: &M, hooks: Hooks<M>, state: &M::State, a: M::Action) -> Option<(u64, M::State, u8)>
+where
+    M: Model,
+    M::State: Hash,
+    M::Action: Clone,
+{
+    let (next, label) = match hooks.labeler {
+        Some(label) => {
+            let next = model.next_state(state, a.clone())?;
+            let l = label(state, &a, &next);
+            (next, l)
+        }
+        None => (model.next_state(state, a)?, 0),
+    };
+    Some((hooks.fingerprint(&next), next, label))
 }
 
 /// Split the shards into `n` contiguous ranges (first shard index, shards).

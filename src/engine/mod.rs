@@ -102,6 +102,8 @@ pub enum Cut {
 pub struct Exploration {
     pub unique_states: u64,
     pub transitions: u64,
+    /// States expanded with an ample subset of their actions (partial-order reduction).
+    pub ample_states: u64,
     pub max_depth: u32,
     /// `None`: every reachable state was explored.
     pub cut: Option<Cut>,
@@ -217,7 +219,7 @@ where
     M::State: Hash + Clone,
     M::Action: Clone,
 {
-    walk_with(model, exploration, indices, labels, Hooks { labeler, canonical: None })
+    walk_with(model, exploration, indices, labels, Hooks { labeler, canonical: None, ample: None })
 }
 
 /// `path` for an exploration run with hooks (the same canonicalizer must be given).
@@ -297,12 +299,25 @@ const PARALLEL_FRONTIER_MIN: usize = 256;
 /// the class's first concrete state (per-process fairness classes are not permuted).
 pub type Canonicalizer<'a, M> = &'a (dyn Fn(&<M as Model>::State) -> <M as Model>::State + Sync);
 
+/// Partial-order reduction: given a state and its enabled actions (in the model's order), put
+/// in `out` the indices of an ample subset to expand instead of all of them, or leave `out`
+/// empty to expand all. The model is responsible for the subset's persistence (no action
+/// dependent on it can run first), its invisibility to what is checked, and for a path to a
+/// `Tick`-like dependent action; the engine adds the cycle proviso: the subset is used only if
+/// none of its successors is already known (in an earlier level, or the state itself). Every
+/// edge of a level-synchronous BFS that closes a cycle leads to a known state, so on every
+/// cycle of the reduced graph some state is fully expanded, and an action is never deferred
+/// forever. Deterministic: the seen set of earlier levels is read-only while a level expands.
+pub type Ample<'a, M> = &'a (dyn Fn(&<M as Model>::State, &[<M as Model>::Action], &mut Vec<usize>) + Sync);
+
 /// Optional per-model hooks of an exploration.
 pub struct Hooks<'a, M: Model> {
     /// Label every transition and keep the labelled graph (for cycle analysis).
     pub labeler: Option<EdgeLabeler<'a, M>>,
     /// Symmetry reduction: fingerprint `canonical(state)` instead of `state`.
     pub canonical: Option<Canonicalizer<'a, M>>,
+    /// Partial-order reduction (see [`Ample`]).
+    pub ample: Option<Ample<'a, M>>,
 }
 
 impl<M: Model> Clone for Hooks<'_, M> {
@@ -313,7 +328,7 @@ impl<M: Model> Clone for Hooks<'_, M> {
 impl<M: Model> Copy for Hooks<'_, M> {}
 impl<M: Model> Default for Hooks<'_, M> {
     fn default() -> Self {
-        Hooks { labeler: None, canonical: None }
+        Hooks { labeler: None, canonical: None, ample: None }
     }
 }
 
@@ -383,7 +398,7 @@ where
     M::State: Hash + Clone + Send + Sync,
     M::Action: Clone,
 {
-    explore_with(model, properties, limits, Hooks { labeler, canonical: None })
+    explore_with(model, properties, limits, Hooks { labeler, canonical: None, ample: None })
 }
 
 /// `explore` with hooks: an edge labeler (as `explore_labelled`) and a symmetry canonicalizer.
@@ -425,6 +440,7 @@ where
     let mut discoveries: Vec<Option<u32>> = vec![None; properties.len()];
     let mut graph = record.then(Graph::default);
     let mut transitions = 0u64;
+    let mut ample_states = 0u64;
     let mut depth = 0u32;
     let mut cut = None;
     let mut memory_guard = limits.memory_max_bytes.map(memory::Guard::new);
@@ -444,6 +460,7 @@ where
             part
         });
         transitions += merge_discoveries(&parts, &mut discoveries);
+        ample_states += parts.iter().map(|p| p.ample_states).sum::<u64>();
         let (starts, candidates) = candidate_starts(&parts);
         level_peak_bytes = level_peak_bytes.max(
             (frontier.len() * std::mem::size_of::<M::State>()
@@ -536,6 +553,7 @@ where
     Exploration {
         unique_states: fingerprints.len() as u64,
         transitions,
+        ample_states,
         max_depth: depth,
         cut,
         elapsed: start.elapsed(),

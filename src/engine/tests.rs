@@ -151,7 +151,7 @@ fn the_index_limit_stops_exploration_instead_of_wrapping() {
 fn a_canonicalizer_explores_one_state_per_class_and_paths_stay_concrete() {
     // Rotations of the three counters are symmetric: the model commutes with them.
     let canon = |s: &[u8; 3]| *[*s, [s[1], s[2], s[0]], [s[2], s[0], s[1]]].iter().min().unwrap();
-    let hooks = Hooks::<Grid> { labeler: None, canonical: Some(&canon) };
+    let hooks = Hooks::<Grid> { labeler: None, canonical: Some(&canon), ample: None };
     // A symmetric property (invariant under rotation), as symmetry reduction requires.
     let props = [Property::<Grid>::always("no rotation of 1-2-3", |_, s| {
         ![[1, 2, 3], [2, 3, 1], [3, 1, 2]].contains(s)
@@ -183,4 +183,38 @@ fn a_set_stop_flag_cuts_exploration_after_the_level_in_hand() {
     assert!(!e.complete());
     assert!(e.unique_states < full.unique_states, "{} of {}", e.unique_states, full.unique_states);
     assert_eq!(e.max_depth, 1, "one level was expanded before the flag was polled");
+}
+
+/// A ring 0 -> 1 -> ... -> 5 -> 0 where every ring state may also exit to 100 + i.
+struct Ring;
+impl Model for Ring {
+    type State = u8;
+    type Action = bool;
+    fn init_states(&self) -> Vec<u8> {
+        vec![0]
+    }
+    fn actions(&self, s: &u8, a: &mut Vec<bool>) {
+        if *s < 100 {
+            a.extend([true, false]);
+        }
+    }
+    fn next_state(&self, s: &u8, step: bool) -> Option<u8> {
+        Some(if step { (s + 1) % 6 } else { 100 + s })
+    }
+}
+
+#[test]
+fn the_cycle_proviso_expands_a_state_whose_ample_successor_is_known() {
+    // An ample set that always defers the exit would go round the ring forever and never
+    // see an exit state; the proviso expands state 5 fully, whose step leads back to 0.
+    let step_only = |_: &u8, actions: &[bool], out: &mut Vec<usize>| {
+        out.extend(actions.iter().position(|&a| a));
+    };
+    let hooks = Hooks::<Ring> { labeler: None, canonical: None, ample: Some(&step_only) };
+    let props = [Property::<Ring>::sometimes("an exit", |_, s| *s >= 100)];
+    let limits = Limits { stop_when_decided: false, ..Limits::default() };
+    let e = explore_with(&Ring, &props, &limits, hooks);
+    assert_eq!(e.ample_states, 5, "states 0..=4 took only their step");
+    assert_eq!(e.unique_states, 6 + 1, "the ring and the exit of state 5");
+    assert!(e.discoveries[0].is_some());
 }

@@ -118,7 +118,10 @@ fn retire_attempt(s: &mut WorldState, op: OpId, attempt: u8) {
             _ => {}
         }
     }
-    for o in &mut s.coord.ops {
+    if !s.coord.ops.iter().any(|o| o.op == op && o.attempt == attempt) {
+        return;
+    }
+    for o in &mut std::sync::Arc::make_mut(&mut s.coord).ops {
         if o.op == op && o.attempt == attempt {
             o.attempt = older;
         }

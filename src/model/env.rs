@@ -113,14 +113,14 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
     match fault {
         Action::Crash(n) => {
             s.env.faults_left -= 1;
-            s.nodes[usize::from(n)].up = false;
+            std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = false;
             mark_faulted(s, n);
         }
-        Action::Restart(n) => s.nodes[usize::from(n)].up = true,
+        Action::Restart(n) => std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = true,
         Action::CoordinatorRestart => {
             s.env.faults_left -= 1;
             let durable = s.coord.durable(cfg);
-            s.coord = crate::protocol::Coordinator::recover(cfg, &durable);
+            s.coord = std::sync::Arc::new(crate::protocol::Coordinator::recover(cfg, &durable));
         }
         Action::Partition(z) => {
             s.env.faults_left -= 1;

@@ -12,6 +12,7 @@ pub mod display;
 mod env;
 pub mod history;
 pub mod properties;
+pub mod reduction;
 pub mod state;
 
 pub use crate::protocol::coordinator::{CoordOp, Join, MembershipUpdate, ShardView, Timer};
@@ -19,6 +20,7 @@ pub use crate::protocol::{
     filled, CapacityBreach, CapacityUnit, Coordinator, Endpoint, Event, Msg, OpId, PerClient, PerNode,
     PerShard, Stored,
 };
+pub use reduction::Reduction;
 pub use state::*;
 
 use crate::policy::NodeId;
@@ -77,8 +79,11 @@ impl World {
         let node_count = cfg.nodes.len();
         let shard_count = cfg.shard_names.len();
         WorldState {
-            nodes: filled(NodeState { up: true, shards: filled(Stored::default(), shard_count) }, node_count),
-            coord: Coordinator::new(cfg),
+            nodes: std::sync::Arc::new(filled(
+                NodeState { up: true, shards: filled(Stored::default(), shard_count) },
+                node_count,
+            )),
+            coord: std::sync::Arc::new(Coordinator::new(cfg)),
             clients: cfg
                 .clients
                 .iter()
@@ -127,7 +132,7 @@ impl Extend<Timer> for TimerActions<'_> {
 /// A coordinator timer fires.
 fn fire(cfg: &WorldConfig, s: &mut WorldState, timer: Timer) {
     let mut out = Outbox::default();
-    s.coord.on_timer(cfg, timer, &mut out);
+    std::sync::Arc::make_mut(&mut s.coord).on_timer(cfg, timer, &mut out);
     apply(cfg, s, Endpoint::Coordinator, out);
 }
 
@@ -263,7 +268,8 @@ impl Model for World {
                 match e.dst {
                     Endpoint::Node(n) => {
                         let mut out = Outbox::default();
-                        node::on_msg(n, &mut s.nodes[usize::from(n)].shards, e.src, e.msg, &mut out);
+                        let nodes = std::sync::Arc::make_mut(&mut s.nodes);
+                        node::on_msg(n, &mut nodes[usize::from(n)].shards, e.src, e.msg, &mut out);
                         apply(cfg, &mut s, Endpoint::Node(n), out);
                     }
                     Endpoint::Coordinator => {
@@ -271,7 +277,7 @@ impl Model for World {
                             ghost_heard_from(&mut s.ghost, n, e.sender_epoch);
                         }
                         let mut out = Outbox::default();
-                        s.coord.on_msg(cfg, e.src, e.msg, &mut out);
+                        std::sync::Arc::make_mut(&mut s.coord).on_msg(cfg, e.src, e.msg, &mut out);
                         apply(cfg, &mut s, Endpoint::Coordinator, out);
                     }
                     Endpoint::Client(c) => client::on_msg(cfg, &mut s, c, e.msg),
@@ -287,7 +293,7 @@ impl Model for World {
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),
             Action::Tick => {
                 env::tick(&mut s);
-                s.coord.tick(cfg);
+                std::sync::Arc::make_mut(&mut s.coord).tick(cfg);
                 ghost_tick(cfg, &mut s.ghost);
                 client::tick(&mut s);
             }

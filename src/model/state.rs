@@ -5,6 +5,7 @@ use crate::policy::{NodeId, Version};
 use crate::protocol::{
     CapacityBreach, Coordinator, Endpoint, Msg, OpId, PerClient, PerNode, PerShard, Stored,
 };
+use std::sync::Arc;
 
 /// A message in flight. It may be delivered once `earliest_ticks` is 0 and must be by the time
 /// `latest_ticks` would go below 0: `Tick` is disabled while a message has `latest_ticks == 0`.
@@ -81,10 +82,14 @@ pub struct Ghost {
     pub capacity_breach: Option<CapacityBreach>,
 }
 
+/// The nodes and the coordinator are behind `Arc`s: a step of one actor leaves the others'
+/// state shared with its parent, so the frontier and the level's candidates hold a pointer
+/// where most steps change nothing. `Arc`'s `Hash` and `Eq` are its contents', so
+/// fingerprints and state counts are those of the plain structure.
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct WorldState {
-    pub nodes: PerNode<NodeState>,
-    pub coord: Coordinator,
+    pub nodes: Arc<PerNode<NodeState>>,
+    pub coord: Arc<Coordinator>,
     pub clients: PerClient<ClientState>,
     /// Messages in flight, kept sorted so equal states hash equally.
     pub net: Vec<Envelope>,

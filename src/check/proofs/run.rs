@@ -107,7 +107,7 @@ pub fn prove(
     };
     for p in &planned {
         let model_text = read_text(&p.job.scenario.path)?;
-        let result = crate::check::run(&p.job, opts)?;
+        let result = crate::check::run(&p.job, &unreduced(opts))?;
         let text = Certificate::new(&p.job, &result, &model_text)?.to_text();
         on_run(&run_line(&result, &p.path));
         let before = std::fs::read_to_string(&p.path).ok();
@@ -304,7 +304,7 @@ fn check_one(
     on_run: &mut dyn FnMut(&str),
 ) -> Result<Option<Problem>, ConfigError> {
     let model_text = read_text(&p.job.scenario.path)?;
-    let result = crate::check::run(&p.job, opts)?;
+    let result = crate::check::run(&p.job, &unreduced(opts))?;
     let fresh = Certificate::new(&p.job, &result, &model_text)?;
     let problem = match &cert.content {
         Content::Current(old) if **old == fresh => None,
@@ -353,4 +353,10 @@ fn stale_reason(cert: &OnDisk, planned: &[Planned], gone: &BTreeSet<PathBuf>, ou
             certificate_path(out, &model.name, &cert.variant).display()
         )
     }
+}
+
+/// Certificates record the full state graph's counts, whatever reduction a check would use:
+/// a certificate then changes only when the model or the sources do.
+fn unreduced(opts: &RunOptions) -> RunOptions {
+    RunOptions { reduction: crate::model::Reduction::None, ..opts.clone() }
 }

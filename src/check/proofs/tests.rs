@@ -183,6 +183,8 @@ mod scope_tests {
             elapsed_ms: 0,
             states_per_second: 0.0,
             fingerprint_collision_probability: 0.0,
+            reduction: crate::model::Reduction::None,
+            ample_states: 0,
         };
         Certificate::new(job, &result, text).expect("the certificate builds")
     }

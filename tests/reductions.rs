@@ -1,0 +1,305 @@
+//! Partial-order reduction (`check --reduce por`, the default) against the full state graph
+//! (`--reduce none`): every library model and variant, and seeded random small models, must
+//! give the same verdict for every property with no more states, and every counterexample
+//! found under the reduction must replay, action by action, in the unreduced world and end
+//! in the violation it reports.
+
+use rand::{Rng, SeedableRng};
+use replicheck::check::{self, Counterexample, PolicyChoice, RunOptions, RunResult};
+use replicheck::model::{properties, Action, Reduction, World, WorldConfig, WorldState};
+use stateright::Model;
+use std::path::{Path, PathBuf};
+
+fn run(job: &check::Job, reduction: Reduction, threads: usize, max_states: Option<u64>) -> RunResult {
+    let opts = RunOptions { threads, reduction, max_states, ..RunOptions::default() };
+    check::run(job, &opts).expect("the model runs")
+}
+
+/// The states of `world` along a counterexample's explorer link (indices into each state's
+/// enabled actions, as `replicheck explore` numbers them), checking each step's text.
+fn replay(world: &World, cx: &Counterexample) -> Vec<WorldState> {
+    let indices: Vec<usize> = cx
+        .explorer_url
+        .split("/#/steps/")
+        .nth(1)
+        .expect("an explorer link")
+        .split('/')
+        .map(|i| i.parse().expect("indices"))
+        .collect();
+    let mut states = vec![world.init_states().into_iter().nth(indices[0]).expect("an initial state")];
+    for (n, &i) in indices[1..].iter().enumerate() {
+        let last = states.last().expect("a state");
+        let mut actions: Vec<Action> = Vec::new();
+        world.actions(last, &mut actions);
+        let action = actions.get(i).cloned().unwrap_or_else(|| panic!("step {}: no action {i}", n + 1));
+        assert!(
+            cx.steps[n].action.starts_with(&world.format_action(&action)),
+            "step {}: the link's action is the reported one",
+            n + 1
+        );
+        states.push(world.next_state(last, action).expect("an enabled action has a next state"));
+    }
+    states
+}
+
+/// The reduced run's verdicts are the full run's, with no more states; its counterexamples
+/// are behaviours of the full world.
+fn compare(job: &check::Job, full: &RunResult, reduced: &RunResult) {
+    let what = format!("{} / {}", job.scenario.name, job.variant);
+    assert_eq!(full.reduction, Reduction::None);
+    assert_eq!(full.ample_states, 0, "{what}: no ample set without reduction");
+    assert!(
+        reduced.unique_states <= full.unique_states,
+        "{what}: {} reduced states > {} full",
+        reduced.unique_states,
+        full.unique_states
+    );
+    let world = World::new(WorldConfig::new(&job.scenario, &job.policy).expect("resolves"));
+    for (f, r) in full.properties.iter().zip(&reduced.properties) {
+        assert_eq!(f.name, r.name);
+        assert_eq!(f.found, r.found, "{what}: {} differs under reduction", f.name);
+        let Some(cx) = &r.counterexample else { continue };
+        let states = replay(&world, cx);
+        let last = states.last().expect("a state");
+        match cx.loop_from_step {
+            None => assert!(
+                !properties::holds(r.name, &world.cfg, last),
+                "{what}: the {} counterexample ends in a violation",
+                r.name
+            ),
+            Some(from) => {
+                assert_eq!(&states[from - 1], last, "{what}: the {} lasso closes", r.name);
+                assert!(
+                    cx.steps[from - 1..].iter().any(|s| s.action == world.format_action(&Action::Tick)),
+                    "{what}: time passes on the {} loop",
+                    r.name
+                );
+            }
+        }
+    }
+}
+
+fn library_jobs(model: &str) -> Vec<check::Job> {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(format!("{model}.toml"));
+    check::plan(&[file], &PolicyChoice::Variants(None)).expect("the library model loads")
+}
+
+fn library_model_agrees(model: &str) {
+    library_variants_agree(model, |_| true);
+}
+
+fn library_variants_agree(model: &str, which: impl Fn(&str) -> bool) {
+    for job in library_jobs(model).into_iter().filter(|j| which(&j.variant)) {
+        // The two runs side by side: the largest variant has four million states.
+        let (full, reduced) = std::thread::scope(|scope| {
+            let full = scope.spawn(|| run(&job, Reduction::None, 1, None));
+            let reduced = run(&job, Reduction::Por, 1, None);
+            (full.join().expect("the full run"), reduced)
+        });
+        assert!(full.complete && reduced.complete, "{model} / {}: both runs complete", job.variant);
+        compare(&job, &full, &reduced);
+        for p in &reduced.properties {
+            assert!(p.as_expected(), "{model} / {}: {} is not as the model expects", job.variant, p.name);
+        }
+    }
+}
+
+#[test]
+fn ack_timeout_eviction_agrees() {
+    library_variants_agree("ack-timeout-eviction", |v| v != "fixed");
+}
+
+/// The `fixed` variant has four million states (about a minute for both runs on two cores):
+/// `cargo test --release --test reductions -- --ignored`.
+#[test]
+#[ignore]
+fn ack_timeout_eviction_fixed_agrees() {
+    library_variants_agree("ack-timeout-eviction", |v| v == "fixed");
+}
+
+#[test]
+fn basic_quorum_agrees() {
+    library_model_agrees("basic-quorum");
+}
+
+#[test]
+fn capacity_routing_bypass_agrees() {
+    library_model_agrees("capacity-routing-bypass");
+}
+
+#[test]
+fn coordinator_restart_agrees() {
+    library_model_agrees("coordinator-restart");
+}
+
+#[test]
+fn hot_partition_retry_storm_agrees() {
+    library_model_agrees("hot-partition-retry-storm");
+}
+
+#[test]
+fn rebalancer_compaction_agrees() {
+    library_model_agrees("rebalancer-compaction");
+}
+
+/// The reduction must actually reduce somewhere, and be deterministic across thread counts.
+#[test]
+fn reduction_reduces_and_is_deterministic() {
+    let job = library_jobs("coordinator-restart").remove(0);
+    let one = run(&job, Reduction::Por, 1, None);
+    let two = run(&job, Reduction::Por, 2, None);
+    let full = run(&job, Reduction::None, 2, None);
+    assert_eq!(
+        (one.unique_states, one.transitions, one.max_depth, one.ample_states),
+        (two.unique_states, two.transitions, two.max_depth, two.ample_states)
+    );
+    assert!(one.ample_states > 0 && one.unique_states < full.unique_states);
+}
+
+/// A seeded random three-node model: policy knobs, fault menu and budget, links and clients.
+fn random_model(rng: &mut rand::rngs::StdRng) -> String {
+    let pick = |rng: &mut rand::rngs::StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_string();
+    let ac_latency = pick(rng, &["100ms", "100ms..200ms", "200ms", "0ms..100ms"]);
+    let mut crash: Vec<&str> =
+        ["n1", "n2", "n3", "coordinator"].into_iter().filter(|_| rng.random_bool(0.4)).collect();
+    let budget = if crash.is_empty() { rng.random_range(0..=1) } else { rng.random_range(0..=2) };
+    if budget == 2 {
+        crash.truncate(1);
+    }
+    let partition = if rng.random_bool(0.4) { r#"partition = ["c"]"# } else { "" };
+    let lossy = rng.random_bool(0.25);
+    let drop = if lossy { "drop = true" } else { "" };
+    let degrade = if rng.random_bool(0.25) {
+        r#"degrade = [{ zones = ["a", "b"], latency = "200ms..300ms" }]"#
+    } else {
+        ""
+    };
+    let writer_ops = pick(rng, &[r#"["write"]"#, r#"["write", "write"]"#, r#"["write", "read"]"#]);
+    let second_writer = if rng.random_bool(0.4) {
+        "[[clients]]\nname = \"writer2\"\nzone = \"b\"\nops = [\"write\"]\nrequest_timeout = \"1500ms\"\n"
+            .to_string()
+    } else {
+        String::new()
+    };
+    let reader_think = pick(rng, &["0ms", "0ms..500ms", "200ms..300ms"]);
+    let timeout = pick(rng, &["700ms", "1500ms"]);
+    let w = rng.random_range(1..=3);
+    let r = rng.random_range(1..=3);
+    let max_attempts = rng.random_range(1..=3);
+    let tokens = rng.random_bool(0.5);
+    let read_repair = rng.random_bool(0.5);
+    let ack_timeout = pick(rng, &["300ms", "1s"]);
+    let detection = pick(rng, &["coupled", "independent"]);
+    let crash: Vec<String> = crash.iter().map(|c| format!("\"{c}\"")).collect();
+    format!(
+        r#"name = "random"
+description = "a seeded random model"
+tick = "100ms"
+zones = ["a", "b", "c"]
+
+[[nodes]]
+name = "n1"
+zone = "a"
+
+[[nodes]]
+name = "n2"
+zone = "b"
+
+[[nodes]]
+name = "n3"
+zone = "c"
+
+[[shards]]
+name = "s1"
+replicas = ["n1", "n2", "n3"]
+
+[network]
+latency = "100ms"
+
+[[network.links]]
+zones = ["a", "c"]
+latency = "{ac_latency}"
+lossy = {lossy}
+
+[coordinator]
+zone = "a"
+membership_queue_capacity = 2
+membership_update_time = "500ms"
+
+[[clients]]
+name = "writer"
+zone = "a"
+ops = {writer_ops}
+request_timeout = "{timeout}"
+
+[[clients]]
+name = "reader"
+zone = "a"
+ops = ["read"]
+request_timeout = "{timeout}"
+think_time = "{reader_think}"
+
+{second_writer}
+[faults]
+budget = {budget}
+crash = [{crash}]
+{partition}
+{drop}
+{degrade}
+
+[policy]
+replication_factor = 3
+write_quorum = {w}
+read_quorum = {r}
+replica_ack_timeout = "{ack_timeout}"
+failure_detection = "{detection}"
+max_attempts = {max_attempts}
+backoff = "fixed"
+backoff_base = "300ms"
+backoff_max = "300ms"
+idempotency_tokens = {tokens}
+read_repair = {read_repair}
+
+[expect]
+acked_writes_persist = "holds"
+linearizable = "holds"
+no_duplicate_effects = "holds"
+no_healthy_eviction = "holds"
+churn_bounded = "holds"
+converges = "holds"
+ops_complete = "holds"
+"#,
+        crash = crash.join(", ")
+    )
+}
+
+#[test]
+fn random_small_models_agree() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0015);
+    let (mut compared, mut reduced_somewhere) = (0, false);
+    for k in 0..40 {
+        let text = random_model(&mut rng);
+        let file: &Path = &dir.path().join(format!("random-{k}.toml"));
+        std::fs::write(file, &text).expect("written");
+        let jobs = match check::plan(&[file.to_path_buf()], &PolicyChoice::Variants(None)) {
+            Ok(jobs) => jobs,
+            Err(e) => panic!("random model {k} does not load: {e}\n{text}"),
+        };
+        for job in &jobs {
+            // Models too big for a quick test are skipped (both runs must complete).
+            let full = run(job, Reduction::None, 1, Some(60_000));
+            if !full.complete {
+                continue;
+            }
+            let reduced = run(job, Reduction::Por, 1, None);
+            assert!(reduced.complete);
+            compare(job, &full, &reduced);
+            compared += 1;
+            reduced_somewhere |= reduced.unique_states < full.unique_states;
+        }
+    }
+    eprintln!("{compared} random models compared");
+    assert!(compared >= 15, "only {compared} random models were small enough to compare");
+    assert!(reduced_somewhere, "no random model was reduced");
+}
