@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod diff;
+pub mod distributed;
 pub mod merge;
 pub mod proofs;
 pub mod report;
@@ -86,6 +87,55 @@ pub struct RunResult {
     /// The chance that a 64-bit fingerprint collision hid a state from this run (an upper
     /// bound; see [`engine::collision`]): how sure a "holds" is.
     pub fingerprint_collision_probability: f64,
+    /// How a distributed run (`check --workers/--processes`) was spread; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedRun>,
+}
+
+/// The shape of a distributed run, as its report gives it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DistributedRun {
+    pub processes: usize,
+    /// Workers in all (worker threads per process times processes).
+    pub workers: usize,
+    /// Where the liveness properties were decided, when the run has any: the labelled graph is
+    /// gathered to process 0 (worker 0), which runs the cycle analysis.
+    pub liveness: Option<String>,
+    /// BFS levels every worker ran before the frontier was shared out.
+    pub shared_levels: u32,
+}
+
+/// How a run explores: in this process ([`Local`]), or as one worker of a distributed
+/// computation ([`distributed`]). A run calls it once for the model and once per reduced fault
+/// budget (see `fewer_faults`), the same calls on every worker.
+pub trait Explorer {
+    fn explore(
+        &mut self,
+        world: &World,
+        properties: &[stateright::Property<World>],
+        limits: &Limits,
+        labeler: Option<engine::EdgeLabeler<World>>,
+    ) -> engine::Exploration;
+
+    /// The shape of the run for its report, after its explorations (`None`: one process).
+    fn describe(&mut self, _has_liveness: bool) -> Option<DistributedRun> {
+        None
+    }
+}
+
+/// The multi-threaded engine of this process.
+pub struct Local;
+
+impl Explorer for Local {
+    fn explore(
+        &mut self,
+        world: &World,
+        properties: &[stateright::Property<World>],
+        limits: &Limits,
+        labeler: Option<engine::EdgeLabeler<World>>,
+    ) -> engine::Exploration {
+        engine::explore_labelled(world, properties, limits, labeler)
+    }
 }
 
 /// The policy's key = TOML value pairs as one JSON object, in their order.
@@ -267,6 +317,13 @@ fn unknown_variant(name: &str, what: &str, names: &[&str]) -> String {
 
 /// Explore one job and compare with its expectations.
 pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
+    run_with(job, opts, &mut Local)
+}
+
+/// [`run`] with the explorations done by `explorer`. A worker of a distributed run that gets
+/// no graph (all but worker 0) leaves the liveness properties unknown; its result is not
+/// reported.
+pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Result<RunResult, ConfigError> {
     let cfg =
         WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
     let world = World::new(cfg);
@@ -284,21 +341,19 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
     };
     let labeler = |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
-    let exploration =
-        engine::explore_labelled(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler));
+    let exploration = explorer.explore(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler));
     let mut results = Vec::new();
     let mut safety_index = 0;
     for name in &world.cfg.properties {
         let (found, counterexample) = if name.is_liveness() {
-            let graph = exploration.graph.as_ref().expect("edges are recorded for liveness");
             // A cycle among the explored edges is real even if exploration was cut short.
-            match cycles::find(graph, cycle_query(*name)) {
-                Some(lasso) => {
+            match exploration.graph.as_ref().map(|graph| cycles::find(graph, cycle_query(*name))) {
+                Some(Some(lasso)) => {
                     let cx = lasso_counterexample(&world, &exploration, &lasso, labeler, job, opts);
                     (Found::Violated, Some(cx))
                 }
-                None if exploration.complete() => (Found::Holds, None),
-                None => (Found::Unknown, None),
+                Some(None) if exploration.complete() => (Found::Holds, None),
+                _ => (Found::Unknown, None),
             }
         } else {
             let discovery = exploration.discoveries[safety_index];
@@ -310,7 +365,7 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
             };
             let cx = discovery.map(|index| {
                 let shortest = engine::path(&world, &exploration, index);
-                let path = fewer_faults(&world, *name, &shortest, &limits).unwrap_or(shortest);
+                let path = fewer_faults(&world, *name, &shortest, &limits, explorer).unwrap_or(shortest);
                 counterexample(&world, &path, &job.explore_args, &opts.explorer_addr)
             });
             (found, cx)
@@ -348,6 +403,7 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
             exploration.unique_states,
             exploration.transitions,
         ),
+        distributed: explorer.describe(!liveness.is_empty()),
     })
 }
 
@@ -363,6 +419,7 @@ fn fewer_faults(
     name: PropertyName,
     shortest: &[engine::Step<World>],
     limits: &Limits,
+    explorer: &mut dyn Explorer,
 ) -> Option<Vec<engine::Step<World>>> {
     let spent = world.cfg.faults.budget - shortest.last()?.state.env.faults_left;
     for budget in 0..spent {
@@ -372,7 +429,7 @@ fn fewer_faults(
         let property: Vec<_> = reduced.properties().into_iter().filter(|p| p.name == name.as_str()).collect();
         assert_eq!(property.len(), 1, "{name} is a safety property of this world");
         let limits = Limits { record_edges: false, stop_when_decided: true, progress: None, ..*limits };
-        let exploration = engine::explore(&reduced, &property, &limits);
+        let exploration = explorer.explore(&reduced, &property, &limits, None);
         let Some(index) = exploration.discoveries[0] else { continue };
         let actions: Vec<Action> = engine::path(&reduced, &exploration, index)
             .into_iter()

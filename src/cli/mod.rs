@@ -64,6 +64,8 @@ pub enum Command {
         /// reports into one.
         #[arg(long, value_name = "I/N", value_parser = check::sweep::Shard::parse)]
         shard: Option<check::sweep::Shard>,
+        #[command(flatten)]
+        dist: DistArgs,
         /// No progress line, lint findings or per-run "ok" lines on stderr (the report,
         /// failures and errors are still printed).
         #[arg(long, short)]
@@ -256,6 +258,48 @@ pub struct RunArgs {
     pub memory_max: Option<u64>,
 }
 
+/// `check --workers/--processes`: distributed exploration on timely dataflow workers
+/// (docs/distributed.md). Any of these flags makes the check distributed.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DistArgs {
+    /// Timely workers (threads) in this process, 1 to 1024; each owns a part of the seen set.
+    #[arg(long, value_name = "W", value_parser = check::args::threads_parser(), conflicts_with = "threads")]
+    pub workers: Option<usize>,
+    /// Processes in the run (each started with the same arguments but its own --process).
+    #[arg(long, value_name = "P", value_parser = check::args::threads_parser(), conflicts_with = "threads")]
+    pub processes: Option<usize>,
+    /// This process's number, 0 to P-1; process 0 prints the report.
+    #[arg(long, value_name = "I", requires = "processes")]
+    pub process: Option<usize>,
+    /// One host:port per line, in process order (as timely's --hostfile); process I listens
+    /// on line I's port.
+    #[arg(long, value_name = "FILE", requires = "processes")]
+    pub hostfile: Option<PathBuf>,
+    /// Every worker runs the first BFS levels itself until the frontier has this many states
+    /// per worker, then keeps the ones it owns (default 64; results do not depend on it).
+    #[arg(long, value_name = "N", value_parser = check::args::parse_max_states)]
+    pub shared_frontier: Option<u64>,
+}
+
+impl DistArgs {
+    fn distributed(&self) -> bool {
+        self.workers.is_some() || self.processes.is_some() || self.shared_frontier.is_some()
+    }
+
+    fn cluster(&self) -> Result<check::distributed::Cluster, ConfigError> {
+        let mut cluster = check::distributed::Cluster::new(
+            self.workers.unwrap_or(1),
+            self.processes.unwrap_or(1),
+            self.process.unwrap_or(0),
+            self.hostfile.as_deref(),
+        )?;
+        if let Some(n) = self.shared_frontier {
+            cluster.shared_frontier_per_worker = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        Ok(cluster)
+    }
+}
+
 /// `check --simulate`: random walks instead of exhaustive exploration.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimArgs {
@@ -318,6 +362,15 @@ impl Error {
     }
 }
 
+impl From<check::distributed::Failure> for Error {
+    fn from(e: check::distributed::Failure) -> Error {
+        match e {
+            check::distributed::Failure::Input(e) => Error::Input(e),
+            check::distributed::Failure::Runtime(m) => Error::Runtime(m),
+        }
+    }
+}
+
 impl From<crate::store::StoreError> for Error {
     fn from(e: crate::store::StoreError) -> Error {
         match e {
@@ -356,6 +409,9 @@ fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<Pol
 
 pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
+        Command::Check { paths, policy, variant, format, run, sim, shard, dist, quiet } => {
+            check_command(paths, policy, variant, format, run, sim, shard, dist, quiet)
+        }
         Command::Store { command } => Ok(crate::store::cli::run(command, &model_verdicts)?),
         Command::Explore { model, variant, policy, addr } => {
             explore(&model, variant, policy.as_deref(), &addr)
@@ -367,9 +423,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
 /// Every command but `store` and `explore`, whose failures are all about the input.
 fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
     match command {
-        Command::Check { paths, policy, variant, format, run, sim, shard, quiet } => {
-            check_command(paths, policy, variant, format, run, sim, shard, quiet)
-        }
+        Command::Check { .. } => unreachable!("`run` runs check (its failures may be at run time)"),
         Command::Diff { paths, base, candidate, format, run, quiet } => {
             diff_command(paths, base, candidate, format, run, quiet)
         }
@@ -493,19 +547,30 @@ fn check_command(
     run: RunArgs,
     sim: SimArgs,
     shard: Option<check::sweep::Shard>,
+    dist: DistArgs,
     quiet: bool,
-) -> Result<ExitCode, ConfigError> {
+) -> Result<ExitCode, Error> {
+    // Flags first: a bad cluster is refused before any model is read.
+    let cluster = dist.distributed().then(|| dist.cluster()).transpose()?;
+    if cluster.is_some() && sim.simulate {
+        return Err(ConfigError::new(
+            Path::new("--simulate"),
+            "random walks do not run distributed: use --shard to spread them over machines",
+        )
+        .into());
+    }
     let files = check::model_files(&paths)?;
     let only = variant.clone();
     let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
     if sim.simulate {
-        return simulate(&jobs, &sim, shard, format, quiet, run.addr);
+        return Ok(simulate(&jobs, &sim, shard, format, quiet, run.addr)?);
     }
     if shard.is_some() && format == Format::Junit {
         return Err(ConfigError::new(
             Path::new("--shard"),
             "use --format json (or human) with --shard: `replicheck merge` combines JSON reports",
-        ));
+        )
+        .into());
     }
     let jobs_total = jobs.len();
     let jobs: Vec<check::Job> = match shard {
@@ -531,6 +596,28 @@ fn check_command(
                 eprintln!("{line}");
             }
         }
+    }
+    if let Some(cluster) = cluster {
+        // Every process runs every job; only process 0 reports.
+        let total = jobs.len();
+        let Some(results) = check::distributed::run(jobs, &opts, &cluster)? else {
+            if chatty {
+                eprintln!(
+                    "process {} of {}: done (process 0 prints the report)",
+                    cluster.process, cluster.processes
+                );
+            }
+            return Ok(0);
+        };
+        let code = check::exit_code(&results);
+        match format {
+            Format::Human => print!("{}", report::human(&results)),
+            Format::Json => {
+                println!("{}", report::json_sharded(&results, code, total - results.len(), shard, jobs_total))
+            }
+            Format::Junit => print!("{}", report::junit(&results, &[])),
+        }
+        return Ok(code);
     }
     let mut results = Vec::new();
     for (i, job) in jobs.iter().enumerate() {

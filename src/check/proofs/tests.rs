@@ -183,6 +183,7 @@ mod scope_tests {
             elapsed_ms: 0,
             states_per_second: 0.0,
             fingerprint_collision_probability: 0.0,
+            distributed: None,
         };
         Certificate::new(job, &result, text).expect("the certificate builds")
     }
