@@ -175,6 +175,9 @@ pub fn run(jobs: Vec<Job>, opts: &RunOptions, cluster: &Cluster) -> Result<Optio
     let processes = cluster.processes;
     let shared_frontier_per_worker = cluster.shared_frontier_per_worker;
     let config = cluster.config();
+    // Timely prints its connection progress ("awaiting connections", "error connecting ...;
+    // retrying") on stdout, where the report goes: send it to stderr while connecting.
+    let _stdout_to_stderr = StdoutToStderr::new();
     let guards = timely::execute(config, move |worker| {
         let leader = worker.index() == 0;
         // Progress lines from worker 0 only.
@@ -192,6 +195,7 @@ pub fn run(jobs: Vec<Job>, opts: &RunOptions, cluster: &Cluster) -> Result<Optio
         WorkerOutcome { results: leader.then_some(Ok(results)) }
     })
     .map_err(|e| setup_error(cluster, e))?;
+    drop(_stdout_to_stderr);
     let mut mine = None;
     for outcome in guards.join() {
         let outcome = outcome.map_err(|e| Failure::Runtime(format!("check: a timely worker failed: {e}")))?;
@@ -208,4 +212,39 @@ fn setup_error(cluster: &Cluster, message: String) -> Failure {
         None => format!("{} workers", cluster.workers),
     };
     Failure::Runtime(format!("check: cannot start the timely workers of {what}: {message}"))
+}
+
+/// While alive, file descriptor 1 (stdout) writes to stderr; dropping it puts stdout back.
+struct StdoutToStderr {
+    saved: libc::c_int,
+}
+
+impl StdoutToStderr {
+    fn new() -> Option<StdoutToStderr> {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: dup and dup2 on the process's own standard descriptors; on failure nothing
+        // is redirected.
+        let saved = unsafe { libc::dup(1) };
+        if saved < 0 {
+            return None;
+        }
+        if unsafe { libc::dup2(2, 1) } < 0 {
+            unsafe { libc::close(saved) };
+            return None;
+        }
+        Some(StdoutToStderr { saved })
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: `saved` is the duplicate of stdout made in `new`, closed only here.
+        unsafe {
+            libc::dup2(self.saved, 1);
+            libc::close(self.saved);
+        }
+    }
 }
