@@ -46,6 +46,8 @@ use timely::worker::Worker;
 /// states per worker (or the space is exhausted): enough that keeping the states one owns
 /// spreads the work evenly, few enough that the shared levels take no time.
 pub const SHARED_FRONTIER_PER_WORKER: usize = 64;
+/// The longest a waiting worker parks before it looks at its channels again.
+const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// Rows of the graph per message when they are gathered to worker 0.
 const ROWS_PER_MESSAGE: usize = 1 << 14;
 
@@ -147,7 +149,10 @@ impl Net {
         }
         self.input.advance_to(time + 1);
         let probe = &self.probe;
-        worker.step_while(|| probe.less_equal(&time));
+        // Park while waiting (woken when messages arrive) rather than spin: on a machine with
+        // as many workers as cores, a spinning worker takes the core its process's network
+        // threads need to deliver the very messages it waits for.
+        worker.step_or_park_while(Some(PARK_MAX), || probe.less_equal(&time));
         self.inbox.borrow_mut().remove(&time).unwrap_or_default()
     }
 
@@ -155,7 +160,7 @@ impl Net {
     fn close(self, worker: &mut Worker) {
         let Net { input, probe, .. } = self;
         drop(input);
-        worker.step_while(|| !probe.done());
+        worker.step_or_park_while(Some(PARK_MAX), || !probe.done());
     }
 }
 
