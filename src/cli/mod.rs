@@ -13,7 +13,7 @@ mod explore;
 mod man;
 mod simulate;
 
-use bench::{bench, bench_repl};
+use bench::{bench, bench_distributed, bench_repl};
 use conform::{conform, conform_store_trace, conform_trace};
 use explore::{explore, world_config};
 use man::man;
@@ -145,6 +145,17 @@ pub enum Command {
         /// Leave out the Repl benchmark (the port of the `Repl.tla` TLA+ spec, `bench-repl`).
         #[arg(long)]
         skip_repl: bool,
+        /// Instead: time and peak memory of each process of a distributed check of one model
+        /// (the one path given) on loopback, with each --processes count, against the
+        /// one-process engine.
+        #[arg(long)]
+        distributed: bool,
+        /// With --distributed: the variant to check (default: the model's first).
+        #[arg(long, requires = "distributed")]
+        variant: Option<String>,
+        /// With --distributed: the process counts to measure (each 1 to 1024).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4", value_parser = check::args::threads_parser())]
+        processes: Vec<usize>,
     },
     /// Write a verification certificate per model variant under --out (what was checked, at
     /// which scope, with what result), or with --verify re-run every certificate and exit 1
@@ -459,7 +470,10 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             }
             Ok(0)
         }
-        Command::Bench { paths, threads, runs, skip_repl } => bench(&paths, &threads, runs, skip_repl),
+        Command::Bench { paths, distributed: true, variant, processes, .. } => {
+            bench_distributed(&paths, variant, &processes)
+        }
+        Command::Bench { paths, threads, runs, skip_repl, .. } => bench(&paths, &threads, runs, skip_repl),
         Command::BenchRepl { threads, per_witness, runs, symmetry, one } => {
             bench_repl(&threads, per_witness, runs, symmetry, one)
         }
