@@ -115,6 +115,28 @@ fn two_workers_in_one_process_match_plain_check() {
     }
 }
 
+/// A model large enough that the shared levels grow memory and the frontier is split with the
+/// default `--shared-frontier`: the per-level checks (the memory bound among them) must not
+/// stop it, and the work must be shared.
+#[test]
+fn a_larger_model_on_two_workers_matches_plain_check_and_is_shared() {
+    let (model, variant) = ("models/coordinator-restart.toml", Some("default"));
+    let expected = plain(model, variant);
+    let out = replicheck(&args(model, variant, &["--workers", "2"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&stdout(&out));
+    assert_eq!(comparable(&report), comparable(&expected), "{model} --workers 2");
+    assert_distributed(&report, 1, 2, model);
+    let kept: Vec<u64> = report["runs"][0]["distributed"]["states_kept_per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_u64().unwrap())
+        .collect();
+    let (least, most) = (*kept.iter().min().unwrap(), *kept.iter().max().unwrap());
+    assert!(least * 3 >= most * 2, "the workers' shares are within 2:3 of each other: {kept:?}");
+}
+
 /// A free port on loopback (bound and released; the processes bind it a moment later).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -147,6 +147,7 @@ impl Explorer for TimelyExplorer<'_> {
             workers: self.worker.peers(),
             liveness: has_liveness.then(|| "graph gathered to process 0".to_string()),
             shared_levels: first.shared_levels,
+            states_kept_per_worker: first.kept_per_worker,
         })
     }
 }

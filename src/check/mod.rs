@@ -103,6 +103,8 @@ pub struct DistributedRun {
     pub liveness: Option<String>,
     /// BFS levels every worker ran before the frontier was shared out.
     pub shared_levels: u32,
+    /// Per worker: the states it kept (and expanded) after the shared levels.
+    pub states_kept_per_worker: Vec<u64>,
 }
 
 /// How a run explores: in this process ([`Local`]), or as one worker of a distributed

@@ -45,7 +45,7 @@ use timely::worker::Worker;
 /// The shared levels run by every worker stop, by default, once the frontier has this many
 /// states per worker (or the space is exhausted): enough that keeping the states one owns
 /// spreads the work evenly, few enough that the shared levels take no time.
-pub const SHARED_FRONTIER_PER_WORKER: usize = 64;
+pub const SHARED_FRONTIER_PER_WORKER: usize = 512;
 /// The longest a waiting worker parks before it looks at its channels again.
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// Rows of the graph per message when they are gathered to worker 0.
@@ -99,6 +99,9 @@ pub struct WorkerStats {
     pub messages_sent: u64,
     /// Levels run by every worker before the frontier was shared out.
     pub shared_levels: u32,
+    /// Per worker (the same on every worker): the states it kept after the shared levels, its
+    /// share of the work.
+    pub kept_per_worker: Vec<u64>,
     pub memory: MemoryUse,
 }
 
@@ -415,6 +418,7 @@ where
     drop(all_seen);
     let shared_states = fps.len() as u64;
     let mut kept_after_shared = 0u64;
+    let mut kept_per_worker = vec![0u64; workers];
     if !finished {
         let mut mine = Vec::new();
         let mut mine_fps = Vec::new();
@@ -435,6 +439,12 @@ where
         frontier = mine;
     }
 
+    // The memory guard extrapolates from one level's growth to the next: its baseline is the
+    // end of the shared levels, with this worker's frontier (not the growth since the start
+    // divided by one state, which would stop every run whose shared levels grew memory).
+    if let Some(g) = memory_guard.as_mut() {
+        let _ = g.next_level_fits(frontier.len() as u64);
+    }
     while !finished {
         let decided: Vec<bool> = totals.discoveries.iter().map(Option::is_some).collect();
         let e = expand(
@@ -514,6 +524,9 @@ where
             })
             .collect();
         all.sort_by_key(|s| s.worker);
+        for s in &all {
+            kept_per_worker[s.worker as usize] += s.kept;
+        }
         let next_frontier: u64 = all.iter().map(|s| s.kept).sum();
         totals.unique_states += next_frontier;
         totals.transitions += all.iter().map(|s| s.transitions).sum::<u64>();
@@ -587,6 +600,7 @@ where
         seen_owned: seen.len() as u64,
         messages_sent: net.sent,
         shared_levels,
+        kept_per_worker,
         memory: MemoryUse {
             fingerprints_bytes: (fps.capacity() * 8) as u64,
             parents_bytes: (parents.capacity() * 4) as u64,
