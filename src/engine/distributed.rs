@@ -445,119 +445,123 @@ where
     if let Some(g) = memory_guard.as_mut() {
         let _ = g.next_level_fits(frontier.len() as u64);
     }
-    while !finished {
-        let decided: Vec<bool> = totals.discoveries.iter().map(Option::is_some).collect();
-        let e = expand(
-            model,
-            properties,
-            hooks,
-            &decided,
-            &frontier,
-            frontier_first,
-            |fp| owner(fp, workers) == me && seen.get(fp).is_some(),
-            rows.as_mut(),
-        );
-        level_peak_bytes = level_peak_bytes
-            .max(frontier.len() as u64 * state_bytes + e.cand_fp.len() as u64 * (state_bytes + 8 + 4 + 12));
-        // Round 1: candidates to their owners.
-        let received = net.round(
-            worker,
-            e.cand_fp.iter().map(|&fp| (owner(fp, workers), Mail::Candidate { fp, from: me as u32 })),
-        );
-        let mut requests: Vec<(u64, u32)> = received
-            .into_iter()
-            .map(|m| match m {
-                Mail::Candidate { fp, from } => (fp, from),
-                other => unreachable!("round 1 carries candidates, not {other:?}"),
-            })
-            .collect();
-        // Round 2: the owner picks one keeper per first occurrence, the same on every run.
-        requests.sort_unstable();
-        let mut keeps = Vec::new();
-        for group in requests.chunk_by(|a, b| a.0 == b.0) {
-            let fp = group[0].0;
-            if seen.insert(fp, 0).is_none() {
-                let keeper = group[(fp >> 7) as usize % group.len()].1;
-                keeps.push((keeper as usize, Mail::Keep(fp)));
-            }
-        }
-        drop(requests);
-        let received = net.round(worker, keeps);
-        let mut keep = SeenSet::new(false);
-        for m in received {
-            match m {
-                Mail::Keep(fp) => {
-                    keep.insert(fp, 0);
+    // `finished`: the shared levels already ended the exploration.
+    if !finished {
+        loop {
+            let decided: Vec<bool> = totals.discoveries.iter().map(Option::is_some).collect();
+            let e = expand(
+                model,
+                properties,
+                hooks,
+                &decided,
+                &frontier,
+                frontier_first,
+                |fp| owner(fp, workers) == me && seen.get(fp).is_some(),
+                rows.as_mut(),
+            );
+            level_peak_bytes = level_peak_bytes.max(
+                frontier.len() as u64 * state_bytes + e.cand_fp.len() as u64 * (state_bytes + 8 + 4 + 12),
+            );
+            // Round 1: candidates to their owners.
+            let received = net.round(
+                worker,
+                e.cand_fp.iter().map(|&fp| (owner(fp, workers), Mail::Candidate { fp, from: me as u32 })),
+            );
+            let mut requests: Vec<(u64, u32)> = received
+                .into_iter()
+                .map(|m| match m {
+                    Mail::Candidate { fp, from } => (fp, from),
+                    other => unreachable!("round 1 carries candidates, not {other:?}"),
+                })
+                .collect();
+            // Round 2: the owner picks one keeper per first occurrence, the same on every run.
+            requests.sort_unstable();
+            let mut keeps = Vec::new();
+            for group in requests.chunk_by(|a, b| a.0 == b.0) {
+                let fp = group[0].0;
+                if seen.insert(fp, 0).is_none() {
+                    let keeper = group[(fp >> 7) as usize % group.len()].1;
+                    keeps.push((keeper as usize, Mail::Keep(fp)));
                 }
-                other => unreachable!("round 2 carries keeps, not {other:?}"),
             }
-        }
-        frontier_first = fps.len() as u32;
-        let mut next = Vec::with_capacity(keep.len());
-        for ((fp, state), parent) in e.cand_fp.into_iter().zip(e.cand_state).zip(e.cand_parent) {
-            if keep.get(fp).is_some() {
-                fps.push(fp);
-                parents.push(parent);
-                next.push(state);
+            drop(requests);
+            let received = net.round(worker, keeps);
+            let mut keep = SeenSet::new(false);
+            for m in received {
+                match m {
+                    Mail::Keep(fp) => {
+                        keep.insert(fp, 0);
+                    }
+                    other => unreachable!("round 2 carries keeps, not {other:?}"),
+                }
             }
-        }
-        frontier = next;
-        kept_after_shared += frontier.len() as u64;
-        // Round 3: every worker's level to every worker.
-        let memory_exceeded =
-            memory_guard.as_mut().and_then(|g| g.next_level_fits(frontier.len() as u64).err());
-        let stats = LevelStats {
-            worker: me as u32,
-            kept: frontier.len() as u64,
-            transitions: e.transitions,
-            found: e.found,
-            stop: limits.stop.is_some_and(|s| s.load(Ordering::Relaxed)),
-            memory_exceeded,
-            memory_limit_bytes: limits.memory_max_bytes.unwrap_or(0),
-        };
-        let received = net.round(worker, (0..workers).map(|w| (w, Mail::Stats(stats.clone()))));
-        let mut all: Vec<LevelStats> = received
-            .into_iter()
-            .map(|m| match m {
-                Mail::Stats(s) => s,
-                other => unreachable!("round 3 carries stats, not {other:?}"),
-            })
-            .collect();
-        all.sort_by_key(|s| s.worker);
-        for s in &all {
-            kept_per_worker[s.worker as usize] += s.kept;
-        }
-        let next_frontier: u64 = all.iter().map(|s| s.kept).sum();
-        totals.unique_states += next_frontier;
-        totals.transitions += all.iter().map(|s| s.transitions).sum::<u64>();
-        if next_frontier > 0 {
-            totals.depth += 1;
-        }
-        for (p, d) in totals.discoveries.iter_mut().enumerate() {
-            if d.is_none() {
-                *d = all.iter().find_map(|s| s.found[p].map(|i| (s.worker as usize, i)));
+            frontier_first = fps.len() as u32;
+            let mut next = Vec::with_capacity(keep.len());
+            for ((fp, state), parent) in e.cand_fp.into_iter().zip(e.cand_state).zip(e.cand_parent) {
+                if keep.get(fp).is_some() {
+                    fps.push(fp);
+                    parents.push(parent);
+                    next.push(state);
+                }
             }
-        }
-        report_progress(limits, &totals, next_frontier as usize, start);
-        match totals.after_level(limits, properties.len(), next_frontier) {
-            Err(()) => break,
-            Ok(Some(c)) => {
-                cut = Some(c);
+            frontier = next;
+            kept_after_shared += frontier.len() as u64;
+            // Round 3: every worker's level to every worker.
+            let memory_exceeded =
+                memory_guard.as_mut().and_then(|g| g.next_level_fits(frontier.len() as u64).err());
+            let stats = LevelStats {
+                worker: me as u32,
+                kept: frontier.len() as u64,
+                transitions: e.transitions,
+                found: e.found,
+                stop: limits.stop.is_some_and(|s| s.load(Ordering::Relaxed)),
+                memory_exceeded,
+                memory_limit_bytes: limits.memory_max_bytes.unwrap_or(0),
+            };
+            let received = net.round(worker, (0..workers).map(|w| (w, Mail::Stats(stats.clone()))));
+            let mut all: Vec<LevelStats> = received
+                .into_iter()
+                .map(|m| match m {
+                    Mail::Stats(s) => s,
+                    other => unreachable!("round 3 carries stats, not {other:?}"),
+                })
+                .collect();
+            all.sort_by_key(|s| s.worker);
+            for s in &all {
+                kept_per_worker[s.worker as usize] += s.kept;
+            }
+            let next_frontier: u64 = all.iter().map(|s| s.kept).sum();
+            totals.unique_states += next_frontier;
+            totals.transitions += all.iter().map(|s| s.transitions).sum::<u64>();
+            if next_frontier > 0 {
+                totals.depth += 1;
+            }
+            for (p, d) in totals.discoveries.iter_mut().enumerate() {
+                if d.is_none() {
+                    *d = all.iter().find_map(|s| s.found[p].map(|i| (s.worker as usize, i)));
+                }
+            }
+            report_progress(limits, &totals, next_frontier as usize, start);
+            match totals.after_level(limits, properties.len(), next_frontier) {
+                Err(()) => break,
+                Ok(Some(c)) => {
+                    cut = Some(c);
+                    break;
+                }
+                Ok(None) => {}
+            }
+            if all.iter().any(|s| s.stop) {
+                cut = Some(Cut::Interrupted);
                 break;
             }
-            Ok(None) => {}
-        }
-        if all.iter().any(|s| s.stop) {
-            cut = Some(Cut::Interrupted);
-            break;
-        }
-        if let Some(s) = all.iter().find(|s| s.memory_exceeded.is_some()) {
-            cut = Some(Cut::MemoryLimit {
-                limit_bytes: s.memory_limit_bytes,
-                resident_bytes: s.memory_exceeded.unwrap_or(0),
-                frontier: next_frontier,
-            });
-            break;
+            if let Some(s) = all.iter().find(|s| s.memory_exceeded.is_some()) {
+                cut = Some(Cut::MemoryLimit {
+                    limit_bytes: s.memory_limit_bytes,
+                    resident_bytes: s.memory_exceeded.unwrap_or(0),
+                    frontier: next_frontier,
+                });
+                break;
+            }
         }
     }
 
