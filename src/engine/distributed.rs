@@ -806,7 +806,7 @@ mod tests {
             (worker.index() == 0).then_some(e)
         })
         .expect("timely starts");
-        guards.join().into_iter().map(|r| r.expect("no worker panics")).flatten().next().expect("worker 0")
+        guards.join().into_iter().filter_map(|r| r.expect("no worker panics")).next().expect("worker 0")
     }
 
     fn sum_is_30() -> Vec<Property<Grid>> {
