@@ -152,7 +152,7 @@ impl Explorer for TimelyExplorer<'_> {
     }
 }
 
-/// What one worker hands back: its results (process 0's worker 0 only) and its statistics.
+/// What one worker hands back: the check's results on process 0's worker 0, nothing elsewhere.
 struct WorkerOutcome {
     results: Option<Result<Vec<RunResult>, ConfigError>>,
 }

@@ -614,7 +614,14 @@ fn check_command(
     if let Some(cluster) = cluster {
         // Every process runs every job; only process 0 reports.
         let total = jobs.len();
-        let Some(results) = check::distributed::run(jobs, &opts, &cluster)? else {
+        if interactive {
+            // One progress line for the whole check: worker 0 reports each level of each run.
+            let label = format!("distributed check, {total} run(s) on {} worker(s)", cluster.total_workers());
+            crate::check::terminal::start(label, None);
+        }
+        let outcome = check::distributed::run(jobs, &opts, &cluster);
+        crate::check::terminal::clear();
+        let Some(results) = outcome? else {
             if chatty {
                 eprintln!(
                     "process {} of {}: done (process 0 prints the report)",
