@@ -69,6 +69,8 @@ fn check_json_matches_its_schema_complete_incomplete_and_with_counterexamples() 
         vec!["check", SMALL, "--format", "json", "--max-states", "50"],
         vec!["check", SMALL, "--format", "json", "--policy", POLICY_W1, "--addr", "localhost:8080"],
         vec!["check", WRONG, "--format", "json"],
+        // Distributed: the run's `distributed` object (docs/distributed.md).
+        vec!["check", SMALL, "--format", "json", "--workers", "2", "--shared-frontier", "1"],
     ] {
         let out = replicheck(&args);
         let doc = json_of(&out);

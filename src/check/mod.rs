@@ -4,6 +4,7 @@
 pub mod args;
 pub mod confirm;
 pub mod diff;
+pub mod distributed;
 pub mod merge;
 pub mod proofs;
 pub mod report;
@@ -92,6 +93,71 @@ pub struct RunResult {
     pub reduction: Reduction,
     /// States expanded with an ample subset of their actions (0 without reduction).
     pub ample_states: u64,
+    /// How a distributed run (`check --workers/--processes`) was spread; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedRun>,
+}
+
+/// The shape of a distributed run, as its report gives it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DistributedRun {
+    pub processes: usize,
+    /// Workers in all (worker threads per process times processes).
+    pub workers: usize,
+    /// Where the liveness properties were decided, when the run has any: the labelled graph is
+    /// gathered to process 0 (worker 0), which runs the cycle analysis.
+    pub liveness: Option<String>,
+    /// BFS levels every worker ran before the frontier was shared out.
+    pub shared_levels: u32,
+    /// Per worker: the states it kept (and expanded) after the shared levels.
+    pub states_kept_per_worker: Vec<u64>,
+}
+
+/// How a run explores: in this process ([`Local`]), or as one worker of a distributed
+/// computation ([`distributed`]). A run calls it once for the model and once per reduced fault
+/// budget (see `fewer_faults`), the same calls on every worker.
+pub trait Explorer {
+    /// The reduction this explorer runs when `requested` is asked for: the distributed engine
+    /// has no partial-order reduction (its cycle proviso needs the whole seen set at hand).
+    fn reduction(&self, requested: Reduction) -> Reduction {
+        requested
+    }
+
+    fn explore(
+        &mut self,
+        world: &World,
+        properties: &[stateright::Property<World>],
+        limits: &Limits,
+        labeler: Option<engine::EdgeLabeler<World>>,
+        reduction: Reduction,
+    ) -> engine::Exploration;
+
+    /// The shape of the run for its report, after its explorations (`None`: one process).
+    fn describe(&mut self, _has_liveness: bool) -> Option<DistributedRun> {
+        None
+    }
+}
+
+/// The multi-threaded engine of this process.
+pub struct Local;
+
+impl Explorer for Local {
+    fn explore(
+        &mut self,
+        world: &World,
+        properties: &[stateright::Property<World>],
+        limits: &Limits,
+        labeler: Option<engine::EdgeLabeler<World>>,
+        reduction: Reduction,
+    ) -> engine::Exploration {
+        let ample = |s: &WorldState, actions: &[Action], out: &mut Vec<usize>| {
+            reduction::ample(world, s, actions, out)
+        };
+        let ample: engine::Ample<World> = &ample;
+        let hooks =
+            engine::Hooks { labeler, canonical: None, ample: (reduction == Reduction::Por).then_some(ample) };
+        engine::explore_with(world, properties, limits, hooks)
+    }
 }
 
 /// The policy's key = TOML value pairs as one JSON object, in their order.
@@ -277,6 +343,13 @@ fn unknown_variant(name: &str, what: &str, names: &[&str]) -> String {
 
 /// Explore one job and compare with its expectations.
 pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
+    run_with(job, opts, &mut Local)
+}
+
+/// [`run`] with the explorations done by `explorer`. A worker of a distributed run that gets
+/// no graph (all but worker 0) leaves the liveness properties unknown; its result is not
+/// reported.
+pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Result<RunResult, ConfigError> {
     let cfg =
         WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
     let world = World::new(cfg);
@@ -294,28 +367,21 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
     };
     let labeler = |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
-    let ample =
-        |s: &WorldState, actions: &[Action], out: &mut Vec<usize>| reduction::ample(&world, s, actions, out);
-    let ample: engine::Ample<World> = &ample;
-    let hooks = engine::Hooks {
-        labeler: (!liveness.is_empty()).then_some(labeler),
-        canonical: None,
-        ample: (opts.reduction == Reduction::Por).then_some(ample),
-    };
-    let exploration = engine::explore_with(&world, &safety, &limits, hooks);
+    let reduction = explorer.reduction(opts.reduction);
+    let exploration =
+        explorer.explore(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler), reduction);
     let mut results = Vec::new();
     let mut safety_index = 0;
     for name in &world.cfg.properties {
         let (found, counterexample) = if name.is_liveness() {
-            let graph = exploration.graph.as_ref().expect("edges are recorded for liveness");
             // A cycle among the explored edges is real even if exploration was cut short.
-            match cycles::find(graph, cycle_query(*name)) {
-                Some(lasso) => {
+            match exploration.graph.as_ref().map(|graph| cycles::find(graph, cycle_query(*name))) {
+                Some(Some(lasso)) => {
                     let cx = lasso_counterexample(&world, &exploration, &lasso, labeler, job, opts);
                     (Found::Violated, Some(cx))
                 }
-                None if exploration.complete() => (Found::Holds, None),
-                None => (Found::Unknown, None),
+                Some(None) if exploration.complete() => (Found::Holds, None),
+                _ => (Found::Unknown, None),
             }
         } else {
             let discovery = exploration.discoveries[safety_index];
@@ -328,7 +394,7 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
             let cx = discovery.map(|index| {
                 let shortest = engine::path(&world, &exploration, index);
                 let path =
-                    fewer_faults(&world, *name, &shortest, &limits, opts.reduction).unwrap_or(shortest);
+                    fewer_faults(&world, *name, &shortest, &limits, explorer, reduction).unwrap_or(shortest);
                 counterexample(&world, &path, &job.explore_args, &opts.explorer_addr)
             });
             (found, cx)
@@ -366,8 +432,9 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
             exploration.unique_states,
             exploration.transitions,
         ),
-        reduction: opts.reduction,
+        reduction,
         ample_states: exploration.ample_states,
+        distributed: explorer.describe(!liveness.is_empty()),
     })
 }
 
@@ -383,7 +450,8 @@ fn fewer_faults(
     name: PropertyName,
     shortest: &[engine::Step<World>],
     limits: &Limits,
-    reduce: Reduction,
+    explorer: &mut dyn Explorer,
+    reduction: Reduction,
 ) -> Option<Vec<engine::Step<World>>> {
     let spent = world.cfg.faults.budget - shortest.last()?.state.env.faults_left;
     for budget in 0..spent {
@@ -394,16 +462,7 @@ fn fewer_faults(
         assert_eq!(property.len(), 1, "{name} is a safety property of this world");
         let limits = Limits { record_edges: false, stop_when_decided: true, progress: None, ..*limits };
         // Partial-order reduction keeps every safety violation reachable (model::reduction).
-        let ample = |s: &WorldState, actions: &[Action], out: &mut Vec<usize>| {
-            reduction::ample(&reduced, s, actions, out)
-        };
-        let ample: engine::Ample<World> = &ample;
-        let hooks = engine::Hooks {
-            labeler: None,
-            canonical: None,
-            ample: (reduce == Reduction::Por).then_some(ample),
-        };
-        let exploration = engine::explore_with(&reduced, &property, &limits, hooks);
+        let exploration = explorer.explore(&reduced, &property, &limits, None, reduction);
         let Some(index) = exploration.discoveries[0] else { continue };
         let actions: Vec<Action> = engine::path(&reduced, &exploration, index)
             .into_iter()

@@ -42,6 +42,18 @@ pub fn human(results: &[RunResult]) -> String {
             reduction(r),
             crate::engine::collision::describe(r.fingerprint_collision_probability)
         );
+        if let Some(d) = &r.distributed {
+            let kept: Vec<String> = d.states_kept_per_worker.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                out,
+                "    distributed: {} process(es), {} worker(s); {} shared level(s), then states kept per worker: {}{}",
+                d.processes,
+                d.workers,
+                d.shared_levels,
+                kept.join(", "),
+                d.liveness.as_ref().map(|l| format!("; liveness: {l}")).unwrap_or_default()
+            );
+        }
         for p in &r.properties {
             let mark = if p.as_expected() {
                 "ok  "

@@ -168,3 +168,154 @@ pub(super) fn bench_repl(
     print!("{}", bench::repl_report(&model, &rows, runs.max(1)));
     Ok(0)
 }
+
+/// One OS process's measurement: wall time from start to exit, and peak resident memory.
+struct ProcessCost {
+    wall_secs: f64,
+    peak_bytes: u64,
+}
+
+/// Start `args` as a replicheck process writing its stdout to `stdout_file`.
+fn start(exe: &Path, args: &[String], stdout_file: &Path) -> Result<(std::process::Child, Instant), String> {
+    let stdout = std::fs::File::create(stdout_file).map_err(|e| format!("{}: {e}", stdout_file.display()))?;
+    let child = std::process::Command::new(exe)
+        .args(args)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    Ok((child, Instant::now()))
+}
+
+/// Wait for `child` with `wait4`, for its own peak resident memory (`ru_maxrss`), which a
+/// plain wait does not give.
+fn finish(child: std::process::Child, started: Instant) -> Result<ProcessCost, String> {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for (the `Child` is never waited on).
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall_secs = started.elapsed().as_secs_f64();
+    if r != pid {
+        return Err(format!("waiting for process {pid}: {}", std::io::Error::last_os_error()));
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) > 1 {
+        return Err(format!("process {pid} failed (wait status {status})"));
+    }
+    Ok(ProcessCost { wall_secs, peak_bytes: usage.ru_maxrss as u64 * 1024 })
+}
+
+/// `bench --distributed`: one model's distributed check with each process count on loopback
+/// (one worker per process), each process's wall time and peak memory, and the one-process
+/// engine (`check --threads 1`) for reference. The counts must agree across every row.
+pub(super) fn bench_distributed(
+    paths: &[PathBuf],
+    variant: Option<String>,
+    processes: &[usize],
+) -> Result<ExitCode, ConfigError> {
+    let fail = |m: String| ConfigError::new(Path::new("bench --distributed"), m);
+    let [model] = paths else {
+        return Err(fail(format!("needs exactly one model file, got {} paths", paths.len())));
+    };
+    let files = check::model_files(std::slice::from_ref(model))?;
+    let jobs = check::plan(&files, &PolicyChoice::Variants(variant))?;
+    let job = jobs.first().ok_or_else(|| fail(format!("{}: no variant to run", model.display())))?;
+    let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
+    let dir = std::env::temp_dir().join(format!("replicheck-bench-distributed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    let base: Vec<String> = vec![
+        "check".into(),
+        job.scenario.path.display().to_string(),
+        "--variant".into(),
+        job.variant.clone(),
+        "--format".into(),
+        "json".into(),
+        "--quiet".into(),
+    ];
+    let report = |file: &Path| -> Result<serde_json::Value, ConfigError> {
+        let text = std::fs::read_to_string(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+        let doc: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| fail(format!("a run gave no JSON report: {e}")))?;
+        Ok(doc["runs"][0].clone())
+    };
+    let counts = |r: &serde_json::Value| {
+        (r["unique_states"].clone(), r["transitions"].clone(), r["max_depth"].clone())
+    };
+    println!("model {} / {}, one worker per process, loopback", job.scenario.name, job.variant);
+    println!(
+        "{:<22} {:>9} {:>11} {:>9} {:>12}  per process: wall s / peak MiB",
+        "run", "states", "transitions", "wall s", "explore s"
+    );
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    // The reference: the one-process engine on one thread.
+    let out = dir.join("engine.json");
+    let mut args = base.clone();
+    args.extend(["--threads".into(), "1".into()]);
+    let (child, started) = start(&exe, &args, &out).map_err(fail)?;
+    let cost = finish(child, started).map_err(fail)?;
+    let reference = report(&out)?;
+    println!(
+        "{:<22} {:>9} {:>11} {:>9.2} {:>12.2}  {:.2} / {:.0}",
+        "engine, 1 thread",
+        reference["unique_states"],
+        reference["transitions"],
+        cost.wall_secs,
+        reference["elapsed_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+        cost.wall_secs,
+        mib(cost.peak_bytes)
+    );
+    for &p in processes {
+        let hostfile = dir.join(format!("hosts-{p}"));
+        let mut hosts = Vec::new();
+        for _ in 0..p {
+            // A port the kernel picks, released for the process to bind a moment later.
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| fail(format!("no free port on 127.0.0.1: {e}")))?
+                .port();
+            hosts.push(format!("127.0.0.1:{port}"));
+        }
+        std::fs::write(&hostfile, hosts.join("\n") + "\n")
+            .map_err(|e| fail(format!("{}: {e}", hostfile.display())))?;
+        let mut children = Vec::new();
+        for i in 0..p {
+            let mut args = base.clone();
+            args.extend([
+                "--processes".into(),
+                p.to_string(),
+                "--process".into(),
+                i.to_string(),
+                "--hostfile".into(),
+                hostfile.display().to_string(),
+            ]);
+            children.push(start(&exe, &args, &dir.join(format!("p{p}-{i}.json"))).map_err(fail)?);
+        }
+        let mut costs = Vec::new();
+        for (child, started) in children {
+            costs.push(finish(child, started).map_err(fail)?);
+        }
+        let r = report(&dir.join(format!("p{p}-0.json")))?;
+        if counts(&r) != counts(&reference) {
+            return Err(fail(format!(
+                "{p} processes found {:?}, the engine {:?} (states, transitions, depth)",
+                counts(&r),
+                counts(&reference)
+            )));
+        }
+        let wall = costs.iter().map(|c| c.wall_secs).fold(0.0, f64::max);
+        let each: Vec<String> =
+            costs.iter().map(|c| format!("{:.2} / {:.0}", c.wall_secs, mib(c.peak_bytes))).collect();
+        println!(
+            "{:<22} {:>9} {:>11} {:>9.2} {:>12.2}  {}",
+            format!("{p} process(es)"),
+            r["unique_states"],
+            r["transitions"],
+            wall,
+            r["elapsed_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+            each.join(", ")
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(0)
+}

@@ -13,7 +13,7 @@ mod explore;
 mod man;
 mod simulate;
 
-use bench::{bench, bench_repl};
+use bench::{bench, bench_distributed, bench_repl};
 use conform::{conform, conform_store_trace, conform_trace};
 use explore::{explore, world_config};
 use man::man;
@@ -64,6 +64,8 @@ pub enum Command {
         /// reports into one.
         #[arg(long, value_name = "I/N", value_parser = check::sweep::Shard::parse)]
         shard: Option<check::sweep::Shard>,
+        #[command(flatten)]
+        dist: DistArgs,
         /// No progress line, lint findings or per-run "ok" lines on stderr (the report,
         /// failures and errors are still printed).
         #[arg(long, short)]
@@ -152,6 +154,17 @@ pub enum Command {
         /// Leave out the Repl benchmark (the port of the `Repl.tla` TLA+ spec, `bench-repl`).
         #[arg(long)]
         skip_repl: bool,
+        /// Instead: time and peak memory of each process of a distributed check of one model
+        /// (the one path given) on loopback, with each --processes count, against the
+        /// one-process engine.
+        #[arg(long)]
+        distributed: bool,
+        /// With --distributed: the variant to check (default: the model's first).
+        #[arg(long, requires = "distributed")]
+        variant: Option<String>,
+        /// With --distributed: the process counts to measure (each 1 to 1024).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4", value_parser = check::args::threads_parser())]
+        processes: Vec<usize>,
     },
     /// Write a verification certificate per model variant under --out (what was checked, at
     /// which scope, with what result), or with --verify re-run every certificate and exit 1
@@ -268,9 +281,52 @@ pub struct RunArgs {
     pub memory_max: Option<u64>,
     /// State-space reduction: `por` (partial-order reduction within a tick; the same verdicts,
     /// fewer states; docs/reductions.md) or `none` (every interleaving). Certificates of
-    /// `prove` always record the unreduced counts.
+    /// `prove` always record the unreduced counts, and a distributed check (`--workers`,
+    /// `--processes`) always runs unreduced (its report says so).
     #[arg(long, value_name = "none|por", default_value = "por")]
     pub reduce: crate::model::Reduction,
+}
+
+/// `check --workers/--processes`: distributed exploration on timely dataflow workers
+/// (docs/distributed.md). Any of these flags makes the check distributed.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DistArgs {
+    /// Timely workers (threads) in this process, 1 to 1024; each owns a part of the seen set.
+    #[arg(long, value_name = "W", value_parser = check::args::threads_parser(), conflicts_with = "threads")]
+    pub workers: Option<usize>,
+    /// Processes in the run (each started with the same arguments but its own --process).
+    #[arg(long, value_name = "P", value_parser = check::args::threads_parser(), conflicts_with = "threads")]
+    pub processes: Option<usize>,
+    /// This process's number, 0 to P-1; process 0 prints the report.
+    #[arg(long, value_name = "I", requires = "processes")]
+    pub process: Option<usize>,
+    /// One host:port per line, in process order (as timely's --hostfile); process I listens
+    /// on line I's port.
+    #[arg(long, value_name = "FILE", requires = "processes")]
+    pub hostfile: Option<PathBuf>,
+    /// Every worker runs the first BFS levels itself until the frontier has this many states
+    /// per worker, then keeps the ones it owns (default 512; results do not depend on it).
+    #[arg(long, value_name = "N", value_parser = check::args::parse_max_states)]
+    pub shared_frontier: Option<u64>,
+}
+
+impl DistArgs {
+    fn distributed(&self) -> bool {
+        self.workers.is_some() || self.processes.is_some() || self.shared_frontier.is_some()
+    }
+
+    fn cluster(&self) -> Result<check::distributed::Cluster, ConfigError> {
+        let mut cluster = check::distributed::Cluster::new(
+            self.workers.unwrap_or(1),
+            self.processes.unwrap_or(1),
+            self.process.unwrap_or(0),
+            self.hostfile.as_deref(),
+        )?;
+        if let Some(n) = self.shared_frontier {
+            cluster.shared_frontier_per_worker = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        Ok(cluster)
+    }
 }
 
 /// `check --simulate`: random walks instead of exhaustive exploration.
@@ -335,6 +391,15 @@ impl Error {
     }
 }
 
+impl From<check::distributed::Failure> for Error {
+    fn from(e: check::distributed::Failure) -> Error {
+        match e {
+            check::distributed::Failure::Input(e) => Error::Input(e),
+            check::distributed::Failure::Runtime(m) => Error::Runtime(m),
+        }
+    }
+}
+
 impl From<crate::store::StoreError> for Error {
     fn from(e: crate::store::StoreError) -> Error {
         match e {
@@ -375,6 +440,9 @@ fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<Pol
 
 pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
+        Command::Check { paths, policy, variant, format, run, sim, shard, dist, quiet } => {
+            check_command(paths, policy, variant, format, run, sim, shard, dist, quiet)
+        }
         Command::Store { command } => Ok(crate::store::cli::run(command, &model_verdicts)?),
         Command::Explore { model, variant, policy, addr } => {
             explore(&model, variant, policy.as_deref(), &addr)
@@ -386,9 +454,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
 /// Every command but `store` and `explore`, whose failures are all about the input.
 fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
     match command {
-        Command::Check { paths, policy, variant, format, run, sim, shard, quiet } => {
-            check_command(paths, policy, variant, format, run, sim, shard, quiet)
-        }
+        Command::Check { .. } => unreachable!("`run` runs check (its failures may be at run time)"),
         Command::Diff { paths, base, candidate, format, run, quiet } => {
             diff_command(paths, base, candidate, format, run, quiet)
         }
@@ -429,7 +495,10 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             }
             Ok(0)
         }
-        Command::Bench { paths, threads, runs, skip_repl } => bench(&paths, &threads, runs, skip_repl),
+        Command::Bench { paths, distributed: true, variant, processes, .. } => {
+            bench_distributed(&paths, variant, &processes)
+        }
+        Command::Bench { paths, threads, runs, skip_repl, .. } => bench(&paths, &threads, runs, skip_repl),
         Command::BenchRepl { threads, per_witness, runs, symmetry, one } => {
             bench_repl(&threads, per_witness, runs, symmetry, one)
         }
@@ -519,19 +588,30 @@ fn check_command(
     run: RunArgs,
     sim: SimArgs,
     shard: Option<check::sweep::Shard>,
+    dist: DistArgs,
     quiet: bool,
-) -> Result<ExitCode, ConfigError> {
+) -> Result<ExitCode, Error> {
+    // Flags first: a bad cluster is refused before any model is read.
+    let cluster = dist.distributed().then(|| dist.cluster()).transpose()?;
+    if cluster.is_some() && sim.simulate {
+        return Err(ConfigError::new(
+            Path::new("--simulate"),
+            "random walks do not run distributed: use --shard to spread them over machines",
+        )
+        .into());
+    }
     let files = check::model_files(&paths)?;
     let only = variant.clone();
     let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
     if sim.simulate {
-        return simulate(&jobs, &sim, shard, format, quiet, run.addr);
+        return Ok(simulate(&jobs, &sim, shard, format, quiet, run.addr)?);
     }
     if shard.is_some() && format == Format::Junit {
         return Err(ConfigError::new(
             Path::new("--shard"),
             "use --format json (or human) with --shard: `replicheck merge` combines JSON reports",
-        ));
+        )
+        .into());
     }
     let jobs_total = jobs.len();
     let jobs: Vec<check::Job> = match shard {
@@ -557,6 +637,35 @@ fn check_command(
                 eprintln!("{line}");
             }
         }
+    }
+    if let Some(cluster) = cluster {
+        // Every process runs every job; only process 0 reports.
+        let total = jobs.len();
+        if interactive {
+            // One progress line for the whole check: worker 0 reports each level of each run.
+            let label = format!("distributed check, {total} run(s) on {} worker(s)", cluster.total_workers());
+            crate::check::terminal::start(label, None);
+        }
+        let outcome = check::distributed::run(jobs, &opts, &cluster);
+        crate::check::terminal::clear();
+        let Some(results) = outcome? else {
+            if chatty {
+                eprintln!(
+                    "process {} of {}: done (process 0 prints the report)",
+                    cluster.process, cluster.processes
+                );
+            }
+            return Ok(0);
+        };
+        let code = check::exit_code(&results);
+        match format {
+            Format::Human => print!("{}", report::human(&results)),
+            Format::Json => {
+                println!("{}", report::json_sharded(&results, code, total - results.len(), shard, jobs_total))
+            }
+            Format::Junit => print!("{}", report::junit(&results, &[])),
+        }
+        return Ok(code);
     }
     let mut results = Vec::new();
     for (i, job) in jobs.iter().enumerate() {

@@ -21,6 +21,7 @@
 
 pub mod collision;
 pub mod cycles;
+pub mod distributed;
 mod level;
 pub mod memory;
 pub mod seen;
@@ -346,7 +347,7 @@ where
 }
 
 /// Where the engine's memory went (bytes, at the end of the exploration).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MemoryUse {
     /// One `u64` fingerprint per state.
     pub fingerprints_bytes: u64,

@@ -185,6 +185,7 @@ mod scope_tests {
             fingerprint_collision_probability: 0.0,
             reduction: crate::model::Reduction::None,
             ample_states: 0,
+            distributed: None,
         };
         Certificate::new(job, &result, text).expect("the certificate builds")
     }
