@@ -28,7 +28,7 @@
 use super::seen::SeenSet;
 use super::{Cut, Exploration, Graph, Hooks, Limits, MemoryUse, Progress, NO_PARENT};
 use serde::{Deserialize, Serialize};
-use stateright::{Expectation, Model, Property};
+use stateright::{Model, Property};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -207,22 +207,7 @@ where
     let mut actions = Vec::new();
     for (i, state) in frontier.iter().enumerate() {
         let index = first + i as u32;
-        for (p, prop) in properties.iter().enumerate() {
-            if decided[p] || out.found[p].is_some() {
-                continue;
-            }
-            let holds = (prop.condition)(model, state);
-            let found = match prop.expectation {
-                Expectation::Always => !holds,
-                Expectation::Sometimes => holds,
-                Expectation::Eventually => {
-                    unreachable!("liveness is checked on cycles, not with `eventually`")
-                }
-            };
-            if found {
-                out.found[p] = Some(index);
-            }
-        }
+        super::level::discover(model, properties, state, index, &mut out.found, &|p| decided[p]);
         model.actions(state, &mut actions);
         let row_start = rows.as_ref().map(|r| r.targets.len());
         for a in actions.drain(..) {
@@ -615,7 +600,7 @@ where
     };
     net.close(worker);
     let memory = stats.memory;
-    let exploration = match graph {
+    let (fingerprints, parents, graph, discoveries) = match graph {
         Some((fingerprints, parents, graph)) => {
             // Worker 0: the whole numbered space. The states found are those of the chains (the
             // same on every worker, so every worker goes on to the same work), by their index here.
@@ -631,19 +616,7 @@ where
             }
             let discoveries =
                 chains.iter().map(|c| c.as_ref().and_then(|c| c.last()).map(|fp| index_of[fp])).collect();
-            Exploration {
-                ample_states: 0,
-                unique_states: totals.unique_states,
-                transitions: totals.transitions,
-                max_depth: totals.depth,
-                cut,
-                elapsed: start.elapsed(),
-                discoveries,
-                fingerprints,
-                parents,
-                graph: Some(graph),
-                memory,
-            }
+            (fingerprints, parents, Some(graph), discoveries)
         }
         None => {
             // The chains only, one after another, each state's parent the one before it.
@@ -659,20 +632,21 @@ where
                     fingerprints.len() as u32 - 1
                 }));
             }
-            Exploration {
-                ample_states: 0,
-                unique_states: totals.unique_states,
-                transitions: totals.transitions,
-                max_depth: totals.depth,
-                cut,
-                elapsed: start.elapsed(),
-                discoveries,
-                fingerprints,
-                parents: chain_parents,
-                graph: None,
-                memory,
-            }
+            (fingerprints, chain_parents, None, discoveries)
         }
+    };
+    let exploration = Exploration {
+        ample_states: 0,
+        unique_states: totals.unique_states,
+        transitions: totals.transitions,
+        max_depth: totals.depth,
+        cut,
+        elapsed: start.elapsed(),
+        discoveries,
+        fingerprints,
+        parents,
+        graph,
+        memory,
     };
     (exploration, stats)
 }
@@ -773,25 +747,8 @@ mod tests {
     use stateright::Property;
 
     /// Three counters to 12 with a rotation: wide levels with many duplicates, across workers.
-    struct Grid;
-    impl Model for Grid {
-        type State = [u8; 3];
-        type Action = u8;
-        fn init_states(&self) -> Vec<[u8; 3]> {
-            vec![[0, 0, 0]]
-        }
-        fn actions(&self, _: &[u8; 3], a: &mut Vec<u8>) {
-            a.extend(0..4);
-        }
-        fn next_state(&self, s: &[u8; 3], a: u8) -> Option<[u8; 3]> {
-            let mut t = *s;
-            match a {
-                0..=2 => t[a as usize] = (t[a as usize] + 1) % 12,
-                _ => t = [t[1], t[2], t[0]],
-            }
-            Some(t)
-        }
-    }
+    type Grid = crate::engine::tests::Grid<12>;
+    const GRID: Grid = crate::engine::tests::Grid;
 
     /// `explore` on `workers` timely workers of this process; worker 0's exploration.
     fn on_workers(
@@ -805,7 +762,7 @@ mod tests {
             let labeler: super::super::EdgeLabeler<Grid> = &label;
             let hooks =
                 Hooks { labeler: limits.record_edges.then_some(labeler), canonical: None, ample: None };
-            let (e, _) = explore(worker, &Grid, &properties(), &limits, hooks, shared);
+            let (e, _) = explore(worker, &GRID, &properties(), &limits, hooks, shared);
             (worker.index() == 0).then_some(e)
         })
         .expect("timely starts");
@@ -823,7 +780,7 @@ mod tests {
         let limits = Limits { record_edges: true, stop_when_decided: false, ..Limits::default() };
         let label = |_: &[u8; 3], a: &u8, _: &[u8; 3]| 1u8 << a;
         let labeler: super::super::EdgeLabeler<Grid> = &label;
-        let single = super::super::explore_labelled(&Grid, &sum_is_30(), &limits, Some(labeler));
+        let single = super::super::explore_labelled(&GRID, &sum_is_30(), &limits, Some(labeler));
         for (workers, shared) in [(1, 1), (3, 1), (3, SHARED_FRONTIER_PER_WORKER)] {
             let d = on_workers(workers, shared, sum_is_30, limits.clone());
             let what = format!("{workers} workers, shared frontier {shared}");
@@ -842,8 +799,8 @@ mod tests {
 
     #[test]
     fn safety_counterexamples_have_the_shortest_length_and_cuts_match() {
-        let single = super::super::explore(&Grid, &sum_is_30(), &Limits::default());
-        let shortest = super::super::path(&Grid, &single, single.discoveries[0].unwrap()).len();
+        let single = super::super::explore(&GRID, &sum_is_30(), &Limits::default());
+        let shortest = super::super::path(&GRID, &single, single.discoveries[0].unwrap()).len();
         for workers in [1, 2, 4] {
             let d = on_workers(workers, 1, sum_is_30, Limits::default());
             assert_eq!(
@@ -851,12 +808,12 @@ mod tests {
                 (single.unique_states, single.transitions, single.max_depth)
             );
             assert_eq!(d.cut, Some(Cut::AllDecided), "{workers} workers");
-            let p = super::super::path(&Grid, &d, d.discoveries[0].expect("violated"));
+            let p = super::super::path(&GRID, &d, d.discoveries[0].expect("violated"));
             assert_eq!(p.len(), shortest, "{workers} workers");
             assert!(p.last().unwrap().state.iter().map(|&x| u32::from(x)).sum::<u32>() >= 30);
         }
         let limits = Limits { max_states: Some(500), ..Limits::default() };
-        let single = super::super::explore(&Grid, &[], &limits);
+        let single = super::super::explore(&GRID, &[], &limits);
         let d = on_workers(3, 1, Vec::new, limits);
         assert_eq!(d.cut, Some(Cut::StateLimit(500)));
         assert_eq!(

@@ -117,22 +117,7 @@ pub(super) fn expand_chunk<M>(
         rows.clear();
         for (i, state) in group.iter().enumerate() {
             let index = first_index + (b * BATCH_STATES + i) as u32;
-            for (p, prop) in properties.iter().enumerate() {
-                if part.discoveries[p].is_some() {
-                    continue;
-                }
-                let holds = (prop.condition)(model, state);
-                let found = match prop.expectation {
-                    Expectation::Always => !holds,
-                    Expectation::Sometimes => holds,
-                    Expectation::Eventually => {
-                        unreachable!("liveness is checked on cycles, not with `eventually`")
-                    }
-                };
-                if found {
-                    part.discoveries[p] = Some(index);
-                }
-            }
+            discover(model, properties, state, index, &mut part.discoveries, &|_| false);
             model.actions(state, &mut actions);
             let before = batch.len();
             if let Some(ample) = hooks.ample {
@@ -189,6 +174,32 @@ pub(super) fn expand_chunk<M>(
                     part.cand_parent.push(parent);
                 }
             }
+        }
+    }
+}
+
+/// Record `index` as the discovery of every property that `state` discovers (violates an
+/// `always`, satisfies a `sometimes`) and that has none yet, skipping those `skip` names.
+pub(super) fn discover<M: Model>(
+    model: &M,
+    properties: &[Property<M>],
+    state: &M::State,
+    index: u32,
+    found: &mut [Option<u32>],
+    skip: &dyn Fn(usize) -> bool,
+) {
+    for (p, prop) in properties.iter().enumerate() {
+        if found[p].is_some() || skip(p) {
+            continue;
+        }
+        let holds = (prop.condition)(model, state);
+        let discovered = match prop.expectation {
+            Expectation::Always => !holds,
+            Expectation::Sometimes => holds,
+            Expectation::Eventually => unreachable!("liveness is checked on cycles, not with `eventually`"),
+        };
+        if discovered {
+            found[p] = Some(index);
         }
     }
 }

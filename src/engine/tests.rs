@@ -50,10 +50,10 @@ fn records_every_transition_as_edges() {
     assert_eq!(g.successors(0), &[1, 2]);
 }
 
-/// Three counters to 24 with wrap-around jumps: wide levels (parallel path), many
-/// duplicates within a level, and labelled edges.
-struct Grid;
-impl Model for Grid {
+/// Three counters to `MODULUS` with a rotation: wide levels (parallel path), many
+/// duplicates within a level, and labelled edges. The distributed engine's tests use it too.
+pub(super) struct Grid<const MODULUS: u8>;
+impl<const MODULUS: u8> Model for Grid<MODULUS> {
     type State = [u8; 3];
     type Action = u8;
     fn init_states(&self) -> Vec<[u8; 3]> {
@@ -65,16 +65,14 @@ impl Model for Grid {
     fn next_state(&self, s: &[u8; 3], a: u8) -> Option<[u8; 3]> {
         let mut t = *s;
         match a {
-            0..=2 => t[a as usize] = (t[a as usize] + 1) % 24,
+            0..=2 => t[a as usize] = (t[a as usize] + 1) % MODULUS,
             _ => t = [t[1], t[2], t[0]],
         }
         Some(t)
     }
 }
 
-/// A plain sequential BFS with the engine's numbering rule: new states in order of
-/// (parent index, action order).
-fn reference_bfs(model: &Grid) -> (Vec<[u8; 3]>, Vec<u32>, Vec<Vec<u32>>) {
+fn reference_bfs(model: &Grid<24>) -> (Vec<[u8; 3]>, Vec<u32>, Vec<Vec<u32>>) {
     let mut index = std::collections::HashMap::new();
     let mut states = model.init_states();
     let mut parents = vec![NO_PARENT];
@@ -104,13 +102,13 @@ fn reference_bfs(model: &Grid) -> (Vec<[u8; 3]>, Vec<u32>, Vec<Vec<u32>>) {
 
 #[test]
 fn numbering_parents_and_edges_match_a_sequential_bfs_on_any_thread_count() {
-    let (states, parents, rows) = reference_bfs(&Grid);
+    let (states, parents, rows) = reference_bfs(&Grid::<24>);
     assert_eq!(states.len(), 24 * 24 * 24);
     let label = |_: &[u8; 3], a: &u8, _: &[u8; 3]| 1u8 << a;
-    let labeler: EdgeLabeler<Grid> = &label;
+    let labeler: EdgeLabeler<Grid<24>> = &label;
     for threads in [1, 2, 3, 5] {
         let limits = Limits { threads, ..Limits::default() };
-        let e = explore_labelled(&Grid, &[], &limits, Some(labeler));
+        let e = explore_labelled(&Grid::<24>, &[], &limits, Some(labeler));
         assert_eq!(e.unique_states, states.len() as u64, "{threads} threads");
         let fps: Vec<u64> = states.iter().map(fingerprint).collect();
         assert_eq!(e.fingerprints, fps, "BFS numbering with {threads} threads");
@@ -122,27 +120,33 @@ fn numbering_parents_and_edges_match_a_sequential_bfs_on_any_thread_count() {
             assert_eq!(labels, vec![1, 2, 4, 8]);
         }
         // Safety-only runs (no table values) number the states the same way.
-        let plain = explore(&Grid, &[], &limits);
+        let plain = explore(&Grid::<24>, &[], &limits);
         assert_eq!((plain.fingerprints, plain.parents), (e.fingerprints.clone(), e.parents.clone()));
     }
 }
 
 #[test]
 fn first_discovery_is_the_same_on_any_thread_count() {
-    let props = [Property::<Grid>::always("no 7-7-7", |_, s| s != &[7, 7, 7])];
-    let one = explore(&Grid, &props, &Limits::default());
+    let props = [Property::<Grid<24>>::always("no 7-7-7", |_, s| s != &[7, 7, 7])];
+    let one = explore(&Grid::<24>, &props, &Limits::default());
     let index = one.discoveries[0].expect("reachable");
     for threads in [2, 3] {
-        let e = explore(&Grid, &props, &Limits { threads, ..Limits::default() });
+        let e = explore(&Grid::<24>, &props, &Limits { threads, ..Limits::default() });
         assert_eq!(e.discoveries, one.discoveries);
         assert_eq!(shortest_chain(&e, index), shortest_chain(&one, index));
     }
-    assert_eq!(path(&Grid, &one, index).last().unwrap().state, [7, 7, 7]);
+    assert_eq!(path(&Grid::<24>, &one, index).last().unwrap().state, [7, 7, 7]);
 }
 
 #[test]
 fn the_index_limit_stops_exploration_instead_of_wrapping() {
-    let e = explore_bounded(&Grid, &[], &Limits { threads: 2, ..Limits::default() }, Hooks::default(), 1000);
+    let e = explore_bounded(
+        &Grid::<24>,
+        &[],
+        &Limits { threads: 2, ..Limits::default() },
+        Hooks::default(),
+        1000,
+    );
     assert_eq!(e.cut, Some(Cut::StateLimit(1000)));
     assert!(e.unique_states <= 1000);
 }
@@ -151,17 +155,17 @@ fn the_index_limit_stops_exploration_instead_of_wrapping() {
 fn a_canonicalizer_explores_one_state_per_class_and_paths_stay_concrete() {
     // Rotations of the three counters are symmetric: the model commutes with them.
     let canon = |s: &[u8; 3]| *[*s, [s[1], s[2], s[0]], [s[2], s[0], s[1]]].iter().min().unwrap();
-    let hooks = Hooks::<Grid> { labeler: None, canonical: Some(&canon), ample: None };
+    let hooks = Hooks::<Grid<24>> { labeler: None, canonical: Some(&canon), ample: None };
     // A symmetric property (invariant under rotation), as symmetry reduction requires.
-    let props = [Property::<Grid>::always("no rotation of 1-2-3", |_, s| {
+    let props = [Property::<Grid<24>>::always("no rotation of 1-2-3", |_, s| {
         ![[1, 2, 3], [2, 3, 1], [3, 1, 2]].contains(s)
     })];
     let limits = Limits { threads: 2, stop_when_decided: false, ..Limits::default() };
-    let e = explore_with(&Grid, &props, &limits, hooks);
+    let e = explore_with(&Grid::<24>, &props, &limits, hooks);
     // 24^3 states; 24 fixed by rotation (all equal), the rest in classes of 3.
     assert_eq!(e.unique_states, 24 + (24 * 24 * 24 - 24) / 3);
     let index = e.discoveries[0].expect("a rotation of 1-2-3 is reachable");
-    let p = path_with(&Grid, &e, index, hooks);
+    let p = path_with(&Grid::<24>, &e, index, hooks);
     assert_eq!(canon(&p.last().unwrap().state), canon(&[1, 2, 3]));
 }
 
