@@ -248,16 +248,17 @@ pub(super) fn bench_distributed(
         "run", "states", "transitions", "wall s", "explore s"
     );
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    // The reference: the one-process engine on one thread.
+    // The reference: the one-process engine on one thread, unreduced as the distributed
+    // engine is (the same graph, so the same counts).
     let out = dir.join("engine.json");
     let mut args = base.clone();
-    args.extend(["--threads".into(), "1".into()]);
+    args.extend(["--threads".into(), "1".into(), "--reduce".into(), "none".into()]);
     let (child, started) = start(&exe, &args, &out).map_err(fail)?;
     let cost = finish(child, started).map_err(fail)?;
     let reference = report(&out)?;
     println!(
         "{:<22} {:>9} {:>11} {:>9.2} {:>12.2}  {:.2} / {:.0}",
-        "engine, 1 thread",
+        "engine, 1 thread, none",
         reference["unique_states"],
         reference["transitions"],
         cost.wall_secs,
