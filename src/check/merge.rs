@@ -173,7 +173,7 @@ fn merge_sweeps(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError
         _ if base == "[policy]" => (None, None),
         _ => return Err(bad(&format!("unknown base {base:?}"))),
     };
-    let (label, base_policy) = sweep::base_policy(&scenario, variant, policy)?;
+    let (label, base_policy) = super::sweep_cmd::base_policy(&scenario, variant, policy)?;
     let specs: Vec<String> = first["knobs"]
         .as_array()
         .ok_or_else(|| bad("no \"knobs\""))?

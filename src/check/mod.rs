@@ -8,6 +8,7 @@ pub mod distributed;
 pub mod merge;
 pub mod proofs;
 pub mod report;
+pub mod shard;
 pub mod simulate;
 pub mod sweep;
 pub mod sweep_cmd;

@@ -91,7 +91,7 @@ pub fn json_sharded(
     results: &[RunResult],
     exit_code: u8,
     runs_not_started: usize,
-    shard: Option<super::sweep::Shard>,
+    shard: Option<super::shard::Shard>,
     runs_total: usize,
 ) -> String {
     let mut doc = json_doc(results, exit_code, runs_not_started);

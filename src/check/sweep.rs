@@ -12,6 +12,7 @@
 //! inferred cells as such. Two knobs: the same search along the first knob for every value of
 //! the second. `exhaustive` (and `--shard`) check every point instead.
 
+use super::shard::Shard;
 use super::{Counterexample, Job, RunOptions, RunResult};
 use crate::config::duration::{format_ms, Rate};
 use crate::config::{
@@ -20,7 +21,6 @@ use crate::config::{
 use crate::model::WorldConfig;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 /// At most this many knobs: a line or a grid.
 pub const KNOBS_MAX: usize = 2;
@@ -45,26 +45,6 @@ pub struct Knob {
     /// The `--vary` argument as given.
     pub spec: String,
     pub values: Vec<KnobValue>,
-}
-
-/// `--shard I/N`: this run checks the points whose index is I modulo N (I from 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Shard {
-    pub index: usize,
-    pub count: usize,
-}
-
-impl Shard {
-    pub fn parse(text: &str) -> Result<Shard, String> {
-        let bad = || format!("--shard \"{text}\": expected I/N with 0 <= I < N, e.g. 0/4");
-        let (i, n) = text.split_once('/').ok_or_else(bad)?;
-        let index: usize = i.trim().parse().map_err(|_| bad())?;
-        let count: usize = n.trim().parse().map_err(|_| bad())?;
-        if count == 0 || index >= count {
-            return Err(bad());
-        }
-        Ok(Shard { index, count })
-    }
 }
 
 /// How the sweep searches.
@@ -793,36 +773,6 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
     } else {
         0
     }
-}
-
-/// The base policy a sweep varies: a variant's, a `--policy` file over the scenario's, or
-/// the scenario's own `[policy]`.
-pub fn base_policy(
-    scenario: &Scenario,
-    variant: Option<&str>,
-    policy: Option<&Path>,
-) -> Result<(String, SourcedPolicy), ConfigError> {
-    if let Some(path) = policy {
-        let file = config::load_policy(path)?;
-        return Ok((format!("policy {}", path.display()), scenario.base_policy.then(&file)));
-    }
-    if let Some(name) = variant {
-        let known: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
-        let v = scenario.variant(name).ok_or_else(|| {
-            ConfigError::new(
-                &scenario.path,
-                format!(
-                    "--variant \"{name}\": no such variant (variants: {}){}",
-                    known.join(", "),
-                    config::nearest(name, known.iter().copied())
-                        .map(|n| format!("; did you mean `{n}`?"))
-                        .unwrap_or_default()
-                ),
-            )
-        })?;
-        return Ok((format!("variant {name}"), v.policy.clone()));
-    }
-    Ok(("[policy]".to_string(), scenario.base_policy.clone()))
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
 //! `replicheck sweep`: its arguments and the command, from the model file to the report.
 
-use super::sweep::{self, SearchOptions, Shard};
+use super::shard::Shard;
+use super::sweep::{self, SearchOptions};
 use super::{sweep_explain, sweep_render, RunOptions};
-use crate::config::{ConfigError, Scenario};
+use crate::config::{self, ConfigError, Scenario, SourcedPolicy};
 use std::io::IsTerminal;
+use std::path::Path;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -98,7 +100,7 @@ pub fn command(args: SweepArgs) -> Result<u8, ConfigError> {
         .map(Shard::parse)
         .transpose()
         .map_err(|m| ConfigError::new(std::path::Path::new("--shard"), m))?;
-    let (base_label, base) = sweep::base_policy(&scenario, args.variant.as_deref(), args.policy.as_deref())?;
+    let (base_label, base) = base_policy(&scenario, args.variant.as_deref(), args.policy.as_deref())?;
     let plan = sweep::plan(scenario, base_label, base, &args.vary)?;
     let interactive = std::io::stderr().is_terminal() && args.format == SweepFormat::Text && !args.quiet;
     let opts = run_options(&args, interactive);
@@ -155,4 +157,34 @@ fn explain_command(
         SweepFormat::Json => println!("{}", sweep_explain::json(&e, code)),
     }
     Ok(code)
+}
+
+/// The base policy a sweep varies: a variant's, a `--policy` file over the scenario's, or
+/// the scenario's own `[policy]`.
+pub fn base_policy(
+    scenario: &Scenario,
+    variant: Option<&str>,
+    policy: Option<&Path>,
+) -> Result<(String, SourcedPolicy), ConfigError> {
+    if let Some(path) = policy {
+        let file = config::load_policy(path)?;
+        return Ok((format!("policy {}", path.display()), scenario.base_policy.then(&file)));
+    }
+    if let Some(name) = variant {
+        let known: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
+        let v = scenario.variant(name).ok_or_else(|| {
+            ConfigError::new(
+                &scenario.path,
+                format!(
+                    "--variant \"{name}\": no such variant (variants: {}){}",
+                    known.join(", "),
+                    config::nearest(name, known.iter().copied())
+                        .map(|n| format!("; did you mean `{n}`?"))
+                        .unwrap_or_default()
+                ),
+            )
+        })?;
+        return Ok((format!("variant {name}"), v.policy.clone()));
+    }
+    Ok(("[policy]".to_string(), scenario.base_policy.clone()))
 }

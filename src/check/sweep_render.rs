@@ -1,7 +1,8 @@
 //! A sweep's report: a table for the terminal, JSON for tools, and an SVG picture (a strip of
 //! verdicts per property for one knob, a heat map per property for two) for a review.
 
-use super::sweep::{Boundary, Cell, Outcome, Plan, PropertySweep, Shard};
+use super::shard::Shard;
+use super::sweep::{Boundary, Cell, Outcome, Plan, PropertySweep};
 use super::{format_duration, Found};
 use std::fmt::Write;
 use std::time::Duration;

@@ -62,8 +62,8 @@ pub enum Command {
         /// Check only shard I of N (I from 0): the runs whose index is I modulo N, or with
         /// --simulate the walks whose number is. `replicheck merge` combines the shards' JSON
         /// reports into one.
-        #[arg(long, value_name = "I/N", value_parser = check::sweep::Shard::parse)]
-        shard: Option<check::sweep::Shard>,
+        #[arg(long, value_name = "I/N", value_parser = check::shard::Shard::parse)]
+        shard: Option<check::shard::Shard>,
         #[command(flatten)]
         dist: DistArgs,
         /// No progress line, lint findings or per-run "ok" lines on stderr (the report,
@@ -587,7 +587,7 @@ fn check_command(
     format: Format,
     run: RunArgs,
     sim: SimArgs,
-    shard: Option<check::sweep::Shard>,
+    shard: Option<check::shard::Shard>,
     dist: DistArgs,
     quiet: bool,
 ) -> Result<ExitCode, Error> {

@@ -6,7 +6,7 @@ use super::*;
 pub(super) fn simulate(
     jobs: &[check::Job],
     sim: &SimArgs,
-    shard: Option<check::sweep::Shard>,
+    shard: Option<check::shard::Shard>,
     format: Format,
     quiet: bool,
     addr: String,
