@@ -1,19 +1,15 @@
 //! `lint --model`: back lint's static findings with an exploration of the model under the
 //! policy, so that lint's errors are violations the checker found (see `lint`'s module docs).
 
-use super::{plan, run, PolicyChoice, RunOptions};
-use crate::config::{self, ConfigError};
+use super::RunOptions;
+use crate::config::ConfigError;
 use crate::lint::{Checked, Linted};
 
 /// Explore the linted model under the linted policy (as `check MODEL --policy POLICY` does)
 /// and back every finding with the verdicts.
 pub fn confirm_lint(linted: &mut Linted, opts: &RunOptions) -> Result<(), ConfigError> {
-    let model = linted.model.clone().expect("only a lint with --model is confirmed");
-    let policy = config::load_policy(&linted.policy)?;
-    let choice = PolicyChoice::File { path: linted.policy.clone(), policy: Box::new(policy) };
-    let jobs = plan(&[model], &choice)?;
-    let job = jobs.first().expect("one model file and one policy give one job");
-    let result = run(job, opts)?;
+    let model = linted.model.as_deref().expect("only a lint with --model is confirmed");
+    let result = super::run_one(model, Some(&linted.policy), "", opts)?;
     let verdicts: Vec<_> = result
         .properties
         .iter()

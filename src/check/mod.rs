@@ -331,6 +331,27 @@ pub fn plan(files: &[PathBuf], choice: &PolicyChoice) -> Result<Vec<Job>, Config
     Ok(jobs)
 }
 
+/// One model run as `check MODEL --policy FILE` runs it (with `policy`), or as `check MODEL
+/// --variant NAME` does: for `lint --model` and `store run`'s model verdicts.
+pub fn run_one(
+    model: &Path,
+    policy: Option<&Path>,
+    variant: &str,
+    opts: &RunOptions,
+) -> Result<RunResult, ConfigError> {
+    let choice = match policy {
+        Some(path) => PolicyChoice::File {
+            path: path.to_path_buf(),
+            policy: Box::new(crate::config::load_policy(path)?),
+        },
+        None => PolicyChoice::Variants(Some(variant.to_string())),
+    };
+    let jobs = plan(&[model.to_path_buf()], &choice)?;
+    let job =
+        jobs.first().ok_or_else(|| ConfigError::new(model, format!("no variant {variant:?} to check")))?;
+    run(job, opts)
+}
+
 /// `"NAME": WHAT (variants: ...)`, with the nearest name if one is close.
 fn unknown_variant(name: &str, what: &str, names: &[&str]) -> String {
     format!(

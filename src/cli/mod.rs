@@ -774,16 +774,7 @@ fn model_verdicts(
     policy: Option<&std::path::Path>,
     variant: &str,
 ) -> Result<Vec<(config::PropertyName, check::Found)>, ConfigError> {
-    let choice = match policy {
-        Some(path) => {
-            PolicyChoice::File { path: path.to_path_buf(), policy: Box::new(config::load_policy(path)?) }
-        }
-        None => PolicyChoice::Variants(Some(variant.to_string())),
-    };
-    let jobs = check::plan(&[model.to_path_buf()], &choice)?;
-    let job =
-        jobs.first().ok_or_else(|| ConfigError::new(model, format!("no variant {variant:?} to check")))?;
-    let result = check::run(job, &RunOptions::default())?;
+    let result = check::run_one(model, policy, variant, &RunOptions::default())?;
     Ok(result.properties.iter().map(|p| (p.name, p.found)).collect())
 }
 
