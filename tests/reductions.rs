@@ -302,3 +302,16 @@ fn random_small_models_agree() {
     assert!(compared >= 15, "only {compared} random models were small enough to compare");
     assert!(reduced_somewhere, "no random model was reduced");
 }
+
+/// The continuous-load models: relative numbering and the reduction together.
+#[test]
+fn continuous_models_agree() {
+    for model in [
+        "ack-timeout-eviction-continuous",
+        "hot-partition-retry-storm-continuous",
+        "capacity-routing-bypass-continuous",
+        "rebalancer-compaction-continuous",
+    ] {
+        library_model_agrees(model);
+    }
+}

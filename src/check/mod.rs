@@ -397,7 +397,10 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
     for name in &world.cfg.properties {
         let (found, counterexample) = if name.is_liveness() {
             // A cycle among the explored edges is real even if exploration was cut short.
-            match exploration.graph.as_ref().map(|graph| cycles::find(graph, cycle_query(*name))) {
+            let queries = cycle_queries(*name, world.cfg.clients.len());
+            let found =
+                exploration.graph.as_ref().map(|graph| queries.iter().find_map(|q| cycles::find(graph, *q)));
+            match found {
                 Some(Some(lasso)) => {
                     let cx = lasso_counterexample(&world, &exploration, &lasso, labeler, job, opts);
                     (Found::Violated, Some(cx))
@@ -592,15 +595,32 @@ pub fn describe_models(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, ConfigErr
     files.into_iter().map(|f| Scenario::load(&f).map(|s| (f, s))).collect()
 }
 
-/// The cycle each liveness property forbids, over the model's edge labels.
-pub fn cycle_query(name: PropertyName) -> cycles::CycleQuery {
-    use properties::{EDGE_PENDING, EDGE_TICK, EDGE_TOPOLOGY};
+/// The cycles a liveness property forbids, over the model's edge labels: any one of them is a
+/// violation.
+pub fn cycle_queries(name: PropertyName, client_count: usize) -> Vec<cycles::CycleQuery> {
+    use properties::{EDGE_PENDING_CLIENT0, EDGE_TICK, EDGE_TOPOLOGY, EDGE_UNREPLACED};
     match name {
         PropertyName::Converges => {
-            cycles::CycleQuery { every_edge: 0, some_edge: EDGE_TICK | EDGE_TOPOLOGY, ..Default::default() }
+            vec![cycles::CycleQuery {
+                every_edge: 0,
+                some_edge: EDGE_TICK | EDGE_TOPOLOGY,
+                ..Default::default()
+            }]
         }
-        PropertyName::OpsComplete => {
-            cycles::CycleQuery { every_edge: EDGE_PENDING, some_edge: EDGE_TICK, ..Default::default() }
+        // One client's operation outstanding at every step: one query per client.
+        PropertyName::OpsComplete => (0..client_count)
+            .map(|c| cycles::CycleQuery {
+                every_edge: EDGE_PENDING_CLIENT0 << c,
+                some_edge: EDGE_TICK,
+                ..Default::default()
+            })
+            .collect(),
+        PropertyName::DeadReplaced => {
+            vec![cycles::CycleQuery {
+                every_edge: EDGE_UNREPLACED,
+                some_edge: EDGE_TICK,
+                ..Default::default()
+            }]
         }
         other => unreachable!("{other} is a safety property"),
     }

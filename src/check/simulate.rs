@@ -15,7 +15,7 @@
 //! queries the exhaustive cycle analysis asks), it is a lasso: the walk up to the cycle's
 //! start, then the cycle.
 
-use super::{counterexample, cycle_query, Counterexample, Job};
+use super::{counterexample, cycle_queries, Counterexample, Job};
 use crate::config::{ConfigError, Found, PropertyName, Verdict};
 use crate::engine::Step;
 use crate::model::{properties, Action, World, WorldConfig};
@@ -294,8 +294,10 @@ fn walk(
                 // The walk closed a cycle: path[start..=at], edges labels[start..at].
                 let cycle = &labels[start..at];
                 for (i, name) in names.iter().enumerate() {
-                    if name.is_liveness() && pending(i, &violations) && cycle_query(*name).forbids(cycle, &[])
-                    {
+                    let forbidden = || {
+                        cycle_queries(*name, world.cfg.clients.len()).iter().any(|q| q.forbids(cycle, &[]))
+                    };
+                    if name.is_liveness() && pending(i, &violations) && forbidden() {
                         let mut cx = counterexample(world, &path, explore_args, &opts.explorer_addr);
                         cx.loop_from_step = Some(start + 1);
                         violations.push((i, cx));

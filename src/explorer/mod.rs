@@ -14,7 +14,7 @@
 
 pub mod server;
 
-use crate::check::cycle_query;
+use crate::check::cycle_queries;
 use crate::config::PropertyName;
 use crate::engine::cycles::CycleQuery;
 use crate::model::{display, properties, Action, World, WorldConfig, WorldState};
@@ -150,7 +150,9 @@ impl Model for Explorable {
                 PropertyName::CapacityRespected => Property::always("capacity_respected", |_, s: &Shown| {
                     properties::capacity_respected(&s.state)
                 }),
-                PropertyName::Converges | PropertyName::OpsComplete => unreachable!("filtered above"),
+                PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
+                    unreachable!("filtered above")
+                }
             })
             .collect()
     }
@@ -354,7 +356,7 @@ fn loop_breaks(
     actions: &[Action],
     name: PropertyName,
 ) -> (bool, String) {
-    let q: CycleQuery = cycle_query(name);
+    let queries: Vec<CycleQuery> = cycle_queries(name, world.cfg.clients.len());
     let labels: Vec<u8> = actions
         .iter()
         .enumerate()
@@ -362,7 +364,8 @@ fn loop_breaks(
         .collect();
     // The classes enabled in each state of the loop, when the query looks at them.
     let loop_states = &states[..states.len() - 1];
-    let enabled: Vec<u8> = if q.fair | q.every_state_enabled == 0 {
+    let needs_enabled = queries.iter().any(|q| q.fair | q.every_state_enabled != 0);
+    let enabled: Vec<u8> = if !needs_enabled {
         Vec::new()
     } else {
         loop_states
@@ -376,16 +379,22 @@ fn loop_breaks(
             })
             .collect()
     };
-    let breaks = q.forbids(&labels, &enabled);
+    let breaks = queries.iter().any(|q| q.forbids(&labels, &enabled));
     let why = match name {
         PropertyName::Converges if breaks => {
             "time passes and the replica sets (or the membership queue) keep changing: the topology never settles"
         }
         PropertyName::Converges => "a loop that breaks it must both pass time and change the topology",
         PropertyName::OpsComplete if breaks => {
-            "a client's operation is outstanding at every step while time passes: it never completes"
+            "one client's operation is outstanding at every step while time passes: it never completes"
         }
-        PropertyName::OpsComplete => "a loop that breaks it must keep an operation outstanding at every step and pass time",
+        PropertyName::OpsComplete => "a loop that breaks it must keep one client's operation outstanding at every step and pass time",
+        PropertyName::DeadReplaced if breaks => {
+            "time passes and a replica set keeps a node that is down at every step: it is never replaced"
+        }
+        PropertyName::DeadReplaced => {
+            "a loop that breaks it must keep a down node in a replica set at every step and pass time"
+        }
         _ => "",
     };
     (breaks, why.to_string())

@@ -1,5 +1,11 @@
 //! Clients: run their workload one operation at a time, time out, back off and retry per
 //! policy, and record the history the `linearizable` property checks.
+//!
+//! A repeating client (`repeat = true`: continuous load) starts over after its last operation
+//! and moves on to its next operation when it gives up on one, forever. It records no history
+//! (the model refuses `linearizable` with one), and each of its writes writes the value of its
+//! position in the workload: values are then read back by nobody who compares them, so the
+//! world stays finite. Its operation numbers are kept relative (see `canon`).
 
 use super::env::send;
 use super::history::RegisterOp;
@@ -22,7 +28,8 @@ pub fn actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
         match c.phase {
             // The next operation starts anywhere in the think-time window.
             ClientPhase::Idle { earliest_ticks: 0, .. } => {
-                assert!(usize::from(c.next_op) < cfg.clients[usize::from(i)].ops.len());
+                let spec = &cfg.clients[usize::from(i)];
+                assert!(spec.repeat || usize::from(c.next_op) < spec.ops.len());
                 actions.push(Action::ClientInvoke(i))
             }
             ClientPhase::Waiting { timeout_ticks: 0, .. } => actions.push(Action::ClientTimeout(i)),
@@ -48,14 +55,28 @@ pub fn tick(s: &mut WorldState) {
 
 fn current(cfg: &WorldConfig, s: &WorldState, c: u8) -> (OpId, OpKind) {
     let seq = s.clients[usize::from(c)].next_op;
-    (OpId { client: c, seq }, cfg.clients[usize::from(c)].ops[usize::from(seq)])
+    (OpId { client: c, seq }, cfg.clients[usize::from(c)].op_kind(seq))
+}
+
+/// What operation `op` writes: unique per operation of a finite workload; per position in
+/// the workload for a repeating client.
+fn value_written(cfg: &WorldConfig, op: OpId) -> u8 {
+    let spec = &cfg.clients[usize::from(op.client)];
+    let seq = if spec.repeat { op.seq % spec.ops.len() as u8 } else { op.seq };
+    OpId { seq, ..op }.write_value()
+}
+
+/// Whether client `c` records a history for `linearizable`.
+fn records_history(cfg: &WorldConfig, c: u8) -> bool {
+    !cfg.clients[usize::from(c)].repeat
 }
 
 fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let (op, kind) = current(cfg, s, c);
     let spec = &cfg.clients[usize::from(c)];
     let shard = cfg.client_partitions[usize::from(c)];
-    let msg = Msg::Request { op, attempt, kind, shard, key: (), value: op.write_value(), token: () };
+    let value = value_written(cfg, op);
+    let msg = Msg::Request { op, attempt, kind, shard, key: (), value, token: () };
     send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator, msg);
     s.clients[usize::from(c)].phase =
         ClientPhase::Waiting { attempt, timeout_ticks: spec.request_timeout_ticks as u8 };
@@ -64,13 +85,15 @@ fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
 pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
     let (op, kind) = current(cfg, s, c);
     let shard = usize::from(cfg.client_partitions[usize::from(c)]);
-    let register_op = match kind {
-        OpKind::Write => RegisterOp::Write(op.write_value()),
-        OpKind::Read => RegisterOp::Read(0),
-    };
-    // The tester rejects only malformed histories (two ops in flight on one client), which
-    // the client's phases rule out.
-    std::sync::Arc::make_mut(&mut s.ghost.history)[shard].invoke(c, op.seq, register_op);
+    if records_history(cfg, c) {
+        let register_op = match kind {
+            OpKind::Write => RegisterOp::Write(value_written(cfg, op)),
+            OpKind::Read => RegisterOp::Read(0),
+        };
+        // The tester rejects only malformed histories (two ops in flight on one client), which
+        // the client's phases rule out.
+        std::sync::Arc::make_mut(&mut s.ghost.history)[shard].invoke(c, op.seq, register_op);
+    }
     send_attempt(cfg, s, c, 1);
 }
 
@@ -79,9 +102,9 @@ pub fn on_retry(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
     let policy = &cfg.policy.retry;
     let client = &mut s.clients[usize::from(c)];
     client.retries_used = match policy.max_attempts {
-        Some(_) => client.retries_used + 1,
-        // Retrying without limit: only whether the budget is spent matters.
-        None => (client.retries_used + 1).min(policy.retry_budget.unwrap_or(0)),
+        Some(_) if !cfg.clients[usize::from(c)].repeat => client.retries_used + 1,
+        // Retrying without limit, or forever: only whether the budget is spent matters.
+        _ => (client.retries_used + 1).min(policy.retry_budget.unwrap_or(0)),
     };
     let tracked = retry::attempts_tracked(policy);
     let next = if attempt < tracked {
@@ -139,6 +162,11 @@ pub fn on_timeout(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
 fn failed(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let client = &mut s.clients[usize::from(c)];
     client.phase = match retry::after_failure(&cfg.policy.retry, attempt, client.retries_used) {
+        // Continuous load goes on: the user saw an error, and the next operation comes.
+        RetryDecision::GiveUp if cfg.clients[usize::from(c)].repeat => {
+            client.next_op += 1;
+            idle(cfg, c)
+        }
         RetryDecision::GiveUp => ClientPhase::Done,
         RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => ClientPhase::Backoff {
             attempt,
@@ -159,20 +187,29 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
     match (client.phase, ok) {
         // Success of any attempt of the current op completes it, even during a backoff.
         (ClientPhase::Waiting { .. } | ClientPhase::Backoff { .. }, true) => {
-            let (_, kind) = current(cfg, s, c);
-            let shard = usize::from(cfg.client_partitions[usize::from(c)]);
-            let read_value = match kind {
-                OpKind::Write => 0,
-                OpKind::Read => value,
-            };
-            std::sync::Arc::make_mut(&mut s.ghost.history)[shard].ret(c, read_value);
-            // Once a history has no linearization, no extension gets one back.
-            if s.ghost.linearizable {
-                s.ghost.linearizable = s.ghost.history[shard].linearizable();
+            if records_history(cfg, c) {
+                let (_, kind) = current(cfg, s, c);
+                let shard = usize::from(cfg.client_partitions[usize::from(c)]);
+                let read_value = match kind {
+                    OpKind::Write => 0,
+                    OpKind::Read => value,
+                };
+                std::sync::Arc::make_mut(&mut s.ghost.history)[shard].ret(c, read_value);
+                // Once a history has no linearization, no extension gets one back.
+                if s.ghost.linearizable {
+                    s.ghost.linearizable = s.ghost.history[shard].linearizable();
+                }
             }
+            let spec = &cfg.clients[usize::from(c)];
             let client = &mut s.clients[usize::from(c)];
             client.next_op += 1;
-            client.phase = if usize::from(client.next_op) < cfg.clients[usize::from(c)].ops.len() {
+            if spec.repeat {
+                // Under continuous load the retry budget is earned back: a success renews it
+                // (as retry budgets that deposit per success do), so it bounds retries per
+                // failure streak rather than once for ever.
+                client.retries_used = 0;
+            }
+            client.phase = if spec.repeat || usize::from(client.next_op) < spec.ops.len() {
                 idle(cfg, c)
             } else {
                 ClientPhase::Done

@@ -15,7 +15,7 @@ pub fn endpoint(cfg: &WorldConfig, e: Endpoint) -> String {
 
 fn op_name(cfg: &WorldConfig, op: super::OpId) -> String {
     let c = &cfg.clients[usize::from(op.client)];
-    let kind = match c.ops[usize::from(op.seq)] {
+    let kind = match c.op_kind(op.seq) {
         OpKind::Write => "write",
         OpKind::Read => "read",
     };
@@ -32,7 +32,7 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
         },
         Msg::Response { op, attempt, ok, value } => {
             let verdict = if ok { "ok" } else { "FAILED (503)" };
-            match cfg.clients[usize::from(op.client)].ops[usize::from(op.seq)] {
+            match cfg.clients[usize::from(op.client)].op_kind(op.seq) {
                 OpKind::Read if ok => {
                     format!("Response {} attempt={attempt} {verdict} value={value}", op_name(cfg, op))
                 }

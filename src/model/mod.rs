@@ -7,6 +7,7 @@
 //! end of its window, no timer at zero. Between ticks every enabled delivery, firing and
 //! environment action interleaves in every order.
 
+mod canon;
 mod client;
 pub mod display;
 mod env;
@@ -192,7 +193,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
         }
         Event::WriteApplied { op, version } => {
             // A read's write-back (read repair) stores a value it read: no effect of its own.
-            if cfg.clients[usize::from(op.client)].ops[usize::from(op.seq)] == crate::config::OpKind::Read {
+            if cfg.clients[usize::from(op.client)].op_kind(op.seq) == crate::config::OpKind::Read {
                 return;
             }
             // A write operation whose effect is stored at two versions was applied twice.
@@ -305,6 +306,7 @@ impl Model for World {
             fault => env::apply_fault(cfg, &mut s, fault),
         }
         s.net.sort();
+        canon::canonicalize(cfg, &mut s);
         Some(s)
     }
 

@@ -57,7 +57,7 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
         PropertyName::NoHealthyEviction => no_healthy_eviction(s),
         PropertyName::ChurnBounded => churn_bounded(s),
         PropertyName::CapacityRespected => capacity_respected(s),
-        PropertyName::Converges | PropertyName::OpsComplete => {
+        PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
     }
@@ -67,13 +67,29 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
 pub const EDGE_TICK: u8 = 1;
 /// The replica sets, a join in progress or the membership queue changed.
 pub const EDGE_TOPOLOGY: u8 = 2;
-/// Some client has an operation outstanding (waiting or backing off) in the source state.
-pub const EDGE_PENDING: u8 = 4;
+/// A replica set holds a node that is down, in the source state.
+pub const EDGE_UNREPLACED: u8 = 4;
+/// Client `c` has an operation outstanding (waiting or backing off) in the source state:
+/// bit `EDGE_PENDING_CLIENT0 << c`, one per client, so that `ops_complete` asks whether one
+/// client's operation stays outstanding, not whether some client is always busy (two endless
+/// clients always are).
+pub const EDGE_PENDING_CLIENT0: u8 = 16;
+const _: () = assert!(crate::policy::CLIENT_COUNT_MAX <= 4, "one pending bit per client in a u8");
+
+/// Whether a client's phase counts as "an operation outstanding".
+pub fn outstanding(phase: super::ClientPhase) -> bool {
+    matches!(phase, super::ClientPhase::Waiting { .. } | super::ClientPhase::Backoff { .. })
+}
 
 pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) -> u8 {
     let mut label = 0;
     if *action == super::Action::Tick {
         label |= EDGE_TICK;
+    }
+    let down_member =
+        from.coord.shards.iter().any(|v| v.members.iter().any(|&m| !from.nodes[usize::from(m)].up));
+    if down_member {
+        label |= EDGE_UNREPLACED;
     }
     let replicas_changed = from
         .coord
@@ -84,12 +100,10 @@ pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) ->
     if replicas_changed || from.coord.queue != to.coord.queue {
         label |= EDGE_TOPOLOGY;
     }
-    if from
-        .clients
-        .iter()
-        .any(|c| matches!(c.phase, super::ClientPhase::Waiting { .. } | super::ClientPhase::Backoff { .. }))
-    {
-        label |= EDGE_PENDING;
+    for (c, client) in from.clients.iter().enumerate() {
+        if outstanding(client.phase) {
+            label |= EDGE_PENDING_CLIENT0 << c;
+        }
     }
     label
 }
@@ -116,7 +130,9 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
             PropertyName::CapacityRespected => {
                 Property::always("capacity_respected", |_, s| capacity_respected(s))
             }
-            PropertyName::Converges | PropertyName::OpsComplete => unreachable!("filtered above"),
+            PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
+                unreachable!("filtered above")
+            }
         })
         .collect()
 }
@@ -175,7 +191,7 @@ pub fn explain(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> (bool, 
                 format!("{unit} was offered {} writes in one tick (background included), capacity {}", b.offered, b.capacity)
             }
         },
-        PropertyName::Converges | PropertyName::OpsComplete => {
+        PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
     };

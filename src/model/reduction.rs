@@ -48,8 +48,9 @@
 //!
 //!   For liveness, cycles are read off the reduced graph with the edge labels of
 //!   [`super::properties::edge_label`]: `Tick` (never ample), topology changes (only the
-//!   coordinator, never ample here) and "some client has an operation outstanding" in the
-//!   source state. When `ops_complete` is checked, a client step is ample only if it keeps that
+//!   coordinator, never ample here), "client c has an operation outstanding" in the source
+//!   state (one bit per client) and "a replica set holds a node that is down" (only faults
+//!   and the coordinator change it, and neither is ever ample). When `ops_complete` is checked, a client step is ample only if it keeps that
 //!   client's outstanding-or-not status. Then a full infinite path maps to a reduced one that
 //!   permutes actions only within each tick (by U, some action of `A_X` comes before the next
 //!   `Tick`, so it can always be moved to the front) with the same labels on every `Tick` and
@@ -64,7 +65,7 @@
 //! (`healthy_evicted` reads which nodes are up and reachable) and change replica sets, so it
 //! commutes with too little to be worth the proof.
 
-use super::{env, Action, ClientPhase, Endpoint, Envelope, Msg, World, WorldConfig, WorldState};
+use super::{env, properties, Action, ClientPhase, Endpoint, Envelope, Msg, World, WorldConfig, WorldState};
 use crate::config::{OpKind, PropertyName};
 use crate::protocol::{node, Outbox};
 use stateright::Model;
@@ -231,7 +232,7 @@ fn node_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8, out:
             return false;
         }
         if let Msg::Replicate { op, version, .. } = e.msg {
-            let is_write = cfg.clients[usize::from(op.client)].ops[usize::from(op.seq)] == OpKind::Write;
+            let is_write = cfg.clients[usize::from(op.client)].op_kind(op.seq) == OpKind::Write;
             let recorded = s.ghost.effects.iter().any(|(o, _)| *o == op);
             let clash = s.net.iter().any(|f| {
                 f.earliest_ticks == 0
@@ -257,11 +258,6 @@ fn node_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8, out:
         }
     }
     urgent
-}
-
-/// Whether a client's phase counts as "an operation outstanding" (the `EDGE_PENDING` label).
-fn outstanding(phase: ClientPhase) -> bool {
-    matches!(phase, ClientPhase::Waiting { .. } | ClientPhase::Backoff { .. })
 }
 
 /// Whether client `c` has a timer due: it must act before time passes.
@@ -329,7 +325,9 @@ fn client_ample(world: &World, s: &WorldState, actions: &[Action], c: u8, out: &
         }
         if ops_complete_checked {
             let Some(next) = world.next_state(s, a.clone()) else { return false };
-            if outstanding(me.phase) != outstanding(next.clients[usize::from(c)].phase) {
+            if properties::outstanding(me.phase)
+                != properties::outstanding(next.clients[usize::from(c)].phase)
+            {
                 return false;
             }
         }

@@ -48,10 +48,13 @@ pub enum PropertyName {
     Converges,
     /// Liveness: no cycle in which time passes while a client operation stays pending.
     OpsComplete,
+    /// Liveness: no cycle in which time passes while a replica that is down stays in a
+    /// replica set: a dead replica is replaced (or comes back) eventually.
+    DeadReplaced,
 }
 
 impl PropertyName {
-    pub const ALL: [PropertyName; 8] = [
+    pub const ALL: [PropertyName; 9] = [
         PropertyName::AckedWritesPersist,
         PropertyName::Linearizable,
         PropertyName::NoDuplicateEffects,
@@ -60,11 +63,18 @@ impl PropertyName {
         PropertyName::CapacityRespected,
         PropertyName::Converges,
         PropertyName::OpsComplete,
+        PropertyName::DeadReplaced,
     ];
 
     /// Checked on cycles of the state graph rather than on single states.
     pub fn is_liveness(self) -> bool {
-        matches!(self, PropertyName::Converges | PropertyName::OpsComplete)
+        matches!(self, PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced)
+    }
+
+    /// Checked only when a model names it: a model without spares cannot replace a replica,
+    /// so asking every model would make it fail by construction.
+    pub fn opt_in(self) -> bool {
+        self == PropertyName::DeadReplaced
     }
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +87,7 @@ impl PropertyName {
             PropertyName::CapacityRespected => "capacity_respected",
             PropertyName::Converges => "converges",
             PropertyName::OpsComplete => "ops_complete",
+            PropertyName::DeadReplaced => "dead_replaced",
         }
     }
 
@@ -187,6 +198,17 @@ pub struct ClientSpec {
     pub request_timeout_ticks: Ticks,
     pub think_ticks: LatencyTicks,
     pub key_hash: crate::policy::routing::KeyHash,
+    /// Continuous load: after the last operation the client starts over, forever.
+    pub repeat: bool,
+}
+
+impl ClientSpec {
+    /// The kind of the client's operation `seq`. A repeating client's operations cycle through
+    /// `ops`, and the model keeps `seq` congruent to the position modulo `ops.len()`.
+    pub fn op_kind(&self, seq: u8) -> OpKind {
+        assert!(self.repeat || usize::from(seq) < self.ops.len(), "op {seq} past a finite workload");
+        self.ops[usize::from(seq) % self.ops.len()]
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -113,6 +113,9 @@ pub(super) struct RawClient {
     /// The hash of the key the client writes (which customer it writes for): with
     /// `write_shard_suffixes = N` its key gets suffix `key_hash % N`. Default: its index.
     pub(super) key_hash: Option<u8>,
+    /// Continuous load: after its last operation the client starts over, forever.
+    #[serde(default)]
+    pub(super) repeat: bool,
 }
 
 #[derive(Deserialize, Default)]

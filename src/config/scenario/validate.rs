@@ -29,7 +29,7 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
     let coordinator = coordinator(&cx, &raw.coordinator)?;
     let clients = clients(&cx, &raw.clients, &raw.shards)?;
     let faults = faults(&cx, &raw.faults, &lossy)?;
-    let properties = properties(&raw, &nodes)?;
+    let properties = properties(&raw, &nodes, &clients)?;
     let file = path.display().to_string();
     let base_policy = SourcedPolicy::new(raw.policy.clone(), &format!("{file} [policy]"));
     let variants = variants(&file, &base_policy, &raw.expect, &raw.variants, &properties)?;
@@ -294,6 +294,7 @@ fn clients(cx: &Cx, raw: &[RawClient], raw_shards: &[RawShard]) -> Result<Vec<Cl
                 None => LatencyTicks { lo: 0, hi: 0 },
             },
             key_hash: crate::policy::routing::KeyHash(c.key_hash.unwrap_or(i as u8)),
+            repeat: c.repeat,
         });
     }
     Ok(clients)
@@ -355,7 +356,12 @@ fn faults(cx: &Cx, raw: &RawFaults, lossy: &[Vec<bool>]) -> Result<FaultSpec, St
 /// The model's `properties`. Without a `properties` list, every property that applies:
 /// capacity_respected only when something in the model has a capacity (so model files written
 /// before it still load).
-fn properties(raw: &RawScenario, nodes: &[NodeSpec]) -> Result<Vec<PropertyName>, String> {
+fn properties(
+    raw: &RawScenario,
+    nodes: &[NodeSpec],
+    clients: &[ClientSpec],
+) -> Result<Vec<PropertyName>, String> {
+    let repeating = clients.iter().position(|c| c.repeat);
     let has_capacity = nodes.iter().any(|n| n.write_capacity_per_tick.is_some())
         || std::iter::once(&raw.policy)
             .chain(raw.variants.values().map(|v| &v.policy))
@@ -364,11 +370,21 @@ fn properties(raw: &RawScenario, nodes: &[NodeSpec]) -> Result<Vec<PropertyName>
         None => PropertyName::ALL
             .into_iter()
             .filter(|&p| p != PropertyName::CapacityRespected || has_capacity)
+            .filter(|&p| p != PropertyName::Linearizable || repeating.is_none())
+            .filter(|&p| !p.opt_in())
             .collect(),
         Some(names) => {
             let mut out = Vec::new();
             for (i, n) in names.iter().enumerate() {
-                out.push(property(&format!("properties[{i}]"), n)?);
+                let p = property(&format!("properties[{i}]"), n)?;
+                if let (PropertyName::Linearizable, Some(c)) = (p, repeating) {
+                    // An endless history has no finite linearization to search, and the
+                    // model keeps no history of a repeating client.
+                    return Err(format!(
+                        "key `properties[{i}]` = \"linearizable\": clients[{c}] has `repeat = true`; linearizability is checked on finite workloads only"
+                    ));
+                }
+                out.push(p);
             }
             out
         }

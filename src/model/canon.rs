@@ -1,0 +1,254 @@
+//! Continuous load keeps a world finite by keeping two counters relative.
+//!
+//! A client that repeats its workload forever issues ever new operations, and every write gets
+//! the next version of its shard: as numbers, both grow without bound, and an endless storm
+//! would never revisit a state. But nothing in the world does arithmetic on them: the
+//! protocol compares versions (newer wins, a quorum holds at least the acknowledged one) and
+//! hands out the one after the newest; an operation's number is only matched for equality.
+//! So after every step, in a world with a repeating client, both are renamed, preserving
+//! order, to the smallest numbers that do (data independence, as in Wolper's "Expressing
+//! interesting properties of programs in propositional temporal logic", 1986):
+//!
+//! - **versions**, per shard: every version anywhere in the state (replicas, messages, the
+//!   coordinator's counter, requests and tokens, the ghost's acknowledged version and
+//!   effects) becomes its rank among them; 0, the initial value, stays 0;
+//! - **operations** of a repeating client: its `k`-th operation has position `k % n` in its
+//!   workload of `n` and round `k / n`. The rounds that still occur in the state (in
+//!   messages, requests, tokens, ghost effects, the client's own next operation) become their
+//!   rank, and the position is kept, so an operation's kind stays `ops[seq % n]`.
+//!
+//! Before renaming, what is remembered of a repeating client's operation that nothing else
+//! refers to is forgotten: no message or request names it and the client has moved on, so it
+//! is never retried or applied again. That is its idempotency token at the coordinator (no
+//! request can look it up again; the models' token store is unbounded, so no eviction order
+//! depends on it, as with a token that expires once its operation cannot be retried) and the
+//! ghost's record of its effect (`no_duplicate_effects` cannot change because of it).
+//!
+//! Two states that differ only by such a renaming have the same future up to the renaming,
+//! and every property reads versions and operations only through comparisons, so the
+//! renamed graph has the same verdicts. Worlds without a repeating client are left as they
+//! are (their counts stay those of their certificates).
+
+use super::{ClientPhase, Msg, OpId, WorldConfig, WorldState};
+use std::sync::Arc;
+
+/// A field that holds an operation or a version (of a shard).
+enum Slot<'a> {
+    Op(&'a mut OpId),
+    Version { shard: u8, version: &'a mut u8 },
+}
+
+/// Whether this world needs renaming: some client repeats.
+pub fn applies(cfg: &WorldConfig) -> bool {
+    cfg.clients.iter().any(|c| c.repeat)
+}
+
+/// Rename `s` to its canonical form (see the module doc). A no-op without a repeating client.
+pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
+    if !applies(cfg) {
+        return;
+    }
+    forget_unreachable_effects(cfg, s);
+    let shard_count = cfg.shard_names.len();
+    let mut versions: Vec<Vec<u8>> = vec![vec![0]; shard_count];
+    let mut rounds: Vec<Vec<u8>> = vec![Vec::new(); cfg.clients.len()];
+    let mut probe = s.clone();
+    visit(cfg, &mut probe, true, &mut |slot| match slot {
+        Slot::Op(op) => {
+            let spec = &cfg.clients[usize::from(op.client)];
+            if spec.repeat {
+                rounds[usize::from(op.client)].push(op.seq / spec.ops.len() as u8);
+            }
+        }
+        Slot::Version { shard, version } => versions[usize::from(shard)].push(*version),
+    });
+    // Every list sorted and deduplicated (the ranks below search them), then: is each 0..k?
+    for v in versions.iter_mut().chain(rounds.iter_mut()) {
+        v.sort_unstable();
+        v.dedup();
+    }
+    let dense = |v: &Vec<u8>| v.iter().enumerate().all(|(i, &x)| usize::from(x) == i);
+    let versions_dense = versions.iter().all(dense);
+    let rounds_dense = rounds.iter().all(dense);
+    if versions_dense && rounds_dense {
+        return;
+    }
+    let rank = |sorted: &[u8], x: u8| sorted.binary_search(&x).expect("collected above") as u8;
+    visit(cfg, s, true, &mut |slot| match slot {
+        Slot::Op(op) => {
+            let spec = &cfg.clients[usize::from(op.client)];
+            if spec.repeat {
+                let n = spec.ops.len() as u8;
+                op.seq = rank(&rounds[usize::from(op.client)], op.seq / n) * n + op.seq % n;
+            }
+        }
+        Slot::Version { shard, version } => *version = rank(&versions[usize::from(shard)], *version),
+    });
+    // The tokens and the network are kept sorted; renaming preserves order within a client
+    // and within a shard, but not across them.
+    if s.coord.tokens.windows(2).any(|w| w[0] > w[1]) {
+        Arc::make_mut(&mut s.coord).tokens.sort();
+    }
+    s.ghost.effects.sort();
+    s.net.sort();
+}
+
+/// Forget the tokens and recorded effects of repeating clients' operations that nothing
+/// refers to any more.
+fn forget_unreachable_effects(cfg: &WorldConfig, s: &mut WorldState) {
+    let repeats = |op: &OpId| cfg.clients[usize::from(op.client)].repeat;
+    let remembered =
+        s.ghost.effects.iter().any(|(op, _)| repeats(op)) || s.coord.tokens.iter().any(|(op, _)| repeats(op));
+    if !remembered {
+        return;
+    }
+    let mut live: Vec<OpId> = Vec::new();
+    let mut probe = s.clone();
+    visit(cfg, &mut probe, false, &mut |slot| {
+        if let Slot::Op(op) = slot {
+            live.push(*op);
+        }
+    });
+    s.ghost.effects.retain(|(op, _)| !repeats(op) || live.contains(op));
+    if s.coord.tokens.iter().any(|(op, _)| repeats(op) && !live.contains(op)) {
+        assert_eq!(cfg.tokens_max, usize::MAX, "forgetting a token must not change which one is evicted");
+        Arc::make_mut(&mut s.coord).tokens.retain(|(op, _)| !repeats(op) || live.contains(op));
+    }
+}
+
+/// Call `f` on every operation and version field of `s`; the coordinator's tokens and the
+/// ghost's effects (what is remembered of past operations) only if `with_remembered`. A client's next operation counts as a field when it is outstanding or about
+/// to be invoked (every phase but `Done`).
+fn visit(cfg: &WorldConfig, s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)) {
+    for (c, client) in s.clients.iter_mut().enumerate() {
+        if client.phase != ClientPhase::Done {
+            let mut op = OpId { client: c as u8, seq: client.next_op };
+            f(Slot::Op(&mut op));
+            client.next_op = op.seq;
+        }
+    }
+    for e in &mut s.net {
+        visit_msg(&mut e.msg, f);
+    }
+    for node in Arc::make_mut(&mut s.nodes).iter_mut() {
+        for (shard, stored) in node.shards.iter_mut().enumerate() {
+            f(Slot::Version { shard: shard as u8, version: &mut stored.version });
+        }
+    }
+    let coord = Arc::make_mut(&mut s.coord);
+    for (shard, view) in coord.shards.iter_mut().enumerate() {
+        f(Slot::Version { shard: shard as u8, version: &mut view.next_version });
+    }
+    for o in &mut coord.ops {
+        f(Slot::Op(&mut o.op));
+        f(Slot::Version { shard: o.shard, version: &mut o.version });
+        f(Slot::Version { shard: o.shard, version: &mut o.best.version });
+    }
+    for (shard, acked) in s.ghost.acked_version.iter_mut().enumerate() {
+        f(Slot::Version { shard: shard as u8, version: acked });
+    }
+    if with_remembered {
+        for (op, version) in coord.tokens.iter_mut().chain(&mut s.ghost.effects) {
+            let shard = cfg.client_partitions[usize::from(op.client)];
+            f(Slot::Op(op));
+            f(Slot::Version { shard, version });
+        }
+    }
+}
+
+fn visit_msg(msg: &mut Msg, f: &mut impl FnMut(Slot<'_>)) {
+    match msg {
+        Msg::Request { op, .. }
+        | Msg::Response { op, .. }
+        | Msg::ReplicateAck { op, .. }
+        | Msg::ReadReq { op, .. } => f(Slot::Op(op)),
+        Msg::Replicate { op, shard, version, .. } | Msg::ReadReply { op, shard, version, .. } => {
+            let shard = *shard;
+            f(Slot::Op(op));
+            f(Slot::Version { shard, version });
+        }
+        Msg::CopyData { shard, data, .. } => {
+            let shard = *shard;
+            f(Slot::Version { shard, version: &mut data.version });
+        }
+        Msg::CopyRequest { .. } | Msg::CopyAck { .. } | Msg::Ping | Msg::Pong => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Resolved, Scenario};
+    use crate::model::{Action, World};
+    use stateright::Model;
+
+    fn world(model: &str, variant: &str) -> World {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(model);
+        let scenario = Scenario::load(&path).expect("the library model loads");
+        let v = scenario.variant(variant).expect("the variant exists");
+        World::new(Resolved::new(&scenario, &v.policy).expect("it resolves"))
+    }
+
+    /// Versions per shard and rounds per repeating client, as `canonicalize` collects them.
+    fn numbers(cfg: &WorldConfig, s: &WorldState) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let mut versions = vec![vec![0]; cfg.shard_names.len()];
+        let mut rounds = vec![Vec::new(); cfg.clients.len()];
+        visit(cfg, &mut s.clone(), true, &mut |slot| match slot {
+            Slot::Op(op) => {
+                let spec = &cfg.clients[usize::from(op.client)];
+                if spec.repeat {
+                    rounds[usize::from(op.client)].push(op.seq / spec.ops.len() as u8);
+                }
+            }
+            Slot::Version { shard, version } => versions[usize::from(shard)].push(*version),
+        });
+        for v in versions.iter_mut().chain(rounds.iter_mut()) {
+            v.sort_unstable();
+            v.dedup();
+        }
+        (versions, rounds)
+    }
+
+    /// A long deterministic walk through an endless storm: every state is canonical (its
+    /// versions and rounds are 0..k), and the numbers stay small although thousands of writes
+    /// were issued.
+    #[test]
+    fn a_walk_through_a_storm_stays_canonical_and_small() {
+        let world = world("ack-timeout-eviction-continuous.toml", "incident");
+        let cfg = &world.cfg;
+        let mut s = world.init_states().remove(0);
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut invoked = 0;
+        for _ in 0..20_000 {
+            let mut actions = Vec::new();
+            world.actions(&s, &mut actions);
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let a = actions[(seed >> 33) as usize % actions.len()].clone();
+            invoked += usize::from(matches!(a, Action::ClientInvoke(_)));
+            s = world.next_state(&s, a).expect("an enabled action");
+            let (versions, rounds) = numbers(cfg, &s);
+            for v in versions.iter().chain(&rounds) {
+                assert!(v.iter().enumerate().all(|(i, &x)| usize::from(x) == i), "dense: {v:?}");
+                assert!(v.len() < 16, "few numbers alive at once: {v:?}");
+            }
+        }
+        assert!(invoked > 100, "the walk issued many writes ({invoked})");
+    }
+
+    /// Renaming is the identity where it does not apply, and idempotent where it does.
+    #[test]
+    fn canonical_states_are_fixed_points() {
+        let finite = world("ack-timeout-eviction.toml", "incident");
+        assert!(!applies(&finite.cfg));
+        let endless = world("rebalancer-compaction-continuous.toml", "incident");
+        let mut s = endless.init_states().remove(0);
+        for _ in 0..500 {
+            let mut actions = Vec::new();
+            endless.actions(&s, &mut actions);
+            s = endless.next_state(&s, actions[actions.len() / 2].clone()).expect("enabled");
+            let mut again = s.clone();
+            canonicalize(&endless.cfg, &mut again);
+            assert_eq!(again, s);
+        }
+    }
+}
