@@ -200,3 +200,34 @@ fn the_incident_trace_spends_only_the_faults_it_needs() {
     }
     assert!(!no_healthy_eviction(&state), "the link ends in the violation");
 }
+
+/// The lossy half of the incident (`models/ack-timeout-lossy-link.toml`): a lost message is no
+/// fault of the node. The silence threshold must tolerate one lost heartbeat: dead after 3s
+/// (the postmortem's remedy, above the worst silence of 2.4s without loss) evicts a healthy n2
+/// after one lost ping, because a heartbeat round then sees exactly 3s of silence; one tick
+/// more, and the rounds never see enough.
+#[test]
+fn one_lost_heartbeat_needs_dead_after_above_the_silence_a_round_sees() {
+    const LOSSY: &str = "models/ack-timeout-lossy-link.toml";
+    let run_with = |dead_after: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        let toml = format!(
+            "replication_factor = 3\nwrite_quorum = 2\nread_quorum = 2\nreplica_ack_timeout = \"500ms\"\n\
+             failure_detection = \"independent\"\nheartbeat_interval = \"1s\"\nsuspect_after = \"2s\"\n\
+             dead_after = \"{dead_after}\"\neviction_enabled = true\nmax_dead_fraction = 0.34\n\
+             max_concurrent_evictions = 2\nmax_attempts = 2\nbackoff = \"exponential_jitter\"\n\
+             backoff_base = \"500ms\"\nbackoff_max = \"2s\"\nidempotency_tokens = true\n"
+        );
+        std::fs::write(&path, toml).unwrap();
+        let policy = Box::new(load_policy(&path).unwrap());
+        let jobs = plan(&[PathBuf::from(LOSSY)], &PolicyChoice::File { path, policy }).unwrap();
+        let r = run(&jobs[0], &RunOptions { threads: 2, ..RunOptions::default() }).unwrap();
+        assert!(r.complete);
+        found(&r, PropertyName::NoHealthyEviction)
+    };
+    assert_eq!(run_with("2900ms"), Found::Violated);
+    assert_eq!(run_with("3s"), Found::Violated);
+    assert_eq!(run_with("3100ms"), Found::Holds);
+    assert_eq!(run_with("4s"), Found::Holds);
+}

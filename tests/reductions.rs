@@ -305,6 +305,11 @@ fn random_small_models_agree() {
 
 /// The continuous-load models: relative numbering and the reduction together.
 #[test]
+fn ack_timeout_lossy_link_agrees() {
+    library_model_agrees("ack-timeout-lossy-link");
+}
+
+#[test]
 fn continuous_models_agree() {
     for model in [
         "ack-timeout-eviction-continuous",
