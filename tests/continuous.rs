@@ -138,3 +138,17 @@ fn dead_replaced_makes_doing_nothing_fail() {
         assert_eq!(property(&r, "ops_complete")["found"], "holds");
     }
 }
+
+/// A hot shard on a slow node must be moved off: without a rebalancer, or without a node with
+/// room for it, it stays forever.
+#[test]
+fn hot_shard_leaves_slow_node_makes_never_rebalancing_fail() {
+    let model = root().join("tests/data/hot-shard-slow-node.toml");
+    let model = model.to_str().unwrap();
+    all_hold_complete(&run(model, "moves-off", &[]));
+    for variant in ["no-rebalancer", "no-room"] {
+        let r = run(model, variant, &[]);
+        let lasso = loop_actions(&r, "hot_shard_leaves_slow_node");
+        assert!(!lasso.iter().any(|a| a.contains("replicas now")), "{variant}: the shard stays: {lasso:?}");
+    }
+}

@@ -387,7 +387,8 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
         stop: opts.stop,
         memory_max_bytes: opts.memory_max_bytes,
     };
-    let labeler = |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(a, act, b);
+    let labeler =
+        |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(&world.cfg, a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
     let reduction = explorer.reduction(opts.reduction);
     let exploration =
@@ -598,7 +599,7 @@ pub fn describe_models(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, ConfigErr
 /// The cycles a liveness property forbids, over the model's edge labels: any one of them is a
 /// violation.
 pub fn cycle_queries(name: PropertyName, client_count: usize) -> Vec<cycles::CycleQuery> {
-    use properties::{EDGE_PENDING_CLIENT0, EDGE_TICK, EDGE_TOPOLOGY, EDGE_UNREPLACED};
+    use properties::{EDGE_HOT_ON_SLOW, EDGE_PENDING_CLIENT0, EDGE_TICK, EDGE_TOPOLOGY, EDGE_UNREPLACED};
     match name {
         PropertyName::Converges => {
             vec![cycles::CycleQuery {
@@ -618,6 +619,13 @@ pub fn cycle_queries(name: PropertyName, client_count: usize) -> Vec<cycles::Cyc
         PropertyName::DeadReplaced => {
             vec![cycles::CycleQuery {
                 every_edge: EDGE_UNREPLACED,
+                some_edge: EDGE_TICK,
+                ..Default::default()
+            }]
+        }
+        PropertyName::HotShardLeavesSlowNode => {
+            vec![cycles::CycleQuery {
+                every_edge: EDGE_HOT_ON_SLOW,
                 some_edge: EDGE_TICK,
                 ..Default::default()
             }]

@@ -274,7 +274,7 @@ fn walk(
         if is_fault(&action) {
             used_faults += 1;
         }
-        labels.push(properties::edge_label(state, &action, &next));
+        labels.push(properties::edge_label(&world.cfg, state, &action, &next));
         path.push(Step { action: Some((index, action)), state: next });
         let at = path.len() - 1;
         for (i, name) in names.iter().enumerate() {

@@ -150,7 +150,10 @@ impl Model for Explorable {
                 PropertyName::CapacityRespected => Property::always("capacity_respected", |_, s: &Shown| {
                     properties::capacity_respected(&s.state)
                 }),
-                PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
+                PropertyName::Converges
+                | PropertyName::OpsComplete
+                | PropertyName::DeadReplaced
+                | PropertyName::HotShardLeavesSlowNode => {
                     unreachable!("filtered above")
                 }
             })
@@ -360,7 +363,7 @@ fn loop_breaks(
     let labels: Vec<u8> = actions
         .iter()
         .enumerate()
-        .map(|(i, a)| properties::edge_label(&states[i], a, &states[i + 1]))
+        .map(|(i, a)| properties::edge_label(&world.cfg, &states[i], a, &states[i + 1]))
         .collect();
     // The classes enabled in each state of the loop, when the query looks at them.
     let loop_states = &states[..states.len() - 1];
@@ -374,7 +377,9 @@ fn loop_breaks(
                 let mut acts = Vec::new();
                 world.actions(s, &mut acts);
                 acts.iter()
-                    .filter_map(|a| world.next_state(s, a.clone()).map(|t| properties::edge_label(s, a, &t)))
+                    .filter_map(|a| {
+                        world.next_state(s, a.clone()).map(|t| properties::edge_label(&world.cfg, s, a, &t))
+                    })
                     .fold(0, |m, l| m | l)
             })
             .collect()
@@ -394,6 +399,12 @@ fn loop_breaks(
         }
         PropertyName::DeadReplaced => {
             "a loop that breaks it must keep a down node in a replica set at every step and pass time"
+        }
+        PropertyName::HotShardLeavesSlowNode if breaks => {
+            "time passes and a hot shard keeps a replica on a slow node at every step: it is never moved off"
+        }
+        PropertyName::HotShardLeavesSlowNode => {
+            "a loop that breaks it must keep a hot shard on a slow node at every step and pass time"
         }
         _ => "",
     };

@@ -57,7 +57,10 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
         PropertyName::NoHealthyEviction => no_healthy_eviction(s),
         PropertyName::ChurnBounded => churn_bounded(s),
         PropertyName::CapacityRespected => capacity_respected(s),
-        PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
+        PropertyName::Converges
+        | PropertyName::OpsComplete
+        | PropertyName::DeadReplaced
+        | PropertyName::HotShardLeavesSlowNode => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
     }
@@ -69,6 +72,9 @@ pub const EDGE_TICK: u8 = 1;
 pub const EDGE_TOPOLOGY: u8 = 2;
 /// A replica set holds a node that is down, in the source state.
 pub const EDGE_UNREPLACED: u8 = 4;
+/// A hot shard has a replica on a slow node, in the source state (computed only when
+/// `hot_shard_leaves_slow_node` is checked).
+pub const EDGE_HOT_ON_SLOW: u8 = 8;
 /// Client `c` has an operation outstanding (waiting or backing off) in the source state:
 /// bit `EDGE_PENDING_CLIENT0 << c`, one per client, so that `ops_complete` asks whether one
 /// client's operation stays outstanding, not whether some client is always busy (two endless
@@ -76,12 +82,22 @@ pub const EDGE_UNREPLACED: u8 = 4;
 pub const EDGE_PENDING_CLIENT0: u8 = 16;
 const _: () = assert!(crate::policy::CLIENT_COUNT_MAX <= 4, "one pending bit per client in a u8");
 
+/// Whether a hot shard has a replica on a node that is slow (as the rebalancer sees it: compaction
+/// debt above the environment's threshold while it hosts a hot shard).
+pub fn hot_on_slow(cfg: &WorldConfig, s: &WorldState) -> bool {
+    let loads = s.coord.node_loads(cfg);
+    cfg.shards
+        .iter()
+        .zip(&s.coord.shards)
+        .any(|(spec, view)| spec.hot && view.members.iter().any(|&m| loads[usize::from(m)].slow))
+}
+
 /// Whether a client's phase counts as "an operation outstanding".
 pub fn outstanding(phase: super::ClientPhase) -> bool {
     matches!(phase, super::ClientPhase::Waiting { .. } | super::ClientPhase::Backoff { .. })
 }
 
-pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) -> u8 {
+pub fn edge_label(cfg: &WorldConfig, from: &WorldState, action: &super::Action, to: &WorldState) -> u8 {
     let mut label = 0;
     if *action == super::Action::Tick {
         label |= EDGE_TICK;
@@ -90,6 +106,9 @@ pub fn edge_label(from: &WorldState, action: &super::Action, to: &WorldState) ->
         from.coord.shards.iter().any(|v| v.members.iter().any(|&m| !from.nodes[usize::from(m)].up));
     if down_member {
         label |= EDGE_UNREPLACED;
+    }
+    if cfg.properties.contains(&PropertyName::HotShardLeavesSlowNode) && hot_on_slow(cfg, from) {
+        label |= EDGE_HOT_ON_SLOW;
     }
     let replicas_changed = from
         .coord
@@ -130,7 +149,10 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
             PropertyName::CapacityRespected => {
                 Property::always("capacity_respected", |_, s| capacity_respected(s))
             }
-            PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
+            PropertyName::Converges
+            | PropertyName::OpsComplete
+            | PropertyName::DeadReplaced
+            | PropertyName::HotShardLeavesSlowNode => {
                 unreachable!("filtered above")
             }
         })
@@ -191,7 +213,10 @@ pub fn explain(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> (bool, 
                 format!("{unit} was offered {} writes in one tick (background included), capacity {}", b.offered, b.capacity)
             }
         },
-        PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced => {
+        PropertyName::Converges
+        | PropertyName::OpsComplete
+        | PropertyName::DeadReplaced
+        | PropertyName::HotShardLeavesSlowNode => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
     };

@@ -49,8 +49,9 @@
 //!   For liveness, cycles are read off the reduced graph with the edge labels of
 //!   [`super::properties::edge_label`]: `Tick` (never ample), topology changes (only the
 //!   coordinator, never ample here), "client c has an operation outstanding" in the source
-//!   state (one bit per client) and "a replica set holds a node that is down" (only faults
-//!   and the coordinator change it, and neither is ever ample). When `ops_complete` is checked, a client step is ample only if it keeps that
+//!   state (one bit per client), "a replica set holds a node that is down" and "a hot shard has
+//!   a replica on a slow node" (only faults and the coordinator change those, and neither is
+//!   ever ample). When `ops_complete` is checked, a client step is ample only if it keeps that
 //!   client's outstanding-or-not status. Then a full infinite path maps to a reduced one that
 //!   permutes actions only within each tick (by U, some action of `A_X` comes before the next
 //!   `Tick`, so it can always be moved to the front) with the same labels on every `Tick` and

@@ -51,10 +51,13 @@ pub enum PropertyName {
     /// Liveness: no cycle in which time passes while a replica that is down stays in a
     /// replica set: a dead replica is replaced (or comes back) eventually.
     DeadReplaced,
+    /// Liveness: no cycle in which time passes while a hot shard keeps a replica on a slow
+    /// node: the rebalancer moves it off eventually.
+    HotShardLeavesSlowNode,
 }
 
 impl PropertyName {
-    pub const ALL: [PropertyName; 9] = [
+    pub const ALL: [PropertyName; 10] = [
         PropertyName::AckedWritesPersist,
         PropertyName::Linearizable,
         PropertyName::NoDuplicateEffects,
@@ -64,17 +67,25 @@ impl PropertyName {
         PropertyName::Converges,
         PropertyName::OpsComplete,
         PropertyName::DeadReplaced,
+        PropertyName::HotShardLeavesSlowNode,
     ];
 
     /// Checked on cycles of the state graph rather than on single states.
     pub fn is_liveness(self) -> bool {
-        matches!(self, PropertyName::Converges | PropertyName::OpsComplete | PropertyName::DeadReplaced)
+        matches!(
+            self,
+            PropertyName::Converges
+                | PropertyName::OpsComplete
+                | PropertyName::DeadReplaced
+                | PropertyName::HotShardLeavesSlowNode
+        )
     }
 
     /// Checked only when a model names it: a model without spares cannot replace a replica,
-    /// so asking every model would make it fail by construction.
+    /// and one without a node to move a hot shard to cannot relieve a slow one, so asking
+    /// every model would make them fail by construction.
     pub fn opt_in(self) -> bool {
-        self == PropertyName::DeadReplaced
+        matches!(self, PropertyName::DeadReplaced | PropertyName::HotShardLeavesSlowNode)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +99,7 @@ impl PropertyName {
             PropertyName::Converges => "converges",
             PropertyName::OpsComplete => "ops_complete",
             PropertyName::DeadReplaced => "dead_replaced",
+            PropertyName::HotShardLeavesSlowNode => "hot_shard_leaves_slow_node",
         }
     }
 
