@@ -316,6 +316,7 @@ fn continuous_models_agree() {
         "hot-partition-retry-storm-continuous",
         "capacity-routing-bypass-continuous",
         "rebalancer-compaction-continuous",
+        "hot-partition-any-key",
     ] {
         library_model_agrees(model);
     }

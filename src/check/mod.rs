@@ -490,19 +490,23 @@ fn fewer_faults(
         // Partial-order reduction keeps every safety violation reachable (model::reduction).
         let exploration = explorer.explore(&reduced, &property, &limits, None, reduction);
         let Some(index) = exploration.discoveries[0] else { continue };
-        let actions: Vec<Action> = engine::path(&reduced, &exploration, index)
+        let path = engine::path(&reduced, &exploration, index);
+        // The same initial choices (the key partitions) in the real world; only the budget differs.
+        let init = world
+            .init_states()
             .into_iter()
-            .filter_map(|s| s.action.map(|(_, a)| a))
-            .collect();
-        return Some(replay(world, &actions));
+            .find(|s| s.clients == path[0].state.clients)
+            .expect("the reduced world starts where the real one does");
+        let actions: Vec<Action> = path.into_iter().filter_map(|s| s.action.map(|(_, a)| a)).collect();
+        return Some(replay(world, init, &actions));
     }
     None
 }
 
-/// Steps of `world` taking `actions` in order from its initial state, with each action's
+/// Steps of `world` taking `actions` in order from initial state `init`, with each action's
 /// index among the state's enabled actions (what the explorer's links are made of).
-fn replay(world: &World, actions: &[Action]) -> Vec<engine::Step<World>> {
-    let mut state = world.init_states().remove(0);
+fn replay(world: &World, init: WorldState, actions: &[Action]) -> Vec<engine::Step<World>> {
+    let mut state = init;
     let mut steps = vec![engine::Step { action: None, state: state.clone() }];
     for action in actions {
         let mut enabled = Vec::new();
@@ -544,7 +548,13 @@ pub fn counterexample(
 ) -> Counterexample {
     let mut time_ms = 0;
     let mut steps = Vec::new();
-    let mut indices = vec!["0".to_string()];
+    // The explorer's first index picks the initial state (one per choice of key partitions).
+    let init = world
+        .init_states()
+        .iter()
+        .position(|s| *s == path[0].state)
+        .expect("a path starts at an initial state");
+    let mut indices = vec![init.to_string()];
     for (n, step) in path.iter().enumerate().skip(1) {
         let (i, action) = step.action.as_ref().expect("every step after the first has an action");
         indices.push(i.to_string());

@@ -26,8 +26,9 @@ pub struct Resolved {
     pub faults: FaultSpec,
     pub properties: Vec<PropertyName>,
     pub policy: Policy,
-    /// The partition each client's key lands on (its prefix shard, plus its suffix).
-    pub client_partitions: Vec<u8>,
+    /// The partitions each client's key may land on (its prefix shard, plus its suffix): one,
+    /// or with `key_hash = "any"` one per suffix, each an initial state of the model.
+    pub client_partitions: Vec<Vec<u8>>,
     /// Every partition's write capacity per tick (`None`: unlimited).
     pub partition_capacity_per_tick: Option<u16>,
     /// Background writes per tick on each partition: the bursts, spread over the suffixes.
@@ -62,7 +63,15 @@ impl Resolved {
             .iter()
             .map(|c| {
                 let sharding = routing::KeySharding { partition_count, write_shard_suffixes: suffixes };
-                routing::key_partition(c.shard, c.key_hash, sharding)
+                let mut choices: Vec<u8> = match c.key_hash {
+                    Some(hash) => vec![routing::key_partition(c.shard, hash, sharding)],
+                    None => (0..=u8::MAX)
+                        .map(|h| routing::key_partition(c.shard, routing::KeyHash(h), sharding))
+                        .collect(),
+                };
+                choices.sort_unstable();
+                choices.dedup();
+                choices
             })
             .collect();
         let bursts: Vec<u16> = scenario.shards.iter().map(|s| s.burst_writes_per_tick).collect();

@@ -328,11 +328,10 @@ pub fn path_report(world: &World, variant: &str, indices: &[usize]) -> Result<Pa
 /// state or no enabled action is an error.
 pub fn follow(world: &World, indices: &[usize]) -> Result<(Vec<WorldState>, Vec<Action>), String> {
     let (&init, rest) = indices.split_first().ok_or("an explorer path starts with an initial-state index")?;
-    let mut state = world
-        .init_states()
-        .into_iter()
-        .nth(init)
-        .ok_or_else(|| format!("no initial state {init} (the model has one, 0)"))?;
+    let mut state =
+        world.init_states().into_iter().nth(init).ok_or_else(|| {
+            format!("no initial state {init} (the model has {})", world.init_states().len())
+        })?;
     let mut states = vec![state.clone()];
     let mut actions = Vec::new();
     for (n, &i) in rest.iter().enumerate() {

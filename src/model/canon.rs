@@ -53,7 +53,7 @@ pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
     let mut versions: Vec<Vec<u8>> = vec![vec![0]; shard_count];
     let mut rounds: Vec<Vec<u8>> = vec![Vec::new(); cfg.clients.len()];
     let mut probe = s.clone();
-    visit(cfg, &mut probe, true, &mut |slot| match slot {
+    visit(&mut probe, true, &mut |slot| match slot {
         Slot::Op(op) => {
             let spec = &cfg.clients[usize::from(op.client)];
             if spec.repeat {
@@ -74,7 +74,7 @@ pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
         return;
     }
     let rank = |sorted: &[u8], x: u8| sorted.binary_search(&x).expect("collected above") as u8;
-    visit(cfg, s, true, &mut |slot| match slot {
+    visit(s, true, &mut |slot| match slot {
         Slot::Op(op) => {
             let spec = &cfg.clients[usize::from(op.client)];
             if spec.repeat {
@@ -104,7 +104,7 @@ fn forget_unreachable_effects(cfg: &WorldConfig, s: &mut WorldState) {
     }
     let mut live: Vec<OpId> = Vec::new();
     let mut probe = s.clone();
-    visit(cfg, &mut probe, false, &mut |slot| {
+    visit(&mut probe, false, &mut |slot| {
         if let Slot::Op(op) = slot {
             live.push(*op);
         }
@@ -119,7 +119,8 @@ fn forget_unreachable_effects(cfg: &WorldConfig, s: &mut WorldState) {
 /// Call `f` on every operation and version field of `s`; the coordinator's tokens and the
 /// ghost's effects (what is remembered of past operations) only if `with_remembered`. A client's next operation counts as a field when it is outstanding or about
 /// to be invoked (every phase but `Done`).
-fn visit(cfg: &WorldConfig, s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)) {
+fn visit(s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)) {
+    let partitions: Vec<u8> = s.clients.iter().map(|c| c.partition).collect();
     for (c, client) in s.clients.iter_mut().enumerate() {
         if client.phase != ClientPhase::Done {
             let mut op = OpId { client: c as u8, seq: client.next_op };
@@ -149,7 +150,7 @@ fn visit(cfg: &WorldConfig, s: &mut WorldState, with_remembered: bool, f: &mut i
     }
     if with_remembered {
         for (op, version) in coord.tokens.iter_mut().chain(&mut s.ghost.effects) {
-            let shard = cfg.client_partitions[usize::from(op.client)];
+            let shard = partitions[usize::from(op.client)];
             f(Slot::Op(op));
             f(Slot::Version { shard, version });
         }
@@ -193,7 +194,7 @@ mod tests {
     fn numbers(cfg: &WorldConfig, s: &WorldState) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let mut versions = vec![vec![0]; cfg.shard_names.len()];
         let mut rounds = vec![Vec::new(); cfg.clients.len()];
-        visit(cfg, &mut s.clone(), true, &mut |slot| match slot {
+        visit(&mut s.clone(), true, &mut |slot| match slot {
             Slot::Op(op) => {
                 let spec = &cfg.clients[usize::from(op.client)];
                 if spec.repeat {

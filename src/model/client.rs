@@ -74,7 +74,7 @@ fn records_history(cfg: &WorldConfig, c: u8) -> bool {
 fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let (op, kind) = current(cfg, s, c);
     let spec = &cfg.clients[usize::from(c)];
-    let shard = cfg.client_partitions[usize::from(c)];
+    let shard = s.clients[usize::from(c)].partition;
     let value = value_written(cfg, op);
     let msg = Msg::Request { op, attempt, kind, shard, key: (), value, token: () };
     send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator, msg);
@@ -84,7 +84,7 @@ fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
 
 pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
     let (op, kind) = current(cfg, s, c);
-    let shard = usize::from(cfg.client_partitions[usize::from(c)]);
+    let shard = usize::from(s.clients[usize::from(c)].partition);
     if records_history(cfg, c) {
         let register_op = match kind {
             OpKind::Write => RegisterOp::Write(value_written(cfg, op)),
@@ -189,7 +189,7 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
         (ClientPhase::Waiting { .. } | ClientPhase::Backoff { .. }, true) => {
             if records_history(cfg, c) {
                 let (_, kind) = current(cfg, s, c);
-                let shard = usize::from(cfg.client_partitions[usize::from(c)]);
+                let shard = usize::from(s.clients[usize::from(c)].partition);
                 let read_value = match kind {
                     OpKind::Write => 0,
                     OpKind::Read => value,

@@ -215,7 +215,12 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
             }
             ClientPhase::Done => "done".to_string(),
         };
-        let _ = writeln!(out, "{}: op {} {phase}", cfg.clients[i].name, c.next_op + 1);
+        // A key partition the checker chose is part of the behaviour: say which.
+        let key = match cfg.client_partitions[i].len() {
+            1 => String::new(),
+            _ => format!(" [key on {}]", cfg.shard_names[usize::from(c.partition)]),
+        };
+        let _ = writeln!(out, "{}{key}: op {} {phase}", cfg.clients[i].name, c.next_op + 1);
     }
     let _ = writeln!(out, "in flight: {} messages, faults left: {}", s.net.len(), s.env.faults_left);
     out

@@ -75,6 +75,7 @@ impl World {
         World { cfg }
     }
 
+    /// The initial state with each client's key on the first of its partitions.
     pub fn initial_state(&self) -> WorldState {
         let cfg = &self.cfg;
         let node_count = cfg.nodes.len();
@@ -89,7 +90,12 @@ impl World {
                 .clients
                 .iter()
                 .enumerate()
-                .map(|(i, _)| ClientState { next_op: 0, phase: client::idle(cfg, i as u8), retries_used: 0 })
+                .map(|(i, _)| ClientState {
+                    partition: cfg.client_partitions[i][0],
+                    next_op: 0,
+                    phase: client::idle(cfg, i as u8),
+                    retries_used: 0,
+                })
                 .collect(),
             net: Vec::new(),
             env: EnvState { faults_left: cfg.faults.budget, partitioned: 0, degraded: 0 },
@@ -234,8 +240,22 @@ impl Model for World {
     type State = WorldState;
     type Action = Action;
 
+    /// One initial state per choice of partitions (`key_hash = "any"`); one in most models.
     fn init_states(&self) -> Vec<WorldState> {
-        vec![self.initial_state()]
+        let mut states = vec![self.initial_state()];
+        for (c, choices) in self.cfg.client_partitions.iter().enumerate() {
+            states = states
+                .iter()
+                .flat_map(|s| {
+                    choices.iter().map(move |&p| {
+                        let mut s = s.clone();
+                        s.clients[c].partition = p;
+                        s
+                    })
+                })
+                .collect();
+        }
+        states
     }
 
     fn actions(&self, s: &WorldState, actions: &mut Vec<Action>) {

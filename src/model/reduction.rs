@@ -297,10 +297,10 @@ fn client_ample(world: &World, s: &WorldState, actions: &[Action], c: u8, out: &
     }
     // Another client of the same history that can act before the next tick: its steps and
     // ours are ordered in real time.
-    let partition = cfg.client_partitions[usize::from(c)];
+    let partition = s.clients[usize::from(c)].partition;
     let shares_history = |a: &Action| {
         (0..cfg.clients.len() as u8)
-            .any(|d| d != c && cfg.client_partitions[usize::from(d)] == partition && client_action(a, d))
+            .any(|d| d != c && s.clients[usize::from(d)].partition == partition && client_action(a, d))
     };
     if actions.iter().any(shares_history) {
         return false;

@@ -42,6 +42,9 @@ pub enum ClientPhase {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientState {
+    /// The partition its key lands on: fixed by its `key_hash`, or chosen by the checker at
+    /// the start (`key_hash = "any"`).
+    pub partition: u8,
     pub next_op: u8,
     pub phase: ClientPhase,
     pub retries_used: u8,

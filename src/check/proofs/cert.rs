@@ -133,6 +133,9 @@ pub struct Client {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<String>,
     pub ops: Vec<String>,
+    /// Continuous load: the client starts over after its last operation, forever.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repeat: bool,
     pub request_timeout: String,
     pub think_time: String,
 }
@@ -441,13 +444,21 @@ fn clients(job: &Job, cfg: &WorldConfig) -> IndexMap<String, Client> {
             })
             .collect();
         // Where key sharding sends this client's key: its operations go to that partition.
-        let partition = partitions.then(|| cfg.shard_names[usize::from(cfg.client_partitions[i])].clone());
+        let partition = partitions.then(|| {
+            let names: Vec<&str> =
+                cfg.client_partitions[i].iter().map(|&p| cfg.shard_names[usize::from(p)].as_str()).collect();
+            match names.as_slice() {
+                [one] => one.to_string(),
+                many => format!("any of {}", many.join(", ")),
+            }
+        });
         let entry = Client {
             zone: s.zones[usize::from(client.zone)].clone(),
             shard: s.shards[usize::from(client.shard)].name.clone(),
-            key_hash: partitions.then_some(u64::from(client.key_hash.0)),
+            key_hash: client.key_hash.filter(|_| partitions).map(|h| u64::from(h.0)),
             partition,
             ops,
+            repeat: client.repeat,
             request_timeout: duration_text(u64::from(client.request_timeout_ticks) * tick),
             think_time: latency_text(&client.think_ticks, tick),
         };

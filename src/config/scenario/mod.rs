@@ -209,7 +209,8 @@ pub struct ClientSpec {
     pub ops: Vec<OpKind>,
     pub request_timeout_ticks: Ticks,
     pub think_ticks: LatencyTicks,
-    pub key_hash: crate::policy::routing::KeyHash,
+    /// `None`: any hash, chosen by the checker (each is an initial state).
+    pub key_hash: Option<crate::policy::routing::KeyHash>,
     /// Continuous load: after the last operation the client starts over, forever.
     pub repeat: bool,
 }

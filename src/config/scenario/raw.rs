@@ -112,10 +112,19 @@ pub(super) struct RawClient {
     pub(super) think_time: Option<LatencyRange>,
     /// The hash of the key the client writes (which customer it writes for): with
     /// `write_shard_suffixes = N` its key gets suffix `key_hash % N`. Default: its index.
-    pub(super) key_hash: Option<u8>,
+    /// `"any"`: every hash, each a behaviour the checker explores.
+    pub(super) key_hash: Option<RawKeyHash>,
     /// Continuous load: after its last operation the client starts over, forever.
     #[serde(default)]
     pub(super) repeat: bool,
+}
+
+/// A key hash, or `"any"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawKeyHash {
+    Hash(u8),
+    Named(String),
 }
 
 #[derive(Deserialize, Default)]

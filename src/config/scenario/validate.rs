@@ -293,7 +293,16 @@ fn clients(cx: &Cx, raw: &[RawClient], raw_shards: &[RawShard]) -> Result<Vec<Cl
                 Some(r) => cx.latency_ticks(&format!("clients[{i}].think_time"), r)?,
                 None => LatencyTicks { lo: 0, hi: 0 },
             },
-            key_hash: crate::policy::routing::KeyHash(c.key_hash.unwrap_or(i as u8)),
+            key_hash: match &c.key_hash {
+                None => Some(crate::policy::routing::KeyHash(i as u8)),
+                Some(super::raw::RawKeyHash::Hash(h)) => Some(crate::policy::routing::KeyHash(*h)),
+                Some(super::raw::RawKeyHash::Named(name)) if name == "any" => None,
+                Some(super::raw::RawKeyHash::Named(name)) => {
+                    return Err(format!(
+                        "key `clients[{i}].key_hash` = \"{name}\": must be an integer 0 to 255 or \"any\""
+                    ))
+                }
+            },
             repeat: c.repeat,
         });
     }

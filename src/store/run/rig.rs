@@ -206,23 +206,24 @@ pub(super) struct Workload {
 impl Workload {
     /// One role per model client. Clients whose keys land on the same partition through the
     /// same suffix (same shard, same `key_hash`) share keys, as they share a register in the
-    /// model; each group gets `req.keys / groups` keys (at least one).
+    /// model; each group gets `req.keys / groups` keys (at least one). A client with
+    /// `key_hash = "any"` writes keys of any hash.
     pub(super) fn of_model(
         scenario: &Scenario,
         layout: &Layout,
         req: &RunRequest,
         ms_per_tick: u64,
     ) -> Workload {
-        let mut groups: Vec<(u8, routing::KeyHash)> =
+        let mut groups: Vec<(u8, Option<routing::KeyHash>)> =
             scenario.clients.iter().map(|c| (c.shard, c.key_hash)).collect();
         groups.sort_unstable();
         groups.dedup();
         let keys_per_group = (req.keys / groups.len().max(1)).max(1);
-        let keys_of = |shard: u8, hash: routing::KeyHash| -> Vec<String> {
+        let keys_of = |shard: u8, hash: Option<routing::KeyHash>| -> Vec<String> {
             let name = &layout.shards[usize::from(shard)].name;
             (0u32..)
                 .map(|j| format!("{name}:{j}"))
-                .filter(|key| routing::key_hash(key.as_bytes()) == hash)
+                .filter(|key| hash.is_none_or(|h| routing::key_hash(key.as_bytes()) == h))
                 .take(keys_per_group)
                 .collect()
         };
