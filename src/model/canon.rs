@@ -49,24 +49,7 @@ pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
         return;
     }
     forget_unreachable_effects(cfg, s);
-    let shard_count = cfg.shard_names.len();
-    let mut versions: Vec<Vec<u8>> = vec![vec![0]; shard_count];
-    let mut rounds: Vec<Vec<u8>> = vec![Vec::new(); cfg.clients.len()];
-    let mut probe = s.clone();
-    visit(&mut probe, true, &mut |slot| match slot {
-        Slot::Op(op) => {
-            let spec = &cfg.clients[usize::from(op.client)];
-            if spec.repeat {
-                rounds[usize::from(op.client)].push(op.seq / spec.ops.len() as u8);
-            }
-        }
-        Slot::Version { shard, version } => versions[usize::from(shard)].push(*version),
-    });
-    // Every list sorted and deduplicated (the ranks below search them), then: is each 0..k?
-    for v in versions.iter_mut().chain(rounds.iter_mut()) {
-        v.sort_unstable();
-        v.dedup();
-    }
+    let (versions, rounds) = numbers_in(cfg, s);
     let dense = |v: &Vec<u8>| v.iter().enumerate().all(|(i, &x)| usize::from(x) == i);
     let versions_dense = versions.iter().all(dense);
     let rounds_dense = rounds.iter().all(dense);
@@ -91,6 +74,27 @@ pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
     }
     s.ghost.effects.sort();
     s.net.sort();
+}
+
+/// Every version in `s` per shard (0 included), and every round of each repeating client's
+/// operations, each list sorted and without repeats.
+fn numbers_in(cfg: &WorldConfig, s: &WorldState) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let mut versions: Vec<Vec<u8>> = vec![vec![0]; cfg.shard_names.len()];
+    let mut rounds: Vec<Vec<u8>> = vec![Vec::new(); cfg.clients.len()];
+    visit(&mut s.clone(), true, &mut |slot| match slot {
+        Slot::Op(op) => {
+            let spec = &cfg.clients[usize::from(op.client)];
+            if spec.repeat {
+                rounds[usize::from(op.client)].push(op.seq / spec.ops.len() as u8);
+            }
+        }
+        Slot::Version { shard, version } => versions[usize::from(shard)].push(*version),
+    });
+    for v in versions.iter_mut().chain(rounds.iter_mut()) {
+        v.sort_unstable();
+        v.dedup();
+    }
+    (versions, rounds)
 }
 
 /// Forget the tokens and recorded effects of repeating clients' operations that nothing
@@ -190,26 +194,6 @@ mod tests {
         World::new(Resolved::new(&scenario, &v.policy).expect("it resolves"))
     }
 
-    /// Versions per shard and rounds per repeating client, as `canonicalize` collects them.
-    fn numbers(cfg: &WorldConfig, s: &WorldState) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
-        let mut versions = vec![vec![0]; cfg.shard_names.len()];
-        let mut rounds = vec![Vec::new(); cfg.clients.len()];
-        visit(&mut s.clone(), true, &mut |slot| match slot {
-            Slot::Op(op) => {
-                let spec = &cfg.clients[usize::from(op.client)];
-                if spec.repeat {
-                    rounds[usize::from(op.client)].push(op.seq / spec.ops.len() as u8);
-                }
-            }
-            Slot::Version { shard, version } => versions[usize::from(shard)].push(*version),
-        });
-        for v in versions.iter_mut().chain(rounds.iter_mut()) {
-            v.sort_unstable();
-            v.dedup();
-        }
-        (versions, rounds)
-    }
-
     /// A long deterministic walk through an endless storm: every state is canonical (its
     /// versions and rounds are 0..k), and the numbers stay small although thousands of writes
     /// were issued.
@@ -227,7 +211,7 @@ mod tests {
             let a = actions[(seed >> 33) as usize % actions.len()].clone();
             invoked += usize::from(matches!(a, Action::ClientInvoke(_)));
             s = world.next_state(&s, a).expect("an enabled action");
-            let (versions, rounds) = numbers(cfg, &s);
+            let (versions, rounds) = numbers_in(cfg, &s);
             for v in versions.iter().chain(&rounds) {
                 assert!(v.iter().enumerate().all(|(i, &x)| usize::from(x) == i), "dense: {v:?}");
                 assert!(v.len() < 16, "few numbers alive at once: {v:?}");
