@@ -156,13 +156,20 @@ fn reduction_reduces_and_is_deterministic() {
 }
 
 /// A seeded random three-node model: policy knobs, fault menu and budget, links and clients.
-fn random_model(rng: &mut rand::rngs::StdRng) -> String {
+/// `crashes`: most nodes in the crash menu with a budget of up to 2 (the reduction's crash,
+/// restart and coordinator-answer rules are exercised where several faults may interleave).
+fn random_model(rng: &mut rand::rngs::StdRng, crashes: bool) -> String {
     let pick = |rng: &mut rand::rngs::StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_string();
     let ac_latency = pick(rng, &["100ms", "100ms..200ms", "200ms", "0ms..100ms"]);
-    let mut crash: Vec<&str> =
-        ["n1", "n2", "n3", "coordinator"].into_iter().filter(|_| rng.random_bool(0.4)).collect();
+    let (p_node, p_coord) = if crashes { (0.7, 0.15) } else { (0.4, 0.4) };
+    let mut crash: Vec<&str> = ["n1", "n2", "n3", "coordinator"]
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| rng.random_bool(if i < 3 { p_node } else { p_coord }))
+        .map(|(_, c)| c)
+        .collect();
     let budget = if crash.is_empty() { rng.random_range(0..=1) } else { rng.random_range(0..=2) };
-    if budget == 2 {
+    if budget == 2 && !crashes {
         crash.truncate(1);
     }
     let partition = if rng.random_bool(0.4) { r#"partition = ["c"]"# } else { "" };
@@ -274,11 +281,21 @@ ops_complete = "holds"
 
 #[test]
 fn random_small_models_agree() {
+    random_models_agree(0x5eed_0015, false, 40, 60_000, 15);
+}
+
+/// Models where several nodes may crash and restart within the budget.
+#[test]
+fn random_crash_models_agree() {
+    random_models_agree(0x5eed_c4a5, true, 50, 150_000, 15);
+}
+
+fn random_models_agree(seed: u64, crashes: bool, models: usize, max_full: u64, compared_min: usize) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0015);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (mut compared, mut reduced_somewhere) = (0, false);
-    for k in 0..40 {
-        let text = random_model(&mut rng);
+    for k in 0..models {
+        let text = random_model(&mut rng, crashes);
         let file: &Path = &dir.path().join(format!("random-{k}.toml"));
         std::fs::write(file, &text).expect("written");
         let jobs = match check::plan(&[file.to_path_buf()], &PolicyChoice::Variants(None)) {
@@ -287,7 +304,7 @@ fn random_small_models_agree() {
         };
         for job in &jobs {
             // Models too big for a quick test are skipped (both runs must complete).
-            let full = run(job, Reduction::None, 1, Some(60_000));
+            let full = run(job, Reduction::None, 1, Some(max_full));
             if !full.complete {
                 continue;
             }
@@ -299,6 +316,6 @@ fn random_small_models_agree() {
         }
     }
     eprintln!("{compared} random models compared");
-    assert!(compared >= 15, "only {compared} random models were small enough to compare");
+    assert!(compared >= compared_min, "only {compared} random models were small enough to compare");
     assert!(reduced_somewhere, "no random model was reduced");
 }
