@@ -6,7 +6,9 @@
 
 use rand::{Rng, SeedableRng};
 use replicheck::check::{self, Counterexample, PolicyChoice, RunOptions, RunResult};
-use replicheck::model::{properties, Action, Reduction, World, WorldConfig, WorldState};
+use replicheck::model::{
+    properties, reduction, Action, ClientPhase, Reduction, World, WorldConfig, WorldState,
+};
 use stateright::Model;
 use std::path::{Path, PathBuf};
 
@@ -311,6 +313,14 @@ fn random_models_agree(seed: u64, crashes: bool, models: usize, max_full: u64, c
             let reduced = run(job, Reduction::Por, 1, None);
             assert!(reduced.complete);
             compare(job, &full, &reduced);
+            if crashes {
+                let world = World::new(WorldConfig::new(&job.scenario, &job.policy).expect("resolves"));
+                assert_eq!(
+                    final_histories(&world, false),
+                    final_histories(&world, true),
+                    "random model {k}: the reduction loses or adds a client-visible outcome\n{text}"
+                );
+            }
             compared += 1;
             reduced_somewhere |= reduced.unique_states < full.unique_states;
         }
@@ -318,4 +328,117 @@ fn random_models_agree(seed: u64, crashes: bool, models: usize, max_full: u64, c
     eprintln!("{compared} random models compared");
     assert!(compared >= compared_min, "only {compared} random models were small enough to compare");
     assert!(reduced_somewhere, "no random model was reduced");
+}
+
+/// The client-visible outcomes of a world: the register histories (every invocation and
+/// return, in real-time order) of the states where every client is done, as hashes. The
+/// reduction must keep every one: a reduced path only reorders steps of different actors
+/// within a tick (client steps keep their order), adds a step after the clients are done, or
+/// drops a deferred crash or restart of a node that gets no message again. A breadth-first
+/// search of its own, with the same cycle proviso (stricter: any known state).
+fn final_histories(world: &World, reduce: bool) -> std::collections::BTreeSet<u64> {
+    use std::hash::{Hash, Hasher};
+    let h = |x: &dyn Fn(&mut std::collections::hash_map::DefaultHasher)| {
+        let mut d = std::collections::hash_map::DefaultHasher::new();
+        x(&mut d);
+        d.finish()
+    };
+    let state_hash = |s: &WorldState| h(&|d| s.hash(d));
+    let init = world.initial_state();
+    let mut seen = std::collections::HashSet::from([state_hash(&init)]);
+    let mut queue = std::collections::VecDeque::from([init]);
+    let mut outcomes = std::collections::BTreeSet::new();
+    let (mut actions, mut chosen) = (Vec::new(), Vec::new());
+    while let Some(s) = queue.pop_front() {
+        if s.net.is_empty() && s.clients.iter().all(|c| c.phase == ClientPhase::Done) {
+            outcomes.insert(h(&|d| (&s.ghost.history, &s.nodes, &s.ghost.acked_version).hash(d)));
+        }
+        actions.clear();
+        world.actions(&s, &mut actions);
+        chosen.clear();
+        if reduce {
+            reduction::ample(world, &s, &actions, &mut chosen);
+        }
+        let mut next: Vec<WorldState> = Vec::new();
+        if !chosen.is_empty() && chosen.len() < actions.len() {
+            next = chosen.iter().filter_map(|&i| world.next_state(&s, actions[i].clone())).collect();
+            if next.iter().any(|n| seen.contains(&state_hash(n))) {
+                next.clear();
+            }
+        }
+        if next.is_empty() {
+            next = actions.iter().filter_map(|a| world.next_state(&s, a.clone())).collect();
+        }
+        for n in next {
+            if seen.insert(state_hash(&n)) {
+                queue.push_back(n);
+            }
+        }
+    }
+    outcomes
+}
+
+/// The coordinator's answers are ample one at a time only when their order cannot matter:
+/// a write's acks may be taken one at a time, a read's replies (whose first quorum decides
+/// the value returned) may not. Found by a breadth-first walk of basic-quorum.
+#[test]
+fn coordinator_answers_one_at_a_time_only_when_they_commute() {
+    use replicheck::model::{Endpoint, Msg};
+    let job = library_jobs("basic-quorum").remove(0);
+    let world = World::new(WorldConfig::new(&job.scenario, &job.policy).expect("resolves"));
+    let answers = |actions: &[Action], read: bool| -> usize {
+        let mut keys = std::collections::HashMap::new();
+        for a in actions {
+            if let Action::Deliver(e) = a {
+                let key = match e.msg {
+                    Msg::ReadReply { op, attempt, .. } if read => (op, attempt),
+                    Msg::ReplicateAck { op, attempt, .. } if !read => (op, attempt),
+                    _ => continue,
+                };
+                if e.dst == Endpoint::Coordinator && e.latest_ticks == 0 {
+                    *keys.entry(key).or_insert(0usize) += 1;
+                }
+            }
+        }
+        keys.values().copied().max().unwrap_or(0)
+    };
+    let mut queue = std::collections::VecDeque::from([world.initial_state()]);
+    let mut seen = std::collections::HashSet::new();
+    let (mut read_states, mut write_states_reduced) = (0, 0);
+    let (mut actions, mut chosen) = (Vec::new(), Vec::new());
+    while let Some(s) = queue.pop_front() {
+        if seen.len() > 200_000 || (read_states >= 50 && write_states_reduced >= 50) {
+            break;
+        }
+        actions.clear();
+        world.actions(&s, &mut actions);
+        chosen.clear();
+        reduction::ample(&world, &s, &actions, &mut chosen);
+        let single_answer = chosen.len() == 1
+            && matches!(&actions[chosen[0]], Action::Deliver(e) if e.dst == Endpoint::Coordinator);
+        let active_read = s.coord.ops.iter().any(|o| !o.responded && !o.repairing);
+        if answers(&actions, true) >= 2 && active_read && s.coord.ops.iter().all(|o| !o.repairing) {
+            read_states += 1;
+            if single_answer {
+                let Action::Deliver(e) = &actions[chosen[0]] else { unreachable!() };
+                assert!(
+                    !matches!(e.msg, Msg::ReadReply { .. }),
+                    "a read reply was taken alone while another reply to the same read is due"
+                );
+            }
+        }
+        if answers(&actions, false) >= 2 && single_answer {
+            write_states_reduced += 1;
+        }
+        for a in &actions {
+            let next = world.next_state(&s, a.clone()).expect("enabled");
+            let mut d = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&next, &mut d);
+            if seen.insert(std::hash::Hasher::finish(&d)) {
+                queue.push_back(next);
+            }
+        }
+    }
+    assert!(read_states > 0, "no state with two replies to one read due");
+    assert!(write_states_reduced > 0, "no write's acks were taken one at a time");
 }
