@@ -78,6 +78,11 @@
 //! is down its flag is set (its crash set it, and it sends nothing of a newer epoch), so no
 //! eviction of `n` counts as healthy either way: it commutes with every other step.
 //!
+//! These rules (and the coordinator's below) are used only while every checked property is
+//! one of those argued for here ([`fault_rules_apply`]): a property whose states or edge
+//! labels read whether a node is up (a crash would be visible) or the coordinator's view of
+//! node load turns them off, and the node rules fall back to "up and cannot crash".
+//!
 //! Three ample sets follow:
 //!
 //! * **A node with its fault.** `A_n(s)` = the deliveries to `n` plus `Crash(n)` (up) or
@@ -173,6 +178,9 @@ pub fn ample(world: &World, s: &WorldState, actions: &[Action], out: &mut Vec<us
         }
         out.clear();
     }
+    if !fault_rules_apply(cfg) {
+        return;
+    }
     if let Some(i) = (0..actions.len()).find(|&i| coordinator_answer_ample(cfg, s, actions, i)) {
         out.push(i);
         return;
@@ -251,6 +259,26 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
     let same_topology = coord.queue == s.coord.queue
         && coord.shards.iter().zip(&s.coord.shards).all(|(a, b)| a.members == b.members && a.join == b.join);
     sends_fixed && quiet_events && same_topology
+}
+
+/// Whether the crash, restart, deferred-fault and coordinator-answer rules were argued for
+/// every property checked: none of these reads whether a node is up or what the coordinator
+/// thinks of a node's load, in a state or an edge label. A property added later is left out
+/// (and those rules with it) until its own argument is made.
+fn fault_rules_apply(cfg: &WorldConfig) -> bool {
+    cfg.properties.iter().all(|p| {
+        matches!(
+            p,
+            PropertyName::AckedWritesPersist
+                | PropertyName::Linearizable
+                | PropertyName::NoDuplicateEffects
+                | PropertyName::NoHealthyEviction
+                | PropertyName::ChurnBounded
+                | PropertyName::CapacityRespected
+                | PropertyName::Converges
+                | PropertyName::OpsComplete
+        )
+    })
 }
 
 /// Whether node `n` has nothing to do before the next tick: no message to it is deliverable
@@ -355,6 +383,9 @@ fn node_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8, out:
         return false;
     }
     let state = &s.nodes[usize::from(n)];
+    if !fault_rules_apply(cfg) && (!state.up || (cfg.faults.crash.contains(&n) && budget_left(s))) {
+        return false;
+    }
     // The node's own fault step (`Crash(n)` while it is up, `Restart(n)` while it is down)
     // joins its ample set: it commutes with every other actor's step of this tick (see the
     // module docs), so it need not be explored in every position among them.
