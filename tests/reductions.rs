@@ -143,6 +143,28 @@ fn rebalancer_compaction_agrees() {
     library_model_agrees("rebalancer-compaction");
 }
 
+/// The first scope-up of issue #15 (`tests/data/scale/`, docs/reductions.md) on a smaller
+/// scope the unreduced run can finish: a fault budget of 1 instead of 2.
+#[test]
+fn scale_three_clients_budget_1_agrees() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/scale/basic-quorum-3-clients.toml");
+    let text = std::fs::read_to_string(&src).expect("the scope-up file");
+    assert!(text.contains("\nbudget = 2\n"));
+    let file = dir.path().join("basic-quorum-3-clients-budget-1.toml");
+    std::fs::write(&file, text.replace("\nbudget = 2\n", "\nbudget = 1\n")).expect("written");
+    for job in check::plan(&[file], &PolicyChoice::Variants(None)).expect("loads") {
+        let (full, reduced) = std::thread::scope(|scope| {
+            let full = scope.spawn(|| run(&job, Reduction::None, 1, None));
+            let reduced = run(&job, Reduction::Por, 1, None);
+            (full.join().expect("the full run"), reduced)
+        });
+        assert!(full.complete && reduced.complete);
+        compare(&job, &full, &reduced);
+        assert!(reduced.unique_states * 4 < full.unique_states, "the reduction reduces this scope");
+    }
+}
+
 /// The reduction must actually reduce somewhere, and be deterministic across thread counts.
 #[test]
 fn reduction_reduces_and_is_deterministic() {
