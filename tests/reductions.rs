@@ -6,7 +6,9 @@
 
 use rand::{Rng, SeedableRng};
 use replicheck::check::{self, Counterexample, PolicyChoice, RunOptions, RunResult};
-use replicheck::model::{properties, Action, Reduction, World, WorldConfig, WorldState};
+use replicheck::model::{
+    properties, reduction, Action, ClientPhase, Reduction, World, WorldConfig, WorldState,
+};
 use stateright::Model;
 use std::path::{Path, PathBuf};
 
@@ -88,6 +90,29 @@ fn library_model_agrees(model: &str) {
     library_variants_agree(model, |_| true);
 }
 
+/// Every variant of a model file outside the library, both ways.
+fn file_agrees(relative: &str) {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative);
+    for job in check::plan(&[file], &PolicyChoice::Variants(None)).expect("the model loads") {
+        let full = run(&job, Reduction::None, 1, None);
+        let reduced = run(&job, Reduction::Por, 1, None);
+        assert!(full.complete && reduced.complete, "{relative} / {}: both runs complete", job.variant);
+        compare(&job, &full, &reduced);
+        for p in &reduced.properties {
+            assert!(p.as_expected(), "{relative} / {}: {} is not as the model expects", job.variant, p.name);
+        }
+    }
+}
+
+/// The liveness properties that read whether a node is up or slow, and per-client outstanding
+/// operations, with the reduction on and off.
+#[test]
+fn do_nothing_properties_agree() {
+    file_agrees("tests/data/dead-replaced.toml");
+    file_agrees("tests/data/hot-shard-slow-node.toml");
+    file_agrees("tests/data/two-endless-clients.toml");
+}
+
 fn library_variants_agree(model: &str, which: impl Fn(&str) -> bool) {
     for job in library_jobs(model).into_iter().filter(|j| which(&j.variant)) {
         // The two runs side by side: the largest variant has four million states.
@@ -141,6 +166,28 @@ fn rebalancer_compaction_agrees() {
     library_model_agrees("rebalancer-compaction");
 }
 
+/// The first scope-up of issue #15 (`tests/data/scale/`, docs/reductions.md) on a smaller
+/// scope the unreduced run can finish: a fault budget of 1 instead of 2.
+#[test]
+fn scale_three_clients_budget_1_agrees() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/scale/basic-quorum-3-clients.toml");
+    let text = std::fs::read_to_string(&src).expect("the scope-up file");
+    assert!(text.contains("\nbudget = 2\n"));
+    let file = dir.path().join("basic-quorum-3-clients-budget-1.toml");
+    std::fs::write(&file, text.replace("\nbudget = 2\n", "\nbudget = 1\n")).expect("written");
+    for job in check::plan(&[file], &PolicyChoice::Variants(None)).expect("loads") {
+        let (full, reduced) = std::thread::scope(|scope| {
+            let full = scope.spawn(|| run(&job, Reduction::None, 1, None));
+            let reduced = run(&job, Reduction::Por, 1, None);
+            (full.join().expect("the full run"), reduced)
+        });
+        assert!(full.complete && reduced.complete);
+        compare(&job, &full, &reduced);
+        assert!(reduced.unique_states * 4 < full.unique_states, "the reduction reduces this scope");
+    }
+}
+
 /// The reduction must actually reduce somewhere, and be deterministic across thread counts.
 #[test]
 fn reduction_reduces_and_is_deterministic() {
@@ -156,13 +203,20 @@ fn reduction_reduces_and_is_deterministic() {
 }
 
 /// A seeded random three-node model: policy knobs, fault menu and budget, links and clients.
-fn random_model(rng: &mut rand::rngs::StdRng) -> String {
+/// `crashes`: most nodes in the crash menu with a budget of up to 2 (the reduction's crash,
+/// restart and coordinator-answer rules are exercised where several faults may interleave).
+fn random_model(rng: &mut rand::rngs::StdRng, crashes: bool) -> String {
     let pick = |rng: &mut rand::rngs::StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_string();
     let ac_latency = pick(rng, &["100ms", "100ms..200ms", "200ms", "0ms..100ms"]);
-    let mut crash: Vec<&str> =
-        ["n1", "n2", "n3", "coordinator"].into_iter().filter(|_| rng.random_bool(0.4)).collect();
+    let (p_node, p_coord) = if crashes { (0.7, 0.15) } else { (0.4, 0.4) };
+    let mut crash: Vec<&str> = ["n1", "n2", "n3", "coordinator"]
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| rng.random_bool(if i < 3 { p_node } else { p_coord }))
+        .map(|(_, c)| c)
+        .collect();
     let budget = if crash.is_empty() { rng.random_range(0..=1) } else { rng.random_range(0..=2) };
-    if budget == 2 {
+    if budget == 2 && !crashes {
         crash.truncate(1);
     }
     let partition = if rng.random_bool(0.4) { r#"partition = ["c"]"# } else { "" };
@@ -274,11 +328,21 @@ ops_complete = "holds"
 
 #[test]
 fn random_small_models_agree() {
+    random_models_agree(0x5eed_0015, false, 40, 60_000, 15);
+}
+
+/// Models where several nodes may crash and restart within the budget.
+#[test]
+fn random_crash_models_agree() {
+    random_models_agree(0x5eed_c4a5, true, 50, 150_000, 15);
+}
+
+fn random_models_agree(seed: u64, crashes: bool, models: usize, max_full: u64, compared_min: usize) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0015);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (mut compared, mut reduced_somewhere) = (0, false);
-    for k in 0..40 {
-        let text = random_model(&mut rng);
+    for k in 0..models {
+        let text = random_model(&mut rng, crashes);
         let file: &Path = &dir.path().join(format!("random-{k}.toml"));
         std::fs::write(file, &text).expect("written");
         let jobs = match check::plan(&[file.to_path_buf()], &PolicyChoice::Variants(None)) {
@@ -287,28 +351,36 @@ fn random_small_models_agree() {
         };
         for job in &jobs {
             // Models too big for a quick test are skipped (both runs must complete).
-            let full = run(job, Reduction::None, 1, Some(60_000));
+            let full = run(job, Reduction::None, 1, Some(max_full));
             if !full.complete {
                 continue;
             }
             let reduced = run(job, Reduction::Por, 1, None);
             assert!(reduced.complete);
             compare(job, &full, &reduced);
+            if crashes {
+                let world = World::new(WorldConfig::new(&job.scenario, &job.policy).expect("resolves"));
+                assert_eq!(
+                    final_histories(&world, false),
+                    final_histories(&world, true),
+                    "random model {k}: the reduction loses or adds a client-visible outcome\n{text}"
+                );
+            }
             compared += 1;
             reduced_somewhere |= reduced.unique_states < full.unique_states;
         }
     }
     eprintln!("{compared} random models compared");
-    assert!(compared >= 15, "only {compared} random models were small enough to compare");
+    assert!(compared >= compared_min, "only {compared} random models were small enough to compare");
     assert!(reduced_somewhere, "no random model was reduced");
 }
 
-/// The continuous-load models: relative numbering and the reduction together.
 #[test]
 fn ack_timeout_lossy_link_agrees() {
     library_model_agrees("ack-timeout-lossy-link");
 }
 
+/// The continuous-load models: relative numbering and the reduction together.
 #[test]
 fn continuous_models_agree() {
     for model in [
@@ -320,4 +392,117 @@ fn continuous_models_agree() {
     ] {
         library_model_agrees(model);
     }
+}
+
+/// The client-visible outcomes of a world: the register histories (every invocation and
+/// return, in real-time order) of the states where every client is done, as hashes. The
+/// reduction must keep every one: a reduced path only reorders steps of different actors
+/// within a tick (client steps keep their order), adds a step after the clients are done, or
+/// drops a deferred crash or restart of a node that gets no message again. A breadth-first
+/// search of its own, with the same cycle proviso (stricter: any known state).
+fn final_histories(world: &World, reduce: bool) -> std::collections::BTreeSet<u64> {
+    use std::hash::{Hash, Hasher};
+    let h = |x: &dyn Fn(&mut std::collections::hash_map::DefaultHasher)| {
+        let mut d = std::collections::hash_map::DefaultHasher::new();
+        x(&mut d);
+        d.finish()
+    };
+    let state_hash = |s: &WorldState| h(&|d| s.hash(d));
+    let init = world.initial_state();
+    let mut seen = std::collections::HashSet::from([state_hash(&init)]);
+    let mut queue = std::collections::VecDeque::from([init]);
+    let mut outcomes = std::collections::BTreeSet::new();
+    let (mut actions, mut chosen) = (Vec::new(), Vec::new());
+    while let Some(s) = queue.pop_front() {
+        if s.net.is_empty() && s.clients.iter().all(|c| c.phase == ClientPhase::Done) {
+            outcomes.insert(h(&|d| (&s.ghost.history, &s.nodes, &s.ghost.acked_version).hash(d)));
+        }
+        actions.clear();
+        world.actions(&s, &mut actions);
+        chosen.clear();
+        if reduce {
+            reduction::ample(world, &s, &actions, &mut chosen);
+        }
+        let mut next: Vec<WorldState> = Vec::new();
+        if !chosen.is_empty() && chosen.len() < actions.len() {
+            next = chosen.iter().filter_map(|&i| world.next_state(&s, actions[i].clone())).collect();
+            if next.iter().any(|n| seen.contains(&state_hash(n))) {
+                next.clear();
+            }
+        }
+        if next.is_empty() {
+            next = actions.iter().filter_map(|a| world.next_state(&s, a.clone())).collect();
+        }
+        for n in next {
+            if seen.insert(state_hash(&n)) {
+                queue.push_back(n);
+            }
+        }
+    }
+    outcomes
+}
+
+/// The coordinator's answers are ample one at a time only when their order cannot matter:
+/// a write's acks may be taken one at a time, a read's replies (whose first quorum decides
+/// the value returned) may not. Found by a breadth-first walk of basic-quorum.
+#[test]
+fn coordinator_answers_one_at_a_time_only_when_they_commute() {
+    use replicheck::model::{Endpoint, Msg};
+    let job = library_jobs("basic-quorum").remove(0);
+    let world = World::new(WorldConfig::new(&job.scenario, &job.policy).expect("resolves"));
+    let answers = |actions: &[Action], read: bool| -> usize {
+        let mut keys = std::collections::HashMap::new();
+        for a in actions {
+            if let Action::Deliver(e) = a {
+                let key = match e.msg {
+                    Msg::ReadReply { op, attempt, .. } if read => (op, attempt),
+                    Msg::ReplicateAck { op, attempt, .. } if !read => (op, attempt),
+                    _ => continue,
+                };
+                if e.dst == Endpoint::Coordinator && e.latest_ticks == 0 {
+                    *keys.entry(key).or_insert(0usize) += 1;
+                }
+            }
+        }
+        keys.values().copied().max().unwrap_or(0)
+    };
+    let mut queue = std::collections::VecDeque::from([world.initial_state()]);
+    let mut seen = std::collections::HashSet::new();
+    let (mut read_states, mut write_states_reduced) = (0, 0);
+    let (mut actions, mut chosen) = (Vec::new(), Vec::new());
+    while let Some(s) = queue.pop_front() {
+        if seen.len() > 200_000 || (read_states >= 50 && write_states_reduced >= 50) {
+            break;
+        }
+        actions.clear();
+        world.actions(&s, &mut actions);
+        chosen.clear();
+        reduction::ample(&world, &s, &actions, &mut chosen);
+        let single_answer = chosen.len() == 1
+            && matches!(&actions[chosen[0]], Action::Deliver(e) if e.dst == Endpoint::Coordinator);
+        let active_read = s.coord.ops.iter().any(|o| !o.responded && !o.repairing);
+        if answers(&actions, true) >= 2 && active_read && s.coord.ops.iter().all(|o| !o.repairing) {
+            read_states += 1;
+            if single_answer {
+                let Action::Deliver(e) = &actions[chosen[0]] else { unreachable!() };
+                assert!(
+                    !matches!(e.msg, Msg::ReadReply { .. }),
+                    "a read reply was taken alone while another reply to the same read is due"
+                );
+            }
+        }
+        if answers(&actions, false) >= 2 && single_answer {
+            write_states_reduced += 1;
+        }
+        for a in &actions {
+            let next = world.next_state(&s, a.clone()).expect("enabled");
+            let mut d = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&next, &mut d);
+            if seen.insert(std::hash::Hasher::finish(&d)) {
+                queue.push_back(next);
+            }
+        }
+    }
+    assert!(read_states > 0, "no state with two replies to one read due");
+    assert!(write_states_reduced > 0, "no write's acks were taken one at a time");
 }

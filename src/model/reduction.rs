@@ -21,8 +21,8 @@
 //!   before `X` acts touches state disjoint from what `A_X(s)` reads and writes, apart from the
 //!   network (a sorted multiset: removals and additions of distinct envelopes commute) and
 //!   ghost variables whose updates commute. Per actor:
-//!   - node `n`: `n` is up and cannot crash (not in the crash menu, or the budget is spent);
-//!     none of its messages can be lost (no `drop`, lossless link, or no budget); no partition
+//!   - node `n`, up: `Crash(n)`, if enabled, is part of `A_n(s)` (see "Crashes and restarts"
+//!     below); none of its messages can be lost (no `drop`, lossless link, or no budget); no partition
 //!     or heal can change whether `n` reaches a peer it talks to in these steps (message
 //!     sources, reply destinations, the coordinator whose reachability sets fault epochs); no
 //!     degradation can start or end on a link it sends on; no client retry past the attempts
@@ -47,11 +47,12 @@
 //!   never touch what `acked_writes_persist` reads.
 //!
 //!   For liveness, cycles are read off the reduced graph with the edge labels of
-//!   [`super::properties::edge_label`]: `Tick` (never ample), topology changes (only the
-//!   coordinator, never ample here), "client c has an operation outstanding" in the source
-//!   state (one bit per client), "a replica set holds a node that is down" and "a hot shard has
-//!   a replica on a slow node" (only faults and the coordinator change those, and neither is
-//!   ever ample). When `ops_complete` is checked, a client step is ample only if it keeps that
+//!   [`super::properties::edge_label`]: `Tick` (never in a one-actor ample set), topology
+//!   changes (only the coordinator, never in one of its ample sets), "client c has an
+//!   operation outstanding" in the source state (one bit per client), "a replica set holds a
+//!   node that is down" and "a hot shard has a replica on a slow node" (only the coordinator
+//!   and faults change those two; the crash and coordinator-answer rules below are off when
+//!   a property that reads them is checked). When `ops_complete` is checked, a client step is ample only if it keeps that
 //!   client's outstanding-or-not status. Then a full infinite path maps to a reduced one that
 //!   permutes actions only within each tick (by U, some action of `A_X` comes before the next
 //!   `Tick`, so it can always be moved to the front) with the same labels on every `Tick` and
@@ -62,9 +63,64 @@
 //!   safety argument's second case (which keeps the path length) strictly deepens the BFS, so
 //!   the induction ends.
 //!
-//! The coordinator is never an ample actor: its steps read fault state through ghost variables
-//! (`healthy_evicted` reads which nodes are up and reachable) and change replica sets, so it
-//! commutes with too little to be worth the proof.
+//! # Crashes and restarts
+//!
+//! `Crash(n)` sets `n`'s `up`, bumps its fault epoch, sets `faulted_since_heard[n]` and spends
+//! one fault. It commutes with every step of another actor: nodes and clients never read `up`
+//! (a send to a down node is dropped when delivered, not when sent); the coordinator's
+//! `ghost_heard_from` clears the flag only for a message of the current epoch, which was sent
+//! before the crash in either order, so both orders leave the flag set; partitions bump epochs
+//! too (increments commute). Budgets: if a path spends faults `f` and then crashes `n`, the
+//! budget in `s` is at least `f + 1`, so with the crash moved to the front every fault of the
+//! path is still enabled. The one step that reads `up` is the coordinator's eviction request
+//! for `n` (is it a healthy replica?), so the crash is moved only when that cannot differ: the
+//! coordinator has nothing to do before the next tick ([`coordinator_quiet`]), or
+//! `no_healthy_eviction` is not checked or already violated, or `n` stays faulted whatever
+//! happens before the tick ([`stays_faulted`]). No property or edge label reads `up`, so a
+//! crash is invisible. `Restart(n)` (of a down node) reads and writes only `n`'s `up`; while `n`
+//! is down its flag is set (its crash set it, and it sends nothing of a newer epoch), so no
+//! eviction of `n` counts as healthy either way: it commutes with every other step.
+//!
+//! These rules (and the coordinator's below) are used only while every checked property is
+//! one of those argued for here ([`fault_rules_apply`]): a property whose states or edge
+//! labels read whether a node is up (a crash would be visible) or the coordinator's view of
+//! node load turns them off, and the node rules fall back to "up and cannot crash".
+//!
+//! Three ample sets follow:
+//!
+//! * **A node with its fault.** `A_n(s)` = the deliveries to `n` plus `Crash(n)` (up) or
+//!   `Restart(n)` (down). For a down node its deliveries only drop the messages (no property
+//!   or edge label reads the network), so only loss and renumbering can interfere.
+//! * **Deferred faults.** In a state with no node or client ample set, let `D` be the crashes
+//!   (with the conditions above) and restarts of *idle* nodes: nodes with no deliverable
+//!   message (by L none becomes deliverable before a `Tick`). The ample set is every other
+//!   enabled action, `Tick` included. A path from `s` that avoids the ample set takes only
+//!   actions of `D` and the restarts and re-crashes they enable, all invisible; the first
+//!   ample action `a` on a path commutes with that prefix (the crash rules above; `Tick` reads
+//!   no `up`) and was enabled in `s` (the prefix enables no other action), so it moves to the
+//!   front. A path with no ample action at all ends in a state whose properties are those of
+//!   `s`. For cycles, faults are finitely many (the budget), so an infinite path has
+//!   infinitely many ample actions; the reduced path takes them in order and each deferred
+//!   fault either comes back into an ample set (its node gets a message: then it is not idle
+//!   and its crash or restart is in every ample set that does not move it) or is dropped,
+//!   which changes no label (it changes no client, no replica set, no time) and no later step
+//!   (nothing reads `up` but the deliveries to `n` and the eviction checks excluded above).
+//! * **The coordinator's answers.** A delivery `d` to the coordinator of a node's answer
+//!   (`ReplicateAck`, `ReadReply`) due now is ample on its own when every other coordinator
+//!   step possible before the next tick commutes with it: the coordinator has no timer due,
+//!   cannot crash and has no join under way, and its other deliverable messages are `Pong`s
+//!   or answers about another request (or about the same request when the answers only count:
+//!   a write's acks, a read's write-back acks, or a request already gone). An answer to request
+//!   `X` from `n` writes `X`'s entry (answered, heard, best, holders, responded; removed once
+//!   everyone answered) and ORs `n` into the `heard` bits of other requests that asked `n` and
+//!   have no answer from it; the answer from `n` clears that bit only if it answers that
+//!   request, and then the `heard` update of the other order skips it too. Client requests
+//!   (which create requests and take versions in order) are not among the other steps. Its
+//!   sends must not cross a cut or a latency change that may come first (as for nodes), `d`
+//!   must not be losable or renumbered, its link must stay up, and it must request no
+//!   membership change and change no replica set, join or queue (so it has no topology label
+//!   and leaves `acked_writes_persist`'s replica sets alone; it only raises acked versions,
+//!   which cannot repair a violation). It touches no client state.
 
 use super::{env, properties, Action, ClientPhase, Endpoint, Envelope, Msg, World, WorldConfig, WorldState};
 use crate::config::{OpKind, PropertyName};
@@ -125,6 +181,132 @@ pub fn ample(world: &World, s: &WorldState, actions: &[Action], out: &mut Vec<us
         }
         out.clear();
     }
+    if !fault_rules_apply(cfg) {
+        return;
+    }
+    if let Some(i) = (0..actions.len()).find(|&i| coordinator_answer_ample(cfg, s, actions, i)) {
+        out.push(i);
+        return;
+    }
+    if !defer_idle_faults(cfg, s, actions, out) {
+        out.clear();
+    }
+}
+
+/// The (operation, attempt) a node's answer to the coordinator is about, if it is one.
+fn answer_key(msg: &Msg) -> Option<(crate::protocol::OpId, u8)> {
+    match *msg {
+        Msg::ReplicateAck { op, attempt, .. } | Msg::ReadReply { op, attempt, .. } => Some((op, attempt)),
+        _ => None,
+    }
+}
+
+/// Whether `actions[i]`, the delivery of a node's answer to the coordinator, is an ample set
+/// on its own. See "The coordinator's answers" in the module docs.
+fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], i: usize) -> bool {
+    let Action::Deliver(e) = &actions[i] else { return false };
+    let Some(key) = answer_key(&e.msg) else { return false };
+    let Endpoint::Node(n) = e.src else { return false };
+    if e.dst != Endpoint::Coordinator || e.latest_ticks != 0 || actions.len() < 2 {
+        return false;
+    }
+    // Answers to one request commute with each other when they only count: a write's acks, or
+    // a read's write-back acks (its reply value is fixed), or answers to no request at all.
+    let counting = s
+        .coord
+        .ops
+        .iter()
+        .find(|o| (o.op, o.attempt) == key)
+        .is_none_or(|o| o.kind == OpKind::Write || o.repairing);
+    // Every other step the coordinator can take before the next tick is another answer (to
+    // another request, or counting) or a `Pong`; no timer is due, it cannot crash, and no join
+    // is under way.
+    let others_commute = actions.iter().enumerate().all(|(j, a)| match a {
+        _ if j == i => true,
+        Action::Deliver(f) if f.dst == Endpoint::Coordinator => {
+            matches!(f.msg, Msg::Pong) || answer_key(&f.msg).is_some_and(|k| k != key || counting)
+        }
+        Action::AckDeadline { .. }
+        | Action::ApplyMembershipUpdate
+        | Action::Heartbeat
+        | Action::Rebalance
+        | Action::CopyRetry(_)
+        | Action::CoordinatorRestart => false,
+        _ => true,
+    });
+    if !others_commute || s.coord.shards.iter().any(|v| v.join.is_some()) {
+        return false;
+    }
+    if !never_lost(cfg, s, e) || may_be_renumbered(cfg, key.1) {
+        return false;
+    }
+    let (zone, coord_zone) = (cfg.node_zone(n), cfg.coordinator.zone);
+    if !link_cut_fixed(cfg, s, zone, coord_zone) {
+        return false;
+    }
+    // What the coordinator would do: its sends must not meet a cut or a latency change that
+    // may come first, and it must change no replica set or membership queue (edge labels).
+    let mut coord = (*s.coord).clone();
+    let mut out = Outbox::default();
+    coord.on_msg(cfg, e.src, e.msg, &mut out);
+    let sends_fixed = out.sends.iter().all(|(dst, _)| {
+        let z = env::zone_of(cfg, *dst);
+        link_cut_fixed(cfg, s, coord_zone, z) && link_latency_fixed(cfg, s, coord_zone, z)
+    });
+    let quiet_events = out.events.iter().all(|ev| {
+        matches!(
+            ev,
+            crate::protocol::Event::WriteAcked { .. } | crate::protocol::Event::ReadRepairStarted { .. }
+        )
+    });
+    let same_topology = coord.queue == s.coord.queue
+        && coord.shards.iter().zip(&s.coord.shards).all(|(a, b)| a.members == b.members && a.join == b.join);
+    sends_fixed && quiet_events && same_topology
+}
+
+/// Whether the crash, restart, deferred-fault and coordinator-answer rules were argued for
+/// every property checked: none of these reads whether a node is up or what the coordinator
+/// thinks of a node's load, in a state or an edge label. A property added later is left out
+/// (and those rules with it) until its own argument is made.
+fn fault_rules_apply(cfg: &WorldConfig) -> bool {
+    cfg.properties.iter().all(|p| {
+        matches!(
+            p,
+            PropertyName::AckedWritesPersist
+                | PropertyName::Linearizable
+                | PropertyName::NoDuplicateEffects
+                | PropertyName::NoHealthyEviction
+                | PropertyName::ChurnBounded
+                | PropertyName::CapacityRespected
+                | PropertyName::Converges
+                | PropertyName::OpsComplete
+        )
+    })
+}
+
+/// Whether node `n` has nothing to do before the next tick: no message to it is deliverable
+/// (and by L none becomes deliverable before a `Tick`).
+fn idle(actions: &[Action], n: u8) -> bool {
+    !actions.iter().any(|a| matches!(a, Action::Deliver(e) if e.dst == Endpoint::Node(n)))
+}
+
+/// The ample set that defers the crash or restart of idle nodes (D below): every enabled
+/// action but those. See "Deferred faults" in the module docs.
+fn defer_idle_faults(cfg: &WorldConfig, s: &WorldState, actions: &[Action], out: &mut Vec<usize>) -> bool {
+    let mut deferred = false;
+    for (i, a) in actions.iter().enumerate() {
+        let defer = match *a {
+            Action::Crash(n) => idle(actions, n) && crash_commutes(cfg, s, actions, n),
+            Action::Restart(n) => idle(actions, n),
+            _ => false,
+        };
+        if defer {
+            deferred = true;
+        } else {
+            out.push(i);
+        }
+    }
+    deferred && !out.is_empty()
 }
 
 fn budget_left(s: &WorldState) -> bool {
@@ -200,18 +382,35 @@ fn node_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8, out:
             out.push(i);
         }
     }
-    if out.is_empty() || out.len() == actions.len() {
+    if out.is_empty() {
         return false;
     }
     let state = &s.nodes[usize::from(n)];
-    if !state.up || (cfg.faults.crash.contains(&n) && budget_left(s)) {
+    if !fault_rules_apply(cfg) && (!state.up || (cfg.faults.crash.contains(&n) && budget_left(s))) {
         return false;
+    }
+    // The node's own fault step (`Crash(n)` while it is up, `Restart(n)` while it is down)
+    // joins its ample set: it commutes with every other actor's step of this tick (see the
+    // module docs), so it need not be explored in every position among them.
+    if let Some(i) =
+        actions.iter().position(|a| matches!(a, Action::Crash(m) | Action::Restart(m) if *m == n))
+    {
+        if state.up && !crash_commutes(cfg, s, actions, n) {
+            return false;
+        }
+        out.push(i);
+    }
+    if out.len() == actions.len() {
+        return false;
+    }
+    if !state.up {
+        return down_node_ample(cfg, s, actions, out);
     }
     let zone = cfg.node_zone(n);
     let acked_checked = cfg.properties.contains(&PropertyName::AckedWritesPersist);
     let mut urgent = false;
     for &i in out.iter() {
-        let Action::Deliver(e) = &actions[i] else { unreachable!("only deliveries were chosen") };
+        let Action::Deliver(e) = &actions[i] else { continue };
         urgent |= e.latest_ticks == 0;
         if !never_lost(cfg, s, e) {
             return false;
@@ -255,6 +454,57 @@ fn node_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8, out:
                 if acked > 0 && member && holds_before != holds_after {
                     return false;
                 }
+            }
+        }
+    }
+    urgent
+}
+
+/// Whether `Crash(n)` commutes with every step another actor or the environment can take
+/// before the next tick. A crash sets `n`'s `up`, its fault epoch and `faulted_since_heard`,
+/// and spends one fault: the budget of the other faults on a path it is moved in front of
+/// still suffices (the path had spent it with the crash at its end), and the ghost updates
+/// commute with the coordinator's (`ghost_heard_from` resets the flag only for messages of the
+/// current epoch, sent before the crash either way). The one step that reads `n`'s `up` is the
+/// coordinator's request to evict `n` (whether it was a healthy replica): so the coordinator
+/// must be unable to act before the next tick, unless no eviction can be recorded as healthy
+/// (the property is not checked, or a healthy eviction was recorded already: it is sticky).
+fn crash_commutes(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8) -> bool {
+    !cfg.properties.contains(&PropertyName::NoHealthyEviction)
+        || s.ghost.healthy_evicted.is_some()
+        || coordinator_quiet(cfg, s, actions)
+        || stays_faulted(s, actions, n)
+}
+
+/// Whether `n` counts as faulted for the coordinator whatever happens before the next tick:
+/// its flag is set, and no message of its current epoch (the only kind that clears the flag)
+/// can reach the coordinator before then. An eviction of `n` is then never healthy, crash or
+/// not.
+fn stays_faulted(s: &WorldState, actions: &[Action], n: u8) -> bool {
+    let i = usize::from(n);
+    s.ghost.faulted_since_heard[i]
+        && !actions.iter().any(|a| {
+            matches!(a, Action::Deliver(e) if e.dst == Endpoint::Coordinator
+                && e.src == Endpoint::Node(n)
+                && e.sender_epoch == s.ghost.fault_epoch[i])
+        })
+}
+
+/// A node that is down: its deliveries (`out`, with `Restart(n)` if enabled) only drop the
+/// messages, which no property or edge label reads, and `Restart(n)` reads and writes only
+/// `n`'s `up` (no eviction of `n` counts as healthy while it is down: its fault flag stays set
+/// until the coordinator hears from its new epoch, and it sends nothing while down). What can
+/// interfere is a `Lose` of the same message or a retry renumbering it.
+fn down_node_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], out: &[usize]) -> bool {
+    let mut urgent = false;
+    for &i in out {
+        if let Action::Deliver(e) = &actions[i] {
+            urgent |= e.latest_ticks == 0;
+            if !never_lost(cfg, s, e) {
+                return false;
+            }
+            if op_attempt(&e.msg).is_some_and(|(_, attempt)| may_be_renumbered(cfg, attempt)) {
+                return false;
             }
         }
     }
