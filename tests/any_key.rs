@@ -5,21 +5,18 @@
 #[path = "support/bin.rs"]
 mod bin;
 
-use bin::{replicheck, root, stderr, stdout};
+use bin::{check_json, json_property, replicheck, root, stderr};
 use replicheck::check::{self, PolicyChoice};
 use replicheck::model::properties::capacity_respected;
 use replicheck::model::{World, WorldConfig};
 use serde_json::Value;
 
 fn json_run(model: &str, variant: &str) -> Value {
-    let out = replicheck(&["check", model, "--variant", variant, "--format", "json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    doc["runs"][0].clone()
+    check_json(model, variant, &[])
 }
 
 fn found<'a>(run: &'a Value, name: &str) -> &'a Value {
-    &run["properties"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap()["found"]
+    &json_property(run, name)["found"]
 }
 
 #[test]
@@ -28,7 +25,7 @@ fn the_fix_ends_the_storm_but_a_shared_suffix_breaches() {
     assert_eq!(r["complete"], true);
     assert_eq!(found(&r, "ops_complete"), "holds");
     assert_eq!(found(&r, "capacity_respected"), "violated");
-    let p = r["properties"].as_array().unwrap().iter().find(|p| p["name"] == "capacity_respected").unwrap();
+    let p = json_property(&r, "capacity_respected");
     let last = p["counterexample"]["final_state"].as_str().unwrap();
     assert!(last.contains("checkout-2 [key on p1]"), "the state names the checker's choice: {last}");
 }
@@ -47,7 +44,7 @@ fn a_counterexample_from_another_initial_state_replays_in_the_explorer() {
     let file = dir.path().join("any-key-p2.toml");
     std::fs::write(&file, text).unwrap();
     let r = json_run(file.to_str().unwrap(), "fixed");
-    let p = r["properties"].as_array().unwrap().iter().find(|p| p["name"] == "capacity_respected").unwrap();
+    let p = json_property(&r, "capacity_respected");
     let link = p["counterexample"]["explorer_url"].as_str().unwrap();
     let indices: Vec<usize> =
         link.split("#/steps/").nth(1).unwrap().split('/').map(|i| i.parse().unwrap()).collect();

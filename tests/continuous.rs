@@ -5,21 +5,15 @@
 #[path = "support/bin.rs"]
 mod bin;
 
-use bin::{replicheck, root, stderr, stdout};
+use bin::{check_json, json_property, replicheck, root, stderr};
 use serde_json::Value;
 
-/// One variant's JSON run.
 fn run(model: &str, variant: &str, extra: &[&str]) -> Value {
-    let mut args = vec!["check", model, "--variant", variant, "--format", "json"];
-    args.extend_from_slice(extra);
-    let out = replicheck(&args);
-    assert_eq!(out.status.code(), Some(0), "{model} / {variant}: {}", stderr(&out));
-    let doc: Value = serde_json::from_str(&stdout(&out)).expect("a JSON report");
-    doc["runs"][0].clone()
+    check_json(model, variant, extra)
 }
 
 fn property<'a>(run: &'a Value, name: &str) -> &'a Value {
-    run["properties"].as_array().unwrap().iter().find(|p| p["name"] == name).expect("the property is checked")
+    json_property(run, name)
 }
 
 /// The actions of a lasso's loop, which must pass time.

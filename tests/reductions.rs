@@ -94,13 +94,23 @@ fn library_model_agrees(model: &str) {
 fn file_agrees(relative: &str) {
     let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative);
     for job in check::plan(&[file], &PolicyChoice::Variants(None)).expect("the model loads") {
-        let full = run(&job, Reduction::None, 1, None);
-        let reduced = run(&job, Reduction::Por, 1, None);
-        assert!(full.complete && reduced.complete, "{relative} / {}: both runs complete", job.variant);
-        compare(&job, &full, &reduced);
-        for p in &reduced.properties {
-            assert!(p.as_expected(), "{relative} / {}: {} is not as the model expects", job.variant, p.name);
-        }
+        job_agrees(relative, &job);
+    }
+}
+
+/// One job explored both ways: both complete, the same verdicts (see `compare`), and the
+/// model's expectations met.
+fn job_agrees(what: &str, job: &check::Job) {
+    // The two runs side by side: the largest variant has four million states.
+    let (full, reduced) = std::thread::scope(|scope| {
+        let full = scope.spawn(|| run(job, Reduction::None, 1, None));
+        let reduced = run(job, Reduction::Por, 1, None);
+        (full.join().expect("the full run"), reduced)
+    });
+    assert!(full.complete && reduced.complete, "{what} / {}: both runs complete", job.variant);
+    compare(job, &full, &reduced);
+    for p in &reduced.properties {
+        assert!(p.as_expected(), "{what} / {}: {} is not as the model expects", job.variant, p.name);
     }
 }
 
@@ -115,17 +125,7 @@ fn do_nothing_properties_agree() {
 
 fn library_variants_agree(model: &str, which: impl Fn(&str) -> bool) {
     for job in library_jobs(model).into_iter().filter(|j| which(&j.variant)) {
-        // The two runs side by side: the largest variant has four million states.
-        let (full, reduced) = std::thread::scope(|scope| {
-            let full = scope.spawn(|| run(&job, Reduction::None, 1, None));
-            let reduced = run(&job, Reduction::Por, 1, None);
-            (full.join().expect("the full run"), reduced)
-        });
-        assert!(full.complete && reduced.complete, "{model} / {}: both runs complete", job.variant);
-        compare(&job, &full, &reduced);
-        for p in &reduced.properties {
-            assert!(p.as_expected(), "{model} / {}: {} is not as the model expects", job.variant, p.name);
-        }
+        job_agrees(model, &job);
     }
 }
 

@@ -25,3 +25,18 @@ pub fn stdout(out: &Output) -> String {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
 }
+
+/// `check MODEL --variant VARIANT --format json EXTRA...`, which must exit 0: its one run.
+pub fn check_json(model: &str, variant: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["check", model, "--variant", variant, "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = replicheck(&args);
+    assert_eq!(out.status.code(), Some(0), "{model} / {variant}: {}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("a JSON report");
+    doc["runs"][0].clone()
+}
+
+/// A property's entry in a JSON run.
+pub fn json_property<'a>(run: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    run["properties"].as_array().unwrap().iter().find(|p| p["name"] == name).expect("the property is checked")
+}
