@@ -459,7 +459,7 @@ fn coordinator_answers_one_at_a_time_only_when_they_commute() {
                     Msg::ReplicateAck { op, attempt, .. } if !read => (op, attempt),
                     _ => continue,
                 };
-                if e.dst == Endpoint::Coordinator && e.latest_ticks == 0 {
+                if e.dst == Endpoint::LEADER && e.latest_ticks == 0 {
                     *keys.entry(key).or_insert(0usize) += 1;
                 }
             }
@@ -479,7 +479,7 @@ fn coordinator_answers_one_at_a_time_only_when_they_commute() {
         chosen.clear();
         reduction::ample(&world, &s, &actions, &mut chosen);
         let single_answer = chosen.len() == 1
-            && matches!(&actions[chosen[0]], Action::Deliver(e) if e.dst == Endpoint::Coordinator);
+            && matches!(&actions[chosen[0]], Action::Deliver(e) if e.dst == Endpoint::LEADER);
         let active_read = s.coord.ops.iter().any(|o| !o.responded && !o.repairing);
         if answers(&actions, true) >= 2 && active_read && s.coord.ops.iter().all(|o| !o.repairing) {
             read_states += 1;

@@ -390,7 +390,10 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
     let labeler =
         |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(&world.cfg, a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
-    let reduction = explorer.reduction(opts.reduction);
+    let reduction = match explorer.reduction(opts.reduction) {
+        _ if !reduction::applies(&world.cfg) => Reduction::None,
+        r => r,
+    };
     let exploration =
         explorer.explore(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler), reduction);
     let mut results = Vec::new();

@@ -29,23 +29,65 @@ pub struct TraceStep {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
-    Deliver { src: Endpoint, dst: Endpoint, msg: Msg },
-    Lose { src: Endpoint, dst: Endpoint, msg: Msg },
-    AckDeadline { op: OpId, attempt: u8 },
+    Deliver {
+        src: Endpoint,
+        dst: Endpoint,
+        msg: Msg,
+    },
+    Lose {
+        src: Endpoint,
+        dst: Endpoint,
+        msg: Msg,
+    },
+    AckDeadline {
+        op: OpId,
+        attempt: u8,
+    },
     ApplyMembershipUpdate,
     Heartbeat,
     Rebalance,
-    CopyRetry { shard: u8 },
-    ClientInvoke { client: u8 },
-    ClientTimeout { client: u8 },
-    ClientRetry { client: u8 },
-    Crash { node: u8 },
-    Restart { node: u8 },
+    CopyRetry {
+        shard: u8,
+    },
+    ClientInvoke {
+        client: u8,
+    },
+    ClientTimeout {
+        client: u8,
+    },
+    ClientRetry {
+        client: u8,
+    },
+    Crash {
+        node: u8,
+    },
+    Restart {
+        node: u8,
+    },
     CoordinatorRestart,
-    Partition { zone: u8 },
-    Heal { zone: u8 },
-    Degrade { index: u8 },
-    Restore { index: u8 },
+    Partition {
+        zone: u8,
+    },
+    Heal {
+        zone: u8,
+    },
+    Degrade {
+        index: u8,
+    },
+    Restore {
+        index: u8,
+    },
+    /// A timer of a coordinator other than the leader.
+    PeerTimer {
+        coord: u8,
+        timer: crate::model::Timer,
+    },
+    Upgrade {
+        coord: u8,
+    },
+    Rollback {
+        coord: u8,
+    },
 }
 
 impl Step {
@@ -69,6 +111,9 @@ impl Step {
             Action::Heal(zone) => Step::Heal { zone },
             Action::Degrade(index) => Step::Degrade { index },
             Action::Restore(index) => Step::Restore { index },
+            Action::PeerTimer { coord, timer } => Step::PeerTimer { coord, timer },
+            Action::Upgrade(coord) => Step::Upgrade { coord },
+            Action::Rollback(coord) => Step::Rollback { coord },
             Action::Tick => return None,
         })
     }

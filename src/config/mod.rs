@@ -9,8 +9,8 @@ mod scenario;
 mod spans;
 
 pub use duration::{Dur, LatencyRange};
-pub use policy::{Policy, PolicyPatch, SourcedPolicy};
-pub use resolved::Resolved;
+pub use policy::{Policy, PolicyPatch, RolloutOrder, RolloutPlan, SourcedPolicy};
+pub use resolved::{Resolved, Rollout};
 pub use scenario::*;
 
 use std::fmt;

@@ -167,18 +167,51 @@ pub type Origins = BTreeMap<&'static str, String>;
 pub struct SourcedPolicy {
     pub patch: PolicyPatch,
     pub origins: Origins,
+    /// A rollout: the coordinators start on this policy (the first stage) and move through
+    /// the stages at moments the checker chooses.
+    pub rollout: Option<Box<RolloutPlan>>,
+}
+
+/// The policies a rollout moves the coordinators through, and how.
+#[derive(Clone, Debug)]
+pub struct RolloutPlan {
+    /// (name, policy) per stage, the starting policy first.
+    pub stages: Vec<(String, SourcedPolicy)>,
+    /// Each coordinator may also go back towards the first stage, once it starts to.
+    pub rollback: bool,
+    pub order: RolloutOrder,
+}
+
+/// Which coordinator may change stage when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RolloutOrder {
+    /// Each coordinator on its own: any mix of stages.
+    Any,
+    /// Waves: a coordinator enters stage k+1 only once none is below stage k (and goes back
+    /// to stage k-1 only once none is above stage k).
+    StageByStage,
+}
+
+impl RolloutOrder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutOrder::Any => "any",
+            RolloutOrder::StageByStage => "stage_by_stage",
+        }
+    }
 }
 
 impl SourcedPolicy {
     pub fn new(patch: PolicyPatch, origin: &str) -> SourcedPolicy {
         let origins = patch.keys().into_iter().map(|k| (k, origin.to_string())).collect();
-        SourcedPolicy { patch, origins }
+        SourcedPolicy { patch, origins, rollout: None }
     }
 
     pub fn then(&self, over: &SourcedPolicy) -> SourcedPolicy {
         let mut origins = self.origins.clone();
         origins.extend(over.origins.iter().map(|(k, v)| (*k, v.clone())));
-        SourcedPolicy { patch: self.patch.merged(&over.patch), origins }
+        let rollout = over.rollout.clone().or_else(|| self.rollout.clone());
+        SourcedPolicy { patch: self.patch.merged(&over.patch), origins, rollout }
     }
 }
 

@@ -3,8 +3,8 @@
 //! nothing here changes while a model is explored.
 
 use super::{
-    ClientSpec, CoordinatorSpec, FaultSpec, LatencyTicks, NodeSpec, Policy, PropertyName, Scenario,
-    ShardSpec, SourcedPolicy,
+    ClientSpec, CoordinatorPlace, CoordinatorSpec, FaultSpec, LatencyTicks, NodeSpec, Policy, PropertyName,
+    Scenario, ShardSpec, SourcedPolicy,
 };
 use crate::policy::{routing, NodeId, Ticks};
 
@@ -22,6 +22,8 @@ pub struct Resolved {
     pub latency: Vec<Vec<LatencyTicks>>,
     pub lossy: Vec<Vec<bool>>,
     pub coordinator: CoordinatorSpec,
+    /// Every coordinator, the membership leader first.
+    pub coordinators: Vec<CoordinatorPlace>,
     pub clients: Vec<ClientSpec>,
     pub faults: FaultSpec,
     pub properties: Vec<PropertyName>,
@@ -42,6 +44,19 @@ pub struct Resolved {
     pub version_block: u64,
     /// Idempotency tokens the coordinator remembers at most (the oldest is forgotten first).
     pub tokens_max: usize,
+    /// A rollout: the coordinators start on stage 0 (this config's `policy`) and move through
+    /// the stages.
+    pub rollout: Option<Rollout>,
+}
+
+/// A rollout resolved: each stage as a whole config (the same scenario under the stage's
+/// policy), for the coordinators that run it.
+#[derive(Clone, Debug)]
+pub struct Rollout {
+    pub names: Vec<String>,
+    pub stages: Vec<Resolved>,
+    pub rollback: bool,
+    pub order: super::policy::RolloutOrder,
 }
 
 /// Remaining-tick counters are stored as `u8`.
@@ -49,6 +64,43 @@ const STATE_TICKS_MAX: Ticks = u8::MAX as Ticks;
 
 impl Resolved {
     pub fn new(scenario: &Scenario, sourced: &SourcedPolicy) -> Result<Resolved, String> {
+        let Some(plan) = &sourced.rollout else { return Resolved::one(scenario, sourced) };
+        let mut stages = Vec::new();
+        for (name, stage) in &plan.stages {
+            stages.push(Resolved::one(scenario, stage)?);
+            let (first, this) = (&stages[0].policy, &stages[stages.len() - 1].policy);
+            // What the clients and the replica sets are: the same on every stage.
+            let same = [
+                ("replication_factor", first.replication_factor == this.replication_factor),
+                ("the client retry keys", first.retry == this.retry),
+                (
+                    "write_shard_suffixes",
+                    first.routing.write_shard_suffixes == this.routing.write_shard_suffixes,
+                ),
+            ];
+            if let Some((what, _)) = same.iter().find(|(_, same)| !same) {
+                return Err(format!(
+                    "rollout stage \"{name}\" changes {what} from stage \"{}\": a rollout changes what the coordinators run; the clients and the replica sets stay as they are",
+                    plan.stages[0].0
+                ));
+            }
+        }
+        let mut cfg = stages[0].clone();
+        cfg.rollout = Some(Rollout {
+            names: plan.stages.iter().map(|(n, _)| n.clone()).collect(),
+            stages,
+            rollback: plan.rollback,
+            order: plan.order,
+        });
+        Ok(cfg)
+    }
+
+    /// The config a coordinator on rollout stage `stage` runs (this one without a rollout).
+    pub fn for_stage(&self, stage: u8) -> &Resolved {
+        self.rollout.as_ref().map_or(self, |r| &r.stages[usize::from(stage)])
+    }
+
+    fn one(scenario: &Scenario, sourced: &SourcedPolicy) -> Result<Resolved, String> {
         let policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len())?;
         let tick_ms = scenario.tick_ms;
         let partition_count = scenario.shards.len() as u8;
@@ -105,6 +157,7 @@ impl Resolved {
             latency: scenario.latency.clone(),
             lossy: scenario.lossy.clone(),
             coordinator: scenario.coordinator.clone(),
+            coordinators: scenario.coordinators.clone(),
             clients: scenario.clients.clone(),
             faults: scenario.faults.clone(),
             properties: scenario.properties.clone(),
@@ -116,6 +169,7 @@ impl Resolved {
             capacity_window_ticks: 1,
             version_block: 1,
             tokens_max: usize::MAX,
+            rollout: None,
         };
         // Every counter the state keeps must fit its u8.
         let p = &cfg.policy;

@@ -45,18 +45,30 @@ pub fn applies(cfg: &WorldConfig) -> bool {
 
 /// Rename `s` to its canonical form (see the module doc). A no-op without a repeating client.
 pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
+    if cfg.coordinators.len() > 1 && renumber_epochs(s) {
+        s.net.sort();
+    }
     if !applies(cfg) {
         return;
     }
     forget_unreachable_effects(cfg, s);
     let (versions, rounds) = numbers_in(cfg, s);
     let dense = |v: &Vec<u8>| v.iter().enumerate().all(|(i, &x)| usize::from(x) == i);
-    let versions_dense = versions.iter().all(dense);
+    // Versions are renamed to the smallest numbers in the same order and, with several
+    // coordinators, in the same class modulo their count (a coordinator's own class keeps
+    // its versions apart from the others').
+    let classes = cfg.coordinators.len() as u8;
+    let renamed: Vec<Vec<u8>> = versions.iter().map(|v| smallest_in_classes(v, classes)).collect();
+    let versions_same = versions.iter().zip(&renamed).all(|(a, b)| a == b);
     let rounds_dense = rounds.iter().all(dense);
-    if versions_dense && rounds_dense {
+    if versions_same && rounds_dense {
         return;
     }
     let rank = |sorted: &[u8], x: u8| sorted.binary_search(&x).expect("collected above") as u8;
+    let rename = |shard: u8, x: u8| {
+        let i = usize::from(shard);
+        renamed[i][usize::from(rank(&versions[i], x))]
+    };
     visit(s, true, &mut |slot| match slot {
         Slot::Op(op) => {
             let spec = &cfg.clients[usize::from(op.client)];
@@ -65,15 +77,63 @@ pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
                 op.seq = rank(&rounds[usize::from(op.client)], op.seq / n) * n + op.seq % n;
             }
         }
-        Slot::Version { shard, version } => *version = rank(&versions[usize::from(shard)], *version),
+        Slot::Version { shard, version } => *version = rename(shard, *version),
     });
     // The tokens and the network are kept sorted; renaming preserves order within a client
     // and within a shard, but not across them.
-    if s.coord.tokens.windows(2).any(|w| w[0] > w[1]) {
-        Arc::make_mut(&mut s.coord).tokens.sort();
+    for c in 0..cfg.coordinators.len() as u8 {
+        if s.coordinator(c).tokens.windows(2).any(|w| w[0] > w[1]) {
+            s.coordinator_mut(c).tokens.sort();
+        }
     }
     s.ghost.effects.sort();
     s.net.sort();
+}
+
+/// The smallest numbers, in order, each in the class of its original modulo `classes`: 0
+/// stays 0 (the initial value).
+fn smallest_in_classes(sorted: &[u8], classes: u8) -> Vec<u8> {
+    let mut out: Vec<u8> = Vec::with_capacity(sorted.len());
+    for &x in sorted {
+        let next = out.last().map_or(0, |&m| m + 1);
+        let up = (x % classes + classes - next % classes) % classes;
+        out.push(next + up);
+    }
+    debug_assert!(out.iter().zip(sorted).all(|(m, x)| m <= x && m % classes == x % classes));
+    out
+}
+
+/// Several coordinators: the views' epochs of each shard, renumbered from the oldest any
+/// coordinator or message still holds. Only their order matters (a coordinator takes a newer
+/// view, the leader counts acks of its current one).
+fn renumber_epochs(s: &mut WorldState) -> bool {
+    let mut changed = false;
+    let shard_count = s.coord.shards.len();
+    for shard in 0..shard_count {
+        let mut oldest = s.coordinators().map(|c| c.shards[shard].epoch).min().expect("a coordinator");
+        for e in &s.net {
+            if let Msg::View { shard: k, epoch, .. } | Msg::ViewAck { shard: k, epoch } = e.msg {
+                if usize::from(k) == shard {
+                    oldest = oldest.min(epoch);
+                }
+            }
+        }
+        if oldest == 0 {
+            continue;
+        }
+        changed = true;
+        for c in 0..s.peers.len() as u8 + 1 {
+            s.coordinator_mut(c).shards[shard].epoch -= oldest;
+        }
+        for e in &mut s.net {
+            if let Msg::View { shard: k, epoch, .. } | Msg::ViewAck { shard: k, epoch } = &mut e.msg {
+                if usize::from(*k) == shard {
+                    *epoch -= oldest;
+                }
+            }
+        }
+    }
+    changed
 }
 
 /// Every version in `s` per shard (0 included), and every round of each repeating client's
@@ -101,8 +161,8 @@ fn numbers_in(cfg: &WorldConfig, s: &WorldState) -> (Vec<Vec<u8>>, Vec<Vec<u8>>)
 /// refers to any more.
 fn forget_unreachable_effects(cfg: &WorldConfig, s: &mut WorldState) {
     let repeats = |op: &OpId| cfg.clients[usize::from(op.client)].repeat;
-    let remembered =
-        s.ghost.effects.iter().any(|(op, _)| repeats(op)) || s.coord.tokens.iter().any(|(op, _)| repeats(op));
+    let remembered = s.ghost.effects.iter().any(|(op, _)| repeats(op))
+        || s.coordinators().any(|c| c.tokens.iter().any(|(op, _)| repeats(op)));
     if !remembered {
         return;
     }
@@ -114,9 +174,11 @@ fn forget_unreachable_effects(cfg: &WorldConfig, s: &mut WorldState) {
         }
     });
     s.ghost.effects.retain(|(op, _)| !repeats(op) || live.contains(op));
-    if s.coord.tokens.iter().any(|(op, _)| repeats(op) && !live.contains(op)) {
-        assert_eq!(cfg.tokens_max, usize::MAX, "forgetting a token must not change which one is evicted");
-        Arc::make_mut(&mut s.coord).tokens.retain(|(op, _)| !repeats(op) || live.contains(op));
+    for c in 0..cfg.coordinators.len() as u8 {
+        if s.coordinator(c).tokens.iter().any(|(op, _)| repeats(op) && !live.contains(op)) {
+            assert_eq!(cfg.tokens_max, usize::MAX, "forgetting a token must not change which one is evicted");
+            s.coordinator_mut(c).tokens.retain(|(op, _)| !repeats(op) || live.contains(op));
+        }
     }
 }
 
@@ -140,20 +202,32 @@ fn visit(s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)
             f(Slot::Version { shard: shard as u8, version: &mut stored.version });
         }
     }
-    let coord = Arc::make_mut(&mut s.coord);
-    for (shard, view) in coord.shards.iter_mut().enumerate() {
-        f(Slot::Version { shard: shard as u8, version: &mut view.next_version });
-    }
-    for o in &mut coord.ops {
-        f(Slot::Op(&mut o.op));
-        f(Slot::Version { shard: o.shard, version: &mut o.version });
-        f(Slot::Version { shard: o.shard, version: &mut o.best.version });
+    for c in 0..s.peers.len() as u8 + 1 {
+        let coord = s.coordinator_mut(c);
+        for (shard, view) in coord.shards.iter_mut().enumerate() {
+            f(Slot::Version { shard: shard as u8, version: &mut view.next_version });
+        }
+        for o in &mut coord.ops {
+            f(Slot::Op(&mut o.op));
+            f(Slot::Version { shard: o.shard, version: &mut o.version });
+            f(Slot::Version { shard: o.shard, version: &mut o.best.version });
+            if let Some(token) = o.token.as_mut() {
+                f(Slot::Op(token));
+            }
+        }
     }
     for (shard, acked) in s.ghost.acked_version.iter_mut().enumerate() {
         f(Slot::Version { shard: shard as u8, version: acked });
     }
     if with_remembered {
-        for (op, version) in coord.tokens.iter_mut().chain(&mut s.ghost.effects) {
+        for c in 0..s.peers.len() as u8 + 1 {
+            for (op, version) in s.coordinator_mut(c).tokens.iter_mut() {
+                let shard = partitions[usize::from(op.client)];
+                f(Slot::Op(op));
+                f(Slot::Version { shard, version });
+            }
+        }
+        for (op, version) in s.ghost.effects.iter_mut() {
             let shard = partitions[usize::from(op.client)];
             f(Slot::Op(op));
             f(Slot::Version { shard, version });
@@ -176,7 +250,13 @@ fn visit_msg(msg: &mut Msg, f: &mut impl FnMut(Slot<'_>)) {
             let shard = *shard;
             f(Slot::Version { shard, version: &mut data.version });
         }
-        Msg::CopyRequest { .. } | Msg::CopyAck { .. } | Msg::Ping | Msg::Pong => {}
+        Msg::CopyRequest { .. }
+        | Msg::CopyAck { .. }
+        | Msg::Ping
+        | Msg::Pong
+        | Msg::View { .. }
+        | Msg::ViewAck { .. }
+        | Msg::Propose { .. } => {}
     }
 }
 

@@ -77,7 +77,7 @@ fn send_attempt(cfg: &WorldConfig, s: &mut WorldState, c: u8, attempt: u8) {
     let shard = s.clients[usize::from(c)].partition;
     let value = value_written(cfg, op);
     let msg = Msg::Request { op, attempt, kind, shard, key: (), value, token: () };
-    send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator, msg);
+    send(cfg, s, Endpoint::Client(c), Endpoint::Coordinator(spec.coordinator), msg);
     s.clients[usize::from(c)].phase =
         ClientPhase::Waiting { attempt, timeout_ticks: spec.request_timeout_ticks as u8 };
 }
@@ -141,12 +141,14 @@ fn retire_attempt(s: &mut WorldState, op: OpId, attempt: u8) {
             _ => {}
         }
     }
-    if !s.coord.ops.iter().any(|o| o.op == op && o.attempt == attempt) {
-        return;
-    }
-    for o in &mut std::sync::Arc::make_mut(&mut s.coord).ops {
-        if o.op == op && o.attempt == attempt {
-            o.attempt = older;
+    for c in 0..s.peers.len() as u8 + 1 {
+        if !s.coordinator(c).ops.iter().any(|o| o.op == op && o.attempt == attempt) {
+            continue;
+        }
+        for o in &mut s.coordinator_mut(c).ops {
+            if o.op == op && o.attempt == attempt {
+                o.attempt = older;
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use std::fmt::Write;
 pub fn endpoint(cfg: &WorldConfig, e: Endpoint) -> String {
     match e {
         Endpoint::Node(n) => cfg.nodes[usize::from(n)].name.clone(),
-        Endpoint::Coordinator => "coordinator".into(),
+        Endpoint::Coordinator(c) => cfg.coordinators[usize::from(c)].name.clone(),
         Endpoint::Client(c) => cfg.clients[usize::from(c)].name.clone(),
     }
 }
@@ -60,6 +60,25 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
         }
         Msg::Ping => "Ping".into(),
         Msg::Pong => "Pong".into(),
+        Msg::View { shard: s, epoch, members, join } => {
+            let set: Vec<String> = (0..8).filter(|n| members & (1 << n) != 0).map(node).collect();
+            let change = match join {
+                Some(j) if j.swapping => {
+                    format!(
+                        ", {} replacing {}, caught up (reads go to it)",
+                        node(j.replacement),
+                        node(j.evicted)
+                    )
+                }
+                Some(j) => format!(", {} joining in place of {}", node(j.replacement), node(j.evicted)),
+                None => String::new(),
+            };
+            format!("View {} #{epoch} [{}]{change}", shard(s), set.join(", "))
+        }
+        Msg::ViewAck { shard: s, epoch } => format!("ViewAck {} #{epoch}", shard(s)),
+        Msg::Propose { shard: s, evicted, replacement } => {
+            format!("Propose {}: evict {}, replace with {}", shard(s), node(evicted), node(replacement))
+        }
     }
 }
 
@@ -109,6 +128,35 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
         }
         Action::Lose(e) => format!("FAULT: lossy link loses {}", envelope(cfg, e)),
         Action::Tick => format!("tick (+{})", format_ms(cfg.tick_ms)),
+        Action::PeerTimer { coord, timer } => {
+            let name = &cfg.coordinators[usize::from(*coord)].name;
+            let what = match timer {
+                super::Timer::AckDeadline { op, attempt } => {
+                    format!("ack deadline of {} attempt={attempt} fires", op_name(cfg, *op))
+                }
+                super::Timer::Heartbeat => "heartbeat round (health from silence, pings)".into(),
+                super::Timer::ViewResend { shard } => {
+                    format!(
+                        "view of {} not acked by all in time, sends it again",
+                        cfg.shard_names[usize::from(*shard)]
+                    )
+                }
+                other => format!("{other:?}"),
+            };
+            format!("{name}: {what}")
+        }
+        Action::Upgrade(c) | Action::Rollback(c) => {
+            let r = cfg.rollout.as_ref().expect("rollout steps need a rollout");
+            let name = &cfg.coordinators[usize::from(*c)].name;
+            match a {
+                Action::Upgrade(_) => format!("ROLLOUT: {name} moves to the next stage's policy"),
+                _ => format!(
+                    "ROLLBACK: {name} goes back a stage ({} stages: {})",
+                    r.names.len(),
+                    r.names.join(" -> ")
+                ),
+            }
+        }
     }
 }
 
@@ -202,6 +250,45 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         cfg.coordinator.membership_queue_capacity,
         s.coord.ops.len()
     );
+    for c in 0..cfg.coordinators.len() as u8 {
+        let stage = cfg.rollout.as_ref().map(|r| {
+            let st = s.stages[usize::from(c)];
+            format!(
+                " policy {}{}",
+                r.names[usize::from(st.index)],
+                if st.back { " (rolled back)" } else { "" }
+            )
+        });
+        if c == 0 && cfg.coordinators.len() == 1 && stage.is_none() {
+            break;
+        }
+        let k = s.coordinator(c);
+        let views: Vec<String> = k
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let members: Vec<&str> =
+                    v.members.iter().map(|&m| cfg.nodes[usize::from(m)].name.as_str()).collect();
+                let join = v.join.as_ref().map_or(String::new(), |j| {
+                    format!(
+                        " +{}{}",
+                        cfg.nodes[usize::from(j.replacement)].name,
+                        if j.swapping { " (reads)" } else { "" }
+                    )
+                });
+                format!("{} #{} [{}]{join}", cfg.shard_names[i], v.epoch, members.join(","))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}{}: views {}  requests {}",
+            cfg.coordinators[usize::from(c)].name,
+            stage.unwrap_or_default(),
+            views.join("; "),
+            k.ops.len()
+        );
+    }
     for (i, c) in s.clients.iter().enumerate() {
         let phase = match c.phase {
             ClientPhase::Idle { earliest_ticks, latest_ticks } => {
@@ -295,7 +382,7 @@ impl<'a> Diagram<'a> {
 
     fn new(cfg: &'a WorldConfig, rows: usize) -> Diagram<'a> {
         let mut lanes: Vec<Endpoint> = (0..cfg.clients.len() as u8).map(Endpoint::Client).collect();
-        lanes.push(Endpoint::Coordinator);
+        lanes.extend((0..cfg.coordinators.len() as u8).map(Endpoint::Coordinator));
         lanes.extend((0..cfg.nodes.len() as u8).map(Endpoint::Node));
         let height = 60 + Self::ROW * rows;
         let right = 80 + 120 * lanes.len();
@@ -376,7 +463,9 @@ impl<'a> Diagram<'a> {
                 Endpoint::Client(*c)
             }
             Action::Crash(n) | Action::Restart(n) => Endpoint::Node(*n),
-            _ => Endpoint::Coordinator,
+            Action::PeerTimer { coord, .. } => Endpoint::Coordinator(*coord),
+            Action::Upgrade(c) | Action::Rollback(c) => Endpoint::Coordinator(*c),
+            _ => Endpoint::LEADER,
         };
         let mut text = action_short(self.cfg, a);
         if let Some(next) = next {

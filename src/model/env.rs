@@ -7,7 +7,7 @@ use crate::config::LatencyTicks;
 pub fn zone_of(cfg: &WorldConfig, e: Endpoint) -> u8 {
     match e {
         Endpoint::Node(n) => cfg.node_zone(n),
-        Endpoint::Coordinator => cfg.coordinator.zone,
+        Endpoint::Coordinator(c) => cfg.coordinators[usize::from(c)].zone,
         Endpoint::Client(c) => cfg.clients[usize::from(c)].zone,
     }
 }
@@ -114,23 +114,31 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
         Action::Crash(n) => {
             s.env.faults_left -= 1;
             std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = false;
-            mark_faulted(s, n);
+            mark_faulted(s, n, u8::MAX);
         }
         Action::Restart(n) => std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = true,
         Action::CoordinatorRestart => {
             s.env.faults_left -= 1;
-            let durable = s.coord.durable(cfg);
-            s.coord = std::sync::Arc::new(crate::protocol::Coordinator::recover(cfg, &durable));
+            let stage_cfg = cfg.for_stage(s.stage(0));
+            let durable = s.coord.durable(stage_cfg);
+            s.coord = std::sync::Arc::new(crate::protocol::Coordinator::recover(stage_cfg, &durable));
         }
         Action::Partition(z) => {
             s.env.faults_left -= 1;
-            let coord_zone = cfg.coordinator.zone;
-            let was_connected: Vec<bool> =
-                cfg.nodes.iter().map(|n| connected(s, n.zone, coord_zone)).collect();
+            // Per node, the coordinators it can reach.
+            let reach = |s: &WorldState, zone: u8| {
+                cfg.coordinators
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| connected(s, zone, c.zone))
+                    .fold(0u8, |m, (c, _)| m | (1 << c))
+            };
+            let before: Vec<u8> = cfg.nodes.iter().map(|n| reach(s, n.zone)).collect();
             s.env.partitioned |= 1 << z;
             for (i, n) in cfg.nodes.iter().enumerate() {
-                if was_connected[i] && !connected(s, n.zone, coord_zone) {
-                    mark_faulted(s, i as u8);
+                let lost = before[i] & !reach(s, n.zone);
+                if lost != 0 {
+                    mark_faulted(s, i as u8, lost);
                 }
             }
         }
@@ -144,10 +152,43 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
     }
 }
 
-/// Ghost: node `n` had a fault; until the coordinator hears from its new epoch, evicting it is
-/// not evicting a healthy replica.
-fn mark_faulted(s: &mut WorldState, n: u8) {
+/// Ghost: node `n` had a fault seen by the coordinators in `coordinators` (a bit each); until
+/// one of them hears from its new epoch, its evicting the node is not evicting a healthy
+/// replica.
+fn mark_faulted(s: &mut WorldState, n: u8, coordinators: u8) {
     let i = usize::from(n);
-    s.ghost.faulted_since_heard[i] = true;
+    s.ghost.faulted_since_heard[i] |= coordinators;
     s.ghost.fault_epoch[i] += 1;
+}
+
+/// The rollout's steps: each coordinator may move to the next stage, or (with a rollback)
+/// back to the previous one, at any moment, subject to the rollout's order. Not faults: they
+/// spend no budget, and each coordinator goes forward, then at most back, so they end.
+pub fn rollout_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
+    let Some(r) = &cfg.rollout else { return };
+    let last = r.stages.len() as u8 - 1;
+    let waves = r.order == crate::config::RolloutOrder::StageByStage;
+    let lowest = s.stages.iter().map(|st| st.index).min().unwrap_or(0);
+    let highest = s.stages.iter().map(|st| st.index).max().unwrap_or(0);
+    for (c, st) in s.stages.iter().enumerate() {
+        if !st.back && st.index < last && (!waves || st.index == lowest) {
+            actions.push(Action::Upgrade(c as u8));
+        }
+        if r.rollback && st.index > 0 && (!waves || st.index == highest) {
+            actions.push(Action::Rollback(c as u8));
+        }
+    }
+}
+
+/// Coordinator `c` changes stage. Its state stays as it is: a policy reload, not a restart.
+pub fn change_stage(s: &mut WorldState, action: &Action, c: u8) {
+    let st = &mut s.stages[usize::from(c)];
+    match action {
+        Action::Upgrade(_) => st.index += 1,
+        Action::Rollback(_) => {
+            st.index -= 1;
+            st.back = true;
+        }
+        other => unreachable!("not a rollout step: {other:?}"),
+    }
 }

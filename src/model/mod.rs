@@ -68,6 +68,15 @@ pub enum Action {
     /// A lossy link loses a message.
     Lose(Envelope),
     Tick,
+    /// A timer of coordinator `coord` (not the leader) fires.
+    PeerTimer {
+        coord: u8,
+        timer: Timer,
+    },
+    /// Rollout: coordinator `c` moves on to the next stage's policy.
+    Upgrade(u8),
+    /// Rollback: coordinator `c` goes back to the previous stage's policy.
+    Rollback(u8),
 }
 
 impl World {
@@ -85,7 +94,14 @@ impl World {
                 NodeState { up: true, shards: filled(Stored::default(), shard_count) },
                 node_count,
             )),
-            coord: std::sync::Arc::new(Coordinator::new(cfg)),
+            coord: std::sync::Arc::new(Coordinator::new(cfg, 0)),
+            peers: (1..cfg.coordinators.len() as u8)
+                .map(|c| std::sync::Arc::new(Coordinator::new(cfg, c)))
+                .collect(),
+            stages: match &cfg.rollout {
+                Some(_) => filled(Stage::default(), cfg.coordinators.len()),
+                None => Default::default(),
+            },
             clients: cfg
                 .clients
                 .iter()
@@ -105,7 +121,7 @@ impl World {
                 linearizable: true,
                 effects: Vec::new(),
                 duplicate_effect: false,
-                faulted_since_heard: filled(false, node_count),
+                faulted_since_heard: filled(0, node_count),
                 fault_epoch: filled(0, node_count),
                 healthy_evicted: None,
                 churn_exceeded: false,
@@ -117,30 +133,38 @@ impl World {
 
     /// Whether time may pass: nothing is due now.
     pub fn tick_enabled(&self, s: &WorldState) -> bool {
-        s.net.iter().all(|e| e.latest_ticks > 0) && s.coord.no_timer_due(&self.cfg) && client::no_timer_due(s)
+        s.net.iter().all(|e| e.latest_ticks > 0)
+            && (0..self.cfg.coordinators.len() as u8)
+                .all(|c| s.coordinator(c).no_timer_due(self.cfg.for_stage(s.stage(c))))
+            && client::no_timer_due(s)
     }
 }
 
-/// The coordinator's due timers, as the world's actions.
-struct TimerActions<'a>(&'a mut Vec<Action>);
+/// A coordinator's due timers, as the world's actions (the leader's by name, the others'
+/// as `PeerTimer`).
+struct TimerActions<'a>(&'a mut Vec<Action>, u8);
 
 impl Extend<Timer> for TimerActions<'_> {
     fn extend<I: IntoIterator<Item = Timer>>(&mut self, timers: I) {
+        let coord = self.1;
         self.0.extend(timers.into_iter().map(|t| match t {
+            _ if coord != 0 => Action::PeerTimer { coord, timer: t },
             Timer::AckDeadline { op, attempt } => Action::AckDeadline { op, attempt },
             Timer::ApplyMembershipUpdate => Action::ApplyMembershipUpdate,
             Timer::Heartbeat => Action::Heartbeat,
             Timer::Rebalance => Action::Rebalance,
             Timer::CopyRetry { shard } => Action::CopyRetry(shard),
+            Timer::ViewResend { .. } => Action::PeerTimer { coord, timer: t },
         }));
     }
 }
 
-/// A coordinator timer fires.
-fn fire(cfg: &WorldConfig, s: &mut WorldState, timer: Timer) {
+/// A timer of coordinator `c` fires.
+fn fire(cfg: &WorldConfig, s: &mut WorldState, c: u8, timer: Timer) {
     let mut out = Outbox::default();
-    std::sync::Arc::make_mut(&mut s.coord).on_timer(cfg, timer, &mut out);
-    apply(cfg, s, Endpoint::Coordinator, out);
+    let stage_cfg = cfg.for_stage(s.stage(c));
+    s.coordinator_mut(c).on_timer(stage_cfg, timer, &mut out);
+    apply(cfg, s, Endpoint::Coordinator(c), out);
 }
 
 /// Put what a machine did into the world: its messages on the wire, its events into the ghost
@@ -150,16 +174,21 @@ fn apply(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, out: Outbox) {
         env::send(cfg, s, src, dst, msg);
     }
     for event in out.events {
-        observe(cfg, s, event);
+        observe(cfg, s, src, event);
     }
 }
 
-fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
+fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
+    // The coordinator an event is from (node events have none).
+    let by = match src {
+        Endpoint::Coordinator(c) => c,
+        _ => 0,
+    };
     let reachable = |s: &WorldState, n: usize| {
-        s.nodes[n].up && env::connected(s, cfg.nodes[n].zone, cfg.coordinator.zone)
+        s.nodes[n].up && env::connected(s, cfg.nodes[n].zone, cfg.coordinators[usize::from(by)].zone)
     };
     let reachable_evicted = match event {
-        Event::ChangeRequested(u) => reachable(s, usize::from(u.evicted)),
+        Event::ChangeProposed(u) => reachable(s, usize::from(u.evicted)),
         _ => false,
     };
     let g = &mut s.ghost;
@@ -168,16 +197,19 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
             let acked = &mut g.acked_version[usize::from(shard)];
             *acked = (*acked).max(version);
         }
-        Event::ChangeRequested(update) => {
-            // Slow is not failed. Evicting a node that is up, reachable and has had no fault
-            // since the coordinator last heard from it is evicting a healthy replica. (A
-            // rebalancing move takes a healthy replica out on purpose: it is no eviction.)
+        Event::ChangeProposed(update) => {
+            // Slow is not failed. Deciding to evict a node that is up, reachable from the
+            // deciding coordinator and has had no fault since that coordinator last heard
+            // from it is evicting a healthy replica.
             let n = usize::from(update.evicted);
-            let healthy = reachable_evicted && !g.faulted_since_heard[n];
-            if !update.is_move && healthy && g.healthy_evicted.is_none() {
+            let healthy = reachable_evicted && g.faulted_since_heard[n] & (1 << by) == 0;
+            if healthy && g.healthy_evicted.is_none() {
                 g.healthy_evicted = Some(update.evicted);
             }
-            // The churn budget counts every change the coordinator takes on.
+        }
+        Event::ChangeRequested(_) => {
+            // A rebalancing move takes a healthy replica out on purpose: it is no eviction,
+            // but it is churn. The churn budget counts every change the coordinator takes on.
             if let Some((max, _)) = cfg.coordinator.churn_budget {
                 g.change_ages.push(0);
                 if g.change_ages.len() > usize::from(max) {
@@ -218,11 +250,12 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, event: Event) {
     }
 }
 
-/// The coordinator heard from node `n`: a fault before the send no longer counts against it.
-fn ghost_heard_from(g: &mut Ghost, n: NodeId, sender_epoch: u8) {
+/// Coordinator `c` heard from node `n`: a fault before the send no longer counts against it
+/// there.
+fn ghost_heard_from(g: &mut Ghost, c: u8, n: NodeId, sender_epoch: u8) {
     let i = usize::from(n);
     if sender_epoch == g.fault_epoch[i] {
-        g.faulted_since_heard[i] = false;
+        g.faulted_since_heard[i] &= !(1 << c);
     }
 }
 
@@ -267,9 +300,12 @@ impl Model for World {
             }
             last = Some(e);
         }
-        s.coord.due(&self.cfg, &mut TimerActions(actions));
+        for c in 0..self.cfg.coordinators.len() as u8 {
+            s.coordinator(c).due(self.cfg.for_stage(s.stage(c)), &mut TimerActions(actions, c));
+        }
         client::actions(&self.cfg, s, actions);
         env::fault_actions(&self.cfg, s, actions);
+        env::rollout_actions(&self.cfg, s, actions);
         if self.tick_enabled(s) {
             actions.push(Action::Tick);
         }
@@ -293,28 +329,34 @@ impl Model for World {
                         node::on_msg(n, &mut nodes[usize::from(n)].shards, e.src, e.msg, &mut out);
                         apply(cfg, &mut s, Endpoint::Node(n), out);
                     }
-                    Endpoint::Coordinator => {
+                    Endpoint::Coordinator(c) => {
                         if let Endpoint::Node(n) = e.src {
-                            ghost_heard_from(&mut s.ghost, n, e.sender_epoch);
+                            ghost_heard_from(&mut s.ghost, c, n, e.sender_epoch);
                         }
                         let mut out = Outbox::default();
-                        std::sync::Arc::make_mut(&mut s.coord).on_msg(cfg, e.src, e.msg, &mut out);
-                        apply(cfg, &mut s, Endpoint::Coordinator, out);
+                        let stage_cfg = cfg.for_stage(s.stage(c));
+                        s.coordinator_mut(c).on_msg(stage_cfg, e.src, e.msg, &mut out);
+                        apply(cfg, &mut s, Endpoint::Coordinator(c), out);
                     }
                     Endpoint::Client(c) => client::on_msg(cfg, &mut s, c, e.msg),
                 }
             }
-            Action::AckDeadline { op, attempt } => fire(cfg, &mut s, Timer::AckDeadline { op, attempt }),
-            Action::ApplyMembershipUpdate => fire(cfg, &mut s, Timer::ApplyMembershipUpdate),
-            Action::Heartbeat => fire(cfg, &mut s, Timer::Heartbeat),
-            Action::Rebalance => fire(cfg, &mut s, Timer::Rebalance),
-            Action::CopyRetry(shard) => fire(cfg, &mut s, Timer::CopyRetry { shard }),
+            Action::AckDeadline { op, attempt } => fire(cfg, &mut s, 0, Timer::AckDeadline { op, attempt }),
+            Action::ApplyMembershipUpdate => fire(cfg, &mut s, 0, Timer::ApplyMembershipUpdate),
+            Action::Heartbeat => fire(cfg, &mut s, 0, Timer::Heartbeat),
+            Action::Rebalance => fire(cfg, &mut s, 0, Timer::Rebalance),
+            Action::CopyRetry(shard) => fire(cfg, &mut s, 0, Timer::CopyRetry { shard }),
+            Action::PeerTimer { coord, timer } => fire(cfg, &mut s, coord, timer),
+            Action::Upgrade(c) | Action::Rollback(c) => env::change_stage(&mut s, &action, c),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
             Action::ClientTimeout(c) => client::on_timeout(cfg, &mut s, c),
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),
             Action::Tick => {
                 env::tick(&mut s);
-                std::sync::Arc::make_mut(&mut s.coord).tick(cfg);
+                for c in 0..cfg.coordinators.len() as u8 {
+                    let stage_cfg = cfg.for_stage(s.stage(c));
+                    s.coordinator_mut(c).tick(stage_cfg);
+                }
                 ghost_tick(cfg, &mut s.ghost);
                 client::tick(&mut s);
             }

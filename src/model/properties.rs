@@ -6,9 +6,18 @@ use crate::config::PropertyName;
 use crate::policy::quorum;
 use stateright::Property;
 
+/// The smallest read quorum a coordinator reads with now (during a rollout, the coordinators'
+/// policies differ).
+pub fn read_quorum_now(cfg: &WorldConfig, s: &WorldState) -> u8 {
+    (0..cfg.coordinators.len() as u8)
+        .map(|c| cfg.for_stage(s.stage(c)).policy.read_quorum)
+        .min()
+        .expect("a coordinator")
+}
+
 /// `acked_writes_persist`: the newest acknowledged version of every shard (and so every older
 /// one) is held, at that version or newer, by enough members of the current replica set that
-/// every read quorum sees it.
+/// every read quorum sees it (of every policy the coordinators run now).
 pub fn acked_writes_persist(cfg: &WorldConfig, s: &WorldState) -> bool {
     s.ghost.acked_version.iter().enumerate().all(|(shard, &acked)| {
         if acked == 0 {
@@ -17,7 +26,7 @@ pub fn acked_writes_persist(cfg: &WorldConfig, s: &WorldState) -> bool {
         let members = &s.coord.shards[shard].members;
         let holders =
             members.iter().filter(|&&m| s.nodes[usize::from(m)].shards[shard].version >= acked).count();
-        holders >= quorum::holders_needed_for_reads(members.len(), cfg.policy.read_quorum)
+        holders >= quorum::holders_needed_for_reads(members.len(), read_quorum_now(cfg, s))
     })
 }
 
@@ -231,7 +240,7 @@ fn client_name(cfg: &WorldConfig, c: u8) -> String {
 /// many every read quorum needs, and (when too few hold it) a read quorum that misses it.
 fn explain_acked(cfg: &WorldConfig, s: &WorldState) -> String {
     let node = |n: u8| cfg.nodes[usize::from(n)].name.clone();
-    let read_quorum = cfg.policy.read_quorum;
+    let read_quorum = read_quorum_now(cfg, s);
     let mut parts = Vec::new();
     for (shard, &acked) in s.ghost.acked_version.iter().enumerate() {
         let name = &cfg.shard_names[shard];

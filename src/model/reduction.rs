@@ -163,10 +163,16 @@ pub fn same_tick_messages(cfg: &WorldConfig) -> bool {
     cfg.latency.iter().flatten().any(|l| l.lo == 0) || cfg.faults.degrade.iter().any(|d| d.latency.lo == 0)
 }
 
+/// Whether the rules apply to this world at all: they were argued for one coordinator running
+/// one policy. A model with several coordinators or a rollout is explored in full.
+pub fn applies(cfg: &WorldConfig) -> bool {
+    cfg.coordinators.len() == 1 && cfg.rollout.is_none()
+}
+
 /// The ample subset of `actions` (indices) in `s`, or nothing (expand all). See module docs.
 pub fn ample(world: &World, s: &WorldState, actions: &[Action], out: &mut Vec<usize>) {
     let cfg = &world.cfg;
-    if same_tick_messages(cfg) {
+    if same_tick_messages(cfg) || !applies(cfg) {
         return;
     }
     for n in 0..cfg.nodes.len() as u8 {
@@ -207,7 +213,7 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
     let Action::Deliver(e) = &actions[i] else { return false };
     let Some(key) = answer_key(&e.msg) else { return false };
     let Endpoint::Node(n) = e.src else { return false };
-    if e.dst != Endpoint::Coordinator || e.latest_ticks != 0 || actions.len() < 2 {
+    if e.dst != Endpoint::LEADER || e.latest_ticks != 0 || actions.len() < 2 {
         return false;
     }
     // Answers to one request commute with each other when they only count: a write's acks, or
@@ -223,7 +229,7 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
     // is under way.
     let others_commute = actions.iter().enumerate().all(|(j, a)| match a {
         _ if j == i => true,
-        Action::Deliver(f) if f.dst == Endpoint::Coordinator => {
+        Action::Deliver(f) if f.dst == Endpoint::LEADER => {
             matches!(f.msg, Msg::Pong) || answer_key(&f.msg).is_some_and(|k| k != key || counting)
         }
         Action::AckDeadline { .. }
@@ -363,7 +369,7 @@ fn op_attempt(msg: &Msg) -> Option<(crate::protocol::OpId, u8)> {
 /// cannot crash. (Messages sent to it now arrive after a tick, by L.)
 fn coordinator_quiet(cfg: &WorldConfig, s: &WorldState, actions: &[Action]) -> bool {
     let busy = actions.iter().any(|a| match a {
-        Action::Deliver(e) => e.dst == Endpoint::Coordinator,
+        Action::Deliver(e) => e.dst == Endpoint::LEADER,
         Action::AckDeadline { .. }
         | Action::ApplyMembershipUpdate
         | Action::Heartbeat
@@ -482,9 +488,9 @@ fn crash_commutes(cfg: &WorldConfig, s: &WorldState, actions: &[Action], n: u8) 
 /// not.
 fn stays_faulted(s: &WorldState, actions: &[Action], n: u8) -> bool {
     let i = usize::from(n);
-    s.ghost.faulted_since_heard[i]
+    s.ghost.faulted_since_heard[i] != 0
         && !actions.iter().any(|a| {
-            matches!(a, Action::Deliver(e) if e.dst == Endpoint::Coordinator
+            matches!(a, Action::Deliver(e) if e.dst == Endpoint::LEADER
                 && e.src == Endpoint::Node(n)
                 && e.sender_epoch == s.ghost.fault_epoch[i])
         })

@@ -74,9 +74,9 @@ pub struct Ghost {
     /// The first version each write operation was stored at.
     pub effects: Vec<(OpId, Version)>,
     pub duplicate_effect: bool,
-    /// Per node: a fault (crash, or cut from the coordinator) since the coordinator last heard
-    /// from it in its current epoch.
-    pub faulted_since_heard: PerNode<bool>,
+    /// Per node, a bit per coordinator: a fault (crash, or cut from that coordinator) since
+    /// that coordinator last heard from it in its current epoch.
+    pub faulted_since_heard: PerNode<u8>,
     pub fault_epoch: PerNode<u8>,
     pub healthy_evicted: Option<NodeId>,
     pub churn_exceeded: bool,
@@ -89,13 +89,59 @@ pub struct Ghost {
 /// state shared with its parent, so the frontier and the level's candidates hold a pointer
 /// where most steps change nothing. `Arc`'s `Hash` and `Eq` are its contents', so
 /// fingerprints and state counts are those of the plain structure.
+/// The coordinators after the membership leader.
+pub type Peers = arrayvec::ArrayVec<Arc<Coordinator>, { crate::config::COORDINATOR_COUNT_MAX - 1 }>;
+
+/// Where a coordinator is in a rollout: the stage whose policy it runs, and whether it has
+/// started back towards the first (a rollback: it never goes forward again).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Stage {
+    pub index: u8,
+    pub back: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct WorldState {
     pub nodes: Arc<PerNode<NodeState>>,
+    /// The membership leader (the only coordinator of most models).
     pub coord: Arc<Coordinator>,
+    /// The other coordinators, coordinator 1 first.
+    pub peers: Peers,
+    /// With a rollout: each coordinator's stage (empty without one).
+    pub stages: arrayvec::ArrayVec<Stage, { crate::config::COORDINATOR_COUNT_MAX }>,
     pub clients: PerClient<ClientState>,
     /// Messages in flight, kept sorted so equal states hash equally.
     pub net: Vec<Envelope>,
     pub env: EnvState,
     pub ghost: Ghost,
+}
+
+impl WorldState {
+    /// Coordinator `c` (0 is the leader).
+    pub fn coordinator(&self, c: u8) -> &Coordinator {
+        if c == 0 {
+            &self.coord
+        } else {
+            &self.peers[usize::from(c) - 1]
+        }
+    }
+
+    /// Coordinator `c`, to change it (unshared first).
+    pub fn coordinator_mut(&mut self, c: u8) -> &mut Coordinator {
+        if c == 0 {
+            Arc::make_mut(&mut self.coord)
+        } else {
+            Arc::make_mut(&mut self.peers[usize::from(c) - 1])
+        }
+    }
+
+    /// Every coordinator, the leader first.
+    pub fn coordinators(&self) -> impl Iterator<Item = &Coordinator> {
+        std::iter::once(&*self.coord).chain(self.peers.iter().map(|p| &**p))
+    }
+
+    /// The rollout stage coordinator `c` is on (0 without a rollout).
+    pub fn stage(&self, c: u8) -> u8 {
+        self.stages.get(usize::from(c)).map_or(0, |s| s.index)
+    }
 }

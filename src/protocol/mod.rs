@@ -17,7 +17,7 @@ pub mod node;
 
 pub use coordinator::{CapacityBreach, CapacityUnit, Coordinator, MembershipUpdate};
 pub use data::{Data, ModelData};
-pub use msg::{Endpoint, Msg, OpId, Stored};
+pub use msg::{Endpoint, JoinView, Msg, OpId, Stored};
 
 use crate::policy::{NodeId, CLIENT_COUNT_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX};
 use arrayvec::ArrayVec;
@@ -40,6 +40,9 @@ pub fn filled<T: Clone, const N: usize>(value: T, n: usize) -> ArrayVec<T, N> {
 pub enum Event<D: Data = ModelData> {
     /// A write was acknowledged to its client at `version`.
     WriteAcked { shard: u8, version: D::Version },
+    /// A coordinator's detector and eviction policy decided to evict a member (the leader
+    /// orders it, unless the shard changes already).
+    ChangeProposed(MembershipUpdate),
     /// The coordinator took on a membership change (an eviction or a move); it may still be
     /// rejected by a full queue.
     ChangeRequested(MembershipUpdate),

@@ -17,8 +17,24 @@ pub struct OpId {
 #[serde(rename_all = "snake_case")]
 pub enum Endpoint {
     Node(NodeId),
-    Coordinator,
+    /// Coordinator i; 0 leads membership (and is the only one most models have).
+    Coordinator(u8),
     Client(u8),
+}
+
+impl Endpoint {
+    /// The membership leader: the coordinator that orders every membership change.
+    pub const LEADER: Endpoint = Endpoint::Coordinator(0);
+}
+
+/// A replica set change under way, as the membership leader tells the other coordinators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JoinView {
+    pub evicted: NodeId,
+    pub replacement: NodeId,
+    pub is_move: bool,
+    /// The replacement is caught up: reads go to the new replica set; writes still reach both.
+    pub swapping: bool,
 }
 
 /// Whether a field holds its default (skipped when serialized: the model's keys and tokens are
@@ -98,6 +114,27 @@ pub enum Msg<D: Data = ModelData> {
     },
     Ping,
     Pong,
+    /// Leader -> coordinator: shard `shard`'s replica set (a bit per node) and the change under
+    /// way, as of `epoch`.
+    View {
+        shard: u8,
+        epoch: u8,
+        members: u8,
+        join: Option<JoinView>,
+    },
+    /// Coordinator -> leader: it runs view `epoch` of `shard` (and, for a join's first view,
+    /// every write it began before has ended).
+    ViewAck {
+        shard: u8,
+        epoch: u8,
+    },
+    /// Coordinator -> leader: its detector and eviction policy want `evicted` replaced by
+    /// `replacement`; the leader orders it, or drops it when the shard changes already.
+    Propose {
+        shard: u8,
+        evicted: NodeId,
+        replacement: NodeId,
+    },
 }
 
 impl Copy for Msg<ModelData> {}

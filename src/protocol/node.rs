@@ -23,7 +23,8 @@ pub fn on_msg(me: NodeId, data: &mut [Stored], src: Endpoint, msg: Msg, io: &mut
         }
         Msg::CopyData { shard, from, data: copy } => {
             store(&mut data[usize::from(shard)], copy);
-            io.send(Endpoint::Coordinator, Msg::CopyAck { shard, from });
+            // Copies are the membership leader's business.
+            io.send(Endpoint::LEADER, Msg::CopyAck { shard, from });
         }
         Msg::Ping => io.send(src, Msg::Pong),
         Msg::Request { .. }
@@ -31,7 +32,10 @@ pub fn on_msg(me: NodeId, data: &mut [Stored], src: Endpoint, msg: Msg, io: &mut
         | Msg::ReplicateAck { .. }
         | Msg::ReadReply { .. }
         | Msg::CopyAck { .. }
-        | Msg::Pong => unreachable!("a node is never sent {msg:?}"),
+        | Msg::Pong
+        | Msg::View { .. }
+        | Msg::ViewAck { .. }
+        | Msg::Propose { .. } => unreachable!("a node is never sent {msg:?}"),
     }
 }
 

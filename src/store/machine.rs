@@ -112,6 +112,10 @@ pub fn resolved(
         latency: Vec::new(),
         lossy: Vec::new(),
         coordinator: membership.clone(),
+        coordinators: vec![crate::config::CoordinatorPlace {
+            name: "coordinator".into(),
+            zone: membership.zone,
+        }],
         clients: Vec::<ClientSpec>::new(),
         faults: FaultSpec {
             budget: 0,
@@ -134,5 +138,6 @@ pub fn resolved(
         capacity_window_ticks: window_ticks,
         version_block: VERSION_BLOCK,
         tokens_max: TOKENS_MAX,
+        rollout: None,
     })
 }

@@ -123,7 +123,7 @@ impl Shell {
             Some((file, saved)) => (Some(file), saved),
             None => (None, None),
         };
-        let fresh: Machine = protocol::Coordinator::new(&cfg);
+        let fresh: Machine = protocol::Coordinator::new(&cfg, 0);
         let mut durable = fresh.durable(&cfg);
         if let Some(saved) = &saved {
             for (k, s) in saved.shards.iter().enumerate() {
@@ -363,7 +363,8 @@ impl Shell {
         };
         let name = |shard: u8| self.layout.shards[usize::from(shard)].name.clone();
         match event {
-            Event::WriteAcked { .. } | Event::WriteApplied { .. } => {}
+            // A single coordinator orders its own proposals: `ChangeRequested` follows.
+            Event::WriteAcked { .. } | Event::WriteApplied { .. } | Event::ChangeProposed(_) => {}
             Event::RequestFailed { op, why } => {
                 if matches!(why, Failure::Throttled(_)) {
                     bump(&c.writes_throttled);

@@ -24,6 +24,7 @@ pub fn model_tables() -> Vec<(&'static str, &'static [&'static str])> {
         ("network", fields_of::<raw::RawNetwork>()),
         ("network.links", fields_of::<raw::RawLink>()),
         ("coordinator", fields_of::<raw::RawCoordinator>()),
+        ("coordinators", fields_of::<raw::RawCoordinatorPlace>()),
         ("clients", fields_of::<raw::RawClient>()),
         ("faults", fields_of::<raw::RawFaults>()),
         ("faults.degrade", fields_of::<raw::RawDegrade>()),
@@ -201,6 +202,16 @@ pub struct CoordinatorSpec {
     pub churn_budget: Option<(u8, Ticks)>,
 }
 
+/// One coordinator of several (`[[coordinators]]`); the first is the membership leader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordinatorPlace {
+    pub name: String,
+    pub zone: u8,
+}
+
+/// Coordinators a model has at most (a bit each in the membership leader's ack set).
+pub const COORDINATOR_COUNT_MAX: usize = 4;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientSpec {
     pub name: String,
@@ -213,6 +224,8 @@ pub struct ClientSpec {
     pub key_hash: Option<crate::policy::routing::KeyHash>,
     /// Continuous load: after the last operation the client starts over, forever.
     pub repeat: bool,
+    /// The coordinator the client sends its requests to.
+    pub coordinator: u8,
 }
 
 impl ClientSpec {
@@ -268,6 +281,9 @@ pub struct Scenario {
     pub latency: Vec<Vec<LatencyTicks>>,
     pub lossy: Vec<Vec<bool>>,
     pub coordinator: CoordinatorSpec,
+    /// Every coordinator, the membership leader first (one, in `coordinator.zone`, unless the
+    /// scenario lists `[[coordinators]]`).
+    pub coordinators: Vec<CoordinatorPlace>,
     pub clients: Vec<ClientSpec>,
     pub faults: FaultSpec,
     pub properties: Vec<PropertyName>,

@@ -17,6 +17,10 @@ pub(super) struct RawScenario {
     pub(super) shards: Vec<RawShard>,
     pub(super) network: RawNetwork,
     pub(super) coordinator: RawCoordinator,
+    /// Several coordinators, each in a zone; the first is the membership leader. Without
+    /// it, one coordinator in `coordinator.zone`.
+    #[serde(default)]
+    pub(super) coordinators: Vec<RawCoordinatorPlace>,
     #[serde(default)]
     pub(super) clients: Vec<RawClient>,
     /// Above this compaction debt, a node hosting a hot shard falls behind and is slow.
@@ -90,13 +94,20 @@ pub(super) struct RawLink {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCoordinator {
-    pub(super) zone: String,
+    pub(super) zone: Option<String>,
     pub(super) membership_queue_capacity: u8,
     pub(super) membership_update_time: Dur,
     /// Churn budget: at most this many membership changes (evictions and moves) in any
     /// `change_window`.
     pub(super) max_changes_per_window: Option<u8>,
     pub(super) change_window: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCoordinatorPlace {
+    pub(super) name: String,
+    pub(super) zone: String,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +128,9 @@ pub(super) struct RawClient {
     /// Continuous load: after its last operation the client starts over, forever.
     #[serde(default)]
     pub(super) repeat: bool,
+    /// The coordinator it sends its requests to (a `[[coordinators]]` name). Default: the
+    /// coordinators in turn, client i to coordinator i mod their count.
+    pub(super) coordinator: Option<String>,
 }
 
 /// A key hash, or `"any"`.
@@ -157,6 +171,15 @@ pub(super) struct RawVariant {
     pub(super) policy: PolicyPatch,
     #[serde(default)]
     pub(super) expect: IndexMap<String, Verdict>,
+    /// A rollout: the coordinators start on the first of these variants' policies and each
+    /// moves on to the next at a moment the checker chooses.
+    pub(super) rollout: Option<Vec<String>>,
+    /// With a rollout: each coordinator may also go back, once, towards the first policy.
+    #[serde(default)]
+    pub(super) rollback: bool,
+    /// With a rollout: `"any"` (each coordinator on its own) or `"stage_by_stage"` (a
+    /// coordinator enters stage k+1 only once none is below stage k; a rollback likewise).
+    pub(super) rollout_order: Option<String>,
 }
 
 #[derive(Deserialize, Default)]

@@ -2,11 +2,13 @@
 //! returning the first error it finds as the message [`Scenario::load`] reports.
 
 use super::raw::{
-    RawClient, RawCoordinator, RawFaults, RawNetwork, RawNode, RawScenario, RawShard, RawVariant,
+    RawClient, RawCoordinator, RawCoordinatorPlace, RawFaults, RawNetwork, RawNode, RawScenario, RawShard,
+    RawVariant,
 };
 use super::{
-    ClientSpec, CoordinatorSpec, DegradeSpec, FaultSpec, LatencyTicks, NodeSpec, PropertyName, Scenario,
-    ShardSpec, Variant, Verdict, COORDINATOR_NAME, DEGRADE_MENU_MAX, FAULT_BUDGET_MAX,
+    ClientSpec, CoordinatorPlace, CoordinatorSpec, DegradeSpec, FaultSpec, LatencyTicks, NodeSpec,
+    PropertyName, Scenario, ShardSpec, Variant, Verdict, COORDINATOR_COUNT_MAX, COORDINATOR_NAME,
+    DEGRADE_MENU_MAX, FAULT_BUDGET_MAX,
 };
 use crate::config::duration::{Dur, LatencyRange, Rate};
 use crate::config::policy::SourcedPolicy;
@@ -26,9 +28,14 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
     let nodes = nodes(&cx, &raw.nodes)?;
     let shards = shards(&cx, &raw.shards)?;
     let (latency, lossy) = network(&cx, &raw.network)?;
-    let coordinator = coordinator(&cx, &raw.coordinator)?;
-    let clients = clients(&cx, &raw.clients, &raw.shards)?;
+    let (coordinator, coordinators) = coordinator(&cx, &raw.coordinator, &raw.coordinators)?;
+    let clients = clients(&cx, &raw.clients, &raw.shards, &coordinators)?;
     let faults = faults(&cx, &raw.faults, &lossy)?;
+    if faults.crash_coordinator && coordinators.len() > 1 {
+        return Err(format!(
+            "key `faults.crash` lists \"{COORDINATOR_NAME}\": with several `[[coordinators]]` a coordinator's crash is not modelled yet (the membership leader's recovery would need its followers' views)"
+        ));
+    }
     let properties = properties(&raw, &nodes, &clients)?;
     let file = path.display().to_string();
     let base_policy = SourcedPolicy::new(raw.policy.clone(), &format!("{file} [policy]"));
@@ -49,6 +56,7 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
         latency,
         lossy,
         coordinator,
+        coordinators,
         clients,
         faults,
         properties,
@@ -219,9 +227,50 @@ fn network(cx: &Cx, raw: &RawNetwork) -> Result<(Vec<Vec<LatencyTicks>>, Vec<Vec
     Ok((latency_full, lossy))
 }
 
-fn coordinator(cx: &Cx, raw: &RawCoordinator) -> Result<CoordinatorSpec, String> {
+/// The membership settings and every coordinator's place: one in `coordinator.zone`, or the
+/// `[[coordinators]]` (the first leads membership).
+fn coordinator(
+    cx: &Cx,
+    raw: &RawCoordinator,
+    places: &[RawCoordinatorPlace],
+) -> Result<(CoordinatorSpec, Vec<CoordinatorPlace>), String> {
+    let coordinators = match (&raw.zone, places.is_empty()) {
+        (Some(zone), true) => {
+            vec![CoordinatorPlace { name: "coordinator".into(), zone: cx.zone("coordinator.zone", zone)? }]
+        }
+        (None, true) => {
+            return Err("key `coordinator.zone` is missing: set it, or list `[[coordinators]]`".into())
+        }
+        (Some(zone), false) => {
+            return Err(format!(
+                "key `coordinator.zone` = \"{zone}\": the model lists `[[coordinators]]`, which give each coordinator's zone; remove `coordinator.zone`"
+            ))
+        }
+        (None, false) => {
+            if places.len() > COORDINATOR_COUNT_MAX {
+                return Err(format!(
+                    "key `coordinators` has {} entries: at most {COORDINATOR_COUNT_MAX}",
+                    places.len()
+                ));
+            }
+            let mut out: Vec<CoordinatorPlace> = Vec::new();
+            for (i, p) in places.iter().enumerate() {
+                if out.iter().any(|c| c.name == p.name) || cx.nodes.iter().any(|n| n.name == p.name) {
+                    return Err(format!(
+                        "key `coordinators[{i}].name` = \"{}\": the name is taken (by another coordinator or a node)",
+                        p.name
+                    ));
+                }
+                out.push(CoordinatorPlace {
+                    name: p.name.clone(),
+                    zone: cx.zone(&format!("coordinators[{i}].zone"), &p.zone)?,
+                });
+            }
+            out
+        }
+    };
     let coordinator = CoordinatorSpec {
-        zone: cx.zone("coordinator.zone", &raw.zone)?,
+        zone: coordinators[0].zone,
         membership_queue_capacity: raw.membership_queue_capacity,
         membership_update_ticks: cx.ticks("coordinator.membership_update_time", &raw.membership_update_time)?,
         churn_budget: match (raw.max_changes_per_window, &raw.change_window) {
@@ -253,10 +302,15 @@ fn coordinator(cx: &Cx, raw: &RawCoordinator) -> Result<CoordinatorSpec, String>
             raw.membership_update_time.text
         ));
     }
-    Ok(coordinator)
+    Ok((coordinator, coordinators))
 }
 
-fn clients(cx: &Cx, raw: &[RawClient], raw_shards: &[RawShard]) -> Result<Vec<ClientSpec>, String> {
+fn clients(
+    cx: &Cx,
+    raw: &[RawClient],
+    raw_shards: &[RawShard],
+    coordinators: &[CoordinatorPlace],
+) -> Result<Vec<ClientSpec>, String> {
     if raw.len() > CLIENT_COUNT_MAX {
         return Err(format!("key `clients` has {} entries: at most {CLIENT_COUNT_MAX}", raw.len()));
     }
@@ -304,6 +358,16 @@ fn clients(cx: &Cx, raw: &[RawClient], raw_shards: &[RawShard]) -> Result<Vec<Cl
                 }
             },
             repeat: c.repeat,
+            coordinator: match &c.coordinator {
+                None => (i % coordinators.len()) as u8,
+                Some(name) => coordinators.iter().position(|k| &k.name == name).ok_or_else(|| {
+                    let names: Vec<&str> = coordinators.iter().map(|k| k.name.as_str()).collect();
+                    format!(
+                        "key `clients[{i}].coordinator` = \"{name}\": no such coordinator (coordinators: {})",
+                        names.join(", ")
+                    )
+                })? as u8,
+            },
         });
     }
     Ok(clients)
@@ -433,6 +497,16 @@ fn variants(
             expect: expectations(&format!("variants.{name}.expect"), &v.expect, properties)?,
         });
     }
+    // A rollout's stages are other variants' policies: resolved once they all are.
+    for (name, v) in raw {
+        let plan = rollout(name, v, &variants)?;
+        if let Some(plan) = plan {
+            let i = variants.iter().position(|x| &x.name == name).expect("listed above");
+            let mut policy = plan.stages[0].1.clone();
+            policy.rollout = Some(Box::new(plan));
+            variants[i].policy = policy;
+        }
+    }
     if variants.is_empty() {
         return Err(
             "the model declares no expectations: add `[expect]` or a `[variants.NAME.expect]` table".into()
@@ -488,4 +562,59 @@ fn property_hint(name: &str) -> String {
     crate::config::nearest(name, property_names())
         .map(|n| format!(" (did you mean `{n}`?)"))
         .unwrap_or_default()
+}
+
+/// A variant's rollout plan, if it has one: its stages are other variants (or `default`).
+fn rollout(
+    name: &str,
+    v: &RawVariant,
+    variants: &[Variant],
+) -> Result<Option<crate::config::policy::RolloutPlan>, String> {
+    use crate::config::policy::{RolloutOrder, RolloutPlan};
+    let Some(stage_names) = &v.rollout else {
+        if v.rollback || v.rollout_order.is_some() {
+            return Err(format!(
+                "key `variants.{name}.{}` is set without `variants.{name}.rollout`",
+                if v.rollback { "rollback" } else { "rollout_order" }
+            ));
+        }
+        return Ok(None);
+    };
+    if !v.policy.keys().is_empty() {
+        return Err(format!(
+            "keys `variants.{name}.policy` and `variants.{name}.rollout` are both set: a rollout's policies are its stages; put the policy in a variant of its own and list it"
+        ));
+    }
+    if stage_names.len() < 2 {
+        return Err(format!(
+            "key `variants.{name}.rollout` lists {} stage(s): a rollout goes from one variant's policy to another's, list at least two",
+            stage_names.len()
+        ));
+    }
+    let mut stages = Vec::new();
+    for (i, stage) in stage_names.iter().enumerate() {
+        let known: Vec<&str> = variants.iter().map(|x| x.name.as_str()).collect();
+        let found = variants.iter().find(|x| &x.name == stage).ok_or_else(|| {
+            format!(
+                "key `variants.{name}.rollout[{i}]` = \"{stage}\": no such variant (variants: {})",
+                known.join(", ")
+            )
+        })?;
+        if stage == name || found.policy.rollout.is_some() {
+            return Err(format!(
+                "key `variants.{name}.rollout[{i}]` = \"{stage}\": a stage must be a plain policy, not a rollout"
+            ));
+        }
+        stages.push((stage.clone(), found.policy.clone()));
+    }
+    let order = match v.rollout_order.as_deref() {
+        None | Some("any") => RolloutOrder::Any,
+        Some("stage_by_stage") => RolloutOrder::StageByStage,
+        Some(other) => {
+            return Err(format!(
+                "key `variants.{name}.rollout_order` = \"{other}\": must be \"any\" or \"stage_by_stage\""
+            ))
+        }
+    };
+    Ok(Some(RolloutPlan { stages, rollback: v.rollback, order }))
 }

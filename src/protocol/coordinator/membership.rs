@@ -134,7 +134,13 @@ impl<D: Data> Coordinator<D> {
                     }
                     EvictionDecision::Evict { replacement } => {
                         let update = MembershipUpdate { shard, evicted: m, replacement, is_move: false };
-                        self.enqueue(cfg, update, io);
+                        io.event(Event::ChangeProposed(update));
+                        if self.me == 0 {
+                            self.enqueue(cfg, update, io);
+                        } else {
+                            // The leader orders every change: it decides whether this one goes.
+                            io.send(Endpoint::LEADER, Msg::Propose { shard, evicted: m, replacement });
+                        }
                         break;
                     }
                 }
@@ -183,16 +189,26 @@ impl<D: Data> Coordinator<D> {
             copied_from: 0,
             copy_ticks: 0,
             parked: false,
+            swapping: false,
         });
         io.event(Event::ChangeStarted(u));
+        self.publish(cfg, u.shard, io);
         self.start_copies_when_clear(cfg, u.shard, io);
     }
 
     /// The copies of a join start once no write that began before it (and so missed the
     /// learner) is still waiting for its acks.
+    /// With several coordinators the leader also waits until every other one acked the join's
+    /// view (each acks once its own earlier writes have ended); another coordinator sends
+    /// that ack here.
     pub(super) fn start_copies_when_clear(&mut self, cfg: &Resolved, shard: u8, io: &mut impl Io<D>) {
-        let Some(join) = self.shards[usize::from(shard)].join.as_ref() else { return };
-        if join.copying {
+        if self.me != 0 {
+            self.ack_when_clear(shard, io);
+            return;
+        }
+        let view = &self.shards[usize::from(shard)];
+        let Some(join) = view.join.as_ref() else { return };
+        if join.copying || view.acked != views::followers(cfg) {
             return;
         }
         let replacement = join.replacement;
@@ -262,6 +278,21 @@ impl<D: Data> Coordinator<D> {
         if (join.copied_from.count_ones() as usize) < needed {
             return;
         }
+        if views::followers(cfg) != 0 {
+            // Reads move to the new replica set first, everywhere, before the swap.
+            if !join.swapping {
+                join.swapping = true;
+                self.publish(cfg, shard, io);
+            }
+            return;
+        }
+        self.complete_join(cfg, shard, io);
+    }
+
+    /// The replacement takes the leaving replica's place.
+    pub(super) fn complete_join(&mut self, cfg: &Resolved, shard: u8, io: &mut impl Io<D>) {
+        let view = &mut self.shards[usize::from(shard)];
+        let join = view.join.as_ref().expect("a join is in progress");
         let update = MembershipUpdate {
             shard,
             evicted: join.evicted,
@@ -273,5 +304,6 @@ impl<D: Data> Coordinator<D> {
         view.members.sort();
         view.join = None;
         io.event(Event::ChangeCompleted(update));
+        self.publish(cfg, shard, io);
     }
 }

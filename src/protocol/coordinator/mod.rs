@@ -23,8 +23,11 @@
 
 mod membership;
 mod requests;
+mod views;
 
-use super::{filled, Data, Endpoint, Event, Failure, Io, ModelData, Msg, PerNode, PerShard, Stored};
+use super::{
+    filled, Data, Endpoint, Event, Failure, Io, JoinView, ModelData, Msg, PerNode, PerShard, Stored,
+};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::{self, FailureDetection, Health};
 use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision};
@@ -49,6 +52,9 @@ pub struct Join {
     pub copy_ticks: TimerTicks,
     /// The round ran out of time: a source still to copy is asked again when it is heard from.
     pub parked: bool,
+    /// Several coordinators: the replacement is caught up and reads go to the new replica
+    /// set, while the leader waits for every coordinator to say so before the swap.
+    pub swapping: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +66,17 @@ pub struct ShardView<D: Data = ModelData> {
     /// Rebalancing: ticks until the shard may move again, and the cooldown its last move got.
     pub cooldown_ticks: TimerTicks,
     pub cooldown_len_ticks: TimerTicks,
+    /// Several coordinators: the view's number. The leader counts one up per step of a change
+    /// and sends the view to the others; another coordinator runs the newest it got.
+    pub epoch: u8,
+    /// Leader: the other coordinators (a bit each) that acked `epoch`. A change moves on to its
+    /// next step only once all have.
+    pub acked: u8,
+    /// Leader: ticks until the view is sent again to those that have not acked it.
+    pub view_ticks: TimerTicks,
+    /// Another coordinator: it owes the leader the ack of a join's first view, sent once every
+    /// write it began before it has ended.
+    pub ack_owed: bool,
 }
 
 /// A membership update waiting in the coordinator's bounded queue.
@@ -104,6 +121,12 @@ pub struct CoordOp<D: Data = ModelData> {
     /// Ticks until the ack deadline (`replica_ack_timeout`) fires; a write-back gets a whole
     /// deadline of its own.
     pub deadline_ticks: TimerTicks,
+    /// Several coordinators: a write first reads a read quorum's versions and takes a version
+    /// above all of them (each coordinator's own class of versions), so writes through
+    /// different coordinators are ordered as they happened.
+    pub querying: bool,
+    /// The idempotency token of a write still querying (it is remembered with its version).
+    pub token: Option<D::TokenId>,
 }
 
 impl<D: Data> CoordOp<D> {
@@ -114,6 +137,7 @@ impl<D: Data> CoordOp<D> {
 
     fn needed(&self, cfg: &Resolved) -> u8 {
         let quorum = match (self.kind, self.repairing) {
+            (OpKind::Write, _) if self.querying => cfg.policy.read_quorum,
             (OpKind::Write, _) | (OpKind::Read, true) => cfg.policy.write_quorum,
             (OpKind::Read, false) => cfg.policy.read_quorum,
         };
@@ -123,6 +147,9 @@ impl<D: Data> CoordOp<D> {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Coordinator<D: Data = ModelData> {
+    /// Which coordinator this is: 0 leads membership (orders every change, runs the
+    /// rebalancer and the catch-up copies).
+    pub me: u8,
     pub shards: PerShard<ShardView<D>>,
     pub health: PerNode<Health>,
     /// Independent detection: ticks since the node was last heard from (saturating).
@@ -162,7 +189,8 @@ pub struct CapacityBreach {
 }
 
 /// A timer of the coordinator's that is due (at zero ticks).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Timer<Op = crate::protocol::OpId> {
     /// A request's ack deadline (`replica_ack_timeout`).
     AckDeadline { op: Op, attempt: u8 },
@@ -174,6 +202,8 @@ pub enum Timer<Op = crate::protocol::OpId> {
     Rebalance,
     /// A shard's copy round did not complete in time: ask the missing sources again.
     CopyRetry { shard: u8 },
+    /// Leader: a view not acked by every coordinator in time is sent again to those missing.
+    ViewResend { shard: u8 },
 }
 
 /// What the coordinator persists, and so what survives its crash. A driver writes it durably
@@ -214,14 +244,17 @@ pub fn background_breach(cfg: &Resolved) -> Option<CapacityBreach> {
 }
 
 impl<D: Data> Coordinator<D> {
-    /// A coordinator starting with the scenario's replica sets, every node alive, every timer
-    /// at its full interval.
-    pub fn new(cfg: &Resolved) -> Coordinator<D> {
+    /// Coordinator `me` starting with the scenario's replica sets, every node alive, every
+    /// timer at its full interval.
+    pub fn new(cfg: &Resolved, me: u8) -> Coordinator<D> {
+        assert!(usize::from(me) < cfg.coordinators.len());
         let node_count = cfg.nodes.len();
         let shard_count = cfg.shard_names.len();
         let independent = independent(cfg);
         let p = &cfg.policy;
+        let leader = me == 0;
         Coordinator {
+            me,
             shards: cfg
                 .initial_members
                 .iter()
@@ -231,6 +264,10 @@ impl<D: Data> Coordinator<D> {
                     next_version: D::next_version(D::Version::default()),
                     cooldown_ticks: 0,
                     cooldown_len_ticks: 0,
+                    epoch: 0,
+                    acked: if leader { views::followers(cfg) } else { 0 },
+                    view_ticks: 0,
+                    ack_owed: false,
                 })
                 .collect(),
             health: filled(Health::Alive, node_count),
@@ -240,7 +277,7 @@ impl<D: Data> Coordinator<D> {
             tokens: Vec::new(),
             queue: Vec::new(),
             queue_ticks: 0,
-            rebalance_ticks: p.rebalance.as_ref().map_or(0, |r| ticks(r.interval_ticks)),
+            rebalance_ticks: p.rebalance.as_ref().filter(|_| leader).map_or(0, |r| ticks(r.interval_ticks)),
             window_ticks: cfg.capacity_window_ticks - 1,
             partition_load: filled(0, shard_count),
             backend_load: filled(0, node_count),
@@ -282,7 +319,8 @@ impl<D: Data> Coordinator<D> {
     /// changes and cooldowns are gone: a catch-up that was under way is started again by the
     /// detector, since its replacement never joined.
     pub fn recover(cfg: &Resolved, durable: &Durable<D>) -> Coordinator<D> {
-        let mut c = Coordinator::new(cfg);
+        assert_eq!(cfg.coordinators.len(), 1, "a coordinator's restart is modelled for one coordinator");
+        let mut c = Coordinator::new(cfg, 0);
         assert_eq!(durable.shards.len(), c.shards.len());
         for (v, (members, floor)) in c.shards.iter_mut().zip(&durable.shards) {
             if let Some(members) = members {
@@ -300,11 +338,17 @@ impl<D: Data> Coordinator<D> {
         self.ops.iter().all(|o| o.deadline_ticks > 0)
             && (self.queue.is_empty() || self.queue_ticks > 0)
             && (!independent(cfg) || self.heartbeat_ticks > 0)
-            && (cfg.policy.rebalance.is_none() || self.rebalance_ticks > 0)
+            && (!self.rebalances(cfg) || self.rebalance_ticks > 0)
             && self
                 .shards
                 .iter()
                 .all(|v| v.join.as_ref().is_none_or(|j| !j.copying || j.parked || j.copy_ticks > 0))
+            && self.shards.iter().all(|v| !self.view_pending(cfg, v) || v.view_ticks > 0)
+    }
+
+    /// Whether this coordinator runs the rebalancer: the leader, when it is enabled.
+    fn rebalances(&self, cfg: &Resolved) -> bool {
+        cfg.policy.rebalance.is_some() && self.me == 0
     }
 
     /// The timers at zero, in a fixed order.
@@ -320,12 +364,15 @@ impl<D: Data> Coordinator<D> {
         if independent(cfg) && self.heartbeat_ticks == 0 {
             out.extend([Timer::Heartbeat]);
         }
-        if cfg.policy.rebalance.is_some() && self.rebalance_ticks == 0 {
+        if self.rebalances(cfg) && self.rebalance_ticks == 0 {
             out.extend([Timer::Rebalance]);
         }
         for (shard, v) in self.shards.iter().enumerate() {
             if v.join.as_ref().is_some_and(|j| j.copying && !j.parked && j.copy_ticks == 0) {
                 out.extend([Timer::CopyRetry { shard: shard as u8 }]);
+            }
+            if self.view_pending(cfg, v) && v.view_ticks == 0 {
+                out.extend([Timer::ViewResend { shard: shard as u8 }]);
             }
         }
     }
@@ -338,6 +385,7 @@ impl<D: Data> Coordinator<D> {
             Timer::Heartbeat => self.on_heartbeat(cfg, io),
             Timer::Rebalance => self.on_rebalance(cfg, io),
             Timer::CopyRetry { shard } => self.on_copy_deadline(shard),
+            Timer::ViewResend { shard } => self.on_view_resend(cfg, shard, io),
         }
     }
 
@@ -357,7 +405,7 @@ impl<D: Data> Coordinator<D> {
                 *t = (*t + 1).min(cap);
             }
         }
-        if cfg.policy.rebalance.is_some() {
+        if self.rebalances(cfg) {
             self.rebalance_ticks -= 1;
         }
         // Capacities are per window.
@@ -368,7 +416,11 @@ impl<D: Data> Coordinator<D> {
         } else {
             self.window_ticks -= 1;
         }
+        let followers = views::followers(cfg);
         for v in &mut self.shards {
+            if self.me == 0 && v.acked != followers {
+                v.view_ticks -= 1;
+            }
             v.cooldown_ticks = v.cooldown_ticks.saturating_sub(1);
             if let Some(j) = v.join.as_mut().filter(|j| j.copying && !j.parked) {
                 j.copy_ticks -= 1;
@@ -400,6 +452,16 @@ impl<D: Data> Coordinator<D> {
                 self.on_copy_ack(cfg, shard, from, n, io)
             }
             Msg::Pong => {}
+            Msg::View { shard, epoch, members, join } => self.on_view(cfg, shard, epoch, members, join, io),
+            Msg::ViewAck { shard, epoch } => {
+                let Endpoint::Coordinator(from) = src else {
+                    unreachable!("view acks come from coordinators")
+                };
+                self.on_view_ack(cfg, shard, epoch, from, io)
+            }
+            Msg::Propose { shard, evicted, replacement } => {
+                self.on_propose(cfg, shard, evicted, replacement, io)
+            }
             Msg::Response { .. }
             | Msg::Replicate { .. }
             | Msg::ReadReq { .. }

@@ -70,44 +70,26 @@ impl<D: Data> Coordinator<D> {
             }
         }
         let p = &cfg.policy;
-        let view = &mut self.shards[usize::from(shard)];
-        let mut asked = view.members.iter().fold(0u8, |m, &n| m | bit(n));
-        let mut learner = None;
+        let mut querying = false;
         let mut version = D::Version::default();
+        let token = token.filter(|_| p.retry.idempotency_tokens && kind == OpKind::Write);
         if kind == OpKind::Write {
-            let token = token.filter(|_| p.retry.idempotency_tokens);
             let known =
                 token.as_ref().and_then(|t| self.tokens.iter().find(|(o, _)| o == t).map(|(_, v)| *v));
-            let next = view.next_version;
-            version = retry::version_for_attempt(p.retry.idempotency_tokens, known, next);
-            if version == next {
-                view.next_version = D::next_version(next);
-                if let Some(t) = token {
-                    let at = self.tokens.partition_point(|(o, _)| *o < t);
-                    self.tokens.insert(at, (t, version));
-                    if self.tokens.len() > cfg.tokens_max {
-                        // The oldest version is forgotten first.
-                        let oldest =
-                            (0..self.tokens.len()).min_by_key(|&i| self.tokens[i].1).expect("non-empty");
-                        self.tokens.remove(oldest);
-                    }
+            if known.is_none() && cfg.coordinators.len() > 1 {
+                // The version comes from what a read quorum holds (see `views`).
+                querying = true;
+            } else {
+                let view = &mut self.shards[usize::from(shard)];
+                let next = view.next_version;
+                version = retry::version_for_attempt(p.retry.idempotency_tokens, known, next);
+                if version == next {
+                    view.next_version = D::next_version(next);
+                    self.remember_token(cfg, token.clone(), version);
                 }
             }
-            // Writes also reach a joining replica so it misses nothing, and need its ack or
-            // one more member's.
-            learner = view.join.as_ref().map(|j| j.replacement);
-            asked |= learner.map_or(0, bit);
         }
-        for n in (0..cfg.nodes.len() as NodeId).filter(|&n| asked & bit(n) != 0) {
-            let msg = match kind {
-                OpKind::Write => {
-                    Msg::Replicate { op, attempt, shard, key: key.clone(), version, value: value.clone() }
-                }
-                OpKind::Read => Msg::ReadReq { op, attempt, shard, key: key.clone() },
-            };
-            io.send(Endpoint::Node(n), msg);
-        }
-        self.ops.push(CoordOp {
+        let mut o = CoordOp {
             op,
             attempt,
             kind,
@@ -115,8 +97,8 @@ impl<D: Data> Coordinator<D> {
             key,
             version,
             value,
-            asked,
-            learner,
+            asked: 0,
+            learner: None,
             answered: 0,
             heard: 0,
             responded: false,
@@ -124,7 +106,70 @@ impl<D: Data> Coordinator<D> {
             holders: 0,
             repairing: false,
             deadline_ticks: ticks(p.replica_ack_timeout_ticks),
-        });
+            querying,
+            token: if querying { token } else { None },
+        };
+        if kind == OpKind::Write && !querying {
+            self.send_replicates(&mut o, io);
+        } else {
+            o.asked = self.read_set(shard);
+            for n in (0..cfg.nodes.len() as NodeId).filter(|&n| o.asked & bit(n) != 0) {
+                io.send(Endpoint::Node(n), Msg::ReadReq { op, attempt, shard, key: o.key.clone() });
+            }
+        }
+        self.ops.push(o);
+    }
+
+    /// Remember the version a write with an idempotency token got.
+    fn remember_token(&mut self, cfg: &Resolved, token: Option<D::TokenId>, version: D::Version) {
+        let Some(t) = token else { return };
+        let at = self.tokens.partition_point(|(o, _)| *o < t);
+        self.tokens.insert(at, (t, version));
+        if self.tokens.len() > cfg.tokens_max {
+            // The oldest version is forgotten first.
+            let oldest = (0..self.tokens.len()).min_by_key(|&i| self.tokens[i].1).expect("non-empty");
+            self.tokens.remove(oldest);
+        }
+    }
+
+    /// Send a write at its version to the members and, during a join, the learner: it also
+    /// reaches a joining replica so that it misses nothing, and needs its ack or one more
+    /// member's.
+    fn send_replicates(&self, o: &mut CoordOp<D>, io: &mut impl Io<D>) {
+        let view = &self.shards[usize::from(o.shard)];
+        o.learner = view.join.as_ref().map(|j| j.replacement);
+        o.asked = view.members.iter().fold(0u8, |m, &n| m | bit(n)) | o.learner.map_or(0, bit);
+        for n in (0..8).filter(|&n| o.asked & bit(n) != 0) {
+            let (op, attempt, shard) = (o.op, o.attempt, o.shard);
+            let msg = Msg::Replicate {
+                op,
+                attempt,
+                shard,
+                key: o.key.clone(),
+                version: o.version,
+                value: o.value.clone(),
+            };
+            io.send(Endpoint::Node(n), msg);
+        }
+    }
+
+    /// Several coordinators: a write's read quorum answered; it takes a version above every
+    /// one they hold and is sent as any write, with a deadline of its own.
+    fn begin_write(&mut self, cfg: &Resolved, i: usize, io: &mut impl Io<D>) {
+        let (shard, seen) = (self.ops[i].shard, self.ops[i].best.version);
+        let version = self.version_above(cfg, shard, seen);
+        let token = self.ops[i].token.take();
+        self.remember_token(cfg, token, version);
+        let mut o = self.ops[i].clone();
+        o.querying = false;
+        o.version = version;
+        // Those that answered the query were heard from since the request left.
+        o.heard |= o.answered;
+        o.answered = 0;
+        o.best = Stored::default();
+        o.deadline_ticks = ticks(cfg.policy.replica_ack_timeout_ticks);
+        self.send_replicates(&mut o, io);
+        self.ops[i] = o;
     }
 
     pub(super) fn on_answer(
@@ -142,8 +187,22 @@ impl<D: Data> Coordinator<D> {
         };
         let p = &cfg.policy;
         let o = &mut self.ops[i];
-        // A write-back counts acks only; a read reply that comes after it began is too late.
-        if o.asked & bit(n) == 0 || (o.repairing && read.is_some()) {
+        // A write-back counts acks only; a read reply that comes after it began is too late
+        // (and a write's version query is over once the write is sent).
+        let writing = o.repairing || (o.kind == OpKind::Write && !o.querying);
+        if o.asked & bit(n) == 0 || (writing && read.is_some()) {
+            return;
+        }
+        if o.querying {
+            let r = read.expect("a version query is answered by reads");
+            o.answered |= bit(n);
+            o.heard &= !bit(n);
+            if r.version > o.best.version {
+                o.best = r;
+            }
+            if quorum::quorum_reached(o.answered.count_ones() as usize, o.needed(cfg)) {
+                self.begin_write(cfg, i, io);
+            }
             return;
         }
         o.answered |= bit(n);

@@ -11,7 +11,7 @@ fn resolved(variant: &str) -> Resolved {
 
 /// A coordinator that sequenced one write (token kept) and replaced n1 (node 0) by n4.
 fn after_a_write_and_a_replacement(cfg: &Resolved) -> Coordinator {
-    let mut c = Coordinator::new(cfg);
+    let mut c = Coordinator::new(cfg, 0);
     c.on_msg(cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
     c.shards[0].members = [1, 2, 3].into_iter().collect();
     c
@@ -81,7 +81,7 @@ fn responded(out: &Outbox) -> bool {
 #[test]
 fn a_write_during_a_join_reaches_the_learner_and_needs_one_more_ack() {
     let cfg = resolved("default");
-    let mut c = Coordinator::new(&cfg);
+    let mut c = Coordinator::new(&cfg, 0);
     assert_eq!(copy_requests(&start_join(&cfg, &mut c)), [1, 2], "no earlier write: copies at once");
     let mut out = Outbox::default();
     c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut out);
@@ -98,7 +98,7 @@ fn a_write_during_a_join_reaches_the_learner_and_needs_one_more_ack() {
 #[test]
 fn the_copies_wait_for_the_writes_that_began_before_the_join() {
     let cfg = resolved("default");
-    let mut c = Coordinator::new(&cfg);
+    let mut c = Coordinator::new(&cfg, 0);
     c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
     assert!(
         copy_requests(&start_join(&cfg, &mut c)).is_empty(),
@@ -115,7 +115,7 @@ fn the_copies_wait_for_the_writes_that_began_before_the_join() {
 #[test]
 fn a_copy_round_out_of_time_asks_a_source_again_when_it_is_heard_from() {
     let cfg = resolved("default");
-    let mut c = Coordinator::new(&cfg);
+    let mut c = Coordinator::new(&cfg, 0);
     start_join(&cfg, &mut c);
     let mut out = Outbox::default();
     c.on_msg(&cfg, Endpoint::Node(3), Msg::CopyAck { shard: 0, from: 1 }, &mut out);
@@ -147,7 +147,7 @@ fn a_copy_round_out_of_time_asks_a_source_again_when_it_is_heard_from() {
 fn a_node_heard_from_since_a_request_left_is_not_declared_dead_at_its_deadline() {
     let cfg = resolved("default");
     assert_eq!(cfg.policy.failure_detection, FailureDetection::Coupled);
-    let mut c = Coordinator::new(&cfg);
+    let mut c = Coordinator::new(&cfg, 0);
     c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
     c.on_msg(&cfg, Endpoint::Client(0), write(1), &mut Outbox::default());
     // n1 answers the second write only, n3 the first only.
