@@ -1,6 +1,12 @@
 //! `replicheck diff`: the same models under a base and a candidate policy, side by side.
 //! A regression is a property that holds under the base and is violated under the candidate:
 //! exactly what a reviewer of a config change needs to see before it rolls out.
+//!
+//! With `--rollout` a third run checks the change as it is rolled out: the coordinators start on
+//! the base and each moves to the candidate at a moment the checker chooses (and with
+//! `--rollback`, may go back), so the states in which both policies run side by side are
+//! explored. A property that holds under both policies and is violated during the rollout is a
+//! mixed-fleet regression.
 
 use super::{plan, run, Found, PolicyChoice, RunOptions, RunResult};
 use crate::config::{ConfigError, PropertyName};
@@ -18,6 +24,20 @@ pub enum Change {
     Fix,
     /// One side has no verdict (exploration cut short).
     Unknown,
+    /// Held under the base and under the candidate, violated while both run (`--rollout`).
+    MixedFleet,
+}
+
+/// `diff --rollout`: also check the mixed fleet.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct RolloutArgs {
+    /// Also check the rollout: every coordinator starts on the base and moves to the
+    /// candidate at a moment the checker chooses, so old and new policies run side by side.
+    #[arg(long)]
+    pub rollout: bool,
+    /// With --rollout: each coordinator may also go back to the base (a rollback).
+    #[arg(long, requires = "rollout")]
+    pub rollback: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -25,6 +45,9 @@ pub struct DiffRow {
     pub property: PropertyName,
     pub base: Found,
     pub candidate: Found,
+    /// The verdict during the rollout (`--rollout` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Found>,
     pub change: Change,
 }
 
@@ -35,6 +58,8 @@ pub struct ModelDiff {
     pub rows: Vec<DiffRow>,
     pub base: RunResult,
     pub candidate: RunResult,
+    /// The mixed fleet's run (`--rollout` only).
+    pub rollout: Option<RunResult>,
 }
 
 pub fn change(base: Found, candidate: Found) -> Change {
@@ -46,48 +71,111 @@ pub fn change(base: Found, candidate: Found) -> Change {
     }
 }
 
+/// The change with the rollout's verdict too: a violation neither policy has alone is a
+/// mixed-fleet regression; a rollout left without a verdict leaves the change unknown only
+/// where it could matter (both policies hold).
+pub fn change_with_rollout(base: Found, candidate: Found, rollout: Found) -> Change {
+    match (change(base, candidate), base, candidate, rollout) {
+        (Change::Same, Found::Holds, Found::Holds, Found::Violated) => Change::MixedFleet,
+        (Change::Same, Found::Holds, Found::Holds, Found::Unknown) => Change::Unknown,
+        (c, ..) => c,
+    }
+}
+
+/// The job that rolls `candidate` out over `base`: the same model, starting on the base.
+fn rollout_job(base: &super::Job, candidate: &super::Job, args: RolloutArgs) -> super::Job {
+    use crate::config::{RolloutOrder, RolloutPlan};
+    let plan = RolloutPlan {
+        stages: vec![("base".into(), base.policy.clone()), ("candidate".into(), candidate.policy.clone())],
+        rollback: args.rollback,
+        order: RolloutOrder::Any,
+    };
+    let mut policy = base.policy.clone();
+    policy.rollout = Some(Box::new(plan));
+    let file = base.scenario.path.display();
+    let from = base.explore_args.rsplit("--policy ").next().unwrap_or_default();
+    let to = candidate.explore_args.rsplit("--policy ").next().unwrap_or_default();
+    super::Job {
+        scenario: base.scenario.clone(),
+        variant: if args.rollback { "rollout and rollback".into() } else { "rollout".into() },
+        description: "the coordinators move from the base to the candidate one at a time".into(),
+        expect: base.expect.clone(),
+        explore_args: format!(
+            "{file} --policy {to} --rollout-from {from}{}",
+            if args.rollback { " --rollback" } else { "" }
+        ),
+        policy,
+    }
+}
+
 /// Check every model under both policies. `on_run(i, n, model, side)` is called before each
 /// of the `n` runs (`side` is `base` or `candidate`), for a progress line.
 pub fn diff(
     files: &[PathBuf],
     base: &PolicyChoice,
     candidate: &PolicyChoice,
+    rollout: RolloutArgs,
     opts: &RunOptions,
     on_run: &mut dyn FnMut(usize, usize, &str, &str),
 ) -> Result<Vec<ModelDiff>, ConfigError> {
     let base_jobs = plan(files, base)?;
     let candidate_jobs = plan(files, candidate)?;
     assert_eq!(base_jobs.len(), candidate_jobs.len(), "one job per model and policy");
-    let n = base_jobs.len() * 2;
+    let per_model = if rollout.rollout { 3 } else { 2 };
+    let n = base_jobs.len() * per_model;
     let mut out = Vec::new();
     for (i, (b, c)) in base_jobs.iter().zip(&candidate_jobs).enumerate() {
-        on_run(2 * i, n, &b.scenario.name, "base");
+        on_run(per_model * i, n, &b.scenario.name, "base");
         let base = run(b, opts)?;
-        on_run(2 * i + 1, n, &c.scenario.name, "candidate");
+        on_run(per_model * i + 1, n, &c.scenario.name, "candidate");
         let candidate = run(c, opts)?;
+        let mixed = if rollout.rollout {
+            on_run(per_model * i + 2, n, &c.scenario.name, "rollout");
+            let job = rollout_job(b, c, rollout);
+            // A stage's clients and replica sets must not change: say so as bad input.
+            crate::model::WorldConfig::new(&job.scenario, &job.policy)
+                .map_err(|m| ConfigError::new(&job.scenario.path, format!("--rollout: {m}")))?;
+            Some(run(&job, opts)?)
+        } else {
+            None
+        };
         let rows = base
             .properties
             .iter()
             .zip(&candidate.properties)
-            .map(|(pb, pc)| {
+            .enumerate()
+            .map(|(k, (pb, pc))| {
                 assert_eq!(pb.name, pc.name);
+                let during = mixed.as_ref().map(|m| m.properties[k].found);
                 DiffRow {
                     property: pb.name,
                     base: pb.found,
                     candidate: pc.found,
-                    change: change(pb.found, pc.found),
+                    rollout: during,
+                    change: match during {
+                        Some(r) => change_with_rollout(pb.found, pc.found, r),
+                        None => change(pb.found, pc.found),
+                    },
                 }
             })
             .collect();
-        out.push(ModelDiff { model: base.model.clone(), file: base.file.clone(), rows, base, candidate });
+        out.push(ModelDiff {
+            model: base.model.clone(),
+            file: base.file.clone(),
+            rows,
+            base,
+            candidate,
+            rollout: mixed,
+        });
     }
     Ok(out)
 }
 
-/// 1 if the candidate regresses anything, else 3 if a verdict is missing, else 0.
+/// 1 if the candidate (or the rollout) regresses anything, else 3 if a verdict is missing,
+/// else 0.
 pub fn exit_code(diffs: &[ModelDiff]) -> u8 {
     let rows = || diffs.iter().flat_map(|d| &d.rows);
-    if rows().any(|r| r.change == Change::Regression) {
+    if rows().any(|r| matches!(r.change, Change::Regression | Change::MixedFleet)) {
         1
     } else if rows().any(|r| r.change == Change::Unknown) {
         3
@@ -112,31 +200,42 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
             d.candidate.unique_states,
             if d.candidate.complete { "complete" } else { "incomplete" }
         );
-        let _ = writeln!(out, "    {:<22} {:<22} {:<22} change", "property", "base", "candidate");
+        if let Some(m) = &d.rollout {
+            let _ = writeln!(
+                out,
+                "  rollout:   {} from the base to the candidate ({} states, {})",
+                m.variant,
+                m.unique_states,
+                if m.complete { "complete" } else { "incomplete" }
+            );
+        }
+        let during = if d.rollout.is_some() { format!("{:<22} ", "rollout") } else { String::new() };
+        let _ = writeln!(out, "    {:<22} {:<22} {:<22} {during}change", "property", "base", "candidate");
         for r in &d.rows {
             let mark = match r.change {
                 Change::Same => "",
                 Change::Regression => "REGRESSION",
+                Change::MixedFleet => "MIXED-FLEET REGRESSION",
                 Change::Fix => "fixed",
                 Change::Unknown => "unknown (incomplete)",
             };
+            let during = r.rollout.map(|f| format!("{:<22} ", f.to_string())).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "    {:<22} {:<22} {:<22} {mark}",
+                "    {:<22} {:<22} {:<22} {during}{mark}",
                 r.property.as_str(),
                 r.base.to_string(),
                 r.candidate.to_string()
             );
         }
-        for r in d.rows.iter().filter(|r| r.change == Change::Regression) {
-            let p = d.candidate.properties.iter().find(|p| p.name == r.property).expect("row has a result");
+        for r in d.rows.iter().filter(|r| matches!(r.change, Change::Regression | Change::MixedFleet)) {
+            let (run, whence) = match (r.change, &d.rollout) {
+                (Change::MixedFleet, Some(m)) => (m, "during the rollout, with both policies running"),
+                _ => (&d.candidate, "under the candidate"),
+            };
+            let p = run.properties.iter().find(|p| p.name == r.property).expect("row has a result");
             if let Some(cx) = &p.counterexample {
-                let _ = writeln!(
-                    out,
-                    "  regression {} under the candidate ({} steps):",
-                    r.property,
-                    cx.steps.len()
-                );
+                let _ = writeln!(out, "  regression {} {whence} ({} steps):", r.property, cx.steps.len());
                 for s in &cx.steps {
                     if cx.loop_from_step == Some(s.step) {
                         let _ = writeln!(out, "    --- loop: the steps below repeat forever ---");
@@ -148,9 +247,14 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
             }
         }
     }
-    let regressions = diffs.iter().flat_map(|d| &d.rows).filter(|r| r.change == Change::Regression).count();
-    let fixes = diffs.iter().flat_map(|d| &d.rows).filter(|r| r.change == Change::Fix).count();
-    let _ = writeln!(out, "{regressions} regression(s), {fixes} fix(es)");
+    let count = |c: Change| diffs.iter().flat_map(|d| &d.rows).filter(|r| r.change == c).count();
+    let (regressions, fixes) = (count(Change::Regression), count(Change::Fix));
+    let mixed = if diffs.iter().any(|d| d.rollout.is_some()) {
+        format!(", {} mixed-fleet regression(s)", count(Change::MixedFleet))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(out, "{regressions} regression(s){mixed}, {fixes} fix(es)");
     out
 }
 
@@ -168,9 +272,24 @@ pub fn junit(diffs: &[ModelDiff]) -> String {
                 .rows
                 .iter()
                 .map(|r| {
-                    let message = format!("base {}, candidate {}", r.base, r.candidate);
+                    let mut message = format!("base {}, candidate {}", r.base, r.candidate);
+                    if let Some(f) = r.rollout {
+                        message.push_str(&format!(", rollout {f}"));
+                    }
                     let outcome = match r.change {
                         Change::Same | Change::Fix => CaseOutcome::Passed,
+                        Change::MixedFleet => {
+                            let mut body = format!("mixed-fleet regression: {message}");
+                            if let Some(cx) = d.rollout.as_ref().and_then(|m| {
+                                m.properties.iter().find(|p| p.name == r.property)?.counterexample.as_ref()
+                            }) {
+                                body.push_str(&junit_trace(cx));
+                            }
+                            CaseOutcome::Failure {
+                                message: format!("mixed-fleet regression: {message}"),
+                                body,
+                            }
+                        }
                         Change::Unknown => CaseOutcome::Error {
                             message: format!("{message}: exploration cut short, no verdict to compare"),
                         },
@@ -213,14 +332,13 @@ pub fn json(diffs: &[ModelDiff], code: u8) -> String {
             let regressions: Vec<serde_json::Value> = d
                 .rows
                 .iter()
-                .filter(|r| r.change == Change::Regression)
+                .filter(|r| matches!(r.change, Change::Regression | Change::MixedFleet))
                 .map(|r| {
-                    let p = d
-                        .candidate
-                        .properties
-                        .iter()
-                        .find(|p| p.name == r.property)
-                        .expect("row has a result");
+                    let run = match (r.change, &d.rollout) {
+                        (Change::MixedFleet, Some(m)) => m,
+                        _ => &d.candidate,
+                    };
+                    let p = run.properties.iter().find(|p| p.name == r.property).expect("row has a result");
                     serde_json::json!({ "property": r.property, "counterexample": p.counterexample })
                 })
                 .collect();
@@ -229,12 +347,17 @@ pub fn json(diffs: &[ModelDiff], code: u8) -> String {
                 "file": d.file,
                 "base": side(&d.base),
                 "candidate": side(&d.candidate),
+                "rollout": d.rollout.as_ref().map(side),
                 "properties": d.rows,
                 "regressions": regressions,
             })
         })
         .collect();
-    let interrupted = diffs.iter().any(|d| d.base.interrupted() || d.candidate.interrupted());
+    let interrupted = diffs.iter().any(|d| {
+        d.base.interrupted()
+            || d.candidate.interrupted()
+            || d.rollout.as_ref().is_some_and(|m| m.interrupted())
+    });
     serde_json::to_string_pretty(&serde_json::json!({
         "exit_code": code,
         "interrupted": interrupted,

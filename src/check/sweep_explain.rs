@@ -480,6 +480,7 @@ pub fn human(e: &Explanation) -> String {
     for (n, b, c, ch) in &e.rows {
         let change = match ch {
             Change::Regression => "REGRESSION",
+            Change::MixedFleet => "MIXED-FLEET REGRESSION",
             Change::Fix => "fix",
             Change::Unknown => "unknown (incomplete)",
             Change::Same => "",

@@ -9,9 +9,13 @@ pub(super) fn explore(
     model: &std::path::Path,
     variant: Option<String>,
     policy: Option<&std::path::Path>,
+    rollout: Option<(PathBuf, bool)>,
     addr: &str,
 ) -> Result<ExitCode, Error> {
-    let (scenario, cfg) = world_config(model, variant.clone(), policy)?;
+    let (scenario, mut cfg) = world_config(model, variant.clone(), policy)?;
+    if let (Some((from, rollback)), Some(to)) = (rollout, policy) {
+        cfg = rollout_config(&scenario, &from, to, rollback)?;
+    }
     let variant_name = match (policy, variant) {
         (Some(p), _) => format!("policy {}", p.display()),
         (None, Some(v)) => v,
@@ -25,6 +29,25 @@ pub(super) fn explore(
     eprintln!("explorer for {} (variant {variant_name}) at http://{addr}/ (Ctrl-C to stop)", scenario.name);
     front.serve(World::new(cfg), variant_name).map_err(Error::Runtime)?;
     Ok(0)
+}
+
+/// The world of `model` rolling `to` out over `from` (`explore --policy TO --rollout-from
+/// FROM`), as `diff --rollout` checks it.
+fn rollout_config(
+    scenario: &Scenario,
+    from: &std::path::Path,
+    to: &std::path::Path,
+    rollback: bool,
+) -> Result<WorldConfig, ConfigError> {
+    let base = scenario.base_policy.then(&config::load_policy(from)?);
+    let candidate = scenario.base_policy.then(&config::load_policy(to)?);
+    let mut policy = base.clone();
+    policy.rollout = Some(Box::new(config::RolloutPlan {
+        stages: vec![("base".into(), base), ("candidate".into(), candidate)],
+        rollback,
+        order: config::RolloutOrder::Any,
+    }));
+    WorldConfig::new(scenario, &policy).map_err(|m| ConfigError::new(&scenario.path, m))
 }
 
 /// The world of `model` under `--variant` (the first, by default) or `--policy`.

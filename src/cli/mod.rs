@@ -83,6 +83,8 @@ pub enum Command {
         /// The proposed policy.
         #[arg(long)]
         candidate: PathBuf,
+        #[command(flatten)]
+        rollout: check::diff::RolloutArgs,
         #[arg(long, value_enum, default_value = "human")]
         format: Format,
         #[command(flatten)]
@@ -123,6 +125,12 @@ pub enum Command {
         variant: Option<String>,
         #[arg(long)]
         policy: Option<PathBuf>,
+        /// With --policy: explore its rollout over this policy (what `diff --rollout` checks).
+        #[arg(long, requires = "policy")]
+        rollout_from: Option<PathBuf>,
+        /// With --rollout-from: each coordinator may also go back.
+        #[arg(long, requires = "rollout_from")]
+        rollback: bool,
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
@@ -444,8 +452,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
             check_command(paths, policy, variant, format, run, sim, shard, dist, quiet)
         }
         Command::Store { command } => Ok(crate::store::cli::run(command, &model_verdicts)?),
-        Command::Explore { model, variant, policy, addr } => {
-            explore(&model, variant, policy.as_deref(), &addr)
+        Command::Explore { model, variant, policy, rollout_from, rollback, addr } => {
+            let rollout = rollout_from.map(|from| (from, rollback));
+            explore(&model, variant, policy.as_deref(), rollout, &addr)
         }
         other => Ok(run_command(other)?),
     }
@@ -455,8 +464,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
 fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
     match command {
         Command::Check { .. } => unreachable!("`run` runs check (its failures may be at run time)"),
-        Command::Diff { paths, base, candidate, format, run, quiet } => {
-            diff_command(paths, base, candidate, format, run, quiet)
+        Command::Diff { paths, base, candidate, rollout, format, run, quiet } => {
+            diff_command(paths, (base, candidate), rollout, format, run, quiet)
         }
         Command::Sweep(args) => check::sweep_cmd::command(args),
         Command::Merge { reports } => {
@@ -728,8 +737,8 @@ fn check_command(
 /// `diff`: the same models under the base and the candidate policy, side by side.
 fn diff_command(
     paths: Vec<PathBuf>,
-    base: PathBuf,
-    candidate: PathBuf,
+    (base, candidate): (PathBuf, PathBuf),
+    rollout: check::diff::RolloutArgs,
     format: Format,
     run: RunArgs,
     quiet: bool,
@@ -745,7 +754,7 @@ fn diff_command(
             crate::check::terminal::start(run_label(i, n, model, side), None);
         }
     };
-    let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, &opts, &mut on_run)?;
+    let diffs = check::diff::diff(&files, &base_choice, &candidate_choice, rollout, &opts, &mut on_run)?;
     crate::check::terminal::clear();
     let mut code = check::diff::exit_code(&diffs);
     if crate::check::terminal::interrupted() && code == 0 {

@@ -149,7 +149,9 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
             let r = cfg.rollout.as_ref().expect("rollout steps need a rollout");
             let name = &cfg.coordinators[usize::from(*c)].name;
             match a {
-                Action::Upgrade(_) => format!("ROLLOUT: {name} moves to the next stage's policy"),
+                Action::Upgrade(_) => {
+                    format!("ROLLOUT: {name} moves on to the next policy (stages: {})", r.names.join(" -> "))
+                }
                 _ => format!(
                     "ROLLBACK: {name} goes back a stage ({} stages: {})",
                     r.names.len(),

@@ -250,6 +250,33 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
     }
 }
 
+/// Several coordinators: a backend or partition takes the writes of all of them, while each
+/// counts only its own (and its `CapacityBreached` events say what it saw). The ghost adds them
+/// up: the breach that no single coordinator sees is a breach too.
+fn fleet_capacity(cfg: &WorldConfig, s: &mut WorldState) {
+    if s.ghost.capacity_breach.is_some() {
+        return;
+    }
+    let backends = cfg.nodes.iter().enumerate().filter_map(|(n, spec)| {
+        let placed: u16 = s.coordinators().map(|c| c.backend_load[n]).sum();
+        Some((
+            CapacityUnit::Backend(n as NodeId),
+            spec.base_load_per_tick + placed,
+            spec.write_capacity_per_tick?,
+        ))
+    });
+    let partitions = (0..cfg.shard_names.len()).filter_map(|p| {
+        let offered: u16 = s.coordinators().map(|c| c.partition_load[p]).sum();
+        let cap = cfg.partition_capacity_per_tick?;
+        Some((CapacityUnit::Partition(p as u8), cfg.partition_background[p] + offered, cap))
+    });
+    let breach = backends
+        .chain(partitions)
+        .find(|&(_, offered, capacity)| offered > capacity)
+        .map(|(unit, offered, capacity)| CapacityBreach { unit, offered, capacity });
+    s.ghost.capacity_breach = breach;
+}
+
 /// Coordinator `c` heard from node `n`: a fault before the send no longer counts against it
 /// there.
 fn ghost_heard_from(g: &mut Ghost, c: u8, n: NodeId, sender_epoch: u8) {
@@ -366,6 +393,9 @@ impl Model for World {
                 s.env.faults_left -= 1;
             }
             fault => env::apply_fault(cfg, &mut s, fault),
+        }
+        if cfg.coordinators.len() > 1 {
+            fleet_capacity(cfg, &mut s);
         }
         s.net.sort();
         canon::canonicalize(cfg, &mut s);
