@@ -173,3 +173,90 @@ fn a_node_heard_from_since_a_request_left_is_not_declared_dead_at_its_deadline()
     c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 2 }, attempt: 1 }, &mut out);
     assert_eq!(c.health[2], Health::Dead, "coupled detection: a silent miss is a death");
 }
+
+/// The coordinator-restart scenario with a second coordinator, in zone a.
+fn two_coordinators() -> Resolved {
+    let mut cfg = resolved("default");
+    cfg.coordinators.push(crate::config::CoordinatorPlace { name: "cb".into(), zone: 0 });
+    cfg
+}
+
+fn views_sent(out: &Outbox) -> Vec<(Endpoint, u8, Option<JoinView>)> {
+    out.sends
+        .iter()
+        .filter_map(|(dst, m)| match m {
+            Msg::View { epoch, join, .. } => Some((*dst, *epoch, *join)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_leader_moves_a_change_on_only_once_every_coordinator_acked_its_view() {
+    let cfg = two_coordinators();
+    let mut leader = Coordinator::new(&cfg, 0);
+    let mut follower: Coordinator = Coordinator::new(&cfg, 1);
+    // The follower has a write in flight that began before the join.
+    follower.on_msg(&cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
+    assert!(follower.ops[0].querying, "with two coordinators a write first reads the versions");
+
+    let out = start_join(&cfg, &mut leader);
+    let sent = views_sent(&out);
+    assert_eq!(sent.len(), 1);
+    let (dst, epoch, join) = sent[0];
+    assert_eq!(dst, Endpoint::Coordinator(1));
+    assert!(join.is_some_and(|j| !j.swapping));
+    assert!(
+        !out.sends.iter().any(|(_, m)| matches!(m, Msg::CopyRequest { .. })),
+        "no copy before the other coordinator acked the join"
+    );
+
+    // The follower takes the view but owes the ack while its earlier write is in flight.
+    let members = leader.shards[0].members.iter().fold(0u8, |m, &n| m | 1 << n);
+    let mut fout = Outbox::default();
+    follower.on_msg(&cfg, Endpoint::LEADER, Msg::View { shard: 0, epoch, members, join }, &mut fout);
+    assert!(fout.sends.is_empty(), "the ack waits for the earlier write");
+    assert!(follower.shards[0].ack_owed);
+    // Its deadline ends the write: now it acks.
+    let mut fout = Outbox::default();
+    let op = follower.ops[0].op;
+    follower.on_timer(&cfg, Timer::AckDeadline { op, attempt: 1 }, &mut fout);
+    let ack = fout.sends.iter().find(|(_, m)| matches!(m, Msg::ViewAck { .. })).expect("the ack").clone();
+    assert_eq!(ack.0, Endpoint::LEADER);
+
+    let mut out = Outbox::default();
+    leader.on_msg(&cfg, Endpoint::Coordinator(1), ack.1, &mut out);
+    assert!(out.sends.iter().any(|(_, m)| matches!(m, Msg::CopyRequest { .. })), "copies once all acked");
+
+    // Enough copies: the leader publishes the swapping view, and swaps only on its ack.
+    let replacement = leader.shards[0].join.as_ref().unwrap().replacement;
+    let sources: Vec<NodeId> = leader.shards[0].members.iter().copied().filter(|&m| m != 0).collect();
+    let mut out = Outbox::default();
+    for s in sources {
+        leader.on_msg(&cfg, Endpoint::Node(replacement), Msg::CopyAck { shard: 0, from: s }, &mut out);
+    }
+    let sent = views_sent(&out);
+    assert!(sent.last().is_some_and(|(_, _, j)| j.is_some_and(|j| j.swapping)), "{sent:?}");
+    assert!(leader.shards[0].join.is_some(), "no swap before the ack of the swapping view");
+    assert_eq!(leader.read_set(0) & (1 << replacement), 1 << replacement, "reads go to the new set");
+    let epoch = leader.shards[0].epoch;
+    let mut out = Outbox::default();
+    leader.on_msg(&cfg, Endpoint::Coordinator(1), Msg::ViewAck { shard: 0, epoch }, &mut out);
+    assert!(leader.shards[0].join.is_none());
+    assert!(leader.shards[0].members.contains(&replacement));
+    assert!(views_sent(&out).iter().any(|(_, _, j)| j.is_none()), "the final view goes out");
+}
+
+#[test]
+fn versions_of_two_coordinators_never_collide_and_follow_what_was_read() {
+    let cfg = two_coordinators();
+    let mut a: Coordinator = Coordinator::new(&cfg, 0);
+    let mut b: Coordinator = Coordinator::new(&cfg, 1);
+    let va = a.version_above(&cfg, 0, 0);
+    let vb = b.version_above(&cfg, 0, 0);
+    assert_ne!(va, vb);
+    assert_eq!((va % 2, vb % 2), (0, 1), "each coordinator in its own class");
+    // b read a's version: its next one is above it.
+    assert!(b.version_above(&cfg, 0, va) > va);
+    assert!(a.version_above(&cfg, 0, 0) > va, "and above what it handed out itself");
+}
