@@ -221,7 +221,7 @@ fn the_leader_moves_a_change_on_only_once_every_coordinator_acked_its_view() {
     let mut fout = Outbox::default();
     let op = follower.ops[0].op;
     follower.on_timer(&cfg, Timer::AckDeadline { op, attempt: 1 }, &mut fout);
-    let ack = fout.sends.iter().find(|(_, m)| matches!(m, Msg::ViewAck { .. })).expect("the ack").clone();
+    let ack = *fout.sends.iter().find(|(_, m)| matches!(m, Msg::ViewAck { .. })).expect("the ack");
     assert_eq!(ack.0, Endpoint::LEADER);
 
     let mut out = Outbox::default();
