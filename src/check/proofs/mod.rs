@@ -54,6 +54,7 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/protocol/coordinator/mod.rs", include_str!("../../protocol/coordinator/mod.rs")),
     ("src/protocol/coordinator/requests.rs", include_str!("../../protocol/coordinator/requests.rs")),
     ("src/protocol/coordinator/tests.rs", include_str!("../../protocol/coordinator/tests.rs")),
+    ("src/protocol/coordinator/views.rs", include_str!("../../protocol/coordinator/views.rs")),
     ("src/protocol/mod.rs", include_str!("../../protocol/mod.rs")),
     ("src/protocol/msg.rs", include_str!("../../protocol/msg.rs")),
     ("src/protocol/data.rs", include_str!("../../protocol/data.rs")),

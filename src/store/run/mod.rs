@@ -292,6 +292,16 @@ pub fn run(
 ) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), StoreError> {
     let scenario = Scenario::load(&req.model)?;
     let (label, sourced) = choose_policy(&scenario, req).map_err(StoreError::Input)?;
+    let file = req.model.display();
+    if scenario.coordinators.len() > 1 || sourced.rollout.is_some() {
+        let what = match scenario.coordinators.len() {
+            1 => format!("key `variants.{label}.rollout`: a rollout needs a live policy reload"),
+            n => format!("key `coordinators` lists {n} coordinators"),
+        };
+        return Err(StoreError::Input(format!(
+            "{file}: {what}; the store runs one coordinator on one policy (several coordinators and rollouts are checked in the model: docs/reference.md#several-coordinators)"
+        )));
+    }
     let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(StoreError::Input)?;
