@@ -114,7 +114,9 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
         Action::Crash(n) => {
             s.env.faults_left -= 1;
             std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = false;
-            mark_faulted(s, n, u8::MAX);
+            // Every coordinator sees the crash.
+            let all = ((1u16 << cfg.coordinators.len()) - 1) as u8;
+            mark_faulted(s, n, all);
         }
         Action::Restart(n) => std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = true,
         Action::CoordinatorRestart => {
