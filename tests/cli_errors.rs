@@ -130,6 +130,26 @@ fn value_of_the_wrong_type() {
     );
 }
 
+#[test]
+fn burst_ends_must_be_a_boolean() {
+    rejects_model(
+        "burst-ends-not-boolean.toml",
+        "key `shards[0].burst_ends`",
+        "= \"yes\"",
+        &["expected a boolean"],
+    );
+}
+
+#[test]
+fn burst_ends_needs_a_burst() {
+    rejects_model(
+        "burst-ends-without-burst.toml",
+        "key `shards[0].burst_ends`",
+        "= true",
+        &["shard \"s1\" has no burst to end", "burst_writes"],
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Durations.
 

@@ -46,6 +46,7 @@ pub enum Step {
     Heal { zone: u8 },
     Degrade { index: u8 },
     Restore { index: u8 },
+    BurstEnds { shard: u8 },
 }
 
 impl Step {
@@ -69,6 +70,7 @@ impl Step {
             Action::Heal(zone) => Step::Heal { zone },
             Action::Degrade(index) => Step::Degrade { index },
             Action::Restore(index) => Step::Restore { index },
+            Action::BurstEnds(shard) => Step::BurstEnds { shard },
             Action::Tick => return None,
         })
     }

@@ -137,6 +137,23 @@ impl Resolved {
         Ok(cfg)
     }
 
+    /// Background writes per tick on each partition once the bursts of the shards in `ended`
+    /// (bit per shard) are over: the rest spread over the suffixes as at the start.
+    pub fn partition_background_after(&self, ended: u8) -> Vec<u16> {
+        let bursts: Vec<u16> = self
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(i, s)| if ended & (1 << i) != 0 { 0 } else { s.burst_writes_per_tick })
+            .collect();
+        routing::partition_background(&bursts, self.policy.routing.write_shard_suffixes)
+    }
+
+    /// The shards whose burst ends (bit per shard), at a moment the checker chooses.
+    pub fn bursts_ending(&self) -> u8 {
+        self.shards.iter().enumerate().filter(|(_, s)| s.burst_ends).fold(0, |m, (i, _)| m | 1 << i)
+    }
+
     pub fn node_zone(&self, n: NodeId) -> u8 {
         self.nodes[usize::from(n)].zone
     }

@@ -108,6 +108,7 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
             format!("link {}<->{} restored", zone(d.zones.0), zone(d.zones.1))
         }
         Action::Lose(e) => format!("FAULT: lossy link loses {}", envelope(cfg, e)),
+        Action::BurstEnds(p) => format!("the burst on {} ends", cfg.shard_names[usize::from(*p)]),
         Action::Tick => format!("tick (+{})", format_ms(cfg.tick_ms)),
     }
 }
@@ -161,7 +162,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         let cap = cfg.partition_capacity_per_tick.map_or("unlimited".to_string(), |c| c.to_string());
         let parts: Vec<String> = (0..cfg.shard_names.len())
             .map(|p| {
-                let background = cfg.partition_background[p];
+                let background = s.coord.background[p];
                 let offered = background + s.coord.partition_load[p];
                 let flag =
                     if cfg.partition_capacity_per_tick.is_some_and(|c| offered > c) { " OVER" } else { "" };

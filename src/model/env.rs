@@ -12,6 +12,12 @@ pub fn zone_of(cfg: &WorldConfig, e: Endpoint) -> u8 {
     }
 }
 
+/// Whether every burst that ends has ended: liveness is asked of the time after (a behaviour
+/// in which such a burst lasts for ever is not one of the model's).
+pub fn bursts_settled(cfg: &WorldConfig, s: &WorldState) -> bool {
+    cfg.bursts_ending() & !s.env.bursts_ended == 0
+}
+
 /// Whether zones `a` and `b` can talk: a partitioned zone talks only to itself.
 pub fn connected(s: &WorldState, a: u8, b: u8) -> bool {
     a == b || (s.env.partitioned & (1 << a) == 0 && s.env.partitioned & (1 << b) == 0)
@@ -97,6 +103,11 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
             actions.push(Action::Restore(i));
         }
     }
+    // A burst that ends may end at any moment; it uses no budget (it is no fault) and ends once.
+    let unended = cfg.bursts_ending() & !s.env.bursts_ended;
+    for p in (0..cfg.shards.len() as u8).filter(|p| unended & (1 << p) != 0) {
+        actions.push(Action::BurstEnds(p));
+    }
     if cfg.faults.drop && budget {
         let mut last = None;
         for e in &s.net {
@@ -120,7 +131,17 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
         Action::CoordinatorRestart => {
             s.env.faults_left -= 1;
             let durable = s.coord.durable(cfg);
-            s.coord = std::sync::Arc::new(crate::protocol::Coordinator::recover(cfg, &durable));
+            let mut coord = crate::protocol::Coordinator::recover(cfg, &durable);
+            // The restarted router sees the background as it is now, not as configured.
+            if s.env.bursts_ended != 0 {
+                coord.on_background(&cfg.partition_background_after(s.env.bursts_ended));
+            }
+            s.coord = std::sync::Arc::new(coord);
+        }
+        Action::BurstEnds(p) => {
+            s.env.bursts_ended |= 1 << p;
+            let background = cfg.partition_background_after(s.env.bursts_ended);
+            std::sync::Arc::make_mut(&mut s.coord).on_background(&background);
         }
         Action::Partition(z) => {
             s.env.faults_left -= 1;

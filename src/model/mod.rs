@@ -67,6 +67,8 @@ pub enum Action {
     Restore(u8),
     /// A lossy link loses a message.
     Lose(Envelope),
+    /// Shard p's burst ends (`burst_ends = true`): the environment, not a fault.
+    BurstEnds(u8),
     Tick,
 }
 
@@ -98,7 +100,7 @@ impl World {
                 })
                 .collect(),
             net: Vec::new(),
-            env: EnvState { faults_left: cfg.faults.budget, partitioned: 0, degraded: 0 },
+            env: EnvState { faults_left: cfg.faults.budget, partitioned: 0, degraded: 0, bursts_ended: 0 },
             ghost: Ghost {
                 acked_version: filled(0, shard_count),
                 history: std::sync::Arc::new(filled(history::History::default(), shard_count)),

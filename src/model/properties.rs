@@ -67,6 +67,10 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
 }
 
 /// Edge labels for cycle analysis.
+/// Time passes, once every burst that ends has ended (`burst_ends = true`): a burst that ends
+/// does not last for ever, so liveness is asked of the time after it, and a loop of ticks
+/// while it lasts is no behaviour (the burst-ended bits never clear, so a cycle stays on one
+/// side of the end).
 pub const EDGE_TICK: u8 = 1;
 /// The replica sets, a join in progress or the membership queue changed.
 pub const EDGE_TOPOLOGY: u8 = 2;
@@ -99,7 +103,7 @@ pub fn outstanding(phase: super::ClientPhase) -> bool {
 
 pub fn edge_label(cfg: &WorldConfig, from: &WorldState, action: &super::Action, to: &WorldState) -> u8 {
     let mut label = 0;
-    if *action == super::Action::Tick {
+    if *action == super::Action::Tick && super::env::bursts_settled(cfg, from) {
         label |= EDGE_TICK;
     }
     let down_member =

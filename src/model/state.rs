@@ -57,6 +57,9 @@ pub struct EnvState {
     pub partitioned: u8,
     /// Bit i: degradation i of the fault menu is active.
     pub degraded: u8,
+    /// Bit p: shard p's burst (`burst_ends = true`) is over. Not a fault: it uses no budget,
+    /// and it never starts again.
+    pub bursts_ended: u8,
 }
 
 /// Ghost variables: bookkeeping for the properties, never read by the actors.

@@ -88,6 +88,8 @@ pub fn resolved(
             size_pct: s.size_pct,
             hot: s.hot,
             burst_writes_per_tick: s.burst_writes_per_window,
+            // The store has no way to end a burst: its background stays constant.
+            burst_ends: false,
         })
         .collect();
     let initial_members = layout

@@ -166,6 +166,10 @@ pub struct Partitions {
     pub write_capacity_per_tick: Capacity,
     pub burst_writes_per_tick: IndexMap<String, u64>,
     pub background_writes_per_tick: IndexMap<String, u64>,
+    /// The shards whose burst ends at a moment the checker chooses (absent: every burst lasts
+    /// for ever).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bursts_end: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -478,6 +482,12 @@ impl Partitions {
             write_capacity_per_tick: cfg.partition_capacity_per_tick.into(),
             burst_writes_per_tick: per_shard(cfg, |p| u64::from(cfg.shards[p].burst_writes_per_tick)),
             background_writes_per_tick: per_shard(cfg, |p| u64::from(cfg.partition_background[p])),
+            bursts_end: cfg
+                .shards
+                .iter()
+                .filter(|shard| shard.burst_ends)
+                .map(|shard| shard.name.clone())
+                .collect(),
         }
     }
 }

@@ -183,6 +183,9 @@ pub struct ShardSpec {
     pub hot: bool,
     /// Background writes per tick on this shard's key prefix.
     pub burst_writes_per_tick: u16,
+    /// The burst ends, at a moment the checker chooses (`burst_ends = true`); otherwise it
+    /// lasts for ever.
+    pub burst_ends: bool,
 }
 
 /// One-way latency between two zones, in ticks, inclusive.

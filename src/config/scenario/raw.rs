@@ -67,6 +67,9 @@ pub(super) struct RawShard {
     /// Writes on this shard's key prefix from the clients outside the model (a promotion's
     /// cohort): spread over the prefix's suffixes when keys are sharded.
     pub(super) burst_writes: Option<Rate>,
+    /// The burst ends at a moment the checker chooses; liveness is asked of the time after.
+    #[serde(default)]
+    pub(super) burst_ends: bool,
 }
 
 #[derive(Deserialize)]

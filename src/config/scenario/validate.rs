@@ -166,14 +166,21 @@ fn shards(cx: &Cx, raw: &[RawShard]) -> Result<Vec<ShardSpec>, String> {
         if s.size_pct > 100 {
             return Err(format!("key `shards[{i}].size_pct` = {}: a percentage, 0 to 100", s.size_pct));
         }
+        let burst_writes_per_tick =
+            cx.per_tick(&format!("shards[{i}].burst_writes"), &s.burst_writes)?.unwrap_or(0);
+        if s.burst_ends && burst_writes_per_tick == 0 {
+            return Err(format!(
+                "key `shards[{i}].burst_ends` = true: shard \"{}\" has no burst to end (set `burst_writes`)",
+                s.name
+            ));
+        }
         shards.push(ShardSpec {
             name: s.name.clone(),
             replicas,
             size_pct: s.size_pct,
             hot: s.hot,
-            burst_writes_per_tick: cx
-                .per_tick(&format!("shards[{i}].burst_writes"), &s.burst_writes)?
-                .unwrap_or(0),
+            burst_writes_per_tick,
+            burst_ends: s.burst_ends,
         });
     }
     Ok(shards)

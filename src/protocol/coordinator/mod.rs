@@ -21,6 +21,7 @@
 //!   copied yet is asked again when it is next heard from (a retry per sign of life, not per
 //!   tick: a slow source is not flooded with copies, a dead one is not asked forever).
 
+mod load;
 mod membership;
 mod requests;
 
@@ -143,6 +144,10 @@ pub struct Coordinator<D: Data = ModelData> {
     pub partition_load: PerShard<u16>,
     /// Writes placed on each backend this window (kept only when backends have capacities).
     pub backend_load: PerNode<u16>,
+    /// Background writes per tick the router sees on each partition (traffic from outside
+    /// the model): the configured bursts at start; a driver reports changes
+    /// ([`Coordinator::on_background`]).
+    pub background: PerShard<u16>,
 }
 
 /// Where load first exceeded capacity.
@@ -244,6 +249,7 @@ impl<D: Data> Coordinator<D> {
             window_ticks: cfg.capacity_window_ticks - 1,
             partition_load: filled(0, shard_count),
             backend_load: filled(0, node_count),
+            background: cfg.partition_background.iter().copied().collect(),
         }
     }
 
