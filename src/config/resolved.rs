@@ -18,6 +18,8 @@ pub struct Resolved {
     pub shard_names: Vec<String>,
     pub shards: Vec<ShardSpec>,
     pub slow_compaction_debt_pct: u8,
+    /// How compaction debt grows and drains (static unless the scenario opts in).
+    pub compaction: super::CompactionSpec,
     pub initial_members: Vec<Vec<NodeId>>,
     pub latency: Vec<Vec<LatencyTicks>>,
     pub lossy: Vec<Vec<bool>>,
@@ -101,6 +103,7 @@ impl Resolved {
             shard_names: scenario.shards.iter().map(|s| s.name.clone()).collect(),
             shards: scenario.shards.clone(),
             slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
+            compaction: scenario.compaction,
             initial_members,
             latency: scenario.latency.clone(),
             lossy: scenario.lossy.clone(),

@@ -176,7 +176,12 @@ fn visit_msg(msg: &mut Msg, f: &mut impl FnMut(Slot<'_>)) {
             let shard = *shard;
             f(Slot::Version { shard, version: &mut data.version });
         }
-        Msg::CopyRequest { .. } | Msg::CopyAck { .. } | Msg::Ping | Msg::Pong => {}
+        Msg::CopyRequest { .. }
+        | Msg::CopyAck { .. }
+        | Msg::Ping
+        | Msg::Pong
+        | Msg::LoadQuery
+        | Msg::LoadReport { .. } => {}
     }
 }
 

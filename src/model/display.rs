@@ -60,6 +60,8 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
         }
         Msg::Ping => "Ping".into(),
         Msg::Pong => "Pong".into(),
+        Msg::LoadQuery => "LoadQuery".into(),
+        Msg::LoadReport { compaction_debt_pct } => format!("LoadReport debt={compaction_debt_pct}%"),
     }
 }
 
@@ -135,9 +137,15 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         );
         if let Some(loads) = &loads {
             let l = loads[i];
+            // With debt as node state the coordinator knows only what the node last reported.
+            let now = if cfg.compaction.dynamic() {
+                format!(" reported (now {}%)", n.debt_pct)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "    disk {}%, compaction debt {}%{}",
+                "    disk {}%, compaction debt {}%{now}{}",
                 l.disk_pct,
                 l.compaction_debt_pct,
                 if l.slow { ", SLOW (hot shard on compaction debt)" } else { "" }

@@ -71,6 +71,16 @@ pub fn tick(s: &mut WorldState) {
     }
 }
 
+/// A tick of compaction on every node that is up, when debt is node state.
+pub fn compact(cfg: &WorldConfig, s: &mut WorldState) {
+    if !cfg.compaction.dynamic() || s.nodes.iter().all(|n| !n.up || n.debt_pct == 0) {
+        return;
+    }
+    for n in std::sync::Arc::make_mut(&mut s.nodes).iter_mut().filter(|n| n.up) {
+        n.debt_pct = crate::protocol::compaction::debt_after_tick(&cfg.compaction, n.debt_pct);
+    }
+}
+
 pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
     let budget = s.env.faults_left > 0;
     for &n in &cfg.faults.crash {

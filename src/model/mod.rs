@@ -25,7 +25,7 @@ pub use reduction::Reduction;
 pub use state::*;
 
 use crate::policy::NodeId;
-use crate::protocol::{node, Outbox};
+use crate::protocol::{compaction, node, Outbox};
 use stateright::{Model, Property};
 
 /// The world is configured by a scenario resolved under one policy.
@@ -83,10 +83,16 @@ impl World {
         let node_count = cfg.nodes.len();
         let shard_count = cfg.shard_names.len();
         WorldState {
-            nodes: std::sync::Arc::new(filled(
-                NodeState { up: true, shards: filled(Stored::default(), shard_count) },
-                node_count,
-            )),
+            nodes: std::sync::Arc::new(
+                cfg.nodes
+                    .iter()
+                    .map(|spec| NodeState {
+                        up: true,
+                        shards: filled(Stored::default(), shard_count),
+                        debt_pct: spec.compaction_debt_pct,
+                    })
+                    .collect(),
+            ),
             coord: std::sync::Arc::new(Coordinator::new(cfg)),
             clients: cfg
                 .clients
@@ -292,7 +298,17 @@ impl Model for World {
                     Endpoint::Node(n) => {
                         let mut out = Outbox::default();
                         let nodes = std::sync::Arc::make_mut(&mut s.nodes);
-                        node::on_msg(n, &mut nodes[usize::from(n)].shards, e.src, e.msg, &mut out);
+                        let node = &mut nodes[usize::from(n)];
+                        if cfg.compaction.dynamic() {
+                            compaction::on_node_msg(
+                                &cfg.compaction,
+                                &mut node.debt_pct,
+                                e.src,
+                                &e.msg,
+                                &mut out,
+                            );
+                        }
+                        node::on_msg(n, &mut node.shards, e.src, e.msg, &mut out);
                         apply(cfg, &mut s, Endpoint::Node(n), out);
                     }
                     Endpoint::Coordinator => {
@@ -316,6 +332,7 @@ impl Model for World {
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),
             Action::Tick => {
                 env::tick(&mut s);
+                env::compact(cfg, &mut s);
                 std::sync::Arc::make_mut(&mut s.coord).tick(cfg);
                 ghost_tick(cfg, &mut s.ghost);
                 client::tick(&mut s);

@@ -86,14 +86,24 @@ pub const EDGE_HOT_ON_SLOW: u8 = 8;
 pub const EDGE_PENDING_CLIENT0: u8 = 16;
 const _: () = assert!(crate::policy::CLIENT_COUNT_MAX <= 4, "one pending bit per client in a u8");
 
-/// Whether a hot shard has a replica on a node that is slow (as the rebalancer sees it: compaction
-/// debt above the environment's threshold while it hosts a hot shard).
+/// Whether a hot shard has a replica on a node that is slow (compaction debt above the
+/// environment's threshold while it hosts a hot shard). The debt is the node's own: with debt
+/// as node state, what the coordinator last heard may be stale, and a node is slow or not
+/// whatever the coordinator believes.
 pub fn hot_on_slow(cfg: &WorldConfig, s: &WorldState) -> bool {
     let loads = s.coord.node_loads(cfg);
+    let slow = |m: u8| {
+        let m = usize::from(m);
+        if cfg.compaction.dynamic() {
+            s.nodes[m].debt_pct > cfg.slow_compaction_debt_pct
+        } else {
+            loads[m].slow
+        }
+    };
     cfg.shards
         .iter()
         .zip(&s.coord.shards)
-        .any(|(spec, view)| spec.hot && view.members.iter().any(|&m| loads[usize::from(m)].slow))
+        .any(|(spec, view)| spec.hot && view.members.iter().any(|&m| slow(m)))
 }
 
 /// Whether a client's phase counts as "an operation outstanding".

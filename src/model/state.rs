@@ -25,6 +25,9 @@ pub struct NodeState {
     pub up: bool,
     /// Durable: survives crash and restart.
     pub shards: PerShard<Stored>,
+    /// Compaction debt, in percent: part of the disk, so it survives a crash. Constant (the
+    /// configured `compaction_debt_pct`) unless debt is node state (`compaction_debt_drain`).
+    pub debt_pct: u8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

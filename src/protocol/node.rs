@@ -26,11 +26,15 @@ pub fn on_msg(me: NodeId, data: &mut [Stored], src: Endpoint, msg: Msg, io: &mut
             io.send(Endpoint::Coordinator, Msg::CopyAck { shard, from });
         }
         Msg::Ping => io.send(src, Msg::Pong),
+        // Compaction debt is answered for by `compaction::on_node_msg`, which drivers with
+        // growing debt call as well.
+        Msg::LoadQuery => {}
         Msg::Request { .. }
         | Msg::Response { .. }
         | Msg::ReplicateAck { .. }
         | Msg::ReadReply { .. }
         | Msg::CopyAck { .. }
+        | Msg::LoadReport { .. }
         | Msg::Pong => unreachable!("a node is never sent {msg:?}"),
     }
 }

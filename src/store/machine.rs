@@ -110,6 +110,8 @@ pub fn resolved(
         shard_names: layout.shards.iter().map(|s| s.name.clone()).collect(),
         shards,
         slow_compaction_debt_pct: load.slow_compaction_debt_pct,
+        // The store keeps each node's configured compaction debt: its nodes report none.
+        compaction: crate::config::CompactionSpec::default(),
         initial_members,
         latency: Vec::new(),
         lossy: Vec::new(),

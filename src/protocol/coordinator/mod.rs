@@ -148,6 +148,9 @@ pub struct Coordinator<D: Data = ModelData> {
     /// the model): the configured bursts at start; a driver reports changes
     /// ([`Coordinator::on_background`]).
     pub background: PerShard<u16>,
+    /// Each node's compaction debt as last reported (the configured debt until a node
+    /// reports; reports come only when debt is node state, `compaction_debt_drain`).
+    pub debt_pct: PerNode<u8>,
 }
 
 /// Where load first exceeded capacity.
@@ -250,6 +253,7 @@ impl<D: Data> Coordinator<D> {
             partition_load: filled(0, shard_count),
             backend_load: filled(0, node_count),
             background: cfg.partition_background.iter().copied().collect(),
+            debt_pct: cfg.nodes.iter().map(|spec| spec.compaction_debt_pct).collect(),
         }
     }
 
@@ -406,11 +410,16 @@ impl<D: Data> Coordinator<D> {
                 self.on_copy_ack(cfg, shard, from, n, io)
             }
             Msg::Pong => {}
+            Msg::LoadReport { compaction_debt_pct } => {
+                let Endpoint::Node(n) = src else { unreachable!("load reports come from nodes") };
+                self.on_load_report(n, compaction_debt_pct);
+            }
             Msg::Response { .. }
             | Msg::Replicate { .. }
             | Msg::ReadReq { .. }
             | Msg::CopyRequest { .. }
             | Msg::CopyData { .. }
+            | Msg::LoadQuery
             | Msg::Ping => unreachable!("the coordinator is never sent {msg:?}"),
         }
     }
