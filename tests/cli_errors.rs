@@ -130,6 +130,56 @@ fn value_of_the_wrong_type() {
     );
 }
 
+#[test]
+fn burst_ends_must_be_a_boolean() {
+    rejects_model(
+        "burst-ends-not-boolean.toml",
+        "key `shards[0].burst_ends`",
+        "= \"yes\"",
+        &["expected a boolean"],
+    );
+}
+
+#[test]
+fn compaction_drain_must_be_whole_points_per_tick() {
+    rejects_model(
+        "compaction-drain-not-whole.toml",
+        "key `compaction_debt_drain`",
+        "= \"15/s\"",
+        &["whole number of percentage points per tick", "tick = 100 ms"],
+    );
+}
+
+#[test]
+fn compaction_debt_per_write_is_a_percentage() {
+    rejects_model(
+        "compaction-per-write-over-100.toml",
+        "key `compaction_debt_per_write_pct`",
+        "= 150",
+        &["a percentage, 0 to 100"],
+    );
+}
+
+#[test]
+fn compaction_drain_needs_growth() {
+    rejects_model(
+        "compaction-drain-alone.toml",
+        "key `compaction_debt_drain`",
+        "= \"100/s\"",
+        &["without `compaction_debt_per_write_pct`", "set both"],
+    );
+}
+
+#[test]
+fn burst_ends_needs_a_burst() {
+    rejects_model(
+        "burst-ends-without-burst.toml",
+        "key `shards[0].burst_ends`",
+        "= true",
+        &["shard \"s1\" has no burst to end", "burst_writes"],
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Durations.
 

@@ -112,11 +112,13 @@ fn get(port: u16, url: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
-/// The page at `url` as the browser rendered it.
+/// The page at `url` as the browser rendered it. The virtual-time budget covers the longest
+/// library counterexample (about 620 steps, rebalancer-compaction-debt), whose page loads
+/// every step's state.
 fn dump_dom(browser: &Path, url: &str) -> String {
     let profile = tempfile::tempdir().expect("a profile directory");
     let mut child = Command::new(browser)
-        .args(["--headless", "--disable-gpu", "--no-sandbox", "--virtual-time-budget=5000", "--dump-dom"])
+        .args(["--headless", "--disable-gpu", "--no-sandbox", "--virtual-time-budget=30000", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(url)
         .stdin(Stdio::null())

@@ -88,6 +88,9 @@ pub enum Step {
     Rollback {
         coord: u8,
     },
+    BurstEnds {
+        shard: u8,
+    },
 }
 
 impl Step {
@@ -114,6 +117,7 @@ impl Step {
             Action::PeerTimer { coord, timer } => Step::PeerTimer { coord, timer },
             Action::Upgrade(coord) => Step::Upgrade { coord },
             Action::Rollback(coord) => Step::Rollback { coord },
+            Action::BurstEnds(shard) => Step::BurstEnds { shard },
             Action::Tick => return None,
         })
     }

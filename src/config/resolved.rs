@@ -18,6 +18,8 @@ pub struct Resolved {
     pub shard_names: Vec<String>,
     pub shards: Vec<ShardSpec>,
     pub slow_compaction_debt_pct: u8,
+    /// How compaction debt grows and drains (static unless the scenario opts in).
+    pub compaction: super::CompactionSpec,
     pub initial_members: Vec<Vec<NodeId>>,
     pub latency: Vec<Vec<LatencyTicks>>,
     pub lossy: Vec<Vec<bool>>,
@@ -153,6 +155,7 @@ impl Resolved {
             shard_names: scenario.shards.iter().map(|s| s.name.clone()).collect(),
             shards: scenario.shards.clone(),
             slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
+            compaction: scenario.compaction,
             initial_members,
             latency: scenario.latency.clone(),
             lossy: scenario.lossy.clone(),
@@ -189,6 +192,23 @@ impl Resolved {
             }
         }
         Ok(cfg)
+    }
+
+    /// Background writes per tick on each partition once the bursts of the shards in `ended`
+    /// (bit per shard) are over: the rest spread over the suffixes as at the start.
+    pub fn partition_background_after(&self, ended: u8) -> Vec<u16> {
+        let bursts: Vec<u16> = self
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(i, s)| if ended & (1 << i) != 0 { 0 } else { s.burst_writes_per_tick })
+            .collect();
+        routing::partition_background(&bursts, self.policy.routing.write_shard_suffixes)
+    }
+
+    /// The shards whose burst ends (bit per shard), at a moment the checker chooses.
+    pub fn bursts_ending(&self) -> u8 {
+        self.shards.iter().enumerate().filter(|(_, s)| s.burst_ends).fold(0, |m, (i, _)| m | 1 << i)
     }
 
     pub fn node_zone(&self, n: NodeId) -> u8 {

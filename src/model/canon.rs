@@ -256,7 +256,9 @@ fn visit_msg(msg: &mut Msg, f: &mut impl FnMut(Slot<'_>)) {
         | Msg::Pong
         | Msg::View { .. }
         | Msg::ViewAck { .. }
-        | Msg::Propose { .. } => {}
+        | Msg::Propose { .. }
+        | Msg::LoadQuery
+        | Msg::LoadReport { .. } => {}
     }
 }
 

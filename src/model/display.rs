@@ -79,6 +79,8 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
         Msg::Propose { shard: s, evicted, replacement } => {
             format!("Propose {}: evict {}, replace with {}", shard(s), node(evicted), node(replacement))
         }
+        Msg::LoadQuery => "LoadQuery".into(),
+        Msg::LoadReport { compaction_debt_pct } => format!("LoadReport debt={compaction_debt_pct}%"),
     }
 }
 
@@ -127,6 +129,7 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
             format!("link {}<->{} restored", zone(d.zones.0), zone(d.zones.1))
         }
         Action::Lose(e) => format!("FAULT: lossy link loses {}", envelope(cfg, e)),
+        Action::BurstEnds(p) => format!("the burst on {} ends", cfg.shard_names[usize::from(*p)]),
         Action::Tick => format!("tick (+{})", format_ms(cfg.tick_ms)),
         Action::PeerTimer { coord, timer } => {
             let name = &cfg.coordinators[usize::from(*coord)].name;
@@ -184,9 +187,15 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         );
         if let Some(loads) = &loads {
             let l = loads[i];
+            // With debt as node state the coordinator knows only what the node last reported.
+            let now = if cfg.compaction.dynamic() {
+                format!(" reported (now {}%)", n.debt_pct)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "    disk {}%, compaction debt {}%{}",
+                "    disk {}%, compaction debt {}%{now}{}",
                 l.disk_pct,
                 l.compaction_debt_pct,
                 if l.slow { ", SLOW (hot shard on compaction debt)" } else { "" }
@@ -211,7 +220,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         let cap = cfg.partition_capacity_per_tick.map_or("unlimited".to_string(), |c| c.to_string());
         let parts: Vec<String> = (0..cfg.shard_names.len())
             .map(|p| {
-                let background = cfg.partition_background[p];
+                let background = s.coord.background[p];
                 let offered = background + s.coord.partition_load[p];
                 let flag =
                     if cfg.partition_capacity_per_tick.is_some_and(|c| offered > c) { " OVER" } else { "" };

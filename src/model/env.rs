@@ -12,6 +12,12 @@ pub fn zone_of(cfg: &WorldConfig, e: Endpoint) -> u8 {
     }
 }
 
+/// Whether every burst that ends has ended: liveness is asked of the time after (a behaviour
+/// in which such a burst lasts for ever is not one of the model's).
+pub fn bursts_settled(cfg: &WorldConfig, s: &WorldState) -> bool {
+    cfg.bursts_ending() & !s.env.bursts_ended == 0
+}
+
 /// Whether zones `a` and `b` can talk: a partitioned zone talks only to itself.
 pub fn connected(s: &WorldState, a: u8, b: u8) -> bool {
     a == b || (s.env.partitioned & (1 << a) == 0 && s.env.partitioned & (1 << b) == 0)
@@ -65,6 +71,16 @@ pub fn tick(s: &mut WorldState) {
     }
 }
 
+/// A tick of compaction on every node that is up, when debt is node state.
+pub fn compact(cfg: &WorldConfig, s: &mut WorldState) {
+    if !cfg.compaction.dynamic() || s.nodes.iter().all(|n| !n.up || n.debt_pct == 0) {
+        return;
+    }
+    for n in std::sync::Arc::make_mut(&mut s.nodes).iter_mut().filter(|n| n.up) {
+        n.debt_pct = crate::protocol::compaction::debt_after_tick(&cfg.compaction, n.debt_pct);
+    }
+}
+
 pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
     let budget = s.env.faults_left > 0;
     for &n in &cfg.faults.crash {
@@ -97,6 +113,11 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
             actions.push(Action::Restore(i));
         }
     }
+    // A burst that ends may end at any moment; it uses no budget (it is no fault) and ends once.
+    let unended = cfg.bursts_ending() & !s.env.bursts_ended;
+    for p in (0..cfg.shards.len() as u8).filter(|p| unended & (1 << p) != 0) {
+        actions.push(Action::BurstEnds(p));
+    }
     if cfg.faults.drop && budget {
         let mut last = None;
         for e in &s.net {
@@ -123,7 +144,20 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
             s.env.faults_left -= 1;
             let stage_cfg = cfg.for_stage(s.stage(0));
             let durable = s.coord.durable(stage_cfg);
-            s.coord = std::sync::Arc::new(crate::protocol::Coordinator::recover(stage_cfg, &durable));
+            let mut coord = crate::protocol::Coordinator::recover(stage_cfg, &durable);
+            // The restarted router sees the background as it is now, not as configured.
+            if s.env.bursts_ended != 0 {
+                coord.on_background(&cfg.partition_background_after(s.env.bursts_ended));
+            }
+            s.coord = std::sync::Arc::new(coord);
+        }
+        Action::BurstEnds(p) => {
+            s.env.bursts_ended |= 1 << p;
+            let background = cfg.partition_background_after(s.env.bursts_ended);
+            // Every router sees the burst end.
+            for c in 0..cfg.coordinators.len() as u8 {
+                s.coordinator_mut(c).on_background(&background);
+            }
         }
         Action::Partition(z) => {
             s.env.faults_left -= 1;

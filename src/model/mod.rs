@@ -25,7 +25,7 @@ pub use reduction::Reduction;
 pub use state::*;
 
 use crate::policy::NodeId;
-use crate::protocol::{node, Outbox};
+use crate::protocol::{compaction, node, Outbox};
 use stateright::{Model, Property};
 
 /// The world is configured by a scenario resolved under one policy.
@@ -67,6 +67,8 @@ pub enum Action {
     Restore(u8),
     /// A lossy link loses a message.
     Lose(Envelope),
+    /// Shard p's burst ends (`burst_ends = true`): the environment, not a fault.
+    BurstEnds(u8),
     Tick,
     /// A timer of coordinator `coord` (not the leader) fires.
     PeerTimer {
@@ -90,10 +92,16 @@ impl World {
         let node_count = cfg.nodes.len();
         let shard_count = cfg.shard_names.len();
         WorldState {
-            nodes: std::sync::Arc::new(filled(
-                NodeState { up: true, shards: filled(Stored::default(), shard_count) },
-                node_count,
-            )),
+            nodes: std::sync::Arc::new(
+                cfg.nodes
+                    .iter()
+                    .map(|spec| NodeState {
+                        up: true,
+                        shards: filled(Stored::default(), shard_count),
+                        debt_pct: spec.compaction_debt_pct,
+                    })
+                    .collect(),
+            ),
             coord: std::sync::Arc::new(Coordinator::new(cfg, 0)),
             peers: (1..cfg.coordinators.len() as u8)
                 .map(|c| std::sync::Arc::new(Coordinator::new(cfg, c)))
@@ -114,7 +122,7 @@ impl World {
                 })
                 .collect(),
             net: Vec::new(),
-            env: EnvState { faults_left: cfg.faults.budget, partitioned: 0, degraded: 0 },
+            env: EnvState { faults_left: cfg.faults.budget, partitioned: 0, degraded: 0, bursts_ended: 0 },
             ghost: Ghost {
                 acked_version: filled(0, shard_count),
                 history: std::sync::Arc::new(filled(history::History::default(), shard_count)),
@@ -353,7 +361,17 @@ impl Model for World {
                     Endpoint::Node(n) => {
                         let mut out = Outbox::default();
                         let nodes = std::sync::Arc::make_mut(&mut s.nodes);
-                        node::on_msg(n, &mut nodes[usize::from(n)].shards, e.src, e.msg, &mut out);
+                        let node = &mut nodes[usize::from(n)];
+                        if cfg.compaction.dynamic() {
+                            compaction::on_node_msg(
+                                &cfg.compaction,
+                                &mut node.debt_pct,
+                                e.src,
+                                &e.msg,
+                                &mut out,
+                            );
+                        }
+                        node::on_msg(n, &mut node.shards, e.src, e.msg, &mut out);
                         apply(cfg, &mut s, Endpoint::Node(n), out);
                     }
                     Endpoint::Coordinator(c) => {
@@ -380,6 +398,7 @@ impl Model for World {
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),
             Action::Tick => {
                 env::tick(&mut s);
+                env::compact(cfg, &mut s);
                 for c in 0..cfg.coordinators.len() as u8 {
                     let stage_cfg = cfg.for_stage(s.stage(c));
                     s.coordinator_mut(c).tick(stage_cfg);

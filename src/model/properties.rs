@@ -76,6 +76,10 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
 }
 
 /// Edge labels for cycle analysis.
+/// Time passes, once every burst that ends has ended (`burst_ends = true`): a burst that ends
+/// does not last for ever, so liveness is asked of the time after it, and a loop of ticks
+/// while it lasts is no behaviour (the burst-ended bits never clear, so a cycle stays on one
+/// side of the end).
 pub const EDGE_TICK: u8 = 1;
 /// The replica sets, a join in progress or the membership queue changed.
 pub const EDGE_TOPOLOGY: u8 = 2;
@@ -91,14 +95,24 @@ pub const EDGE_HOT_ON_SLOW: u8 = 8;
 pub const EDGE_PENDING_CLIENT0: u8 = 16;
 const _: () = assert!(crate::policy::CLIENT_COUNT_MAX <= 4, "one pending bit per client in a u8");
 
-/// Whether a hot shard has a replica on a node that is slow (as the rebalancer sees it: compaction
-/// debt above the environment's threshold while it hosts a hot shard).
+/// Whether a hot shard has a replica on a node that is slow (compaction debt above the
+/// environment's threshold while it hosts a hot shard). The debt is the node's own: with debt
+/// as node state, what the coordinator last heard may be stale, and a node is slow or not
+/// whatever the coordinator believes.
 pub fn hot_on_slow(cfg: &WorldConfig, s: &WorldState) -> bool {
     let loads = s.coord.node_loads(cfg);
+    let slow = |m: u8| {
+        let m = usize::from(m);
+        if cfg.compaction.dynamic() {
+            s.nodes[m].debt_pct > cfg.slow_compaction_debt_pct
+        } else {
+            loads[m].slow
+        }
+    };
     cfg.shards
         .iter()
         .zip(&s.coord.shards)
-        .any(|(spec, view)| spec.hot && view.members.iter().any(|&m| loads[usize::from(m)].slow))
+        .any(|(spec, view)| spec.hot && view.members.iter().any(|&m| slow(m)))
 }
 
 /// Whether a client's phase counts as "an operation outstanding".
@@ -108,7 +122,7 @@ pub fn outstanding(phase: super::ClientPhase) -> bool {
 
 pub fn edge_label(cfg: &WorldConfig, from: &WorldState, action: &super::Action, to: &WorldState) -> u8 {
     let mut label = 0;
-    if *action == super::Action::Tick {
+    if *action == super::Action::Tick && super::env::bursts_settled(cfg, from) {
         label |= EDGE_TICK;
     }
     let down_member =

@@ -172,7 +172,10 @@ pub fn applies(cfg: &WorldConfig) -> bool {
 /// The ample subset of `actions` (indices) in `s`, or nothing (expand all). See module docs.
 pub fn ample(world: &World, s: &WorldState, actions: &[Action], out: &mut Vec<usize>) {
     let cfg = &world.cfg;
-    if same_tick_messages(cfg) || !applies(cfg) {
+    // Debt as node state: a node's step changes what `hot_shard_leaves_slow_node` and the
+    // coordinator's load reports read; the rules above do not argue for it, so nothing is
+    // reduced.
+    if same_tick_messages(cfg) || !applies(cfg) || cfg.compaction.dynamic() {
         return;
     }
     for n in 0..cfg.nodes.len() as u8 {

@@ -25,6 +25,9 @@ pub struct NodeState {
     pub up: bool,
     /// Durable: survives crash and restart.
     pub shards: PerShard<Stored>,
+    /// Compaction debt, in percent: part of the disk, so it survives a crash. Constant (the
+    /// configured `compaction_debt_pct`) unless debt is node state (`compaction_debt_drain`).
+    pub debt_pct: u8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +60,9 @@ pub struct EnvState {
     pub partitioned: u8,
     /// Bit i: degradation i of the fault menu is active.
     pub degraded: u8,
+    /// Bit p: shard p's burst (`burst_ends = true`) is over. Not a fault: it uses no budget,
+    /// and it never starts again.
+    pub bursts_ended: u8,
 }
 
 /// Ghost variables: bookkeeping for the properties, never read by the actors.

@@ -10,6 +10,7 @@
 //! Time is in ticks: every timer is a count of remaining ticks that the driver decrements
 //! with [`coordinator::Coordinator::tick`], and fires when it reaches zero.
 
+pub mod compaction;
 pub mod coordinator;
 pub mod data;
 pub mod msg;

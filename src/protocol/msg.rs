@@ -135,6 +135,13 @@ pub enum Msg<D: Data = ModelData> {
         evicted: NodeId,
         replacement: NodeId,
     },
+    /// Coordinator -> node: how much compaction debt do you carry? (asked each rebalancer
+    /// round when debt is node state)
+    LoadQuery,
+    /// Node -> coordinator: the node's compaction debt now.
+    LoadReport {
+        compaction_debt_pct: u8,
+    },
 }
 
 impl Copy for Msg<ModelData> {}

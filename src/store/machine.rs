@@ -88,6 +88,8 @@ pub fn resolved(
             size_pct: s.size_pct,
             hot: s.hot,
             burst_writes_per_tick: s.burst_writes_per_window,
+            // The store has no way to end a burst: its background stays constant.
+            burst_ends: false,
         })
         .collect();
     let initial_members = layout
@@ -108,6 +110,8 @@ pub fn resolved(
         shard_names: layout.shards.iter().map(|s| s.name.clone()).collect(),
         shards,
         slow_compaction_debt_pct: load.slow_compaction_debt_pct,
+        // The store keeps each node's configured compaction debt: its nodes report none.
+        compaction: crate::config::CompactionSpec::default(),
         initial_members,
         latency: Vec::new(),
         lossy: Vec::new(),

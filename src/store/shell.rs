@@ -343,7 +343,7 @@ impl Shell {
     fn note_peaks(&self, inner: &mut Inner) {
         let Inner { machine, observed, .. } = inner;
         for (p, peak) in observed.partition_peak.iter_mut().enumerate() {
-            *peak = (*peak).max(self.cfg.partition_background[p].saturating_add(machine.partition_load[p]));
+            *peak = (*peak).max(machine.background[p].saturating_add(machine.partition_load[p]));
         }
         for (n, peak) in observed.backend_peak.iter_mut().enumerate() {
             let base = self.cfg.nodes[n].base_load_per_tick;
@@ -467,7 +467,7 @@ impl Shell {
                 let p = usize::from(shard);
                 offered(
                     format!("partition {}", self.layout.shards[p].name),
-                    self.cfg.partition_background[p].saturating_add(machine.partition_load[p]),
+                    machine.background[p].saturating_add(machine.partition_load[p]),
                     self.cfg.partition_capacity_per_tick,
                 )
             }

@@ -166,6 +166,10 @@ pub struct Partitions {
     pub write_capacity_per_tick: Capacity,
     pub burst_writes_per_tick: IndexMap<String, u64>,
     pub background_writes_per_tick: IndexMap<String, u64>,
+    /// The shards whose burst ends at a moment the checker chooses (absent: every burst lasts
+    /// for ever).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bursts_end: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,6 +188,12 @@ pub struct Rebalancer {
     pub shard_size_pct: IndexMap<String, u64>,
     pub hot_shards: Vec<String>,
     pub slow_compaction_debt_pct: u64,
+    /// With debt as node state: points of debt per write applied (absent: debt is static).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_debt_per_write_pct: Option<u64>,
+    /// With debt as node state: points of debt compacted per tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_debt_drain_pct_per_tick: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -478,6 +488,12 @@ impl Partitions {
             write_capacity_per_tick: cfg.partition_capacity_per_tick.into(),
             burst_writes_per_tick: per_shard(cfg, |p| u64::from(cfg.shards[p].burst_writes_per_tick)),
             background_writes_per_tick: per_shard(cfg, |p| u64::from(cfg.partition_background[p])),
+            bursts_end: cfg
+                .shards
+                .iter()
+                .filter(|shard| shard.burst_ends)
+                .map(|shard| shard.name.clone())
+                .collect(),
         }
     }
 }
@@ -508,6 +524,14 @@ impl Rebalancer {
             shard_size_pct: per_shard(cfg, |k| u64::from(cfg.shards[k].size_pct)),
             hot_shards: cfg.shards.iter().filter(|k| k.hot).map(|k| k.name.clone()).collect(),
             slow_compaction_debt_pct: u64::from(cfg.slow_compaction_debt_pct),
+            compaction_debt_per_write_pct: cfg
+                .compaction
+                .dynamic()
+                .then_some(u64::from(cfg.compaction.debt_per_write_pct)),
+            compaction_debt_drain_pct_per_tick: cfg
+                .compaction
+                .dynamic()
+                .then_some(u64::from(cfg.compaction.debt_drain_pct_per_tick)),
         }
     }
 }

@@ -50,6 +50,8 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/policy/quorum.rs", include_str!("../../policy/quorum.rs")),
     ("src/policy/retry.rs", include_str!("../../policy/retry.rs")),
     ("src/policy/routing.rs", include_str!("../../policy/routing.rs")),
+    ("src/protocol/compaction.rs", include_str!("../../protocol/compaction.rs")),
+    ("src/protocol/coordinator/load.rs", include_str!("../../protocol/coordinator/load.rs")),
     ("src/protocol/coordinator/membership.rs", include_str!("../../protocol/coordinator/membership.rs")),
     ("src/protocol/coordinator/mod.rs", include_str!("../../protocol/coordinator/mod.rs")),
     ("src/protocol/coordinator/requests.rs", include_str!("../../protocol/coordinator/requests.rs")),

@@ -184,6 +184,9 @@ pub struct ShardSpec {
     pub hot: bool,
     /// Background writes per tick on this shard's key prefix.
     pub burst_writes_per_tick: u16,
+    /// The burst ends, at a moment the checker chooses (`burst_ends = true`); otherwise it
+    /// lasts for ever.
+    pub burst_ends: bool,
 }
 
 /// One-way latency between two zones, in ticks, inclusive.
@@ -292,6 +295,26 @@ pub struct Scenario {
     pub variants: Vec<Variant>,
     pub max_states: Option<u64>,
     pub slow_compaction_debt_pct: u8,
+    pub compaction: CompactionSpec,
+}
+
+/// How compaction debt changes. All zero (the default): debt is each node's configured
+/// `compaction_debt_pct` for ever. Otherwise it is node state: it grows with every write a node
+/// applies and drains with time, between 0 and 100, and the coordinator learns it from the
+/// nodes' load reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionSpec {
+    /// Percentage points of debt per write applied (a replica write, a write-back, a copy).
+    pub debt_per_write_pct: u8,
+    /// Percentage points of debt compacted away per tick.
+    pub debt_drain_pct_per_tick: u8,
+}
+
+impl CompactionSpec {
+    /// Whether debt changes at all (a scenario opts in).
+    pub fn dynamic(&self) -> bool {
+        self.debt_per_write_pct > 0 || self.debt_drain_pct_per_tick > 0
+    }
 }
 
 pub const FAULT_BUDGET_MAX: u8 = 4;

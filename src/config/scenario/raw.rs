@@ -26,6 +26,12 @@ pub(super) struct RawScenario {
     /// Above this compaction debt, a node hosting a hot shard falls behind and is slow.
     #[serde(default = "default_slow_debt")]
     pub(super) slow_compaction_debt_pct: u8,
+    /// Compaction debt a node gains with each write it applies (percentage points); with
+    /// `compaction_debt_drain`, debt is node state that grows and drains.
+    #[serde(default)]
+    pub(super) compaction_debt_per_write_pct: u8,
+    /// Percentage points of debt each node compacts away per unit of time (e.g. "50/s").
+    pub(super) compaction_debt_drain: Option<Rate>,
     #[serde(default)]
     pub(super) faults: RawFaults,
     pub(super) properties: Option<Vec<String>>,
@@ -71,6 +77,9 @@ pub(super) struct RawShard {
     /// Writes on this shard's key prefix from the clients outside the model (a promotion's
     /// cohort): spread over the prefix's suffixes when keys are sharded.
     pub(super) burst_writes: Option<Rate>,
+    /// The burst ends at a moment the checker chooses; liveness is asked of the time after.
+    #[serde(default)]
+    pub(super) burst_ends: bool,
 }
 
 #[derive(Deserialize)]

@@ -6,8 +6,8 @@ use super::raw::{
     RawVariant,
 };
 use super::{
-    ClientSpec, CoordinatorPlace, CoordinatorSpec, DegradeSpec, FaultSpec, LatencyTicks, NodeSpec,
-    PropertyName, Scenario, ShardSpec, Variant, Verdict, COORDINATOR_COUNT_MAX, COORDINATOR_NAME,
+    ClientSpec, CompactionSpec, CoordinatorPlace, CoordinatorSpec, DegradeSpec, FaultSpec, LatencyTicks,
+    NodeSpec, PropertyName, Scenario, ShardSpec, Variant, Verdict, COORDINATOR_COUNT_MAX, COORDINATOR_NAME,
     DEGRADE_MENU_MAX, FAULT_BUDGET_MAX,
 };
 use crate::config::duration::{Dur, LatencyRange, Rate};
@@ -64,12 +64,53 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
         variants,
         max_states: raw.limits.max_states,
         slow_compaction_debt_pct: raw.slow_compaction_debt_pct,
+        compaction: compaction(&cx, &raw)?,
     };
     // Every variant's policy must resolve against this scenario; report the first that does not.
     for v in &scenario.variants {
         crate::config::Resolved::new(&scenario, &v.policy)?;
     }
     Ok(scenario)
+}
+
+/// How compaction debt grows and drains (`compaction_debt_per_write_pct`,
+/// `compaction_debt_drain`).
+fn compaction(cx: &Cx, raw: &RawScenario) -> Result<CompactionSpec, String> {
+    let per_write = raw.compaction_debt_per_write_pct;
+    if per_write > 100 {
+        return Err(format!("key `compaction_debt_per_write_pct` = {per_write}: a percentage, 0 to 100"));
+    }
+    let drain = match &raw.compaction_debt_drain {
+        None => 0,
+        Some(r) => {
+            let points = r.per_tick(cx.tick_ms).map_err(|_| {
+                format!(
+                    "key `compaction_debt_drain` = \"{}\": must come to a whole number of percentage points per tick, at most 64 (tick = {} ms)",
+                    r.text, cx.tick_ms
+                )
+            })?;
+            u8::try_from(points).ok().filter(|p| (1..=100).contains(p)).ok_or_else(|| {
+                format!(
+                    "key `compaction_debt_drain` = \"{}\": {points} percentage points per tick; must be at least 1",
+                    r.text
+                )
+            })?
+        }
+    };
+    // Debt that only grows saturates for ever; debt that only drains is a backlog that ends.
+    // Neither is what the keys model: ask for both.
+    if per_write > 0 && drain == 0 {
+        return Err(format!(
+            "key `compaction_debt_per_write_pct` = {per_write} without `compaction_debt_drain`: set both (debt that grows and drains)"
+        ));
+    }
+    if let (0, Some(r)) = (per_write, &raw.compaction_debt_drain) {
+        return Err(format!(
+            "key `compaction_debt_drain` = \"{}\" without `compaction_debt_per_write_pct`: set both (debt that grows and drains)",
+            r.text
+        ));
+    }
+    Ok(CompactionSpec { debt_per_write_pct: per_write, debt_drain_pct_per_tick: drain })
 }
 
 /// What every table's check needs: the tick, to turn durations and rates into ticks, and the
@@ -174,14 +215,21 @@ fn shards(cx: &Cx, raw: &[RawShard]) -> Result<Vec<ShardSpec>, String> {
         if s.size_pct > 100 {
             return Err(format!("key `shards[{i}].size_pct` = {}: a percentage, 0 to 100", s.size_pct));
         }
+        let burst_writes_per_tick =
+            cx.per_tick(&format!("shards[{i}].burst_writes"), &s.burst_writes)?.unwrap_or(0);
+        if s.burst_ends && burst_writes_per_tick == 0 {
+            return Err(format!(
+                "key `shards[{i}].burst_ends` = true: shard \"{}\" has no burst to end (set `burst_writes`)",
+                s.name
+            ));
+        }
         shards.push(ShardSpec {
             name: s.name.clone(),
             replicas,
             size_pct: s.size_pct,
             hot: s.hot,
-            burst_writes_per_tick: cx
-                .per_tick(&format!("shards[{i}].burst_writes"), &s.burst_writes)?
-                .unwrap_or(0),
+            burst_writes_per_tick,
+            burst_ends: s.burst_ends,
         });
     }
     Ok(shards)

@@ -18,15 +18,12 @@ impl<D: Data> Coordinator<D> {
                 let disk_pct = u16::from(spec.disk_used_pct)
                     + held.clone().map(|k| u16::from(cfg.shards[k].size_pct)).sum::<u16>();
                 let hosts_hot = held.clone().any(|k| cfg.shards[k].hot);
+                let debt_pct = self.debt_pct[usize::from(n)];
                 NodeLoad {
                     node: n,
                     disk_pct,
-                    compaction_debt_pct: spec.compaction_debt_pct,
-                    slow: rebalancer::is_slow(
-                        hosts_hot,
-                        spec.compaction_debt_pct,
-                        cfg.slow_compaction_debt_pct,
-                    ),
+                    compaction_debt_pct: debt_pct,
+                    slow: rebalancer::is_slow(hosts_hot, debt_pct, cfg.slow_compaction_debt_pct),
                 }
             })
             .collect()
@@ -37,6 +34,7 @@ impl<D: Data> Coordinator<D> {
     pub(super) fn on_rebalance(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
         let r = cfg.policy.rebalance.as_ref().expect("the rebalancer runs only when enabled");
         self.rebalance_ticks = ticks(r.interval_ticks);
+        self.ask_loads(cfg, io);
         let nodes = self.node_loads(cfg);
         let shards: Vec<ShardLoad> = (0..cfg.shards.len())
             .map(|k| {

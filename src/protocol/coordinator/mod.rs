@@ -21,6 +21,7 @@
 //!   copied yet is asked again when it is next heard from (a retry per sign of life, not per
 //!   tick: a slow source is not flooded with copies, a dead one is not asked forever).
 
+mod load;
 mod membership;
 mod requests;
 mod views;
@@ -170,6 +171,13 @@ pub struct Coordinator<D: Data = ModelData> {
     pub partition_load: PerShard<u16>,
     /// Writes placed on each backend this window (kept only when backends have capacities).
     pub backend_load: PerNode<u16>,
+    /// Background writes per tick the router sees on each partition (traffic from outside
+    /// the model): the configured bursts at start; a driver reports changes
+    /// ([`Coordinator::on_background`]).
+    pub background: PerShard<u16>,
+    /// Each node's compaction debt as last reported (the configured debt until a node
+    /// reports; reports come only when debt is node state, `compaction_debt_drain`).
+    pub debt_pct: PerNode<u8>,
 }
 
 /// Where load first exceeded capacity.
@@ -281,6 +289,8 @@ impl<D: Data> Coordinator<D> {
             window_ticks: cfg.capacity_window_ticks - 1,
             partition_load: filled(0, shard_count),
             backend_load: filled(0, node_count),
+            background: cfg.partition_background.iter().copied().collect(),
+            debt_pct: cfg.nodes.iter().map(|spec| spec.compaction_debt_pct).collect(),
         }
     }
 
@@ -462,11 +472,16 @@ impl<D: Data> Coordinator<D> {
             Msg::Propose { shard, evicted, replacement } => {
                 self.on_propose(cfg, shard, evicted, replacement, io)
             }
+            Msg::LoadReport { compaction_debt_pct } => {
+                let Endpoint::Node(n) = src else { unreachable!("load reports come from nodes") };
+                self.on_load_report(n, compaction_debt_pct);
+            }
             Msg::Response { .. }
             | Msg::Replicate { .. }
             | Msg::ReadReq { .. }
             | Msg::CopyRequest { .. }
             | Msg::CopyData { .. }
+            | Msg::LoadQuery
             | Msg::Ping => unreachable!("the coordinator is never sent {msg:?}"),
         }
     }

@@ -40,7 +40,7 @@ impl<D: Data> Coordinator<D> {
     /// Route a write (`routing::route_write`) and count the load it offered.
     pub(super) fn admit_write(&mut self, cfg: &Resolved, partition: u8, io: &mut impl Io<D>) -> WriteRoute {
         let p = usize::from(partition);
-        let before = cfg.partition_background[p].saturating_add(self.partition_load[p]);
+        let before = self.background[p].saturating_add(self.partition_load[p]);
         let loads = cfg.backends_modelled.then(|| self.backend_loads(cfg));
         let route = routing::route_write(
             &cfg.policy.routing,
