@@ -179,16 +179,7 @@ impl<D: Data> Coordinator<D> {
         }
         let view = &mut self.shards[usize::from(u.shard)];
         assert!(view.join.is_none(), "one membership change per shard at a time");
-        view.join = Some(Join {
-            evicted: u.evicted,
-            replacement: u.replacement,
-            is_move: u.is_move,
-            copying: false,
-            copied_from: 0,
-            copy_ticks: 0,
-            parked: false,
-            swapping: false,
-        });
+        view.join = Some(Join::learning(u.evicted, u.replacement, u.is_move));
         io.event(Event::ChangeStarted(u));
         self.publish(cfg, u.shard, io);
         self.start_copies_when_clear(cfg, u.shard, io);
@@ -209,13 +200,16 @@ impl<D: Data> Coordinator<D> {
         if join.copying || view.acked != views::followers(cfg) {
             return;
         }
-        let replacement = join.replacement;
-        let earlier_write =
-            |o: &CoordOp<D>| o.shard == shard && o.writing() && o.learner != Some(replacement);
-        if self.ops.iter().any(earlier_write) {
+        if self.earlier_write_in_flight(shard, join.replacement) {
             return;
         }
         self.request_copies(cfg, shard, io);
+    }
+
+    /// Whether a write (or write-back) of `shard` that began before the join, and so missed
+    /// the learner `replacement`, is still waiting for its acks.
+    pub(super) fn earlier_write_in_flight(&self, shard: u8, replacement: NodeId) -> bool {
+        self.ops.iter().any(|o| o.shard == shard && o.writing() && o.learner != Some(replacement))
     }
 
     /// Catch-up copy: every remaining member that has not copied yet sends its data to the

@@ -58,6 +58,22 @@ pub struct Join {
     pub swapping: bool,
 }
 
+impl Join {
+    /// A join as it starts: the replacement learns, nothing copied yet.
+    pub fn learning(evicted: NodeId, replacement: NodeId, is_move: bool) -> Join {
+        Join {
+            evicted,
+            replacement,
+            is_move,
+            copying: false,
+            copied_from: 0,
+            copy_ticks: 0,
+            parked: false,
+            swapping: false,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ShardView<D: Data = ModelData> {
     /// The replica set, sorted by node id.

@@ -136,16 +136,8 @@ impl<D: Data> Coordinator<D> {
         }
         view.epoch = epoch;
         view.members = (0..8).filter(|n| members & (1 << n) != 0).collect();
-        view.join = join.map(|j| Join {
-            evicted: j.evicted,
-            replacement: j.replacement,
-            is_move: j.is_move,
-            copying: false,
-            copied_from: 0,
-            copy_ticks: 0,
-            parked: false,
-            swapping: j.swapping,
-        });
+        view.join = join
+            .map(|j| Join { swapping: j.swapping, ..Join::learning(j.evicted, j.replacement, j.is_move) });
         view.ack_owed = true;
         self.ack_when_clear(shard, io);
     }
@@ -159,10 +151,7 @@ impl<D: Data> Coordinator<D> {
             return;
         }
         if let Some(j) = view.join.as_ref().filter(|j| !j.swapping) {
-            let replacement = j.replacement;
-            let earlier_write =
-                |o: &CoordOp<D>| o.shard == shard && o.writing() && o.learner != Some(replacement);
-            if self.ops.iter().any(earlier_write) {
+            if self.earlier_write_in_flight(shard, j.replacement) {
                 return;
             }
         }
