@@ -192,16 +192,3 @@ fn bad_coordinator_and_rollout_keys_are_refused_by_name() {
         &["rollout stage \"candidate\"", "client retry keys"],
     );
 }
-
-#[test]
-fn store_run_refuses_several_coordinators_and_rollouts_by_name() {
-    for (model, variant, want) in [
-        (QUORUM, "base", "key `coordinators` lists 2 coordinators"),
-        ("models/capacity-routing-two-routers.toml", "fixed", "key `coordinators` lists 2 coordinators"),
-    ] {
-        let out = replicheck(&["store", "run", model, "--variant", variant]);
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains(model) && err.contains(want), "{err}");
-    }
-}

@@ -144,7 +144,7 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
             s.env.faults_left -= 1;
             let stage_cfg = cfg.for_stage(s.stage(0));
             let durable = s.coord.durable(stage_cfg);
-            let mut coord = crate::protocol::Coordinator::recover(stage_cfg, &durable);
+            let mut coord = crate::protocol::Coordinator::recover(stage_cfg, 0, &durable);
             // The restarted router sees the background as it is now, not as configured.
             if s.env.bursts_ended != 0 {
                 coord.on_background(&cfg.partition_background_after(s.env.bursts_ended));
@@ -217,7 +217,8 @@ pub fn rollout_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Acti
 }
 
 /// Coordinator `c` changes stage. Its state stays as it is: a policy reload, not a restart.
-pub fn change_stage(s: &mut WorldState, action: &Action, c: u8) {
+pub fn change_stage(cfg: &crate::config::Resolved, s: &mut WorldState, action: &Action, c: u8) {
+    let from = s.stage(c);
     let st = &mut s.stages[usize::from(c)];
     match action {
         Action::Upgrade(_) => st.index += 1,
@@ -227,4 +228,6 @@ pub fn change_stage(s: &mut WorldState, action: &Action, c: u8) {
         }
         other => unreachable!("not a rollout step: {other:?}"),
     }
+    let to = s.stage(c);
+    s.coordinator_mut(c).reload(cfg.for_stage(from), cfg.for_stage(to));
 }

@@ -392,7 +392,7 @@ impl Model for World {
             Action::Rebalance => fire(cfg, &mut s, 0, Timer::Rebalance),
             Action::CopyRetry(shard) => fire(cfg, &mut s, 0, Timer::CopyRetry { shard }),
             Action::PeerTimer { coord, timer } => fire(cfg, &mut s, coord, timer),
-            Action::Upgrade(c) | Action::Rollback(c) => env::change_stage(&mut s, &action, c),
+            Action::Upgrade(c) | Action::Rollback(c) => env::change_stage(cfg, &mut s, &action, c),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
             Action::ClientTimeout(c) => client::on_timeout(cfg, &mut s, c),
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),

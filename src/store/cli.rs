@@ -45,9 +45,13 @@ pub enum StoreCommand {
         /// system's temporary directory.
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// The client (RESP) port on 127.0.0.1.
+        /// The client (RESP) port on 127.0.0.1; coordinator i serves clients on this port + i.
         #[arg(long, default_value = "6379")]
         port: u16,
+        /// Coordinators, each serving clients (at most 4). The first leads membership: the
+        /// others propose evictions to it and learn each change from it (docs/store.md).
+        #[arg(long, default_value = "1")]
+        coordinators: usize,
         /// Largest value (and any argument) a client may send, in bytes.
         #[arg(long, default_value_t = VALUE_BYTES_MAX_DEFAULT)]
         value_bytes_max: usize,
@@ -103,6 +107,10 @@ pub enum StoreCommand {
         /// Seed for the proxies' delays and losses and the clients' choices.
         #[arg(long, default_value = "1")]
         seed: u64,
+        /// For a rollout variant: the order in which the coordinators take each stage, by
+        /// name ("cb,ca": cb is the canary). Default: as `[[coordinators]]` lists them.
+        #[arg(long, value_delimiter = ',')]
+        rollout_order: Vec<String>,
     },
     /// Replicated write throughput and latency: a fresh local cluster (fsync on every node),
     /// `--concurrency` connections sending SETs of `--value-size` bytes for `--duration`.
@@ -276,6 +284,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             history,
             trace,
             seed,
+            rollout_order,
         } => {
             let request = super::run::RunRequest {
                 model,
@@ -291,6 +300,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 history,
                 trace,
                 seed,
+                rollout_order,
                 binary: this_binary()?,
             };
             let mut out = String::new();
@@ -312,6 +322,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             base_load,
             data_dir,
             port,
+            coordinators,
             value_bytes_max,
             decision_log,
         } => {
@@ -338,6 +349,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 load: LoadFacts::default(),
                 membership: None,
                 trace: None,
+                coordinator_zones: vec![0; coordinators],
             };
             up(config, &sourced)
         }
@@ -410,6 +422,10 @@ fn up(config: ClusterConfig, sourced: &SourcedPolicy) -> Result<u8, StoreError> 
         println!("policy: {}; every other key at its default", set.join(", "));
     }
     println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
+    for c in 1..cluster.coordinator_count() {
+        let port = cluster.client_addr_of(c as u8).port();
+        println!("  coordinator {c} (a follower of coordinator 0's membership): client port {port}");
+    }
     println!("Ctrl-C (or SIGTERM, SIGHUP) stops the cluster; pid {}.", std::process::id());
     let signal = stop.wait(&mut cluster);
     cluster.stop();

@@ -120,6 +120,9 @@ pub struct ClientRole {
     /// Pause between operations, drawn uniformly.
     pub think_lo_ms: u64,
     pub think_hi_ms: u64,
+    /// Where this role's requests go (default: the load's `addr`): its model client's
+    /// coordinator.
+    pub addr: Option<SocketAddr>,
 }
 
 /// The load to generate.
@@ -238,6 +241,8 @@ struct ClientLoop<'a> {
     log: DecisionLog,
     epoch: Instant,
     rng: StdRng,
+    /// The coordinator this client talks to (its role's, or the load's).
+    addr: SocketAddr,
     conn: Option<Client>,
     retries_used: u8,
     writes: u32,
@@ -253,6 +258,7 @@ impl<'a> ClientLoop<'a> {
             log,
             epoch,
             rng,
+            addr: config.addr,
             conn: None,
             retries_used: 0,
             writes: 0,
@@ -271,9 +277,11 @@ impl<'a> ClientLoop<'a> {
                 write_permille: self.config.write_permille,
                 think_lo_ms: self.config.think_lo_ms,
                 think_hi_ms: self.config.think_hi_ms,
+                addr: None,
             },
             n => self.config.roles[self.client as usize % n].clone(),
         };
+        self.addr = role.addr.unwrap_or(self.config.addr);
         let (keys, write_permille) = (&role.keys, role.write_permille);
         while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
             let key = keys[self.rng.random_range(0..keys.len())].clone();
@@ -360,7 +368,7 @@ impl<'a> ClientLoop<'a> {
         let timeout = Duration::from_millis(self.config.request_timeout_ms);
         let conn = match &mut self.conn {
             Some(conn) => conn,
-            None => self.conn.insert(Client::connect_timeout(self.config.addr, timeout)?),
+            None => self.conn.insert(Client::connect_timeout(self.addr, timeout)?),
         };
         match input {
             Input::Write(value) => {

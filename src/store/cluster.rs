@@ -16,7 +16,7 @@
 //! and coordinator state there. On Linux a node process dies with the thread that spawned it
 //! (`PR_SET_PDEATHSIG`), so a killed `store up` leaves no node behind.
 
-use super::coordinator::{Coordinator, LoadFacts};
+use super::coordinator::{Coordinator, LoadFacts, Peering};
 use super::datadir::{self, DirLock, StateFile};
 use super::decision::DecisionLog;
 use super::layout::Layout;
@@ -64,8 +64,11 @@ pub struct ClusterConfig {
     /// partition may wait, applied at once).
     pub membership: Option<crate::config::CoordinatorSpec>,
     /// Where the coordinator writes its trace (`store::trace`), and model time in real time
-    /// (`None`: no trace).
+    /// (`None`: no trace; one coordinator only: a trace is validated against one).
     pub trace: Option<(PathBuf, u64)>,
+    /// Each coordinator's zone: one entry per coordinator, the first the membership leader.
+    /// Coordinator `c` serves clients on `client_addr`'s port + `c` (port 0: any free port).
+    pub coordinator_zones: Vec<u8>,
 }
 
 impl ClusterConfig {
@@ -86,6 +89,7 @@ impl ClusterConfig {
             load: LoadFacts::default(),
             membership: None,
             trace: None,
+            coordinator_zones: vec![0],
         }
     }
 }
@@ -95,9 +99,9 @@ struct NodeProcess {
     /// Fixed after the first start, so a restarted node is where the coordinator dials.
     addr: SocketAddr,
     data_dir: PathBuf,
-    /// The coordinator's link to this node goes through here (a plain relay until faults
-    /// are set through its handle).
-    proxy: Option<Proxy>,
+    /// Each coordinator's link to this node goes through one of these (a plain relay until
+    /// faults are set through its handle), coordinator `c`'s through `proxies[c]`.
+    proxies: Vec<Proxy>,
 }
 
 impl Drop for NodeProcess {
@@ -113,8 +117,11 @@ impl Drop for NodeProcess {
 pub struct Cluster {
     config: ClusterConfig,
     nodes: Vec<NodeProcess>,
-    coordinator: Arc<Coordinator>,
-    client_addr: SocketAddr,
+    /// The leader first.
+    coordinators: Vec<Arc<Coordinator>>,
+    client_addrs: Vec<SocketAddr>,
+    /// `peer_proxies[c][d]`: coordinator `c`'s link to coordinator `d` (none for `c == d`).
+    peer_proxies: Vec<Vec<Option<Proxy>>>,
     runtime: Option<tokio::runtime::Runtime>,
     log: DecisionLog,
     trace: Option<TraceWriter>,
@@ -138,6 +145,18 @@ impl Cluster {
                 "replication_factor {} exceeds --nodes {}",
                 config.policy.replication_factor, config.node_count
             )));
+        }
+        let coordinator_count = config.coordinator_zones.len();
+        if coordinator_count == 0 || coordinator_count > crate::config::COORDINATOR_COUNT_MAX {
+            return Err(StoreError::Input(format!(
+                "--coordinators {coordinator_count}: must be 1 to {}",
+                crate::config::COORDINATOR_COUNT_MAX
+            )));
+        }
+        if coordinator_count > 1 && config.trace.is_some() {
+            return Err(StoreError::Input(
+                "a trace is validated against one coordinator: no trace with several".into(),
+            ));
         }
         if config.node_zones.len() != config.node_count {
             return Err(StoreError::Input(format!(
@@ -182,16 +201,17 @@ impl Cluster {
                 child: None,
                 addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 data_dir,
-                proxy: None,
+                proxies: Vec::new(),
             };
             spawn_node(&config, id as NodeId, &mut node)?;
-            let proxy = Proxy::start_seeded(node.addr, config.proxy_seed.wrapping_add(id as u64))
-                .map_err(|e| format!("cannot start the proxy for node {id}: {e}"))?;
-            node.proxy = Some(proxy);
+            for c in 0..config.coordinator_zones.len() as u64 {
+                let seed = config.proxy_seed.wrapping_add(id as u64).wrapping_add(c << 32);
+                let proxy = Proxy::start_seeded(node.addr, seed)
+                    .map_err(|e| format!("cannot start the proxy for node {id}: {e}"))?;
+                node.proxies.push(proxy);
+            }
             nodes.push(node);
         }
-        let addrs: Vec<SocketAddr> =
-            nodes.iter().map(|n| n.proxy.as_ref().expect("started above").addr()).collect();
         let log = match &config.decision_log {
             Some(path) => DecisionLog::create(path, "coordinator")
                 .map_err(|e| format!("cannot create the decision log {}: {e}", path.display()))?,
@@ -201,22 +221,78 @@ impl Cluster {
             Some((path, ms_per_tick)) => Some(TraceWriter::create(path, *ms_per_tick)?),
             None => None,
         };
-        let (coordinator, client_addr) = start_coordinator(
-            &config,
-            &runtime,
-            &addrs,
-            config.client_addr,
-            &log,
-            trace.clone(),
-            state_file,
-            saved,
-            false,
-        )?;
+        let count = config.coordinator_zones.len();
+        // Every coordinator's peer listener first, so that each knows where the others are.
+        let mut listeners = Vec::new();
+        for c in 0..count {
+            let listener = (count > 1)
+                .then(|| std::net::TcpListener::bind(("127.0.0.1", 0)))
+                .transpose()
+                .map_err(|e| format!("cannot listen for coordinator {c}'s peers: {e}"))?;
+            listeners.push(listener);
+        }
+        let listen_addrs: Vec<SocketAddr> = listeners
+            .iter()
+            .flatten()
+            .map(|l| l.local_addr().map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        let mut peer_proxies = Vec::new();
+        for c in 0..count {
+            let mut row = Vec::new();
+            for (d, &addr) in listen_addrs.iter().enumerate() {
+                let seed = config.proxy_seed ^ (0xc0 + (c * 8 + d) as u64);
+                row.push(
+                    (c != d).then(|| Proxy::start_seeded(addr, seed)).transpose().map_err(|e| {
+                        format!("cannot start the proxy between coordinators {c} and {d}: {e}")
+                    })?,
+                );
+            }
+            peer_proxies.push(row);
+        }
+        let (mut coordinators, mut client_addrs) = (Vec::new(), Vec::new());
+        for (c, listener) in listeners.into_iter().enumerate() {
+            let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.proxies[c].addr()).collect();
+            let peering = Peering {
+                me: c as u8,
+                zones: config.coordinator_zones.clone(),
+                addrs: peer_proxies
+                    .get(c)
+                    .map(|row: &Vec<Option<Proxy>>| {
+                        row.iter()
+                            .enumerate()
+                            .map(|(d, p)| p.as_ref().map_or(listen_addrs[d], Proxy::addr))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                listener,
+            };
+            let client_addr = match config.client_addr.port() {
+                0 => config.client_addr,
+                port => SocketAddr::new(config.client_addr.ip(), port.saturating_add(c as u16)),
+            };
+            let actor = if c == 0 { "coordinator".to_string() } else { format!("coordinator{c}") };
+            let (coordinator, client_addr) = start_coordinator(
+                &config,
+                &runtime,
+                &addrs,
+                client_addr,
+                &log.with_actor(&actor),
+                if c == 0 { trace.clone() } else { None },
+                StateFile::in_dir(&config.data_dir),
+                saved.clone(),
+                false,
+                peering,
+            )?;
+            coordinators.push(coordinator);
+            client_addrs.push(client_addr);
+        }
+        drop(state_file);
         Ok(Cluster {
             config,
             nodes,
-            coordinator,
-            client_addr,
+            coordinators,
+            client_addrs,
+            peer_proxies,
             runtime: Some(runtime),
             log,
             trace,
@@ -224,9 +300,18 @@ impl Cluster {
         })
     }
 
-    /// Where clients speak RESP.
+    /// Where clients speak RESP (to the leader, with several coordinators).
     pub fn client_addr(&self) -> SocketAddr {
-        self.client_addr
+        self.client_addrs[0]
+    }
+
+    /// Where clients of coordinator `c` speak RESP.
+    pub fn client_addr_of(&self, c: u8) -> SocketAddr {
+        self.client_addrs[usize::from(c)]
+    }
+
+    pub fn coordinator_count(&self) -> usize {
+        self.coordinators.len()
     }
 
     pub fn node_count(&self) -> usize {
@@ -238,13 +323,30 @@ impl Cluster {
         self.nodes[usize::from(node)].addr
     }
 
-    /// The fault controls of the coordinator's link to `node` (latency, drop, partition).
+    /// The fault controls of the (leader) coordinator's link to `node` (latency, drop,
+    /// partition).
     pub fn proxy(&self, node: NodeId) -> ProxyHandle {
-        self.nodes[usize::from(node)].proxy.as_ref().expect("every node has a proxy").handle()
+        self.proxy_of(0, node)
     }
 
+    /// The fault controls of coordinator `c`'s link to `node`.
+    pub fn proxy_of(&self, c: u8, node: NodeId) -> ProxyHandle {
+        self.nodes[usize::from(node)].proxies[usize::from(c)].handle()
+    }
+
+    /// The fault controls of coordinator `c`'s link to coordinator `d` (`None` for `c == d`
+    /// and with one coordinator).
+    pub fn peer_proxy(&self, c: u8, d: u8) -> Option<ProxyHandle> {
+        self.peer_proxies.get(usize::from(c))?.get(usize::from(d))?.as_ref().map(Proxy::handle)
+    }
+
+    /// The (leader) coordinator.
     pub fn coordinator(&self) -> &Arc<Coordinator> {
-        &self.coordinator
+        &self.coordinators[0]
+    }
+
+    pub fn coordinator_of(&self, c: u8) -> &Arc<Coordinator> {
+        &self.coordinators[usize::from(c)]
     }
 
     /// The coordinator's decision log (off unless `decision_log` was set); clients of a run
@@ -257,25 +359,30 @@ impl Cluster {
     /// connections close) and start a new one on the same data directory and client port, from
     /// what the old one saved: the models' coordinator crash.
     pub fn restart_coordinator(&mut self) -> Result<(), String> {
-        self.coordinator.crash();
+        if self.coordinators.len() > 1 {
+            // As in the models: the leader's recovery would need its followers' views.
+            return Err("a coordinator restart is for one coordinator alone, not one of several".into());
+        }
+        self.coordinators[0].crash();
         let runtime = self.runtime.as_ref().ok_or("the cluster is stopped")?;
-        let addrs: Vec<SocketAddr> =
-            self.nodes.iter().map(|n| n.proxy.as_ref().expect("every node has a proxy").addr()).collect();
+        let addrs: Vec<SocketAddr> = self.nodes.iter().map(|n| n.proxies[0].addr()).collect();
         let state_file = StateFile::in_dir(&self.config.data_dir);
         let saved = state_file.load().map_err(|e| e.to_string())?;
+        let zone = self.config.coordinator_zones[0];
         let (coordinator, client_addr) = start_coordinator(
             &self.config,
             runtime,
             &addrs,
-            self.client_addr,
+            self.client_addrs[0],
             &self.log,
             self.trace.clone(),
             state_file,
             saved,
             true,
+            Peering::alone(zone),
         )?;
-        self.coordinator = coordinator;
-        self.client_addr = client_addr;
+        self.coordinators[0] = coordinator;
+        self.client_addrs[0] = client_addr;
         Ok(())
     }
 
@@ -284,9 +391,9 @@ impl Cluster {
         self.trace.as_ref()
     }
 
-    /// The coordinator's INFO text.
+    /// The (leader) coordinator's INFO text.
     pub fn info(&self) -> String {
-        self.coordinator.info()
+        self.coordinators[0].info()
     }
 
     /// SIGKILL node `node`'s process and reap it. Killing a dead node is a no-op.
@@ -343,8 +450,9 @@ impl Cluster {
             runtime.shutdown_background();
         }
         for node in &mut self.nodes {
-            node.proxy = None;
+            node.proxies.clear();
         }
+        self.peer_proxies.clear();
         if let Err(e) = self.log.flush() {
             eprintln!("replicheck store: {e}");
         }
@@ -370,6 +478,7 @@ fn start_coordinator(
     state_file: StateFile,
     saved: Option<datadir::SavedState>,
     bind_retry: bool,
+    peering: Peering,
 ) -> Result<(Arc<Coordinator>, SocketAddr), String> {
     let (coordinator, listener) = runtime.block_on(async {
         let coordinator = Coordinator::start(
@@ -386,6 +495,7 @@ fn start_coordinator(
                 .unwrap_or_else(|| super::coordinator::membership_default(config.layout.shards.len())),
             Some((state_file, saved)),
             trace,
+            peering,
         )
         .await?;
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);

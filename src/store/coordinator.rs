@@ -68,6 +68,8 @@ pub struct Counters {
     /// Offers above a capacity: each write that found its partition or backend full, and
     /// each partition or backend that background load alone puts over its capacity.
     pub capacity_breaches: AtomicU64,
+    /// Live policy reloads (`CONFIG SET policy`, a rollout step of `store run`).
+    pub policy_reloads: AtomicU64,
 }
 
 /// The load the rebalancer sees, fixed for a run (as in the models): per node the disk use
@@ -110,6 +112,23 @@ impl LoadFacts {
     }
 }
 
+/// Where a coordinator stands among several: its index (0 leads membership), every
+/// coordinator's zone, and the addresses of their peer listeners (`store::peer`) with its own
+/// listener. One coordinator alone has no peers.
+pub struct Peering {
+    pub me: u8,
+    pub zones: Vec<u8>,
+    /// One per coordinator (empty for one coordinator alone).
+    pub addrs: Vec<SocketAddr>,
+    pub listener: Option<std::net::TcpListener>,
+}
+
+impl Peering {
+    pub fn alone(zone: u8) -> Peering {
+        Peering { me: 0, zones: vec![zone], addrs: Vec::new(), listener: None }
+    }
+}
+
 /// A join as INFO shows it: (replacement, leaving node, is a move).
 type JoinView = (NodeId, NodeId, bool);
 
@@ -142,6 +161,7 @@ impl Coordinator {
         membership: CoordinatorSpec,
         state: Option<(StateFile, Option<SavedState>)>,
         trace: Option<TraceWriter>,
+        peering: Peering,
     ) -> Result<Arc<Coordinator>, String> {
         load.check(node_addrs.len())?;
         layout.check(node_addrs.len(), policy.replication_factor)?;
@@ -188,10 +208,29 @@ impl Coordinator {
                 other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
             }
         }
-        let cfg = super::machine::resolved(&policy, node_zones, &layout, &load, &membership)?;
-        let shell = Shell::new(cfg, layout, links, state, max_version, log, trace)?;
+        let cfg = super::machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
+        let (state_file, saved) = match state {
+            // Only the leader keeps the state file: the others learn every change from it.
+            Some((file, saved)) => ((peering.me == 0).then_some(file), saved),
+            None => (None, None),
+        };
+        let me = peering.me;
+        let shell =
+            Shell::new(cfg, me, &peering.addrs, layout, links, state_file, saved, max_version, log, trace)?;
         shell.start_clock();
-        Ok(Arc::new(Coordinator { shell, value_bytes_max, stopped: tokio::sync::watch::Sender::new(false) }))
+        let stopped = tokio::sync::watch::Sender::new(false);
+        if let Some(listener) = peering.listener {
+            listener.set_nonblocking(true).map_err(|e| format!("peer listener: {e}"))?;
+            let listener = TcpListener::from_std(listener).map_err(|e| format!("peer listener: {e}"))?;
+            let weak = Arc::downgrade(&shell);
+            let deliver = move |from: u8, msg| {
+                if let Some(shell) = weak.upgrade() {
+                    shell.deliver_peer(from, msg);
+                }
+            };
+            tokio::spawn(super::peer::serve(listener, peering.addrs.len(), deliver, stopped.subscribe()));
+        }
+        Ok(Arc::new(Coordinator { shell, value_bytes_max, stopped }))
     }
 
     /// SET or DEL (`value` = None): a new version, or the token's version for a retry.
@@ -230,10 +269,19 @@ impl Coordinator {
         &self.shell.counters
     }
 
+    /// Run `policy` (durations in milliseconds) from now on, keeping what the coordinator
+    /// knows: the rollout step of a model, played on the store.
+    pub fn reload(&self, policy: Policy) -> Result<(), String> {
+        self.shell.reload(policy)?;
+        self.shell.counters.policy_reloads.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// The INFO reply's text.
     pub fn info(&self) -> String {
         let sh = &self.shell;
-        let p = &sh.cfg.policy;
+        let cfg = sh.cfg();
+        let p = &cfg.policy;
         let c = &sh.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut out = String::new();
@@ -249,6 +297,14 @@ impl Coordinator {
             "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{}\r\nmembership_epoch:{}\r\n",
             p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, config_name(&p.failure_detection),
             epoch
+        );
+        let role = if sh.me == 0 { "leader" } else { "follower" };
+        let _ = write!(
+            out,
+            "coordinator:{} of {},{role}\r\npolicy_reloads:{}\r\n",
+            sh.me,
+            cfg.coordinators.len(),
+            get(&c.policy_reloads)
         );
         let (shards, health, queue, next_version) = sh.machine(|m| {
             let shards: Vec<(Vec<NodeId>, Option<JoinView>)> = m
@@ -301,14 +357,14 @@ impl Coordinator {
                 link.max_silence_ms,
                 link.max_round_trip_ms,
                 late[n],
-                sh.cfg.nodes[n].zone
+                cfg.nodes[n].zone
             );
         }
         let in_progress =
             |moving: bool| shards.iter().filter(|(_, j)| j.is_some_and(|j| j.2 == moving)).count();
         let _ = write!(out, "evictions_in_progress:{}\r\n", in_progress(false));
         let _ = write!(out, "moves_in_progress:{}\r\n", in_progress(true));
-        let _ = write!(out, "membership_queue:{queue}/{}\r\n", sh.cfg.coordinator.membership_queue_capacity);
+        let _ = write!(out, "membership_queue:{queue}/{}\r\n", cfg.coordinator.membership_queue_capacity);
         let rebalancer = match &p.rebalance {
             Some(r) => format!("every {} ms, scoring {}", r.interval_ticks, config_name(&r.policy.scoring)),
             None => "off".into(),
@@ -342,7 +398,8 @@ impl Coordinator {
     /// backend the most writes offered in one window (background load included).
     fn write_routing_info(&self, out: &mut String) {
         let sh = &self.shell;
-        let r = &sh.cfg.policy.routing;
+        let cfg = sh.cfg();
+        let r = &cfg.policy.routing;
         let cap = |c: Option<u16>| c.map_or("unlimited".to_string(), |c| c.to_string());
         let _ = write!(
             out,
@@ -352,7 +409,7 @@ impl Coordinator {
             r.spill_threshold_permille,
             r.write_shard_suffixes,
             sh.layout.window_ms,
-            cap(sh.cfg.partition_capacity_per_tick)
+            cap(cfg.partition_capacity_per_tick)
         );
         let (partition_peak, backend_peak, first_breach) =
             sh.observed(|o| (o.partition_peak.clone(), o.backend_peak.clone(), o.first_breach.clone()));
@@ -360,7 +417,7 @@ impl Coordinator {
             let _ = write!(
                 out,
                 "partition{k}_load:name={},background_per_window={},peak_offered={}\r\n",
-                s.name, sh.cfg.partition_background[k], partition_peak[k]
+                s.name, cfg.partition_background[k], partition_peak[k]
             );
         }
         if sh.layout.backends_modelled() {
@@ -474,6 +531,14 @@ impl Coordinator {
             ("DEL", n) if n >= 2 => self.del_reply(&args[1..]).await,
             ("INFO", 1 | 2) => resp::bulk(Some(self.info().as_bytes())),
             ("CONFIG", n) if n >= 2 && args[1].eq_ignore_ascii_case(b"GET") => config_get(&args[2..]),
+            ("CONFIG", 4)
+                if args[1].eq_ignore_ascii_case(b"SET") && args[2].eq_ignore_ascii_case(b"policy") =>
+            {
+                self.config_set_policy(&args[3])
+            }
+            ("CONFIG", _) if args.len() >= 2 && args[1].eq_ignore_ascii_case(b"SET") => {
+                resp::error("syntax error: CONFIG SET policy FILE (a policy file, durations in milliseconds)")
+            }
             // redis-cli asks for command docs at start, for its hints.
             ("COMMAND", _) => resp::array(&[]),
             ("QUIT", 1) => return (resp::simple("OK"), true),
@@ -483,6 +548,20 @@ impl Coordinator {
             _ => resp::error(&format!("unknown command '{}'", String::from_utf8_lossy(&args[0]))),
         };
         (reply, false)
+    }
+
+    /// `CONFIG SET policy FILE`: reload this coordinator's policy from a policy file (as for
+    /// `store up --policy`). A file that does not load, or that changes the replication factor
+    /// or the write-shard suffixes, is refused with its path and key; the policy stays.
+    fn config_set_policy(&self, path: &[u8]) -> Vec<u8> {
+        let path = std::path::PathBuf::from(String::from_utf8_lossy(path).into_owned());
+        let loaded = crate::config::load_policy(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|sourced| sourced.resolve_ms().map_err(|e| format!("{}: {e}", path.display())));
+        match loaded.and_then(|policy| self.reload(policy).map_err(|e| format!("{}: {e}", path.display()))) {
+            Ok(()) => resp::simple("OK"),
+            Err(e) => resp::error(&format!("policy not reloaded: {e}")),
+        }
     }
 
     async fn set_reply(self: &Arc<Self>, key: &[u8], value: &[u8], token: Option<&[u8]>) -> Vec<u8> {

@@ -50,21 +50,15 @@ pub fn resolved(
     layout: &Layout,
     load: &LoadFacts,
     membership: &CoordinatorSpec,
+    coordinator_zones: &[u8],
 ) -> Result<Resolved, String> {
-    let timer_max = u32::from(TimerTicks::MAX);
-    let p = policy;
-    for (key, ms) in [
-        ("replica_ack_timeout", p.replica_ack_timeout_ticks),
-        ("heartbeat_interval", p.heartbeat_interval_ticks),
-        ("dead_after", p.dead_after_ticks),
-        ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
-        ("move_cooldown", p.rebalance.as_ref().map_or(0, |r| r.move_cooldown_ticks)),
-        ("cooldown_max", p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks)),
-        ("membership_update_time", membership.membership_update_ticks),
-    ] {
-        if ms > timer_max {
-            return Err(format!("`{key}` = {ms} ms: the store's timers count at most {timer_max} ms"));
-        }
+    check_timers(policy, membership)?;
+    if coordinator_zones.is_empty() || coordinator_zones.len() > crate::config::COORDINATOR_COUNT_MAX {
+        return Err(format!(
+            "{} coordinators: must be 1 to {}",
+            coordinator_zones.len(),
+            crate::config::COORDINATOR_COUNT_MAX
+        ));
     }
     let window_ticks = u16::try_from(layout.window_ms.max(1))
         .map_err(|_| format!("capacity window {} ms: at most {} ms", layout.window_ms, u16::MAX))?;
@@ -116,10 +110,11 @@ pub fn resolved(
         latency: Vec::new(),
         lossy: Vec::new(),
         coordinator: membership.clone(),
-        coordinators: vec![crate::config::CoordinatorPlace {
-            name: "coordinator".into(),
-            zone: membership.zone,
-        }],
+        coordinators: coordinator_zones
+            .iter()
+            .enumerate()
+            .map(|(c, &zone)| crate::config::CoordinatorPlace { name: format!("coordinator{c}"), zone })
+            .collect(),
         clients: Vec::<ClientSpec>::new(),
         faults: FaultSpec {
             budget: 0,
@@ -144,4 +139,43 @@ pub fn resolved(
         tokens_max: TOKENS_MAX,
         rollout: None,
     })
+}
+
+/// Every policy duration within what the store's timers count.
+fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), String> {
+    let timer_max = u32::from(TimerTicks::MAX);
+    let p = policy;
+    for (key, ms) in [
+        ("replica_ack_timeout", p.replica_ack_timeout_ticks),
+        ("heartbeat_interval", p.heartbeat_interval_ticks),
+        ("dead_after", p.dead_after_ticks),
+        ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
+        ("move_cooldown", p.rebalance.as_ref().map_or(0, |r| r.move_cooldown_ticks)),
+        ("cooldown_max", p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks)),
+        ("membership_update_time", membership.membership_update_ticks),
+    ] {
+        if ms > timer_max {
+            return Err(format!("`{key}` = {ms} ms: the store's timers count at most {timer_max} ms"));
+        }
+    }
+    Ok(())
+}
+
+/// `cfg` running `policy` instead (a live reload). What the clients and the replica sets are
+/// stays: a policy that changes `replication_factor` or `write_shard_suffixes` is refused,
+/// as a model's rollout stage is.
+pub fn with_policy(cfg: &Resolved, policy: Policy) -> Result<Resolved, String> {
+    check_timers(&policy, &cfg.coordinator)?;
+    let (was, is) = (&cfg.policy, &policy);
+    for (key, from, to) in [
+        ("replication_factor", was.replication_factor, is.replication_factor),
+        ("write_shard_suffixes", was.routing.write_shard_suffixes, is.routing.write_shard_suffixes),
+    ] {
+        if from != to {
+            return Err(format!(
+                "`{key}` = {to}: the running policy has {from}; a reload changes what the coordinators run, not the replica sets or where keys live"
+            ));
+        }
+    }
+    Ok(Resolved { policy, ..cfg.clone() })
 }

@@ -15,6 +15,7 @@ pub mod layout;
 pub mod link;
 pub mod machine;
 pub mod node;
+pub mod peer;
 pub mod proxy;
 pub mod resp;
 pub mod run;

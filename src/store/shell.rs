@@ -25,6 +25,7 @@ use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::link::NodeLink;
 use super::machine::{StoreData, TOKENS_MAX};
+use super::peer::{PeerLinks, PeerMsg};
 use super::trace::{TraceLine, TraceWriter};
 use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
 use crate::config::{OpKind, Resolved};
@@ -76,6 +77,9 @@ pub struct Observed {
 struct Inner {
     /// The coordinator crashed: no step runs any more (a restart is a new shell).
     crashed: bool,
+    /// The scenario and the policy the machine runs: replaced whole by a policy reload, under
+    /// the lock, so every step runs one policy from start to end.
+    cfg: Arc<Resolved>,
     machine: Machine,
     waiting: HashMap<u64, Waiting>,
     /// The version each token's write was first replicated at (observed, not decided: a
@@ -94,8 +98,13 @@ struct Inner {
 const SHELL_FAULT_ENV: &str = "REPLICHECK_SHELL_FAULT";
 
 pub struct Shell {
-    pub cfg: Resolved,
+    /// Which coordinator this is (0 leads membership).
+    pub me: u8,
     pub layout: Layout,
+    /// The other coordinators (none with one coordinator).
+    peers: Option<PeerLinks>,
+    /// `write_shard_suffixes`, which no reload changes: keys are routed without the lock.
+    suffixes: u8,
     pub links: Vec<Arc<NodeLink>>,
     state_file: Option<StateFile>,
     inner: Mutex<Inner>,
@@ -108,22 +117,25 @@ pub struct Shell {
 }
 
 impl Shell {
-    /// A shell around a machine recovered from `saved` (or fresh), whose versions start above
-    /// `max_stored_version`.
+    /// A shell around coordinator `me`'s machine recovered from `saved` (or fresh), whose
+    /// versions start above `max_stored_version`; every later change of what must survive a
+    /// crash goes to `state_file`. With several coordinators (`peer_addrs`, one per
+    /// coordinator) every one starts from the leader's saved state and only the leader keeps
+    /// the file: the others learn every change from it.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: Resolved,
+        me: u8,
+        peer_addrs: &[std::net::SocketAddr],
         layout: Layout,
         links: Vec<Arc<NodeLink>>,
-        state: Option<(StateFile, Option<SavedState>)>,
+        state_file: Option<StateFile>,
+        saved: Option<SavedState>,
         max_stored_version: u64,
         log: DecisionLog,
         trace: Option<TraceWriter>,
     ) -> Result<Arc<Shell>, String> {
-        let (state_file, saved) = match state {
-            Some((file, saved)) => (Some(file), saved),
-            None => (None, None),
-        };
-        let fresh: Machine = protocol::Coordinator::new(&cfg, 0);
+        let fresh: Machine = protocol::Coordinator::new(&cfg, me);
         let mut durable = fresh.durable(&cfg);
         if let Some(saved) = &saved {
             for (k, s) in saved.shards.iter().enumerate() {
@@ -141,7 +153,7 @@ impl Shell {
                 shard.0 = None;
             }
         }
-        let machine = protocol::Coordinator::recover(&cfg, &durable);
+        let machine = protocol::Coordinator::recover(&cfg, me, &durable);
         let node_count = cfg.nodes.len();
         let now = Instant::now();
         let observed = Observed {
@@ -155,13 +167,18 @@ impl Shell {
             membership_epoch: saved.as_ref().map_or(0, |s| s.membership_epoch),
             evicted: vec![false; node_count],
         };
+        let peers = (peer_addrs.len() > 1).then(|| PeerLinks::start(me, peer_addrs));
+        let suffixes = cfg.policy.routing.write_shard_suffixes;
         let shell = Arc::new(Shell {
-            cfg,
+            me,
+            suffixes,
             layout,
+            peers,
             links,
             state_file,
             inner: Mutex::new(Inner {
                 crashed: false,
+                cfg: Arc::new(cfg),
                 machine,
                 waiting: HashMap::new(),
                 token_versions: HashMap::new(),
@@ -181,7 +198,8 @@ impl Shell {
         }
         // What the machine starts from is saved before any client is served.
         let mut inner = shell.lock();
-        shell.persist(&mut inner)?;
+        let cfg = Arc::clone(&inner.cfg);
+        shell.persist(&mut inner, &cfg)?;
         drop(inner);
         Ok(shell)
     }
@@ -198,6 +216,25 @@ impl Shell {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The scenario and the policy running now.
+    pub fn cfg(&self) -> Arc<Resolved> {
+        Arc::clone(&self.lock().cfg)
+    }
+
+    /// Run `policy` from the next step on, keeping everything the machine knows (the model's
+    /// rollout stage change: `protocol::Coordinator::reload`). A policy that changes what the
+    /// clients or the replica sets are is refused, as a model's rollout stage is.
+    pub fn reload(&self, policy: crate::config::Policy) -> Result<(), String> {
+        let mut inner = self.lock();
+        let from = Arc::clone(&inner.cfg);
+        let to = super::machine::with_policy(&from, policy)?;
+        inner.machine.reload(&from, &to);
+        inner.cfg = Arc::new(to);
+        drop(inner);
+        self.log_event(format!("policy_reloaded coordinator={}", self.me));
+        Ok(())
+    }
+
     /// Read the machine's state (INFO, tests).
     pub fn machine<T>(&self, f: impl FnOnce(&Machine) -> T) -> T {
         f(&self.lock().machine)
@@ -205,6 +242,14 @@ impl Shell {
 
     pub fn observed<T>(&self, f: impl FnOnce(&Observed) -> T) -> T {
         f(&self.lock().observed)
+    }
+
+    /// A message from coordinator `from` (the membership protocol's), as one step.
+    pub fn deliver_peer(self: &Arc<Self>, from: u8, msg: StoreMsg) {
+        if self.lock().crashed {
+            return;
+        }
+        self.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Coordinator(from), msg, io));
     }
 
     /// Start the clock: every millisecond one tick, then every timer that came due.
@@ -259,15 +304,16 @@ impl Shell {
             if inner.crashed {
                 return;
             }
-            f(&mut inner, &self.cfg, &mut out);
+            let cfg = Arc::clone(&inner.cfg);
+            f(&mut inner, &cfg, &mut out);
             for event in out.events.drain(..) {
-                self.observe(&mut inner, event);
+                self.observe(&mut inner, &cfg, event);
             }
-            if let Err(e) = self.persist(&mut inner) {
+            if let Err(e) = self.persist(&mut inner, &cfg) {
                 eprintln!("replicheck store: cannot save the coordinator's state, nothing is sent: {e}");
                 return;
             }
-            self.note_peaks(&mut inner);
+            self.note_peaks(&mut inner, &cfg);
             for (dst, msg) in out.sends.drain(..) {
                 match (dst, msg) {
                     (Endpoint::Client(_), Msg::Response { op, ok, value, .. }) => {
@@ -279,7 +325,11 @@ impl Shell {
                         if let Msg::Replicate { op, version, .. } = &msg {
                             observe_token(&mut inner, *op, *version, &self.log);
                         }
-                        self.send(n, msg)
+                        self.send(n, msg, &cfg)
+                    }
+                    (Endpoint::Coordinator(c), msg) => {
+                        let peers = self.peers.as_ref().expect("a coordinator with peers");
+                        peers.send(c, PeerMsg::of(&msg).expect("a membership message between coordinators"));
                     }
                     (dst, msg) => unreachable!("the coordinator sends {msg:?} to {dst:?}"),
                 }
@@ -291,8 +341,8 @@ impl Shell {
     }
 
     /// Write what must survive a crash, if it changed.
-    fn persist(&self, inner: &mut Inner) -> Result<(), String> {
-        let durable = inner.machine.durable_shards(&self.cfg);
+    fn persist(&self, inner: &mut Inner, cfg: &Resolved) -> Result<(), String> {
+        let durable = inner.machine.durable_shards(cfg);
         if inner.saved.as_ref() == Some(&durable) {
             return Ok(());
         }
@@ -340,13 +390,13 @@ impl Shell {
         Ok(())
     }
 
-    fn note_peaks(&self, inner: &mut Inner) {
+    fn note_peaks(&self, inner: &mut Inner, cfg: &Resolved) {
         let Inner { machine, observed, .. } = inner;
         for (p, peak) in observed.partition_peak.iter_mut().enumerate() {
             *peak = (*peak).max(machine.background[p].saturating_add(machine.partition_load[p]));
         }
         for (n, peak) in observed.backend_peak.iter_mut().enumerate() {
-            let base = self.cfg.nodes[n].base_load_per_tick;
+            let base = cfg.nodes[n].base_load_per_tick;
             *peak = (*peak).max(base.saturating_add(machine.backend_load[n]));
         }
     }
@@ -356,7 +406,7 @@ impl Shell {
     }
 
     /// Counters, INFO and the log from what the machine did.
-    fn observe(&self, inner: &mut Inner, event: Event<StoreData>) {
+    fn observe(&self, inner: &mut Inner, cfg: &Resolved, event: Event<StoreData>) {
         let c = &self.counters;
         let bump = |a: &AtomicU64| {
             a.fetch_add(1, Ordering::Relaxed);
@@ -364,14 +414,21 @@ impl Shell {
         let name = |shard: u8| self.layout.shards[usize::from(shard)].name.clone();
         match event {
             // A single coordinator orders its own proposals: `ChangeRequested` follows.
-            Event::WriteAcked { .. } | Event::WriteApplied { .. } | Event::ChangeProposed(_) => {}
+            Event::WriteAcked { .. } | Event::WriteApplied { .. } => {}
+            // The leader orders its own proposals at once (`ChangeRequested` follows); another
+            // coordinator's goes to the leader.
+            Event::ChangeProposed(_) if self.me == 0 => {}
+            Event::ChangeProposed(u) => self.log_event(format!(
+                "change_proposed coordinator={} shard={} evicted={} replacement={}",
+                self.me, u.shard, u.evicted, u.replacement
+            )),
             Event::RequestFailed { op, why } => {
                 if matches!(why, Failure::Throttled(_)) {
                     bump(&c.writes_throttled);
                 }
                 let Inner { waiting, machine, .. } = inner;
                 if let Some(w) = waiting.get_mut(&op) {
-                    w.why = Some(self.failure_text(w.kind, w.shard, why, machine));
+                    w.why = Some(self.failure_text(cfg, w.kind, w.shard, why, machine));
                 }
             }
             Event::ReadRepairStarted { .. } => bump(&c.read_repairs),
@@ -455,8 +512,15 @@ impl Shell {
 
     /// Why a request failed, for its client; a throttled write's counts are read from the
     /// machine in the step that refused it.
-    fn failure_text(&self, kind: OpKind, shard: u8, why: Failure, machine: &Machine) -> String {
-        let timeout = self.cfg.policy.replica_ack_timeout_ticks;
+    fn failure_text(
+        &self,
+        cfg: &Resolved,
+        kind: OpKind,
+        shard: u8,
+        why: Failure,
+        machine: &Machine,
+    ) -> String {
+        let timeout = cfg.policy.replica_ack_timeout_ticks;
         let window_ms = self.layout.window_ms;
         let offered = |unit: String, offered: u16, capacity: Option<u16>| {
             let capacity = capacity.map_or("unlimited".to_string(), |c| c.to_string());
@@ -468,15 +532,15 @@ impl Shell {
                 offered(
                     format!("partition {}", self.layout.shards[p].name),
                     machine.background[p].saturating_add(machine.partition_load[p]),
-                    self.cfg.partition_capacity_per_tick,
+                    cfg.partition_capacity_per_tick,
                 )
             }
             Failure::Throttled(WriteRoute::BackendThrottled { backend }) => {
                 let b = usize::from(backend);
                 offered(
                     format!("ingest backend node {backend}"),
-                    self.cfg.nodes[b].base_load_per_tick.saturating_add(machine.backend_load[b]),
-                    self.cfg.nodes[b].write_capacity_per_tick,
+                    cfg.nodes[b].base_load_per_tick.saturating_add(machine.backend_load[b]),
+                    cfg.nodes[b].write_capacity_per_tick,
                 )
             }
             Failure::Throttled(WriteRoute::Shed) => {
@@ -537,18 +601,19 @@ impl Shell {
     pub fn partition_of(&self, key: &[u8]) -> u8 {
         let sharding = routing::KeySharding {
             partition_count: self.layout.partition_count(),
-            write_shard_suffixes: self.cfg.policy.routing.write_shard_suffixes,
+            // A reload keeps the suffixes (`machine::with_policy`): no lock needed for them.
+            write_shard_suffixes: self.suffixes,
         };
         routing::key_partition(self.layout.prefix_partition(key), routing::key_hash(key), sharding)
     }
 
-    fn reply_wait(&self) -> Duration {
-        let ack = Duration::from_millis(u64::from(self.cfg.policy.replica_ack_timeout_ticks));
-        (ack * REPLY_WAIT_ACK_TIMEOUTS).max(Duration::from_millis(REPLY_WAIT_MIN_MS))
+    /// The ack timeout of the policy running now.
+    fn ack_timeout(&self) -> Duration {
+        ack_timeout(&self.lock().cfg)
     }
 
     /// Put `msg` on the link to node `n`; its reply comes back as a step.
-    fn send(self: &Arc<Self>, n: NodeId, msg: StoreMsg) {
+    fn send(self: &Arc<Self>, n: NodeId, msg: StoreMsg, cfg: &Resolved) {
         let shell = Arc::clone(self);
         let sent_at = Instant::now();
         let request = match &msg {
@@ -569,16 +634,17 @@ impl Shell {
             Msg::ReadReq { .. } => "read",
             _ => "ping",
         };
+        // The policy the request was sent under judges its reply late or not.
+        let ack_timeout = ack_timeout(cfg);
         let trace_id = self.trace.as_ref().map_or(0, |t| t.next_id());
         if let Some(t) = &self.trace {
             t.line(&TraceLine::Send { at_ms: t.now_ms(), id: trace_id, node: n, msg: kind.into() });
         }
         tokio::spawn(async move {
-            let deadline = sent_at + shell.reply_wait();
+            let deadline = sent_at + reply_wait(ack_timeout);
             let Ok(reply) = shell.links[usize::from(n)].request(request, deadline).await else {
                 return; // lost
             };
-            let ack_timeout = Duration::from_millis(u64::from(shell.cfg.policy.replica_ack_timeout_ticks));
             if shell.drop_late_replies && sent_at.elapsed() > ack_timeout {
                 return;
             }
@@ -601,15 +667,15 @@ impl Shell {
                     return;
                 }
             };
-            shell.heard(n, sent_at);
+            shell.heard(n, sent_at, ack_timeout);
             shell.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), answer, io));
         });
     }
 
-    fn heard(&self, n: NodeId, sent_at: Instant) {
+    /// A reply to a request sent at `sent_at` under a policy with `ack_timeout`.
+    fn heard(&self, n: NodeId, sent_at: Instant, ack_timeout: Duration) {
         let now = Instant::now();
-        let late = now.duration_since(sent_at)
-            > Duration::from_millis(u64::from(self.cfg.policy.replica_ack_timeout_ticks));
+        let late = now.duration_since(sent_at) > ack_timeout;
         let mut inner = self.lock();
         inner.observed.last_heard[usize::from(n)] = now;
         if late {
@@ -634,7 +700,7 @@ impl Shell {
     async fn copy_partition(&self, shard: u8, source: NodeId, target: NodeId) -> Result<(), String> {
         let mut after: Option<Vec<u8>> = None;
         loop {
-            let deadline = Instant::now() + self.reply_wait();
+            let deadline = Instant::now() + reply_wait(self.ack_timeout());
             let scan = NodeRequest::Scan { after: after.clone(), limit: SCAN_ENTRIES_MAX };
             let entries = match self.links[usize::from(source)].request(scan, deadline).await {
                 Ok(NodeReply::Entries { entries }) => entries,
@@ -644,7 +710,7 @@ impl Shell {
             let Some(last) = entries.last() else { return Ok(()) };
             after = Some(last.0.clone());
             // A page's writes go out together, so the target commits them in few fsyncs.
-            let deadline = Instant::now() + self.reply_wait();
+            let deadline = Instant::now() + reply_wait(self.ack_timeout());
             let mut copies = tokio::task::JoinSet::new();
             for (key, version, value) in entries {
                 if self.partition_of(&key) != shard {
@@ -661,6 +727,15 @@ impl Shell {
             }
         }
     }
+}
+
+fn ack_timeout(cfg: &Resolved) -> Duration {
+    Duration::from_millis(u64::from(cfg.policy.replica_ack_timeout_ticks))
+}
+
+/// How long a node's reply is waited for before it counts as lost.
+fn reply_wait(ack_timeout: Duration) -> Duration {
+    (ack_timeout * REPLY_WAIT_ACK_TIMEOUTS).max(Duration::from_millis(REPLY_WAIT_MIN_MS))
 }
 
 /// A write with a token replicated at `version`: a token seen before at another version means

@@ -65,7 +65,7 @@ mod tests {
         c.tick(&cfg);
         assert!(c.admit_write(&cfg, 0, &mut Outbox::default()).admitted());
         // A restart forgets it (the world tells the new coordinator again).
-        let restarted: Coordinator = Coordinator::recover(&cfg, &c.durable(&cfg));
+        let restarted: Coordinator = Coordinator::recover(&cfg, 0, &c.durable(&cfg));
         assert_eq!(restarted.background.as_slice(), &[2, 0, 0, 0]);
     }
 

@@ -344,9 +344,12 @@ impl<D: Data> Coordinator<D> {
     /// start. Requests in flight, failure-detector state, queued and half-done membership
     /// changes and cooldowns are gone: a catch-up that was under way is started again by the
     /// detector, since its replacement never joined.
-    pub fn recover(cfg: &Resolved, durable: &Durable<D>) -> Coordinator<D> {
-        assert_eq!(cfg.coordinators.len(), 1, "a coordinator's restart is modelled for one coordinator");
-        let mut c = Coordinator::new(cfg, 0);
+    ///
+    /// With several coordinators a whole fleet starts this way together, each from the leader's
+    /// replica sets and its own version floor (one coordinator's restart among running peers
+    /// is not modelled: its views would have to be learned again first).
+    pub fn recover(cfg: &Resolved, me: u8, durable: &Durable<D>) -> Coordinator<D> {
+        let mut c = Coordinator::new(cfg, me);
         assert_eq!(durable.shards.len(), c.shards.len());
         for (v, (members, floor)) in c.shards.iter_mut().zip(&durable.shards) {
             if let Some(members) = members {

@@ -22,7 +22,7 @@ fn a_restart_keeps_what_is_durable_and_forgets_the_rest() {
     let cfg = resolved("default");
     let before = after_a_write_and_a_replacement(&cfg);
     assert_eq!(before.ops.len(), 1);
-    let after = Coordinator::recover(&cfg, &before.durable(&cfg));
+    let after = Coordinator::recover(&cfg, 0, &before.durable(&cfg));
     assert_eq!(after.shards[0].members.as_slice(), &[1, 2, 3]);
     assert_eq!(after.shards[0].next_version, 2, "version 1 was handed out: never again");
     assert_eq!(after.tokens, before.tokens, "idempotency tokens are promised");
@@ -33,7 +33,7 @@ fn a_restart_keeps_what_is_durable_and_forgets_the_rest() {
 fn replica_sets_in_memory_are_lost_on_restart_but_versions_never_go_back() {
     let cfg = resolved("membership-in-memory");
     let before = after_a_write_and_a_replacement(&cfg);
-    let after = Coordinator::recover(&cfg, &before.durable(&cfg));
+    let after = Coordinator::recover(&cfg, 0, &before.durable(&cfg));
     assert_eq!(after.shards[0].members.as_slice(), cfg.initial_members[0].as_slice());
     assert_eq!(after.shards[0].next_version, 2);
 }
@@ -259,4 +259,33 @@ fn versions_of_two_coordinators_never_collide_and_follow_what_was_read() {
     // b read a's version: its next one is above it.
     assert!(b.version_above(&cfg, 0, va) > va);
     assert!(a.version_above(&cfg, 0, 0) > va, "and above what it handed out itself");
+}
+
+#[test]
+fn a_reload_keeps_what_the_coordinator_knows_and_starts_only_the_timers_the_new_policy_needs() {
+    let coupled = resolved("default");
+    let mut independent = coupled.clone();
+    independent.policy.failure_detection = FailureDetection::Independent;
+    independent.policy.heartbeat_interval_ticks = 3;
+    independent.policy.dead_after_ticks = 9;
+    let mut c = after_a_write_and_a_replacement(&coupled);
+    c.health[2] = Health::Dead;
+    let before = c.clone();
+    c.reload(&coupled, &independent);
+    assert_eq!(
+        (c.ops.clone(), c.shards.clone(), c.health.clone()),
+        (before.ops, before.shards, before.health)
+    );
+    assert_eq!(c.silence_ticks.len(), coupled.nodes.len(), "independent detection counts silence per node");
+    assert_eq!(c.heartbeat_ticks, 3);
+    let mut due = Vec::new();
+    c.due(&independent, &mut due);
+    assert!(!due.contains(&Timer::Heartbeat), "a full interval to the first heartbeat");
+    // And back: the counters go; a reload to the same policy changes nothing.
+    let again = c.clone();
+    c.reload(&independent, &independent);
+    assert_eq!(c, again);
+    c.reload(&independent, &coupled);
+    assert!(c.silence_ticks.is_empty());
+    assert_eq!(c.heartbeat_ticks, 0);
 }

@@ -196,3 +196,32 @@ impl<D: Data> Coordinator<D> {
         D::Version::try_from(version).unwrap_or_else(|_| panic!("version {version} is out of range"))
     }
 }
+
+impl<D: Data> Coordinator<D> {
+    /// A policy reload (a rollout stage, the store's `CONFIG SET policy`): the coordinator
+    /// keeps everything it knows and runs `to` from now on. Only the timers a policy switches
+    /// on or off change: the heartbeat and silence counters of independent detection start
+    /// afresh when it is switched on, the rebalancer's interval when it is enabled, and a
+    /// running timer is cut to the new, shorter interval.
+    pub fn reload(&mut self, from: &Resolved, to: &Resolved) {
+        assert_eq!(from.nodes.len(), to.nodes.len(), "a reload keeps the nodes");
+        assert_eq!(from.coordinators.len(), to.coordinators.len(), "a reload keeps the coordinators");
+        let (was, is) = (independent(from), independent(to));
+        if was != is {
+            self.silence_ticks = filled(0, if is { to.nodes.len() } else { 0 });
+            self.heartbeat_ticks = if is { ticks(to.policy.heartbeat_interval_ticks) } else { 0 };
+        } else if is {
+            self.heartbeat_ticks = self.heartbeat_ticks.min(ticks(to.policy.heartbeat_interval_ticks));
+            let cap = ticks(to.policy.dead_after_ticks);
+            self.silence_ticks.iter_mut().for_each(|t| *t = (*t).min(cap));
+        }
+        self.rebalance_ticks = match (&from.policy.rebalance, &to.policy.rebalance) {
+            (_, None) => 0,
+            (None, Some(r)) => ticks(r.interval_ticks),
+            (Some(_), Some(r)) => self.rebalance_ticks.min(ticks(r.interval_ticks)),
+        };
+        if self.me != 0 {
+            self.rebalance_ticks = 0;
+        }
+    }
+}

@@ -71,10 +71,12 @@ use std::time::{Duration, Instant};
 mod measure;
 mod report;
 mod rig;
+mod rollout;
 
 use measure::*;
 use report::*;
 use rig::*;
+use rollout::RolloutRun;
 
 /// Phases, in thousandths of the run's duration.
 const CALM_PERMILLE: u64 = 150;
@@ -110,6 +112,9 @@ pub struct RunRequest {
     /// conform TRACE --model M` validates it again.
     pub trace: Option<PathBuf>,
     pub seed: u64,
+    /// A rollout's coordinators by name, in the order each stage reaches them (empty: as the
+    /// model lists them).
+    pub rollout_order: Vec<String>,
     /// The `replicheck` executable that runs the nodes.
     pub binary: PathBuf,
 }
@@ -292,19 +297,16 @@ pub fn run(
 ) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), StoreError> {
     let scenario = Scenario::load(&req.model)?;
     let (label, sourced) = choose_policy(&scenario, req).map_err(StoreError::Input)?;
-    let file = req.model.display();
-    if scenario.coordinators.len() > 1 || sourced.rollout.is_some() {
-        let what = match scenario.coordinators.len() {
-            1 => format!("key `variants.{label}.rollout`: a rollout needs a live policy reload"),
-            n => format!("key `coordinators` lists {n} coordinators"),
-        };
-        return Err(StoreError::Input(format!(
-            "{file}: {what}; the store runs one coordinator on one policy (several coordinators and rollouts are checked in the model: docs/reference.md#several-coordinators)"
-        )));
-    }
-    let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(StoreError::Input)?;
+    let rollout =
+        RolloutRun::of(&scenario, &sourced, ms_per_tick, &req.rollout_order).map_err(StoreError::Input)?;
+    // A rollout starts on its first stage.
+    let sourced = match &sourced.rollout {
+        Some(plan) => plan.stages[0].1.clone(),
+        None => sourced,
+    };
+    let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
     let policy = policy_in_ms(&ticks_policy, ms_per_tick);
     let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)
         .map_err(StoreError::Input)?;
@@ -321,8 +323,8 @@ pub fn run(
         scenario.clients.len(),
         load.key_count()
     );
-    let outcome =
-        run_store(&scenario, &policy, layout, &load, ms_per_tick, req).map_err(StoreError::Runtime)?;
+    let outcome = run_store(&scenario, &policy, layout, &load, ms_per_tick, req, rollout.as_ref())
+        .map_err(StoreError::Runtime)?;
     let model = model_verdicts(&scenario, req, &label, check_model)?;
     report(out, &scenario, &outcome, &model);
     Ok((outcome, model))
@@ -352,8 +354,11 @@ fn run_store(
     workload: &Workload,
     ms_per_tick: u64,
     req: &RunRequest,
+    rollout: Option<&RolloutRun>,
 ) -> Result<RunOutcome, String> {
     let dir = ScratchDir::new()?;
+    // Trace validation replays one coordinator: several are judged by their history alone.
+    let traced = scenario.coordinators.len() == 1;
     let log_path = req.decision_log.clone().unwrap_or_else(|| dir.path.join("decisions.jsonl"));
     let trace_path = req.trace.clone().unwrap_or_else(|| dir.path.join("trace.jsonl"));
     let before_start = Instant::now();
@@ -370,7 +375,8 @@ fn run_store(
         load: load_facts(scenario),
         layout,
         // The model's membership queue, its update time in milliseconds as every duration.
-        trace: Some((trace_path.clone(), ms_per_tick)),
+        trace: traced.then(|| (trace_path.clone(), ms_per_tick)),
+        coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
         membership: Some(config::CoordinatorSpec {
             membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
             ..scenario.coordinator.clone()
@@ -379,12 +385,14 @@ fn run_store(
     .map_err(|e| e.to_string())?;
     // The decision log's clock started inside `Cluster::start`: at most this much after ours.
     let log_offset_ms = before_start.elapsed().as_millis() as u64;
-    let client_proxy = Proxy::start_seeded(cluster.client_addr(), req.seed ^ 0xc1)
+    let client_proxies = (0..cluster.coordinator_count() as u8)
+        .map(|c| Proxy::start_seeded(cluster.client_addr_of(c), req.seed ^ (0xc1 + u64::from(c) * 0x100)))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("cannot start the client proxy: {e}"))?;
     let mut rig = Rig {
         scenario,
         cluster,
-        client_proxy,
+        client_proxies,
         ms_per_tick,
         started: before_start,
         node_faulted_at_ms: BTreeMap::new(),
@@ -399,12 +407,17 @@ fn run_store(
         .map(|c| u64::from(c.request_timeout_ticks) * ms_per_tick)
         .unwrap_or(u64::from(policy.replica_ack_timeout_ticks) * 2);
     let first_role = workload.roles.first().ok_or("the model has no clients")?;
+    // Each model client reaches its own coordinator.
+    let mut roles = workload.roles.clone();
+    for (role, client) in roles.iter_mut().zip(&scenario.clients) {
+        role.addr = Some(rig.client_proxies[usize::from(client.coordinator)].addr());
+    }
     let load = LoadConfig {
-        addr: rig.client_proxy.addr(),
+        addr: rig.client_proxies[0].addr(),
         clients: workload.threads,
         keys: first_role.keys.clone(),
         write_permille: first_role.write_permille,
-        roles: workload.roles.clone(),
+        roles,
         request_timeout_ms,
         retry: policy.retry,
         ms_per_tick: 1,
@@ -420,14 +433,30 @@ fn run_store(
         .name("store-run-load".into())
         .spawn(move || client::run_load(&load, &clients_log, epoch, stop))
         .map_err(|e| format!("cannot start the load: {e}"))?;
-    let faults = schedule(scenario);
-    for (i, fault) in faults.iter().enumerate() {
-        sleep_until(&rig, duration_ms * (CALM_PERMILLE + FAULT_STAGGER_PERMILLE * i as u64) / 1000);
-        rig.apply(fault)?;
-    }
+    // Faults, the heal and rollout steps in the order of their times (at a tie: faults, then
+    // the heal, then a rollout step).
     let heal_at_ms = duration_ms * HEAL_PERMILLE / 1000;
-    sleep_until(&rig, heal_at_ms);
-    rig.heal()?;
+    let mut steps: Vec<(u64, Step)> = schedule(scenario)
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            (duration_ms * (CALM_PERMILLE + FAULT_STAGGER_PERMILLE * i as u64) / 1000, Step::Fault(f))
+        })
+        .chain([(heal_at_ms, Step::Heal)])
+        .collect();
+    if let Some(r) = rollout {
+        steps.extend(r.times_ms(duration_ms).into_iter().enumerate().map(|(i, at)| (at, Step::Rollout(i))));
+    }
+    steps.sort_by_key(|(at, step)| (*at, step.rank()));
+    for (at_ms, step) in steps {
+        sleep_until(&rig, at_ms);
+        match (step, rollout) {
+            (Step::Fault(fault), _) => rig.apply(&fault)?,
+            (Step::Heal, _) => rig.heal()?,
+            (Step::Rollout(i), Some(r)) => r.apply(&mut rig, i)?,
+            (Step::Rollout(_), None) => unreachable!("a rollout step without a rollout"),
+        }
+    }
     let load = load_thread.join().map_err(|_| "the load thread panicked".to_string())??;
     rig.event(format!("load stopped after {} operations", load.history.len()));
     let load_end_ms = rig.now_ms();
@@ -435,6 +464,9 @@ fn run_store(
         t.line(&TraceLine::End { at_ms: t.now_ms() });
         t.flush()?;
     }
+    // Every coordinator counts what it refused and where it breached a capacity.
+    let follower_infos: Vec<String> =
+        (1..rig.cluster.coordinator_count() as u8).map(|c| rig.cluster.coordinator_of(c).info()).collect();
     // Let the last catch-up copies and deadlines run out before the final reads.
     let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
     std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
@@ -444,13 +476,15 @@ fn run_store(
     let log_text = std::fs::read_to_string(&log_path)
         .map_err(|e| format!("cannot read the decision log {}: {e}", log_path.display()))?;
     let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
-    let trace_text = std::fs::read_to_string(&trace_path)
-        .map_err(|e| format!("cannot read the trace {}: {e}", trace_path.display()))?;
-    outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, trace_slack_ms(ms_per_tick))?);
+    if traced {
+        let trace_text = std::fs::read_to_string(&trace_path)
+            .map_err(|e| format!("cannot read the trace {}: {e}", trace_path.display()))?;
+        outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, trace_slack_ms(ms_per_tick))?);
+    }
     outcome.history_files = write_history_files(&load, &finals, req, !outcome.not_linearizable.is_empty())?;
     outcome.events = std::mem::take(&mut rig.events);
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
-    read_info(&mut outcome, &info, scenario.nodes.len())?;
+    read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;
     judge_phases(&mut outcome, &load, heal_at_ms, load_end_ms);
     outcome.churn_budget_ms =
         rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
@@ -458,8 +492,20 @@ fn run_store(
 }
 
 /// What the coordinator's INFO says at the end: its counters, links and first capacity breach.
-fn read_info(outcome: &mut RunOutcome, info: &str, node_count: usize) -> Result<(), String> {
+fn read_info(
+    outcome: &mut RunOutcome,
+    info: &str,
+    followers: &[String],
+    node_count: usize,
+) -> Result<(), String> {
     outcome.info_counters = info_counters(info);
+    for follower in followers {
+        for (name, value) in info_counters(follower) {
+            if matches!(name.as_str(), "capacity_breaches" | "writes_throttled" | "policy_reloads") {
+                *outcome.info_counters.entry(name).or_insert(0) += value;
+            }
+        }
+    }
     outcome.links = link_facts(info, node_count)?;
     let counter = |name: &str| outcome.info_counters.get(name).copied().unwrap_or(0);
     outcome.capacity_breaches = counter("capacity_breaches");
@@ -685,6 +731,7 @@ mod tests {
             history: Some(edn.clone()),
             trace: None,
             seed: 1,
+            rollout_order: Vec::new(),
             binary: "replicheck".into(),
         };
         let lines = super::write_history_files(&load, &[], &req, true).unwrap();

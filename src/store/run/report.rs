@@ -227,9 +227,14 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
     write_links(out, scenario, o);
     let _ = writeln!(
         out,
-        "moves: {} ({}); leader changes: none possible (one coordinator)",
+        "moves: {} ({}); leader changes: none possible ({})",
         o.moves.len(),
-        moves_per_second(o)
+        moves_per_second(o),
+        if scenario.coordinators.len() > 1 {
+            "the first coordinator leads throughout"
+        } else {
+            "one coordinator"
+        }
     );
     if let Some(v) = &o.trace_verdict {
         let _ = writeln!(out, "trace: {}", trace::describe(v, &scenario.name));

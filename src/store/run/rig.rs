@@ -18,6 +18,25 @@ pub(super) enum Fault {
     Drop,
 }
 
+/// What the run does to the cluster at a moment of its timeline.
+pub(super) enum Step {
+    Fault(Fault),
+    Heal,
+    /// Step `i` of the rollout (`RolloutRun::steps`).
+    Rollout(usize),
+}
+
+impl Step {
+    /// Which goes first when two steps fall on one moment.
+    pub(super) fn rank(&self) -> u8 {
+        match self {
+            Step::Fault(_) => 0,
+            Step::Heal => 1,
+            Step::Rollout(_) => 2,
+        }
+    }
+}
+
 /// The scheduled faults, at most `budget`: the first of each kind on the menu (crash,
 /// partition, degrade, drop), then the second of each, and so on, so that a budget of two on a
 /// menu of crashes and partitions gives one of each rather than two crashes.
@@ -43,11 +62,19 @@ pub(super) fn schedule(scenario: &Scenario) -> Vec<Fault> {
     chosen
 }
 
+/// A link the run controls: its proxy, the zones of its two ends, and the node at one end.
+pub(super) struct Link {
+    pub(super) proxy: ProxyHandle,
+    pub(super) zones: (u8, u8),
+    pub(super) node: Option<NodeId>,
+}
+
 /// Everything `run_store` starts, so that faults can be applied and undone.
 pub(super) struct Rig<'a> {
     pub(super) scenario: &'a Scenario,
     pub(super) cluster: Cluster,
-    pub(super) client_proxy: Proxy,
+    /// The clients' links to coordinator `c` go through `client_proxies[c]`.
+    pub(super) client_proxies: Vec<Proxy>,
     pub(super) ms_per_tick: u64,
     pub(super) started: Instant,
     /// First time (ms since start) each node was crashed or cut off by the schedule.
@@ -76,19 +103,36 @@ impl Rig<'_> {
         )
     }
 
-    /// Nodes on the other side of a partition of `zone` from the coordinator.
-    pub(super) fn cut_off_by(&self, zone: u8) -> Vec<NodeId> {
-        let coordinator_zone = self.scenario.coordinator.zone;
-        (0..self.scenario.nodes.len() as NodeId)
-            .filter(|n| {
-                let node_zone = self.scenario.nodes[usize::from(*n)].zone;
-                (node_zone == zone) != (coordinator_zone == zone)
-            })
-            .collect()
+    /// The zone the clients of coordinator `c` are in (its first client's; the coordinator's
+    /// own if it has none).
+    pub(super) fn client_zone(&self, c: u8) -> u8 {
+        let s = self.scenario;
+        s.clients
+            .iter()
+            .find(|cl| cl.coordinator == c)
+            .map_or(s.coordinators[usize::from(c)].zone, |cl| cl.zone)
     }
 
-    pub(super) fn client_zone(&self) -> u8 {
-        self.scenario.clients.first().map(|c| c.zone).unwrap_or(self.scenario.coordinator.zone)
+    /// Every link the run controls, with the zones at its two ends: each coordinator's links
+    /// to the nodes, its clients' link to it, and its links to the other coordinators.
+    pub(super) fn links(&self) -> Vec<Link> {
+        let s = self.scenario;
+        let mut links = Vec::new();
+        for (c, place) in s.coordinators.iter().enumerate() {
+            let c8 = c as u8;
+            for (n, node) in s.nodes.iter().enumerate() {
+                let proxy = self.cluster.proxy_of(c8, n as NodeId);
+                links.push(Link { proxy, zones: (place.zone, node.zone), node: Some(n as NodeId) });
+            }
+            let proxy = self.client_proxies[c].handle();
+            links.push(Link { proxy, zones: (self.client_zone(c8), place.zone), node: None });
+            for (d, other) in s.coordinators.iter().enumerate() {
+                if let Some(proxy) = self.cluster.peer_proxy(c8, d as u8) {
+                    links.push(Link { proxy, zones: (place.zone, other.zone), node: None });
+                }
+            }
+        }
+        links
     }
 
     pub(super) fn mark_faulted(&mut self, node: NodeId) {
@@ -132,36 +176,31 @@ impl Rig<'_> {
                 self.event("FAULT the coordinator crashes and restarts with what it saved".into());
             }
             Fault::Partition(zone) => {
-                for node in self.cut_off_by(*zone) {
-                    self.cluster.proxy(node).set_partitioned(true);
-                    self.mark_faulted(node);
-                }
-                let coordinator_zone = self.scenario.coordinator.zone;
-                if (self.client_zone() == *zone) != (coordinator_zone == *zone) {
-                    self.client_proxy.handle().set_partitioned(true);
+                for link in self.links() {
+                    if (link.zones.0 == *zone) != (link.zones.1 == *zone) {
+                        link.proxy.set_partitioned(true);
+                        if let Some(node) = link.node {
+                            self.mark_faulted(node);
+                        }
+                    }
                 }
                 self.event(format!("FAULT zone {} partitioned", self.scenario.zones[usize::from(*zone)]));
             }
             Fault::Degrade { zones, latency, text } => {
-                let cz = self.scenario.coordinator.zone;
-                for node in 0..self.scenario.nodes.len() as NodeId {
-                    let nz = self.scenario.nodes[usize::from(node)].zone;
-                    if (cz, nz) == *zones || (nz, cz) == *zones {
-                        self.set_latency(&self.cluster.proxy(node), *latency)?;
+                for link in self.links() {
+                    let (a, b) = link.zones;
+                    if (a, b) == *zones || (b, a) == *zones {
+                        self.set_latency(&link.proxy, *latency)?;
                     }
                 }
                 let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
                 self.event(format!("FAULT link {}<->{} degraded to {text} one way", z(zones.0), z(zones.1)));
             }
             Fault::Drop => {
-                let cz = usize::from(self.scenario.coordinator.zone);
                 let lossy = &self.scenario.lossy;
-                if lossy[usize::from(self.client_zone())][cz] {
-                    self.client_proxy.handle().set_drop_permille(DROP_PERMILLE)?;
-                }
-                for node in 0..self.scenario.nodes.len() as NodeId {
-                    if lossy[cz][usize::from(self.scenario.nodes[usize::from(node)].zone)] {
-                        self.cluster.proxy(node).set_drop_permille(DROP_PERMILLE)?;
+                for link in self.links() {
+                    if lossy[usize::from(link.zones.0)][usize::from(link.zones.1)] {
+                        link.proxy.set_drop_permille(DROP_PERMILLE)?;
                     }
                 }
                 self.event(format!("FAULT lossy links drop {DROP_PERMILLE}/1000 chunks"));
@@ -172,15 +211,11 @@ impl Rig<'_> {
 
     /// Every link at its scenario latency, no loss, no partition.
     pub(super) fn set_scenario_links(&self) -> Result<(), String> {
-        let cz = self.scenario.coordinator.zone;
-        for node in 0..self.scenario.nodes.len() as NodeId {
-            let proxy = self.cluster.proxy(node);
-            proxy.clear();
-            self.set_latency(&proxy, self.link_latency(cz, self.scenario.nodes[usize::from(node)].zone))?;
+        for link in self.links() {
+            link.proxy.clear();
+            self.set_latency(&link.proxy, self.link_latency(link.zones.0, link.zones.1))?;
         }
-        let client_proxy = self.client_proxy.handle();
-        client_proxy.clear();
-        self.set_latency(&client_proxy, self.link_latency(self.client_zone(), cz))
+        Ok(())
     }
 
     /// Every fault undone: links as in the scenario, crashed nodes restarted.
@@ -241,6 +276,8 @@ impl Workload {
                     },
                     think_lo_ms: u64::from(c.think_ticks.lo) * ms_per_tick,
                     think_hi_ms: u64::from(c.think_ticks.hi) * ms_per_tick,
+                    // Set once the coordinators' client proxies are up.
+                    addr: None,
                 }
             })
             .collect();
