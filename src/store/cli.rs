@@ -49,7 +49,7 @@ pub enum StoreCommand {
         #[arg(long, default_value = "6379")]
         port: u16,
         /// Coordinators, each serving clients (at most 4). The first leads membership: the
-        /// others propose evictions to it and learn each change from it (docs/store.md).
+        /// others propose evictions to it and learn each change from it (docs/reference.md#several-coordinators).
         #[arg(long, default_value = "1")]
         coordinators: usize,
         /// Largest value (and any argument) a client may send, in bytes.

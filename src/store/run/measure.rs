@@ -173,3 +173,67 @@ pub(super) fn info_counters(info: &str) -> BTreeMap<String, u64> {
         })
         .collect()
 }
+
+/// What the coordinator's INFO says at the end: its counters, links and first capacity breach.
+pub(super) fn read_info(
+    outcome: &mut RunOutcome,
+    info: &str,
+    followers: &[String],
+    node_count: usize,
+) -> Result<(), String> {
+    outcome.info_counters = info_counters(info);
+    for follower in followers {
+        for (name, value) in info_counters(follower) {
+            if matches!(name.as_str(), "capacity_breaches" | "writes_throttled" | "policy_reloads") {
+                *outcome.info_counters.entry(name).or_insert(0) += value;
+            }
+        }
+    }
+    outcome.links = link_facts(info, node_count)?;
+    let counter = |name: &str| outcome.info_counters.get(name).copied().unwrap_or(0);
+    outcome.capacity_breaches = counter("capacity_breaches");
+    outcome.writes_throttled = counter("writes_throttled");
+    outcome.changes_in_progress_at_end = counter("evictions_in_progress") + counter("moves_in_progress");
+    outcome.first_capacity_breach =
+        info.lines().find_map(|line| line.trim().strip_prefix("first_capacity_breach:")).map(str::to_string);
+    Ok(())
+}
+
+/// What happened after the faults healed: operations begun before the heal that never
+/// completed, and membership changes in the second half of the healed phase (whatever the
+/// faults set off has had the first half to settle).
+pub(super) fn judge_phases(
+    outcome: &mut RunOutcome,
+    load: &client::LoadReport,
+    heal_at_ms: u64,
+    load_end_ms: u64,
+) {
+    let heal_ns = heal_at_ms * 1_000_000;
+    outcome.ops_never_completed = load
+        .history
+        .iter()
+        .filter(|op| op.cut_off && op.call_ns < heal_ns)
+        .map(|op| {
+            format!(
+                "client {} {}: {} attempts since {} ms",
+                op.client,
+                op.key,
+                op.attempts,
+                op.call_ns / 1_000_000
+            )
+        })
+        .collect();
+    outcome.settle_at_ms = heal_at_ms + load_end_ms.saturating_sub(heal_at_ms) / 2;
+    let settle = outcome.settle_at_ms;
+    let mut after: Vec<(u64, String)> = outcome
+        .evictions
+        .iter()
+        .filter(|e| e.0 >= settle)
+        .map(|e| (e.0, format!("eviction of node {}", e.1)))
+        .chain(
+            outcome.moves.iter().filter(|m| m.0 >= settle).map(|m| (m.0, format!("move {} -> {}", m.2, m.3))),
+        )
+        .collect();
+    after.sort();
+    outcome.changes_after_settle = after;
+}
