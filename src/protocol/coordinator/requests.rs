@@ -74,8 +74,7 @@ impl<D: Data> Coordinator<D> {
         let mut version = D::Version::default();
         let token = token.filter(|_| p.retry.idempotency_tokens && kind == OpKind::Write);
         if kind == OpKind::Write {
-            let known =
-                token.as_ref().and_then(|t| self.tokens.iter().find(|(o, _)| o == t).map(|(_, v)| *v));
+            let known = self.token_version(&token);
             if known.is_none() && cfg.coordinators.len() > 1 {
                 // The version comes from what a read quorum holds (see `views`).
                 querying = true;
@@ -120,6 +119,12 @@ impl<D: Data> Coordinator<D> {
         self.ops.push(o);
     }
 
+    /// The version a write with this idempotency token was sequenced at, if it was.
+    fn token_version(&self, token: &Option<D::TokenId>) -> Option<D::Version> {
+        let t = token.as_ref()?;
+        self.tokens.iter().find(|(o, _)| o == t).map(|(_, v)| *v)
+    }
+
     /// Remember the version a write with an idempotency token got.
     fn remember_token(&mut self, cfg: &Resolved, token: Option<D::TokenId>, version: D::Version) {
         let Some(t) = token else { return };
@@ -157,9 +162,17 @@ impl<D: Data> Coordinator<D> {
     /// one they hold and is sent as any write, with a deadline of its own.
     fn begin_write(&mut self, cfg: &Resolved, i: usize, io: &mut impl Io<D>) {
         let (shard, seen) = (self.ops[i].shard, self.ops[i].best.version);
-        let version = self.version_above(cfg, shard, seen);
         let token = self.ops[i].token.take();
-        self.remember_token(cfg, token, version);
+        // Another attempt with the token may have finished its query first: this one then
+        // writes that attempt's version, so the write takes effect once.
+        let version = match self.token_version(&token) {
+            Some(version) => version,
+            None => {
+                let version = self.version_above(cfg, shard, seen);
+                self.remember_token(cfg, token, version);
+                version
+            }
+        };
         let mut o = self.ops[i].clone();
         o.querying = false;
         o.version = version;

@@ -289,3 +289,38 @@ fn a_reload_keeps_what_the_coordinator_knows_and_starts_only_the_timers_the_new_
     assert!(c.silence_ticks.is_empty());
     assert_eq!(c.heartbeat_ticks, 0);
 }
+
+#[test]
+fn a_retry_sent_while_the_first_attempt_reads_versions_writes_the_same_version() {
+    let cfg = two_coordinators();
+    assert!(cfg.policy.retry.idempotency_tokens);
+    let mut c: Coordinator = Coordinator::new(&cfg, 0);
+    let op = OpId { client: 0, seq: 0 };
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut out);
+    // The client times out and retries with the same token before any node answered.
+    let Msg::Request { kind, shard, key, value, token, .. } = write(0) else { unreachable!() };
+    c.on_msg(
+        &cfg,
+        Endpoint::Client(0),
+        Msg::Request { op, attempt: 2, kind, shard, key, value, token },
+        &mut out,
+    );
+    assert_eq!(c.ops.len(), 2);
+    assert!(c.ops.iter().all(|o| o.querying));
+    for attempt in [1, 2] {
+        for n in [0, 1] {
+            let reply = Msg::ReadReply { op, attempt, shard: 0, version: 0, value: 0 };
+            c.on_msg(&cfg, Endpoint::Node(n), reply, &mut out);
+        }
+    }
+    let versions: std::collections::BTreeSet<u8> = out
+        .sends
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Msg::Replicate { version, .. } => Some(*version),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(versions.len(), 1, "both attempts replicate one version: {versions:?}");
+}
