@@ -25,6 +25,9 @@
 //!    after the move's copy ended, and that copy completes from a read quorum of its sources
 //!    although one of them is dead (see the test's comment).
 
+#[path = "support/info.rs"]
+mod info;
+
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::coordinator::LoadFacts;
@@ -207,16 +210,9 @@ fn wait_until(limit: Duration, what: &str, mut predicate: impl FnMut() -> bool) 
     }
 }
 
+/// Poll INFO until `predicate` holds; panics with the last INFO after `limit`.
 fn wait_for_info(cluster: &Cluster, limit: Duration, what: &str, predicate: impl Fn(&str) -> bool) -> String {
-    let start = Instant::now();
-    loop {
-        let info = cluster.info();
-        if predicate(&info) {
-            return info;
-        }
-        assert!(start.elapsed() < limit, "no {what} within {limit:?}:\n{info}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    info::wait_for_info(limit, what, || cluster.info(), predicate)
 }
 
 /// Put a gate with `rules` between the cluster's proxy for `node` and the node; the

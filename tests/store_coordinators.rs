@@ -5,13 +5,15 @@
 
 #[path = "support/bin.rs"]
 mod bin;
+#[path = "support/info.rs"]
+mod info;
 
 use bin::{replicheck, stderr, stdout};
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::resp::{Client, Reply};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Four nodes (RF 3, node 3 a spare) and `coordinators` coordinators in one zone.
 fn start(dir: &tempfile::TempDir, policy_toml: &str, coordinators: usize) -> Cluster {
@@ -36,15 +38,12 @@ fn wait_for_info(
     what: &str,
     predicate: impl Fn(&str) -> bool,
 ) -> String {
-    let start = Instant::now();
-    loop {
-        let info = cluster.coordinator_of(c).info();
-        if predicate(&info) {
-            return info;
-        }
-        assert!(start.elapsed() < limit, "coordinator {c}: no {what} within {limit:?}:\n{info}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    info::wait_for_info(
+        limit,
+        &format!("{what} at coordinator {c}"),
+        || cluster.coordinator_of(c).info(),
+        predicate,
+    )
 }
 
 /// Coupled detection: only a coordinator that sends requests finds a node dead.

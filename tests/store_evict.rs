@@ -3,6 +3,9 @@
 //! spare, which gets a catch-up copy before it counts toward quorums; the correlated-failure
 //! breaker stops evictions when too many nodes look dead.
 
+#[path = "support/info.rs"]
+mod info;
+
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::link::NodeLink;
@@ -32,15 +35,7 @@ fn start_zoned(dir: &tempfile::TempDir, policy_toml: &str, node_zones: &[u8]) ->
 
 /// Poll INFO until `predicate` holds; panics with the last INFO after `limit`.
 fn wait_for_info(cluster: &Cluster, limit: Duration, what: &str, predicate: impl Fn(&str) -> bool) -> String {
-    let start = Instant::now();
-    loop {
-        let info = cluster.info();
-        if predicate(&info) {
-            return info;
-        }
-        assert!(start.elapsed() < limit, "no {what} within {limit:?}:\n{info}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    info::wait_for_info(limit, what, || cluster.info(), predicate)
 }
 
 const FAST_DETECTION: &str = r#"
