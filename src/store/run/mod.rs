@@ -302,6 +302,12 @@ pub fn run(
             "{file}: {what}; the store runs one coordinator on one policy (several coordinators and rollouts are checked in the model: docs/reference.md#several-coordinators)"
         )));
     }
+    if let Some(w) = scenario.coordinator.work {
+        return Err(StoreError::Input(format!(
+            "{file}: key `coordinator.work_per_tick` = {}: the store's coordinator does not model its own work queue (coordinator saturation is checked in the model: docs/reference.md#coordinator-work)",
+            w.work_per_tick
+        )));
+    }
     let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(StoreError::Input)?;
