@@ -71,9 +71,9 @@ pub fn foreground_wait_ticks(capacity: WorkCapacity, backlog_work: u16) -> u16 {
 }
 
 /// The remedy: whether new membership changes (evictions and moves) pause because the
-/// coordinator's backlog is above `ceiling_work` (`None`: never).
-pub fn changes_paused(backlog_work: u16, ceiling_work: Option<u16>) -> bool {
-    ceiling_work.is_some_and(|ceiling| backlog_work > ceiling)
+/// coordinator's load, in units of queued work, is above `ceiling_work` (`None`: never).
+pub fn changes_paused(load_work: u16, ceiling_work: Option<u16>) -> bool {
+    ceiling_work.is_some_and(|ceiling| load_work > ceiling)
 }
 
 #[cfg(test)]

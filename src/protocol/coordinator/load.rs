@@ -98,6 +98,24 @@ mod tests {
     }
 
     #[test]
+    fn the_rebalancer_moves_nothing_while_the_coordinator_is_above_its_load_ceiling() {
+        let mut cfg = resolved("rebalancer-compaction.toml", "incident");
+        let work = crate::policy::coordinator_load::WorkCapacity {
+            work_per_tick: 1,
+            membership_update_work: 8,
+            copy_work: 4,
+        };
+        cfg.coordinator.work = Some(work);
+        cfg.policy.eviction.coordinator_load_ceiling_work = Some(3);
+        for (backlog_work, moves) in [(3, true), (4, false)] {
+            let mut c: Coordinator = Coordinator::new(&cfg, 0);
+            c.backlog_work = backlog_work;
+            c.on_rebalance(&cfg, &mut Outbox::default());
+            assert_eq!(c.queue.len() == 1, moves, "backlog {backlog_work}: {:?}", c.queue);
+        }
+    }
+
+    #[test]
     fn the_rebalancer_reads_the_debt_a_node_reported() {
         let cfg = resolved("rebalancer-compaction-debt.toml", "fixed");
         let mut c: Coordinator = Coordinator::new(&cfg, 0);
