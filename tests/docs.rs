@@ -284,6 +284,15 @@ fn the_reference_limits_are_the_code_constants() {
         ("any duration, in ticks", p::TICKS_MAX.to_string()),
         ("any rate, in writes per tick", replicheck::config::duration::RATE_PER_TICK_MAX.to_string()),
         ("`write_shard_suffixes`", p::routing::WRITE_SHARD_SUFFIXES_MAX.to_string()),
+        ("`coordinator.work_per_tick`, `membership_update_work`, `copy_work`", {
+            use p::coordinator_load::{CHANGE_WORK_MAX, WORK_PER_TICK_MAX};
+            assert_eq!(WORK_PER_TICK_MAX, CHANGE_WORK_MAX, "one row documents both");
+            WORK_PER_TICK_MAX.to_string()
+        }),
+        (
+            "the coordinator's backlog",
+            format!("{} ticks of its work", p::coordinator_load::BACKLOG_TICKS_MAX),
+        ),
     ];
     let doc = read(Path::new("docs/reference.md"));
     let section = doc.split("\n## Limits").nth(1).expect("a Limits section");

@@ -43,6 +43,10 @@ pub enum Step {
         op: OpId,
         attempt: u8,
     },
+    FanOut {
+        op: OpId,
+        attempt: u8,
+    },
     ApplyMembershipUpdate,
     Heartbeat,
     Rebalance,
@@ -100,6 +104,7 @@ impl Step {
             Action::Deliver(e) => Step::Deliver { src: e.src, dst: e.dst, msg: e.msg },
             Action::Lose(e) => Step::Lose { src: e.src, dst: e.dst, msg: e.msg },
             Action::AckDeadline { op, attempt } => Step::AckDeadline { op, attempt },
+            Action::FanOut { op, attempt } => Step::FanOut { op, attempt },
             Action::ApplyMembershipUpdate => Step::ApplyMembershipUpdate,
             Action::Heartbeat => Step::Heartbeat,
             Action::Rebalance => Step::Rebalance,

@@ -3,6 +3,7 @@
 //! over the defaults, and the result is resolved into ticks for one scenario.
 
 use super::duration::{Dur, MaxAttempts, Rate};
+use crate::policy::coordinator_load::BACKLOG_WORK_MAX;
 use crate::policy::detector::FailureDetection;
 use crate::policy::eviction::EvictionPolicy;
 use crate::policy::rebalancer::{RebalancePolicy, Scoring};
@@ -59,6 +60,7 @@ policy_patch! {
     eviction_enabled: bool,
     max_dead_fraction: f64,
     max_concurrent_evictions: u8,
+    coordinator_load_ceiling: u16,
     max_attempts: MaxAttempts,
     backoff: Backoff,
     backoff_base: Dur,
@@ -85,6 +87,11 @@ trait DescribeValue {
     fn describe(&self) -> String;
 }
 impl DescribeValue for u8 {
+    fn describe(&self) -> String {
+        self.to_string()
+    }
+}
+impl DescribeValue for u16 {
     fn describe(&self) -> String {
         self.to_string()
     }
@@ -272,6 +279,7 @@ fn defaults() -> PolicyPatch {
         eviction_enabled: Some(true),
         max_dead_fraction: Some(1.0),
         max_concurrent_evictions: Some(1),
+        coordinator_load_ceiling: None,
         max_attempts: Some(MaxAttempts::Limit(3)),
         backoff: Some(Backoff::Fixed),
         backoff_base: d("1s"),
@@ -460,10 +468,20 @@ impl Resolver<'_> {
                 "must be between 0 and 1".into(),
             ));
         }
+        let ceiling = self.p.coordinator_load_ceiling;
+        // Above the largest backlog a coordinator can have, the ceiling would pause nothing.
+        if let Some(c) = ceiling.filter(|&c| c >= BACKLOG_WORK_MAX) {
+            return Err(self.err(
+                "coordinator_load_ceiling",
+                c.to_string(),
+                format!("units of queued coordinator work: 0 to {}", BACKLOG_WORK_MAX - 1),
+            ));
+        }
         Ok(EvictionPolicy {
             enabled: self.p.eviction_enabled.expect("default"),
             max_dead_fraction_permille: (fraction * 1000.0).round() as u16,
             max_concurrent_evictions: self.p.max_concurrent_evictions.expect("default"),
+            coordinator_load_ceiling_work: ceiling,
         })
     }
 

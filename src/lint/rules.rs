@@ -214,7 +214,12 @@ pub(super) fn eviction_without_circuit_breaker(i: &Input) -> Vec<String> {
     }
     // Does the breaker let an eviction through even when every node looks dead?
     let nodes = i.scenario.map_or(1, |s| s.nodes.len());
-    let everyone_dead = ClusterView { dead_nodes: nodes, total_nodes: nodes, evictions_in_progress: 0 };
+    let everyone_dead = ClusterView {
+        dead_nodes: nodes,
+        total_nodes: nodes,
+        evictions_in_progress: 0,
+        coordinator_load_work: 0,
+    };
     if !eviction::breaker_allows(everyone_dead, p.eviction.max_dead_fraction_permille) {
         return vec![];
     }

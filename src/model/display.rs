@@ -99,6 +99,10 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
             format_ms(u64::from(cfg.policy.replica_ack_timeout_ticks) * cfg.tick_ms),
             op_name(cfg, *op)
         ),
+        Action::FanOut { op, attempt } => format!(
+            "coordinator: works through its backlog to {} attempt={attempt}, sends it to the replicas",
+            op_name(cfg, *op)
+        ),
         Action::ApplyMembershipUpdate => {
             "coordinator: applies the next membership update (the replacement joins as a learner)".into()
         }
@@ -261,6 +265,14 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         cfg.coordinator.membership_queue_capacity,
         s.coord.ops.len()
     );
+    if let Some(w) = cfg.coordinator.work {
+        let waiting = s.coord.ops.iter().filter(|o| o.fan_out_ticks.is_some()).count();
+        let _ = writeln!(
+            out,
+            "coordinator backlog: {} units of work ({}/tick), requests waiting behind it: {waiting}",
+            s.coord.backlog_work, w.work_per_tick
+        );
+    }
     for c in 0..cfg.coordinators.len() as u8 {
         let stage = cfg.rollout.as_ref().map(|r| {
             let st = s.stages[usize::from(c)];

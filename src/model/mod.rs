@@ -46,6 +46,11 @@ pub enum Action {
         op: OpId,
         attempt: u8,
     },
+    /// A request that waited behind the saturated coordinator's backlog is sent to replicas.
+    FanOut {
+        op: OpId,
+        attempt: u8,
+    },
     /// The coordinator finishes applying the membership update at the head of its queue.
     ApplyMembershipUpdate,
     /// The coordinator's heartbeat timer fires (independent failure detection).
@@ -158,6 +163,7 @@ impl Extend<Timer> for TimerActions<'_> {
         self.0.extend(timers.into_iter().map(|t| match t {
             _ if coord != 0 => Action::PeerTimer { coord, timer: t },
             Timer::AckDeadline { op, attempt } => Action::AckDeadline { op, attempt },
+            Timer::FanOut { op, attempt } => Action::FanOut { op, attempt },
             Timer::ApplyMembershipUpdate => Action::ApplyMembershipUpdate,
             Timer::Heartbeat => Action::Heartbeat,
             Timer::Rebalance => Action::Rebalance,
@@ -387,6 +393,7 @@ impl Model for World {
                 }
             }
             Action::AckDeadline { op, attempt } => fire(cfg, &mut s, 0, Timer::AckDeadline { op, attempt }),
+            Action::FanOut { op, attempt } => fire(cfg, &mut s, 0, Timer::FanOut { op, attempt }),
             Action::ApplyMembershipUpdate => fire(cfg, &mut s, 0, Timer::ApplyMembershipUpdate),
             Action::Heartbeat => fire(cfg, &mut s, 0, Timer::Heartbeat),
             Action::Rebalance => fire(cfg, &mut s, 0, Timer::Rebalance),

@@ -175,7 +175,10 @@ pub fn ample(world: &World, s: &WorldState, actions: &[Action], out: &mut Vec<us
     // Debt as node state: a node's step changes what `hot_shard_leaves_slow_node` and the
     // coordinator's load reports read; the rules above do not argue for it, so nothing is
     // reduced.
-    if same_tick_messages(cfg) || !applies(cfg) || cfg.compaction.dynamic() {
+    // The coordinator's own load likewise: a tick, an answer that starts a copy, or an applied
+    // update changes how long a request waits.
+    if same_tick_messages(cfg) || !applies(cfg) || cfg.compaction.dynamic() || cfg.coordinator.work.is_some()
+    {
         return;
     }
     for n in 0..cfg.nodes.len() as u8 {
@@ -236,6 +239,7 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
             matches!(f.msg, Msg::Pong) || answer_key(&f.msg).is_some_and(|k| k != key || counting)
         }
         Action::AckDeadline { .. }
+        | Action::FanOut { .. }
         | Action::ApplyMembershipUpdate
         | Action::Heartbeat
         | Action::Rebalance
@@ -374,6 +378,7 @@ fn coordinator_quiet(cfg: &WorldConfig, s: &WorldState, actions: &[Action]) -> b
     let busy = actions.iter().any(|a| match a {
         Action::Deliver(e) => e.dst == Endpoint::LEADER,
         Action::AckDeadline { .. }
+        | Action::FanOut { .. }
         | Action::ApplyMembershipUpdate
         | Action::Heartbeat
         | Action::Rebalance

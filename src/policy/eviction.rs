@@ -1,5 +1,6 @@
 //! Eviction of dead replicas and the choice of their replacement.
 
+use super::coordinator_load;
 use super::detector::Health;
 use super::NodeId;
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,9 @@ pub struct EvictionPolicy {
     /// looks dead. Many nodes "dying" at once is more likely a network event than failures.
     pub max_dead_fraction_permille: u16,
     pub max_concurrent_evictions: u8,
+    /// Evictions pause while the coordinator's work backlog is above this many units
+    /// (`coordinator_load_ceiling`; `None`: never).
+    pub coordinator_load_ceiling_work: Option<u16>,
 }
 
 /// What the coordinator knows about one node when it looks for a replacement.
@@ -31,6 +35,8 @@ pub enum Suppressed {
     Disabled,
     CircuitBreaker,
     ConcurrencyLimit,
+    /// The coordinator's backlog is above `coordinator_load_ceiling`.
+    CoordinatorOverloaded,
     NoReplacement,
 }
 
@@ -47,6 +53,10 @@ pub struct ClusterView {
     pub dead_nodes: usize,
     pub total_nodes: usize,
     pub evictions_in_progress: usize,
+    /// The coordinator's load behind the decision, in units of queued work (0 where its load
+    /// is not modelled): its backlog now, or the backlog that delayed the request whose
+    /// deadline miss is the evidence, whichever is more.
+    pub coordinator_load_work: u16,
 }
 
 /// Whether the correlated-eviction circuit breaker lets evictions through.
@@ -84,6 +94,9 @@ pub fn decide_eviction(
     if view.evictions_in_progress >= usize::from(policy.max_concurrent_evictions) {
         return EvictionDecision::Suppressed(Suppressed::ConcurrencyLimit);
     }
+    if coordinator_load::changes_paused(view.coordinator_load_work, policy.coordinator_load_ceiling_work) {
+        return EvictionDecision::Suppressed(Suppressed::CoordinatorOverloaded);
+    }
     match choose_replacement(evicted_zone, candidates) {
         Some(replacement) => {
             assert!(candidates.iter().any(|c| c.node == replacement && !c.is_member));
@@ -102,11 +115,15 @@ mod tests {
         Candidate { node, zone, health, is_member }
     }
 
-    const OPEN: EvictionPolicy =
-        EvictionPolicy { enabled: true, max_dead_fraction_permille: 1000, max_concurrent_evictions: 1 };
+    const OPEN: EvictionPolicy = EvictionPolicy {
+        enabled: true,
+        max_dead_fraction_permille: 1000,
+        max_concurrent_evictions: 1,
+        coordinator_load_ceiling_work: None,
+    };
 
     fn view(dead_nodes: usize, total_nodes: usize) -> ClusterView {
-        ClusterView { dead_nodes, total_nodes, evictions_in_progress: 0 }
+        ClusterView { dead_nodes, total_nodes, evictions_in_progress: 0, coordinator_load_work: 0 }
     }
 
     #[test]
@@ -158,6 +175,21 @@ mod tests {
             decide_eviction(off, view(1, 4), 0, &spare),
             EvictionDecision::Suppressed(Suppressed::Disabled)
         );
+    }
+
+    #[test]
+    fn a_busy_coordinator_pauses_evictions_above_its_ceiling() {
+        let spare = [candidate(3, 0, Health::Alive, false)];
+        let ceiling = EvictionPolicy { coordinator_load_ceiling_work: Some(4), ..OPEN };
+        let busy = ClusterView { coordinator_load_work: 5, ..view(1, 4) };
+        assert_eq!(
+            decide_eviction(ceiling, busy, 0, &spare),
+            EvictionDecision::Suppressed(Suppressed::CoordinatorOverloaded)
+        );
+        // At the ceiling, or without one, the eviction goes ahead.
+        let at = ClusterView { coordinator_load_work: 4, ..view(1, 4) };
+        assert_eq!(decide_eviction(ceiling, at, 0, &spare), EvictionDecision::Evict { replacement: 3 });
+        assert_eq!(decide_eviction(OPEN, busy, 0, &spare), EvictionDecision::Evict { replacement: 3 });
     }
 
     fn arb_health() -> impl Strategy<Value = Health> {

@@ -4,6 +4,7 @@
 //! current time, is an argument. The model's actors and the concrete store call these same
 //! functions, so what is checked is what runs.
 
+pub mod coordinator_load;
 pub mod detector;
 pub mod eviction;
 pub mod quorum;

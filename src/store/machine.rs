@@ -109,7 +109,9 @@ pub fn resolved(
         initial_members,
         latency: Vec::new(),
         lossy: Vec::new(),
-        coordinator: membership.clone(),
+        // The store's coordinator does not model its own work queue (`store run` refuses a
+        // model that does): requests never wait behind membership work.
+        coordinator: CoordinatorSpec { work: None, ..membership.clone() },
         coordinators: coordinator_zones
             .iter()
             .enumerate()

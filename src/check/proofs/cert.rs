@@ -112,6 +112,13 @@ pub struct Coordinator {
     pub max_changes_per_window: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_window: Option<String>,
+    /// The coordinator's capacity and what changes cost it, when its load is modelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_per_tick: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership_update_work: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_work: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -403,6 +410,9 @@ impl Scope {
             membership_update_time: duration_text(u64::from(c.membership_update_ticks) * tick),
             max_changes_per_window: c.churn_budget.map(|(changes, _)| u64::from(changes)),
             change_window: c.churn_budget.map(|(_, window)| duration_text(u64::from(window) * tick)),
+            work_per_tick: c.work.map(|w| u64::from(w.work_per_tick)),
+            membership_update_work: c.work.map(|w| u64::from(w.membership_update_work)),
+            copy_work: c.work.map(|w| u64::from(w.copy_work)),
         };
         Scope {
             tick: duration_text(tick),

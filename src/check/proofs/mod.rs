@@ -43,6 +43,7 @@ pub const FORMAT: i64 = 1;
 /// the state count happens to stay the same. tests/proofs.rs fails when a file of either
 /// folder is missing from this list.
 const POLICY_SOURCES: &[(&str, &str)] = &[
+    ("src/policy/coordinator_load.rs", include_str!("../../policy/coordinator_load.rs")),
     ("src/policy/detector.rs", include_str!("../../policy/detector.rs")),
     ("src/policy/eviction.rs", include_str!("../../policy/eviction.rs")),
     ("src/policy/mod.rs", include_str!("../../policy/mod.rs")),

@@ -62,7 +62,7 @@ fn a_certificate_reads_back_as_written_in_its_layout() {
         "\n\nformat = 1\nmodel = \"basic-quorum\"\n",
         "\n\n[model_file]\npath = \"",
         "\n\n[policy.values]\nreplication_factor = 3\n",
-        "\n\n[policy_code.files]\n\"src/policy/detector.rs\" = \"",
+        "\n\n[policy_code.files]\n\"src/policy/coordinator_load.rs\" = \"",
         "nodes = { n1 = \"a\", n2 = \"b\", n3 = \"c\" }\n",
         "\n\n[scope.network]\nlatency = { a-a = \"100ms\",",
         "\n\n[verdicts]\n",

@@ -203,6 +203,9 @@ pub struct CoordinatorSpec {
     pub membership_update_ticks: Ticks,
     /// (changes, window ticks): the churn budget, if the scenario sets one.
     pub churn_budget: Option<(u8, Ticks)>,
+    /// The coordinator's capacity for control-plane and foreground work; `None`: its load is
+    /// not modelled (requests never wait behind membership work).
+    pub work: Option<crate::policy::coordinator_load::WorkCapacity>,
 }
 
 /// One coordinator of several (`[[coordinators]]`); the first is the membership leader.

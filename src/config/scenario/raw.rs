@@ -110,6 +110,11 @@ pub(super) struct RawCoordinator {
     /// `change_window`.
     pub(super) max_changes_per_window: Option<u8>,
     pub(super) change_window: Option<Dur>,
+    /// The coordinator's capacity (units of work per tick) and what a membership update and a
+    /// catch-up copy cost it; set all three or none.
+    pub(super) work_per_tick: Option<u16>,
+    pub(super) membership_update_work: Option<u16>,
+    pub(super) copy_work: Option<u16>,
 }
 
 #[derive(Deserialize)]

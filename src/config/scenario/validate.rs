@@ -12,6 +12,7 @@ use super::{
 };
 use crate::config::duration::{Dur, LatencyRange, Rate};
 use crate::config::policy::SourcedPolicy;
+use crate::policy::coordinator_load::{WorkCapacity, CHANGE_WORK_MAX, WORK_PER_TICK_MAX};
 use crate::policy::{
     NodeId, Ticks, CLIENT_COUNT_MAX, CLIENT_OPS_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX, ZONE_COUNT_MAX,
 };
@@ -340,6 +341,7 @@ fn coordinator(
                 )
             }
         },
+        work: work_capacity(raw)?,
     };
     if coordinator.membership_queue_capacity == 0 {
         return Err("key `coordinator.membership_queue_capacity` = 0: must be at least 1".into());
@@ -351,6 +353,31 @@ fn coordinator(
         ));
     }
     Ok((coordinator, coordinators))
+}
+
+/// `work_per_tick`, `membership_update_work` and `copy_work`: all three, or none (the
+/// coordinator's load is then not modelled).
+fn work_capacity(raw: &RawCoordinator) -> Result<Option<WorkCapacity>, String> {
+    let (per_tick, update, copy) = match (raw.work_per_tick, raw.membership_update_work, raw.copy_work) {
+        (None, None, None) => return Ok(None),
+        (Some(p), Some(u), Some(c)) => (p, u, c),
+        _ => {
+            return Err(
+                "keys `coordinator.work_per_tick`, `coordinator.membership_update_work` and `coordinator.copy_work` go together: set all three or none"
+                    .into(),
+            )
+        }
+    };
+    for (key, value, max) in [
+        ("work_per_tick", per_tick, WORK_PER_TICK_MAX),
+        ("membership_update_work", update, CHANGE_WORK_MAX),
+        ("copy_work", copy, CHANGE_WORK_MAX),
+    ] {
+        if value == 0 || value > max {
+            return Err(format!("key `coordinator.{key}` = {value}: must be 1 to {max} units of work"));
+        }
+    }
+    Ok(Some(WorkCapacity { work_per_tick: per_tick, membership_update_work: update, copy_work: copy }))
 }
 
 fn clients(

@@ -1,5 +1,8 @@
 //! Load the coordinator learns from outside: the background writes on each partition, and
-//! the nodes' compaction debt.
+//! the nodes' compaction debt. And its own load (`coordinator.work_per_tick`): membership
+//! updates and catch-up copies queue work, a tick's capacity drains it, and a request or a
+//! membership update that arrives behind more than a tick's work waits
+//! ([`coordinator_load`]).
 //!
 //! The coordinator keeps no clock and no memory of how long a burst has lasted. Traffic from
 //! clients outside the model (a promotion's cohort) is an input: the router sees it as load,
@@ -7,8 +10,9 @@
 //! checker chooses and reports the background after it; the store has no way to end a burst
 //! and keeps the configured background.
 
-use super::{Coordinator, Data, Endpoint, Io, Msg};
+use super::{ticks, Coordinator, Data, Endpoint, Io, Msg, TimerTicks};
 use crate::config::Resolved;
+use crate::policy::coordinator_load::{self, WorkCapacity};
 
 impl<D: Data> Coordinator<D> {
     /// The background writes per tick the router sees on each partition changed.
@@ -20,6 +24,30 @@ impl<D: Data> Coordinator<D> {
 }
 
 impl<D: Data> Coordinator<D> {
+    /// Ticks something new waits behind the backlog (0 where the load is not modelled).
+    pub(super) fn wait_ticks(&self, cfg: &Resolved) -> TimerTicks {
+        cfg.coordinator.work.map_or(0, |w| coordinator_load::foreground_wait_ticks(w, self.backlog_work))
+    }
+
+    /// Queue the control-plane work `cost` says a step costs (nothing where the load is not
+    /// modelled).
+    pub(super) fn add_work(&mut self, cfg: &Resolved, cost: impl Fn(WorkCapacity) -> u16) {
+        if let Some(w) = cfg.coordinator.work {
+            self.backlog_work = coordinator_load::backlog_after_adding(w, self.backlog_work, cost(w));
+        }
+    }
+
+    /// The remedy: no new membership change while the backlog is above the policy's ceiling.
+    pub(super) fn changes_paused(&self, cfg: &Resolved) -> bool {
+        coordinator_load::changes_paused(self.backlog_work, cfg.policy.eviction.coordinator_load_ceiling_work)
+    }
+
+    /// The head of the membership queue is applied after the update time, and after the
+    /// work ahead of it.
+    pub(super) fn membership_update_ticks(&self, cfg: &Resolved) -> TimerTicks {
+        ticks(cfg.coordinator.membership_update_ticks) + self.wait_ticks(cfg)
+    }
+
     /// A node reported its compaction debt: the rebalancer's next round reads it.
     pub(super) fn on_load_report(&mut self, n: crate::policy::NodeId, debt_pct: u8) {
         assert!(debt_pct <= 100, "debt is a percentage");
@@ -67,6 +95,24 @@ mod tests {
         // A restart forgets it (the world tells the new coordinator again).
         let restarted: Coordinator = Coordinator::recover(&cfg, 0, &c.durable(&cfg));
         assert_eq!(restarted.background.as_slice(), &[2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn the_rebalancer_moves_nothing_while_the_coordinator_is_above_its_load_ceiling() {
+        let mut cfg = resolved("rebalancer-compaction.toml", "incident");
+        let work = crate::policy::coordinator_load::WorkCapacity {
+            work_per_tick: 1,
+            membership_update_work: 8,
+            copy_work: 4,
+        };
+        cfg.coordinator.work = Some(work);
+        cfg.policy.eviction.coordinator_load_ceiling_work = Some(3);
+        for (backlog_work, moves) in [(3, true), (4, false)] {
+            let mut c: Coordinator = Coordinator::new(&cfg, 0);
+            c.backlog_work = backlog_work;
+            c.on_rebalance(&cfg, &mut Outbox::default());
+            assert_eq!(c.queue.len() == 1, moves, "backlog {backlog_work}: {:?}", c.queue);
+        }
     }
 
     #[test]

@@ -35,6 +35,9 @@ impl<D: Data> Coordinator<D> {
         let r = cfg.policy.rebalance.as_ref().expect("the rebalancer runs only when enabled");
         self.rebalance_ticks = ticks(r.interval_ticks);
         self.ask_loads(cfg, io);
+        if self.changes_paused(cfg) {
+            return;
+        }
         let nodes = self.node_loads(cfg);
         let shards: Vec<ShardLoad> = (0..cfg.shards.len())
             .map(|k| {
@@ -100,12 +103,13 @@ impl<D: Data> Coordinator<D> {
             self.health[n] = health;
             io.send(Endpoint::Node(n as NodeId), Msg::Ping);
         }
-        self.consider_evictions(cfg, io);
+        self.consider_evictions(cfg, self.backlog_work, io);
     }
 
     /// Ask the eviction policy about every member the detector declared dead; queue the
     /// membership updates it decides on. One membership change per shard at a time.
-    pub(super) fn consider_evictions(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
+    /// `load_work` is the coordinator's load behind the evidence: its backlog now, or more.
+    pub(super) fn consider_evictions(&mut self, cfg: &Resolved, load_work: u16, io: &mut impl Io<D>) {
         for shard in 0..self.shards.len() as u8 {
             let view = &self.shards[usize::from(shard)];
             if view.join.is_some() || self.queue.iter().any(|u| u.shard == shard) {
@@ -123,6 +127,7 @@ impl<D: Data> Coordinator<D> {
                     total_nodes: cfg.nodes.len(),
                     evictions_in_progress: self.queue.len()
                         + self.shards.iter().filter(|v| v.join.is_some()).count(),
+                    coordinator_load_work: load_work,
                 };
                 let candidates = self.candidates(cfg, shard);
                 match eviction::decide_eviction(cfg.policy.eviction, cluster, cfg.node_zone(m), &candidates) {
@@ -167,15 +172,16 @@ impl<D: Data> Coordinator<D> {
             return;
         }
         if self.queue.is_empty() {
-            self.queue_ticks = ticks(cfg.coordinator.membership_update_ticks);
+            self.queue_ticks = self.membership_update_ticks(cfg);
         }
         self.queue.push(update);
     }
 
     pub(super) fn on_apply_membership(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
         let u = self.queue.remove(0);
+        self.add_work(cfg, |w| w.membership_update_work);
         if !self.queue.is_empty() {
-            self.queue_ticks = ticks(cfg.coordinator.membership_update_ticks);
+            self.queue_ticks = self.membership_update_ticks(cfg);
         }
         let view = &mut self.shards[usize::from(u.shard)];
         assert!(view.join.is_none(), "one membership change per shard at a time");
@@ -233,12 +239,16 @@ impl<D: Data> Coordinator<D> {
         join.parked = false;
         join.copy_ticks = ticks(cfg.policy.replica_ack_timeout_ticks);
         let to = join.replacement;
+        let mut asked = 0;
         for &src in view.members.iter() {
             let still_to_copy = (join.is_move || src != join.evicted) && join.copied_from & bit(src) == 0;
             if still_to_copy && only.is_none_or(|o| o == src) {
                 io.send(Endpoint::Node(src), Msg::CopyRequest { shard, to });
+                asked += 1;
             }
         }
+        // Data movement: every copy asked for is work for the coordinator.
+        self.add_work(cfg, |w| w.copy_work * asked);
     }
 
     /// A copy round ran out of time. It is not the detector's business (a missing copy may be

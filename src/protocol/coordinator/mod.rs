@@ -30,6 +30,7 @@ use super::{
     filled, Data, Endpoint, Event, Failure, Io, JoinView, ModelData, Msg, PerNode, PerShard, Stored,
 };
 use crate::config::{OpKind, Resolved};
+use crate::policy::coordinator_load;
 use crate::policy::detector::{self, FailureDetection, Health};
 use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision};
 use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
@@ -144,12 +145,19 @@ pub struct CoordOp<D: Data = ModelData> {
     pub querying: bool,
     /// The idempotency token of a write still querying (it is remembered with its version).
     pub token: Option<D::TokenId>,
+    /// A saturated coordinator: ticks until the request reaches the front of the work queue
+    /// and is sent to the replicas (`None`: sent). Its deadline runs meanwhile.
+    pub fan_out_ticks: Option<TimerTicks>,
+    /// The coordinator's backlog when the request arrived (0 where its load is not modelled):
+    /// what the request waited behind, the load its deadline miss says most about.
+    pub queued_behind_work: u16,
 }
 
 impl<D: Data> CoordOp<D> {
-    /// Writes to replicas in flight: a write, or a read's write-back, not yet answered.
+    /// Writes to replicas in flight: a write, or a read's write-back, not yet answered. A
+    /// request still waiting to be sent is none: it goes to a joining replica when it is sent.
     fn writing(&self) -> bool {
-        (self.kind == OpKind::Write || self.repairing) && !self.responded
+        (self.kind == OpKind::Write || self.repairing) && !self.responded && self.fan_out_ticks.is_none()
     }
 
     fn needed(&self, cfg: &Resolved) -> u8 {
@@ -194,6 +202,9 @@ pub struct Coordinator<D: Data = ModelData> {
     /// Each node's compaction debt as last reported (the configured debt until a node
     /// reports; reports come only when debt is node state, `compaction_debt_drain`).
     pub debt_pct: PerNode<u8>,
+    /// Units of control-plane work queued ahead of anything new (`coordinator.work_per_tick`;
+    /// always 0 where the coordinator's load is not modelled).
+    pub backlog_work: u16,
 }
 
 /// Where load first exceeded capacity.
@@ -228,6 +239,8 @@ pub enum Timer<Op = crate::protocol::OpId> {
     CopyRetry { shard: u8 },
     /// Leader: a view not acked by every coordinator in time is sent again to those missing.
     ViewResend { shard: u8 },
+    /// A request that waited behind the coordinator's backlog is sent to the replicas.
+    FanOut { op: Op, attempt: u8 },
 }
 
 /// What the coordinator persists, and so what survives its crash. A driver writes it durably
@@ -307,6 +320,7 @@ impl<D: Data> Coordinator<D> {
             backend_load: filled(0, node_count),
             background: cfg.partition_background.iter().copied().collect(),
             debt_pct: cfg.nodes.iter().map(|spec| spec.compaction_debt_pct).collect(),
+            backlog_work: 0,
         }
     }
 
@@ -364,7 +378,7 @@ impl<D: Data> Coordinator<D> {
 
     /// Whether no timer is due: only then may time pass.
     pub fn no_timer_due(&self, cfg: &Resolved) -> bool {
-        self.ops.iter().all(|o| o.deadline_ticks > 0)
+        self.ops.iter().all(|o| o.deadline_ticks > 0 && o.fan_out_ticks != Some(0))
             && (self.queue.is_empty() || self.queue_ticks > 0)
             && (!independent(cfg) || self.heartbeat_ticks > 0)
             && (!self.rebalances(cfg) || self.rebalance_ticks > 0)
@@ -385,6 +399,9 @@ impl<D: Data> Coordinator<D> {
         for o in &self.ops {
             if o.deadline_ticks == 0 {
                 out.extend([Timer::AckDeadline { op: o.op, attempt: o.attempt }]);
+            }
+            if o.fan_out_ticks == Some(0) {
+                out.extend([Timer::FanOut { op: o.op, attempt: o.attempt }]);
             }
         }
         if !self.queue.is_empty() && self.queue_ticks == 0 {
@@ -415,6 +432,7 @@ impl<D: Data> Coordinator<D> {
             Timer::Rebalance => self.on_rebalance(cfg, io),
             Timer::CopyRetry { shard } => self.on_copy_deadline(shard),
             Timer::ViewResend { shard } => self.on_view_resend(cfg, shard, io),
+            Timer::FanOut { op, attempt } => self.on_fan_out(cfg, op, attempt, io),
         }
     }
 
@@ -422,6 +440,12 @@ impl<D: Data> Coordinator<D> {
     pub fn tick(&mut self, cfg: &Resolved) {
         for o in &mut self.ops {
             o.deadline_ticks -= 1;
+            if let Some(t) = o.fan_out_ticks.as_mut() {
+                *t -= 1;
+            }
+        }
+        if let Some(w) = cfg.coordinator.work {
+            self.backlog_work = coordinator_load::backlog_after_tick(w, self.backlog_work);
         }
         if !self.queue.is_empty() {
             self.queue_ticks -= 1;

@@ -107,16 +107,47 @@ impl<D: Data> Coordinator<D> {
             deadline_ticks: ticks(p.replica_ack_timeout_ticks),
             querying,
             token: if querying { token } else { None },
+            fan_out_ticks: None,
+            queued_behind_work: self.backlog_work,
         };
-        if kind == OpKind::Write && !querying {
-            self.send_replicates(&mut o, io);
+        // A saturated coordinator gets to the request only after the work queued ahead of it;
+        // the deadline runs from now.
+        let wait = self.wait_ticks(cfg);
+        if wait > 0 {
+            o.fan_out_ticks = Some(wait);
         } else {
-            o.asked = self.read_set(shard);
+            self.send_request(cfg, &mut o, io);
+        }
+        self.ops.push(o);
+    }
+
+    /// Send a request to the replicas: a write at its version, or a read (or a write's version
+    /// query) to the read set.
+    fn send_request(&self, cfg: &Resolved, o: &mut CoordOp<D>, io: &mut impl Io<D>) {
+        if o.kind == OpKind::Write && !o.querying {
+            self.send_replicates(o, io);
+        } else {
+            o.asked = self.read_set(o.shard);
+            let (op, attempt, shard) = (o.op, o.attempt, o.shard);
             for n in (0..cfg.nodes.len() as NodeId).filter(|&n| o.asked & bit(n) != 0) {
                 io.send(Endpoint::Node(n), Msg::ReadReq { op, attempt, shard, key: o.key.clone() });
             }
         }
-        self.ops.push(o);
+    }
+
+    /// A request that waited behind the backlog reaches the front of the work queue: it goes to
+    /// the replica set (and learner) there is now.
+    pub(super) fn on_fan_out(&mut self, cfg: &Resolved, op: D::Op, attempt: u8, io: &mut impl Io<D>) {
+        let i = self
+            .ops
+            .iter()
+            .position(|o| o.op == op && o.attempt == attempt)
+            .expect("the fan-out of a live request");
+        let mut o = self.ops[i].clone();
+        assert_eq!(o.fan_out_ticks, Some(0), "a request is sent once, when its wait is over");
+        o.fan_out_ticks = None;
+        self.send_request(cfg, &mut o, io);
+        self.ops[i] = o;
     }
 
     /// The version a write with this idempotency token was sequenced at, if it was.
@@ -316,7 +347,9 @@ impl<D: Data> Coordinator<D> {
                     self.health[usize::from(n)] = h;
                 }
             }
-            self.consider_evictions(cfg, io);
+            // A request the coordinator kept waiting missed its deadline under the load it
+            // waited behind: the policy's load ceiling reads that load, not only today's.
+            self.consider_evictions(cfg, self.backlog_work.max(o.queued_behind_work), io);
         }
         self.start_copies_when_clear(cfg, o.shard, io);
     }

@@ -324,3 +324,90 @@ fn a_retry_sent_while_the_first_attempt_reads_versions_writes_the_same_version()
         .collect();
     assert_eq!(versions.len(), 1, "both attempts replicate one version: {versions:?}");
 }
+
+/// The library's saturation model: one unit of work per tick, an update 8 units, a copy 4.
+fn saturation(variant: &str) -> Resolved {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/ack-timeout-coordinator-saturation.toml");
+    let scenario = Scenario::load(std::path::Path::new(path)).expect("the library model loads");
+    let v = scenario.variant(variant).expect("the variant exists");
+    Resolved::new(&scenario, &v.policy).expect("it resolves")
+}
+
+/// n4 (node 3) replaced n2 (node 1) in s1 and the copies reached it: 16 units of work queued.
+fn after_an_eviction(cfg: &Resolved) -> Coordinator {
+    let mut c: Coordinator = Coordinator::new(cfg, 0);
+    let mut out = Outbox::default();
+    c.enqueue(cfg, MembershipUpdate { shard: 0, evicted: 1, replacement: 3, is_move: false }, &mut out);
+    c.on_timer(cfg, Timer::ApplyMembershipUpdate, &mut out);
+    for from in [0, 2] {
+        c.on_msg(cfg, Endpoint::Node(3), Msg::CopyAck { shard: 0, from }, &mut out);
+    }
+    assert_eq!(c.shards[0].members.as_slice(), &[0, 2, 3]);
+    assert_eq!(c.backlog_work, 8 + 2 * 4, "an update and two copies");
+    c
+}
+
+/// A write arrives behind the backlog, waits it out, is sent, and n1 and n3 ack it; what the
+/// fan-out sent.
+fn a_write_that_waited(cfg: &Resolved, c: &mut Coordinator) -> Outbox {
+    let mut out = Outbox::default();
+    c.on_msg(cfg, Endpoint::Client(0), write(0), &mut out);
+    assert!(out.sends.is_empty(), "the write waits behind 16 units: nothing is sent");
+    assert_eq!(c.ops[0].fan_out_ticks, Some(16));
+    assert_eq!(c.ops[0].deadline_ticks, 20, "the deadline runs from the arrival");
+    for _ in 0..16 {
+        assert!(c.no_timer_due(cfg));
+        c.tick(cfg);
+    }
+    assert_eq!(c.backlog_work, 0);
+    let mut due = Vec::new();
+    c.due(cfg, &mut due);
+    let op = OpId { client: 0, seq: 0 };
+    assert_eq!(due, [Timer::FanOut { op, attempt: 1 }]);
+    let mut fan_out = Outbox::default();
+    c.on_timer(cfg, Timer::FanOut { op, attempt: 1 }, &mut fan_out);
+    for n in [0, 2] {
+        c.on_msg(cfg, Endpoint::Node(n), ack(0), &mut Outbox::default());
+    }
+    fan_out
+}
+
+#[test]
+fn a_request_behind_the_backlog_is_sent_when_the_work_ahead_is_done() {
+    let cfg = saturation("rollback");
+    let mut c = after_an_eviction(&cfg);
+    let out = a_write_that_waited(&cfg, &mut c);
+    let sent: Vec<Endpoint> = out.sends.iter().map(|(to, _)| *to).collect();
+    assert_eq!(
+        sent,
+        [Endpoint::Node(0), Endpoint::Node(2), Endpoint::Node(3)],
+        "the replica set there is now"
+    );
+    assert_eq!(c.ops[0].deadline_ticks, 4, "16 of its 20 ticks were spent waiting");
+}
+
+#[test]
+fn a_miss_the_coordinators_own_queue_caused_evicts_only_without_a_ceiling() {
+    let op = OpId { client: 0, seq: 0 };
+    for (variant, evicts) in [("rollback", true), ("rollback-load-ceiling", false)] {
+        let cfg = saturation(variant);
+        let mut c = after_an_eviction(&cfg);
+        a_write_that_waited(&cfg, &mut c);
+        for _ in 0..4 {
+            c.tick(&cfg);
+        }
+        // n4's ack is late: the deadline fires with the backlog long drained, but the write
+        // waited behind 16 units.
+        let mut out = Outbox::default();
+        c.on_timer(&cfg, Timer::AckDeadline { op, attempt: 1 }, &mut out);
+        assert_eq!(c.health[3], Health::Dead, "{variant}: the detector still blames n4");
+        let suppressed = out.events.iter().any(|e| {
+            matches!(
+                e,
+                Event::EvictionSuppressed { node: 3, why: eviction::Suppressed::CoordinatorOverloaded, .. }
+            )
+        });
+        assert_eq!(c.queue.len() == 1, evicts, "{variant}: {:?}", out.events);
+        assert_eq!(suppressed, !evicts, "{variant}: {:?}", out.events);
+    }
+}

@@ -175,9 +175,16 @@ impl<D: Data> Coordinator<D> {
             && !self.queue.iter().any(|u| u.shard == shard)
             && view.members.contains(&evicted)
             && !view.members.contains(&replacement);
-        if current {
-            self.enqueue(cfg, MembershipUpdate { shard, evicted, replacement, is_move: false }, io);
+        if !current {
+            return;
         }
+        // The leader does the membership work: its load decides whether changes pause.
+        if self.changes_paused(cfg) {
+            let why = crate::policy::eviction::Suppressed::CoordinatorOverloaded;
+            io.event(Event::EvictionSuppressed { shard, node: evicted, why });
+            return;
+        }
+        self.enqueue(cfg, MembershipUpdate { shard, evicted, replacement, is_move: false }, io);
     }
 
     /// Several coordinators: the version a write takes once its read quorum answered, newest

@@ -301,6 +301,13 @@ pub fn run(
 ) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), StoreError> {
     let scenario = Scenario::load(&req.model)?;
     let (label, sourced) = choose_policy(&scenario, req).map_err(StoreError::Input)?;
+    if let Some(w) = scenario.coordinator.work {
+        return Err(StoreError::Input(format!(
+            "{}: key `coordinator.work_per_tick` = {}: the store's coordinator does not model its own work queue (coordinator saturation is checked in the model: docs/reference.md#coordinator-work)",
+            req.model.display(),
+            w.work_per_tick
+        )));
+    }
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(StoreError::Input)?;
     let rollout =
