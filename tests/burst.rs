@@ -6,7 +6,7 @@
 #[path = "support/bin.rs"]
 mod bin;
 
-use bin::{check_json, json_property};
+use bin::{check_json, json_property, lasso};
 use serde_json::Value;
 
 const ENDLESS: &str = "models/hot-partition-retry-storm-continuous.toml";
@@ -15,15 +15,6 @@ const ENDS: &str = "models/hot-partition-burst-ends.toml";
 fn found(run: &Value, name: &str) -> String {
     assert_eq!(run["complete"], true, "{} / {}", run["model"], run["variant"]);
     json_property(run, name)["found"].as_str().unwrap().to_string()
-}
-
-/// The actions of a lasso's stem and loop.
-fn lasso(run: &Value, name: &str) -> (Vec<String>, Vec<String>) {
-    let cx = &json_property(run, name)["counterexample"];
-    let from = cx["loop_from_step"].as_u64().expect("a lasso") as usize;
-    let actions: Vec<String> =
-        cx["steps"].as_array().unwrap().iter().map(|s| s["action"].as_str().unwrap().to_string()).collect();
-    (actions[..from - 1].to_vec(), actions[from - 1..].to_vec())
 }
 
 #[test]

@@ -8,7 +8,7 @@
 #[path = "support/bin.rs"]
 mod bin;
 
-use bin::{check_json, json_property, replicheck, stderr, stdout};
+use bin::{check_json, json_property, lasso, replicheck, stderr, stdout};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -46,15 +46,6 @@ fn check_edited(model: &Path, variant: &str) -> Value {
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
     let doc: Value = serde_json::from_str(&stdout(&out)).expect("a JSON report");
     doc["runs"][0].clone()
-}
-
-/// The actions of a lasso's stem and loop.
-fn lasso(run: &Value, name: &str) -> (Vec<String>, Vec<String>) {
-    let cx = &json_property(run, name)["counterexample"];
-    let from = cx["loop_from_step"].as_u64().expect("a lasso") as usize;
-    let actions: Vec<String> =
-        cx["steps"].as_array().unwrap().iter().map(|s| s["action"].as_str().unwrap().to_string()).collect();
-    (actions[..from - 1].to_vec(), actions[from - 1..].to_vec())
 }
 
 #[test]

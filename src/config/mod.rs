@@ -10,7 +10,7 @@ mod spans;
 
 pub use duration::{Dur, LatencyRange};
 pub use policy::{Policy, PolicyPatch, RolloutOrder, RolloutPlan, SourcedPolicy};
-pub use resolved::{Resolved, Rollout};
+pub use resolved::{reload_changes, Resolved, Rollout};
 pub use scenario::*;
 
 use std::fmt;

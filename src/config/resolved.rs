@@ -61,6 +61,17 @@ pub struct Rollout {
     pub order: super::policy::RolloutOrder,
 }
 
+/// What a coordinator's policy reload (a rollout stage, the store's `CONFIG SET policy`) may
+/// not change, since it decides what the replica sets are and where keys live: the key that
+/// differs between `from` and `to`, with its value in each.
+pub fn reload_changes(from: &Policy, to: &Policy) -> Option<(&'static str, String, String)> {
+    let keys = [
+        ("replication_factor", from.replication_factor, to.replication_factor),
+        ("write_shard_suffixes", from.routing.write_shard_suffixes, to.routing.write_shard_suffixes),
+    ];
+    keys.into_iter().find(|(_, a, b)| a != b).map(|(key, a, b)| (key, a.to_string(), b.to_string()))
+}
+
 /// Remaining-tick counters are stored as `u8`.
 const STATE_TICKS_MAX: Ticks = u8::MAX as Ticks;
 
@@ -72,15 +83,10 @@ impl Resolved {
             stages.push(Resolved::one(scenario, stage)?);
             let (first, this) = (&stages[0].policy, &stages[stages.len() - 1].policy);
             // What the clients and the replica sets are: the same on every stage.
-            let same = [
-                ("replication_factor", first.replication_factor == this.replication_factor),
-                ("the client retry keys", first.retry == this.retry),
-                (
-                    "write_shard_suffixes",
-                    first.routing.write_shard_suffixes == this.routing.write_shard_suffixes,
-                ),
-            ];
-            if let Some((what, _)) = same.iter().find(|(_, same)| !same) {
+            let changed = reload_changes(first, this)
+                .map(|(key, _, _)| key)
+                .or((first.retry != this.retry).then_some("the client retry keys"));
+            if let Some(what) = changed {
                 return Err(format!(
                     "rollout stage \"{name}\" changes {what} from stage \"{}\": a rollout changes what the coordinators run; the clients and the replica sets stay as they are",
                     plan.stages[0].0

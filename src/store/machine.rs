@@ -168,16 +168,10 @@ fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), Str
 /// as a model's rollout stage is.
 pub fn with_policy(cfg: &Resolved, policy: Policy) -> Result<Resolved, String> {
     check_timers(&policy, &cfg.coordinator)?;
-    let (was, is) = (&cfg.policy, &policy);
-    for (key, from, to) in [
-        ("replication_factor", was.replication_factor, is.replication_factor),
-        ("write_shard_suffixes", was.routing.write_shard_suffixes, is.routing.write_shard_suffixes),
-    ] {
-        if from != to {
-            return Err(format!(
-                "`{key}` = {to}: the running policy has {from}; a reload changes what the coordinators run, not the replica sets or where keys live"
-            ));
-        }
+    if let Some((key, from, to)) = crate::config::reload_changes(&cfg.policy, &policy) {
+        return Err(format!(
+            "`{key}` = {to}: the running policy has {from}; a reload changes what the coordinators run, not the replica sets or where keys live"
+        ));
     }
     Ok(Resolved { policy, ..cfg.clone() })
 }

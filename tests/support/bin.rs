@@ -40,3 +40,12 @@ pub fn check_json(model: &str, variant: &str, extra: &[&str]) -> serde_json::Val
 pub fn json_property<'a>(run: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     run["properties"].as_array().unwrap().iter().find(|p| p["name"] == name).expect("the property is checked")
 }
+
+/// The actions of a lasso's stem and loop, from a JSON run's property `name`.
+pub fn lasso(run: &serde_json::Value, name: &str) -> (Vec<String>, Vec<String>) {
+    let cx = &json_property(run, name)["counterexample"];
+    let from = cx["loop_from_step"].as_u64().expect("a lasso") as usize;
+    let actions: Vec<String> =
+        cx["steps"].as_array().unwrap().iter().map(|s| s["action"].as_str().unwrap().to_string()).collect();
+    (actions[..from - 1].to_vec(), actions[from - 1..].to_vec())
+}
