@@ -378,7 +378,8 @@ fn a_member_that_dies_while_a_move_catches_up_is_evicted_after_it_without_losing
     let mut c = Client::connect(cluster.client_addr()).unwrap();
     set_once_links_are_up(&mut c, key, old);
     assert_eq!(c.call(&[b"SET", key, new]).unwrap(), Reply::Simple("OK".into()), "acked by nodes 0 and 1");
-    assert!(gate2.lock().seen, "node 2 was sent the write and never got it");
+    // Acked by nodes 0 and 1, the write may still be on its way to node 2's gate.
+    wait_until(Duration::from_secs(10), "the write reaching node 2's gate", || gate2.lock().seen);
     let info = cluster.info();
     assert!(
         info.contains("moves:0\r\n"),
