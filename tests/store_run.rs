@@ -72,6 +72,17 @@ fn incident_evicts_healthy_replicas_and_fixed_evicts_none() {
     assert!(report.contains("evict n2 -> n4: healthy"), "{report}");
     assert_eq!(property_row(&report, "no_healthy_eviction")[1..3], ["violated", "violated"], "{report}");
     assert_eq!(number_after(&report, "acked writes lost: "), 0, "{report}");
+    // Evictions the policy asked for, less those a full membership queue dropped, are the
+    // ones the coordinator took on (INFO); a dropped one violates `churn_bounded`, as in the
+    // model, where the budget is the queue.
+    let dropped = number_after(&report, "changes dropped by a full queue: ");
+    assert_eq!(
+        number_after(&report, "; evictions: ") - dropped,
+        number_after(&report, "INFO (changes taken on): evictions "),
+        "{report}"
+    );
+    let churn = if dropped > 0 { "violated" } else { "holds" };
+    assert_eq!(property_row(&report, "churn_bounded")[1], churn, "{report}");
     // Every decision of the run, the clients' retries included, is the policy's.
     let replay = conform(&incident_log);
     assert_eq!(replay.status.code(), Some(0), "{}", text(&replay));

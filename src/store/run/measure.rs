@@ -67,6 +67,9 @@ pub(super) fn measure(
                     outcome.evictions.push((at_ms, from, to, healthy));
                     outcome.evicted_because.push(death.get(&from).copied());
                 }
+                ProtocolEvent::ChangeRejected { shard, evicted } => {
+                    outcome.changes_rejected.push((at_ms, shard, evicted));
+                }
                 ProtocolEvent::DuplicateEffect => outcome.duplicate_effects += 1,
                 ProtocolEvent::Other => {}
             }
@@ -81,15 +84,28 @@ pub(super) fn measure(
 
 /// A protocol event line of the decision log, as the run's report needs it.
 pub(super) enum ProtocolEvent {
-    DeclaredDead { node: NodeId, silence_ms: Option<u64> },
-    ChangeRequested { shard: u8, from: NodeId, to: NodeId, is_move: bool },
+    DeclaredDead {
+        node: NodeId,
+        silence_ms: Option<u64>,
+    },
+    ChangeRequested {
+        shard: u8,
+        from: NodeId,
+        to: NodeId,
+        is_move: bool,
+    },
+    /// The membership queue was full: the change just requested was dropped.
+    ChangeRejected {
+        shard: u8,
+        evicted: NodeId,
+    },
     DuplicateEffect,
     Other,
 }
 
 impl ProtocolEvent {
     /// `declared_dead node=1 silence_ms=3100`, `change_requested shard=0 evicted=1
-    /// replacement=3 move=false`, ... (`None`: malformed).
+    /// replacement=3 move=false`, `change_rejected shard=0 evicted=1`, ... (`None`: malformed).
     pub(super) fn parse(text: &str) -> Option<ProtocolEvent> {
         let mut words = text.split(' ');
         let name = words.next()?;
@@ -106,6 +122,9 @@ impl ProtocolEvent {
                 to: node("replacement")?,
                 is_move: *fields.get("move")? == "true",
             },
+            "change_rejected" => {
+                ProtocolEvent::ChangeRejected { shard: node("shard")?, evicted: node("evicted")? }
+            }
             "duplicate_effect" => ProtocolEvent::DuplicateEffect,
             _ => ProtocolEvent::Other,
         })

@@ -170,6 +170,9 @@ pub struct RunOutcome {
     pub duplicate_effects: usize,
     /// (ms, evicted node, replacement, healthy: the schedule had not crashed/partitioned it).
     pub evictions: Vec<(u64, NodeId, NodeId, bool)>,
+    /// Changes the coordinator dropped at once because its membership queue was full:
+    /// (ms, partition, node that stays). Each was also requested (`evictions` or `moves`).
+    pub changes_rejected: Vec<(u64, u8, NodeId)>,
     /// Rebalancing moves: (ms, partition, from, to).
     pub moves: Vec<(u64, u8, NodeId, NodeId)>,
     /// Writes offered to a partition or backend above its capacity (INFO), and the first.
@@ -220,8 +223,12 @@ pub struct LinkFacts {
 
 impl RunOutcome {
     /// Whether more membership changes (evictions and moves) than the churn budget allows
-    /// started within one window, as the model's `churn_bounded` counts them.
+    /// were requested within one window, or one was dropped by a full membership queue: the
+    /// model's `churn_bounded` counts both (a dropped change is a saturated coordinator).
     pub fn churn_exceeded(&self, changes_max: u8, window_ms: u64) -> bool {
+        if !self.changes_rejected.is_empty() {
+            return true;
+        }
         let mut at_ms: Vec<u64> =
             self.evictions.iter().map(|e| e.0).chain(self.moves.iter().map(|m| m.0)).collect();
         at_ms.sort_unstable();
@@ -240,9 +247,11 @@ impl RunOutcome {
             PropertyName::Linearizable => violated(!self.not_linearizable.is_empty()),
             PropertyName::NoDuplicateEffects => violated(self.duplicate_effects > 0),
             PropertyName::NoHealthyEviction => violated(self.healthy_evictions() > 0),
-            PropertyName::ChurnBounded => {
-                self.churn_budget_ms.and_then(|(n, window_ms)| violated(self.churn_exceeded(n, window_ms)))
-            }
+            PropertyName::ChurnBounded => match self.churn_budget_ms {
+                Some((n, window_ms)) => violated(self.churn_exceeded(n, window_ms)),
+                // Without a budget the property is the membership queue's: nothing dropped.
+                None => violated(!self.changes_rejected.is_empty()),
+            },
             PropertyName::CapacityRespected => violated(self.capacity_breaches > 0),
             PropertyName::OpsComplete => violated(!self.ops_never_completed.is_empty()),
             // A run kills nodes for a while, not forever: "replaced eventually" is the model's.
@@ -646,7 +655,9 @@ pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::{disagreement, DeathEvidence, Found, LinkFacts, ModelBounds, PropertyName, RunOutcome};
+    use super::{
+        disagreement, measure, DeathEvidence, Found, LinkFacts, ModelBounds, PropertyName, RunOutcome,
+    };
 
     /// A stale read: client 1 reads the initial (absent) value after client 0's write of 7
     /// returned. The EDN reads back as the same history, and the picture marks the read.
@@ -713,6 +724,23 @@ mod tests {
         // No three within 4.5 s.
         assert!(!o.churn_exceeded(2, 4_500));
         assert!(!o.churn_exceeded(4, 60_000));
+        // A change dropped by a full queue is a saturated coordinator, whatever the window.
+        let dropped = RunOutcome { changes_rejected: vec![(5_600, 0, 2)], ..o };
+        assert!(dropped.churn_exceeded(4, 60_000));
+        assert_eq!(
+            dropped.verdict(PropertyName::ChurnBounded),
+            Some(Found::Violated),
+            "no budget: the queue's"
+        );
+        let kept = RunOutcome { changes_rejected: vec![], ..dropped };
+        assert_eq!(kept.verdict(PropertyName::ChurnBounded), Some(Found::Holds));
+    }
+
+    #[test]
+    fn a_dropped_change_is_parsed_from_the_decision_log() {
+        let parsed = measure::ProtocolEvent::parse("change_rejected shard=1 evicted=2");
+        assert!(matches!(parsed, Some(measure::ProtocolEvent::ChangeRejected { shard: 1, evicted: 2 })));
+        assert!(measure::ProtocolEvent::parse("change_rejected shard=1").is_none(), "malformed");
     }
 
     fn ack_timeout_fixed() -> crate::config::Scenario {

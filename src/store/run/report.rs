@@ -198,6 +198,11 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
         timeline.push((*at_ms, format!("evict {} -> {}: {how}", name(node), name(replacement))));
     }
     let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
+    for (at_ms, shard, stays) in &o.changes_rejected {
+        let shard = scenario.shards.get(usize::from(*shard)).map_or("?", |s| s.name.as_str());
+        timeline
+            .push((*at_ms, format!("change of {} in {shard} dropped: membership queue full", name(stays))));
+    }
     for (at_ms, shard, from, to) in &o.moves {
         let shard = scenario.shards.get(usize::from(*shard)).map_or("?", |s| s.name.as_str());
         timeline.push((*at_ms, format!("move {shard} {} -> {}", name(from), name(to))));
@@ -217,11 +222,13 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
         .collect();
     let _ = writeln!(
         out,
-        "decisions logged: {}; deadline misses taken as death: {}; evictions: {} ({} healthy); INFO: {}",
+        "decisions logged: {}; deadline misses taken as death: {}; evictions: {} ({} healthy); \
+         changes dropped by a full queue: {}; INFO (changes taken on): {}",
         o.decisions,
         o.deadline_deaths,
         o.evictions.len(),
         o.healthy_evictions(),
+        o.changes_rejected.len(),
         info.join(", "),
     );
     write_links(out, scenario, o);
