@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use store_proc::{free_port, signal_pid, StoreProc};
+use store_proc::{free_port_run, signal_pid, StoreProc};
 
 const KILL_CYCLES: usize = 20;
 const CLIENTS: u64 = 4;
@@ -114,6 +114,18 @@ fn wait_caught_up(up: &StoreProc, limit: Duration) {
 
 #[test]
 fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable() {
+    kill_cycles(1, KILL_CYCLES);
+}
+
+/// Two coordinators in the `store up` process (the leader keeps the membership, the follower
+/// takes versions above what it reads): SIGKILL takes both at once, mid-change or mid-write,
+/// and clients write and read through both.
+#[test]
+fn two_coordinators_killed_together_lose_no_acked_write() {
+    kill_cycles(2, KILL_CYCLES / 2);
+}
+
+fn kill_cycles(coordinators: u16, cycles: usize) {
     let seed: u64 =
         std::env::var("REPLICHECK_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261130);
     println!("store_coordinator_kill seed {seed} (rerun with REPLICHECK_KILL_SEED={seed})");
@@ -122,8 +134,9 @@ fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable(
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, POLICY).unwrap();
     let data = dir.path().join("data");
-    let port = free_port();
-    let args = ["--nodes", "4", "--policy", policy.to_str().unwrap()];
+    let port = free_port_run(coordinators);
+    let coordinators_arg = coordinators.to_string();
+    let args = ["--nodes", "4", "--policy", policy.to_str().unwrap(), "--coordinators", &coordinators_arg];
     let started = Instant::now();
     let mut up = StoreProc::start(&data, port, &args);
     let addr = up.addr;
@@ -134,6 +147,9 @@ fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable(
     let clients: Vec<_> = (0..CLIENTS)
         .map(|client| {
             let (stop, history) = (Arc::clone(&stop), Arc::clone(&history));
+            // Client i talks to coordinator i mod n (on port + c).
+            let addr =
+                SocketAddr::from(([127, 0, 0, 1], addr.port() + (client % u64::from(coordinators)) as u16));
             std::thread::spawn(move || {
                 let mine = client_loop(client, addr, epoch, seed, &stop);
                 history.lock().unwrap().extend(mine);
@@ -142,7 +158,7 @@ fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable(
         .collect();
 
     let mut node_kills = 0;
-    for cycle in 0..KILL_CYCLES {
+    for cycle in 0..cycles {
         std::thread::sleep(Duration::from_millis(rng.random_range(100..400)));
         // Two cycles in three kill a node first: its eviction, and perhaps the catch-up,
         // happen before the coordinator dies or are interrupted by it. Half of those then
@@ -176,30 +192,39 @@ fn coordinator_and_node_crashes_lose_no_acked_write_and_history_is_linearizable(
     for c in clients {
         c.join().unwrap();
     }
-    println!("{KILL_CYCLES} coordinator kills, {node_kills} node kills, {:?}", started.elapsed());
+    println!(
+        "{cycles} kills of {coordinators} coordinator(s), {node_kills} node kills, {:?}",
+        started.elapsed()
+    );
 
     // Every node up again under a fresh coordinator; each key read once more.
     up.signal(libc::SIGTERM);
     up.wait_exit(Duration::from_secs(20));
     let up = StoreProc::start(&data, port, &args);
     let mut history = std::mem::take(&mut *history.lock().unwrap());
-    let mut reader = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
-    for key in KEYS {
-        let call_ns = epoch.elapsed().as_nanos() as u64;
-        let value = reader.get(key.as_bytes()).unwrap_or_else(|e| panic!("final read of {key}: {e}"));
-        let read = value.map(|b| String::from_utf8(b).unwrap().parse::<u64>().unwrap());
-        let acked = history.iter().any(|(k, op)| k == key && op.output == Some(RegisterOutput::WriteOk));
-        assert!(!acked || read.is_some(), "key {key}: acked writes, final read is empty");
-        history.push((
-            key.to_string(),
-            Operation {
-                client: u64::MAX,
-                call_ns,
-                return_ns: Some(epoch.elapsed().as_nanos() as u64),
-                input: RegisterInput::Read,
-                output: Some(RegisterOutput::Read(read)),
-            },
-        ));
+    // Through every coordinator: each must read what any of them acknowledged.
+    for c in 0..coordinators {
+        let addr = SocketAddr::from(([127, 0, 0, 1], up.addr.port() + c));
+        let mut reader = Client::connect_timeout(addr, Duration::from_secs(10)).unwrap();
+        for key in KEYS {
+            let call_ns = epoch.elapsed().as_nanos() as u64;
+            let value = reader
+                .get(key.as_bytes())
+                .unwrap_or_else(|e| panic!("final read of {key} through coordinator {c}: {e}"));
+            let read = value.map(|b| String::from_utf8(b).unwrap().parse::<u64>().unwrap());
+            let acked = history.iter().any(|(k, op)| k == key && op.output == Some(RegisterOutput::WriteOk));
+            assert!(!acked || read.is_some(), "key {key}: acked writes, final read through {c} is empty");
+            history.push((
+                key.to_string(),
+                Operation {
+                    client: u64::MAX - u64::from(c),
+                    call_ns,
+                    return_ns: Some(epoch.elapsed().as_nanos() as u64),
+                    input: RegisterInput::Read,
+                    output: Some(RegisterOutput::Read(read)),
+                },
+            ));
+        }
     }
 
     let acked = history.iter().filter(|(_, op)| op.output == Some(RegisterOutput::WriteOk)).count();

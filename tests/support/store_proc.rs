@@ -158,5 +158,19 @@ pub fn wait_gone(pid: u32, reaped: bool, limit: Duration) -> Result<(), String> 
 /// A port on 127.0.0.1 free right now, for a `store up` that must keep its port across
 /// restarts.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    free_port_run(1)
+}
+
+/// The first of `count` consecutive ports on 127.0.0.1 free right now (coordinator i of a
+/// `store up --coordinators N` serves on `--port` + i).
+pub fn free_port_run(count: u16) -> u16 {
+    loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let free = (1..count).all(|i| {
+            first.checked_add(i).is_some_and(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        });
+        if free {
+            return first;
+        }
+    }
 }
