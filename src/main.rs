@@ -3,6 +3,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = replicheck::cli::Cli::parse();
+    if cli.dies_quietly_on_closed_output() {
+        replicheck::cli::die_quietly_on_closed_output();
+    }
     match replicheck::cli::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

@@ -161,6 +161,56 @@ fn compaction_debt_per_write_is_a_percentage() {
 }
 
 #[test]
+fn slow_compaction_debt_is_a_percentage() {
+    rejects_model(
+        "slow-compaction-debt-over-100.toml",
+        "key `slow_compaction_debt_pct`",
+        "= 150",
+        &["a percentage, 0 to 100"],
+    );
+}
+
+#[test]
+fn key_hash_is_a_byte_or_any() {
+    for (file, value) in [("key-hash-out-of-range.toml", "= 256"), ("key-hash-not-an-integer.toml", "= 1.5")]
+    {
+        rejects_model(file, "key `clients[0].key_hash`", value, &["must be an integer 0 to 255 or \"any\""]);
+    }
+}
+
+/// The policy functions compare fractions in thousandths: a finer one is refused, not rounded
+/// into a policy other than the one written (0.2499 would have run as 0.25).
+#[test]
+fn fractions_finer_than_thousandths_are_refused() {
+    rejects_model(
+        "fraction-finer-than-thousandths.toml",
+        "key `max_dead_fraction`",
+        "= 0.2499",
+        &["at most three decimals"],
+    );
+    let policy = bad("policy-spill-finer-than-thousandths.toml");
+    rejects(
+        &["check", MODEL, "--policy", &policy],
+        Rejection { file: &policy, key: "key `spill_threshold`", value: "= 0.9996", also: &["thousandths"] },
+    );
+}
+
+/// A rebalancer key no rebalancer could run is refused with the rebalancer off too.
+#[test]
+fn rebalancer_percentages_are_checked_with_the_rebalancer_off() {
+    let policy = bad("policy-watermark-over-100-rebalancer-off.toml");
+    rejects(
+        &["check", MODEL, "--policy", &policy],
+        Rejection {
+            file: &policy,
+            key: "key `disk_high_watermark`",
+            value: "= 150",
+            also: &["a percentage"],
+        },
+    );
+}
+
+#[test]
 fn compaction_drain_needs_growth() {
     rejects_model(
         "compaction-drain-alone.toml",
@@ -436,6 +486,28 @@ fn state_limit_gives_incomplete_and_no_holds() {
         let found = p["found"].as_str().expect("found");
         assert!(found == "unknown" || found == "violated", "{p}");
     }
+}
+
+/// `lint --model` cut short by a limit, having found no violation, confirms nothing: exit 3,
+/// as `check` (a CI gate on lint must not pass a policy the checker did not finish with).
+#[test]
+fn lint_cut_short_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("empty.toml");
+    std::fs::write(&policy, "").unwrap();
+    let policy = policy.to_str().unwrap();
+    let out = replicheck(&["lint", policy, "--model", MODEL, "--max-states", "1000"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("INCOMPLETE"), "{stdout}");
+    let out = replicheck(&["lint", policy, "--model", MODEL, "--max-states", "1000", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(doc["exit_code"], 3);
+    assert_eq!(doc["checked"]["complete"], false);
+    // Complete, the same lint exits 0 (warnings only).
+    let out = replicheck(&["lint", policy, "--model", MODEL]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
 // ---------------------------------------------------------------------------------------------

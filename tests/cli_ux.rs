@@ -291,3 +291,28 @@ fn the_progress_estimate_counts_towards_the_state_count_proofs_records() {
     let jobs = check::plan(&[edited], &variant).unwrap();
     assert_eq!(recorded_states(&proofs, &jobs[0]), None);
 }
+
+/// A report whose reader went away (`replicheck check models/ | head`) ends the process as it
+/// ends a Unix filter, by SIGPIPE, not with a panic and exit 101 on the failed write.
+#[test]
+fn a_closed_pipe_ends_a_report_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        &["check", "models/capacity-routing-bypass.toml"][..],
+        &["lint", POLICY_W1, "--model", SMALL][..],
+        &["models", "models/"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+            .args(args)
+            .current_dir(root())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("replicheck starts");
+        // Both readers gone before the first line: every write fails.
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGPIPE), "replicheck {args:?}: {status:?}");
+    }
+}

@@ -31,6 +31,31 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Commands that only write reports: when their reader goes away (`| head`) they end as
+    /// Unix filters do, of SIGPIPE, rather than panicking on the failed write. The servers
+    /// (`store`, `explore`) and the benchmarks, which drive a store, keep Rust's default, under
+    /// which a peer that closed its socket is an error the code handles.
+    pub fn dies_quietly_on_closed_output(&self) -> bool {
+        !matches!(
+            self.command,
+            Command::Store { .. }
+                | Command::Explore { .. }
+                | Command::Bench { .. }
+                | Command::BenchOne { .. }
+                | Command::BenchRepl { .. }
+        )
+    }
+}
+
+/// Restore SIGPIPE's default action (Rust's runtime ignores it).
+pub fn die_quietly_on_closed_output() {
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Format {
     Human,
@@ -98,7 +123,8 @@ pub enum Command {
     /// counterexample at its unsafe side.
     Sweep(check::sweep_cmd::SweepArgs),
     /// Static rules over a policy, before any exploration: each finding names its rule, what
-    /// the policy risks and where the rule comes from. Exit 1 on an error, 0 with warnings only.
+    /// the policy risks and where the rule comes from. Exit 1 on an error, 3 when the exploration
+    /// behind the report was cut short and found none, 0 with warnings only.
     Lint {
         /// A policy file (policy keys only, as for `check --policy`).
         policy: PathBuf,
@@ -489,7 +515,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 crate::check::confirm::confirm_lint(&mut linted, &run_options(run, progress, false))?;
             }
             print!("{}", linted.render(format));
-            Ok(linted.report.exit_code())
+            Ok(linted.exit_code())
         }
         Command::Explore { .. } => unreachable!("run() takes explore"),
         Command::Models { dir } => {

@@ -382,6 +382,20 @@ impl Resolver<'_> {
         format!("{origin}: key `{key}` = {value}: {why}")
     }
 
+    /// A fraction in 0..=1 as thousandths, the unit the policy functions compare in. A value
+    /// finer than that is refused: rounding it would check a policy other than the one given.
+    fn permille(&self, key: &str, fraction: f64) -> Result<u16, String> {
+        let scaled = fraction * 1000.0;
+        if (scaled - scaled.round()).abs() > 1e-6 {
+            return Err(self.err(
+                key,
+                format!("{fraction}"),
+                "at most three decimals (fractions are compared in thousandths, e.g. 0.25 or 0.249)".into(),
+            ));
+        }
+        Ok(scaled.round() as u16)
+    }
+
     /// A duration key, quoted as written.
     fn text(d: &Option<Dur>) -> String {
         format!("\"{}\"", d.as_ref().expect("defaults set every duration").text)
@@ -479,7 +493,7 @@ impl Resolver<'_> {
         }
         Ok(EvictionPolicy {
             enabled: self.p.eviction_enabled.expect("default"),
-            max_dead_fraction_permille: (fraction * 1000.0).round() as u16,
+            max_dead_fraction_permille: self.permille("max_dead_fraction", fraction)?,
             max_concurrent_evictions: self.p.max_concurrent_evictions.expect("default"),
             coordinator_load_ceiling_work: ceiling,
         })
@@ -517,20 +531,11 @@ impl Resolver<'_> {
         })
     }
 
-    /// The rebalancer's knobs, checked only when it is enabled.
+    /// The rebalancer's knobs. Values no rebalancer could run are refused whether it is on or
+    /// not (a file that turns it on later must not start to fail for a key nobody touched);
+    /// the durations are counted in ticks only when it is enabled.
     fn rebalance(&self) -> Result<Option<Rebalance>, String> {
         let p = &self.p;
-        if !p.rebalance_enabled.expect("default") {
-            return Ok(None);
-        }
-        let interval_ticks = self.ticks("rebalance_interval", &p.rebalance_interval)?;
-        if interval_ticks == 0 {
-            return Err(self.err(
-                "rebalance_interval",
-                Self::text(&p.rebalance_interval),
-                "must be positive when rebalance_enabled = true".into(),
-            ));
-        }
         for (key, v) in
             [("disk_high_watermark", p.disk_high_watermark), ("compaction_debt_max", p.compaction_debt_max)]
         {
@@ -542,6 +547,17 @@ impl Resolver<'_> {
         let cooldown_backoff = p.cooldown_backoff.expect("default");
         if cooldown_backoff == 0 {
             return Err(self.err("cooldown_backoff", "0".into(), "a multiplier: at least 1".into()));
+        }
+        if !p.rebalance_enabled.expect("default") {
+            return Ok(None);
+        }
+        let interval_ticks = self.ticks("rebalance_interval", &p.rebalance_interval)?;
+        if interval_ticks == 0 {
+            return Err(self.err(
+                "rebalance_interval",
+                Self::text(&p.rebalance_interval),
+                "must be positive when rebalance_enabled = true".into(),
+            ));
         }
         Ok(Some(Rebalance {
             interval_ticks,
@@ -575,7 +591,7 @@ impl Resolver<'_> {
         }
         Ok(RoutingPolicy {
             placement: self.p.placement.expect("default"),
-            spill_threshold_permille: (spill * 1000.0).round() as u16,
+            spill_threshold_permille: self.permille("spill_threshold", spill)?,
             upload_planner: self.p.upload_planner.expect("default"),
             write_shard_suffixes: suffixes,
         })

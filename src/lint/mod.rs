@@ -250,6 +250,18 @@ pub struct Linted {
     pub checked: Option<Checked>,
 }
 
+impl Linted {
+    /// 1 if any finding is an error (a violation found is one, however far the exploration
+    /// got); else 3 if the exploration behind the report was cut short by a limit, since what
+    /// it did not reach confirms nothing; else 0.
+    pub fn exit_code(&self) -> u8 {
+        match self.report.exit_code() {
+            0 if self.checked.as_ref().is_some_and(|c| !c.complete) => 3,
+            code => code,
+        }
+    }
+}
+
 /// The checker's run behind a lint report.
 pub struct Checked {
     pub unique_states: u64,

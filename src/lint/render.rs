@@ -120,7 +120,7 @@ impl Linted {
             .map(|rule| serde_json::json!({ "id": rule.id, "name": rule.name, "reason": "needs --model" }))
             .collect();
         serde_json::json!({
-            "exit_code": r.exit_code(),
+            "exit_code": self.exit_code(),
             "policy": self.policy.display().to_string(),
             "model": self.model.as_ref().map(|m| m.display().to_string()),
             "checked": self.checked.as_ref().map(|c| serde_json::json!({

@@ -163,22 +163,24 @@ pub fn same_tick_messages(cfg: &WorldConfig) -> bool {
     cfg.latency.iter().flatten().any(|l| l.lo == 0) || cfg.faults.degrade.iter().any(|d| d.latency.lo == 0)
 }
 
-/// Whether the rules apply to this world at all: they were argued for one coordinator running
-/// one policy. A model with several coordinators or a rollout is explored in full.
+/// Whether the rules apply to this world at all, so that a report saying `por` means states
+/// were reduced. They were argued for one coordinator running one policy, on links that take
+/// at least a tick, with neither node debt nor the coordinator's own load as state: debt
+/// changes what `hot_shard_leaves_slow_node` and the load reports read at a node's step, and
+/// the coordinator's load changes how long a request waits at a tick, an answer that starts a
+/// copy, or an applied update. Any other world is explored in full.
 pub fn applies(cfg: &WorldConfig) -> bool {
-    cfg.coordinators.len() == 1 && cfg.rollout.is_none()
+    cfg.coordinators.len() == 1
+        && cfg.rollout.is_none()
+        && !same_tick_messages(cfg)
+        && !cfg.compaction.dynamic()
+        && cfg.coordinator.work.is_none()
 }
 
 /// The ample subset of `actions` (indices) in `s`, or nothing (expand all). See module docs.
 pub fn ample(world: &World, s: &WorldState, actions: &[Action], out: &mut Vec<usize>) {
     let cfg = &world.cfg;
-    // Debt as node state: a node's step changes what `hot_shard_leaves_slow_node` and the
-    // coordinator's load reports read; the rules above do not argue for it, so nothing is
-    // reduced.
-    // The coordinator's own load likewise: a tick, an answer that starts a copy, or an applied
-    // update changes how long a request waits.
-    if same_tick_messages(cfg) || !applies(cfg) || cfg.compaction.dynamic() || cfg.coordinator.work.is_some()
-    {
+    if !applies(cfg) {
         return;
     }
     for n in 0..cfg.nodes.len() as u8 {

@@ -151,8 +151,10 @@ pub(super) struct RawClient {
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub(super) enum RawKeyHash {
-    Hash(u8),
+    Hash(i64),
     Named(String),
+    /// Anything else (a float, a table), kept to be named in the error.
+    Other(toml::Value),
 }
 
 #[derive(Deserialize, Default)]

@@ -37,6 +37,12 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
             "key `faults.crash` lists \"{COORDINATOR_NAME}\": with several `[[coordinators]]` a coordinator's crash is not modelled yet (the membership leader's recovery would need its followers' views)"
         ));
     }
+    if raw.slow_compaction_debt_pct > 100 {
+        return Err(format!(
+            "key `slow_compaction_debt_pct` = {}: a percentage, 0 to 100",
+            raw.slow_compaction_debt_pct
+        ));
+    }
     let properties = properties(&raw, &nodes, &clients)?;
     let file = path.display().to_string();
     let base_policy = SourcedPolicy::new(raw.policy.clone(), &format!("{file} [policy]"));
@@ -424,11 +430,23 @@ fn clients(
             },
             key_hash: match &c.key_hash {
                 None => Some(crate::policy::routing::KeyHash(i as u8)),
-                Some(super::raw::RawKeyHash::Hash(h)) => Some(crate::policy::routing::KeyHash(*h)),
+                Some(super::raw::RawKeyHash::Hash(h)) => match u8::try_from(*h) {
+                    Ok(h) => Some(crate::policy::routing::KeyHash(h)),
+                    Err(_) => {
+                        return Err(format!(
+                            "key `clients[{i}].key_hash` = {h}: must be an integer 0 to 255 or \"any\""
+                        ))
+                    }
+                },
                 Some(super::raw::RawKeyHash::Named(name)) if name == "any" => None,
                 Some(super::raw::RawKeyHash::Named(name)) => {
                     return Err(format!(
                         "key `clients[{i}].key_hash` = \"{name}\": must be an integer 0 to 255 or \"any\""
+                    ))
+                }
+                Some(super::raw::RawKeyHash::Other(value)) => {
+                    return Err(format!(
+                        "key `clients[{i}].key_hash` = {value}: must be an integer 0 to 255 or \"any\""
                     ))
                 }
             },
