@@ -96,6 +96,8 @@ fn diff_rollout_reports_a_mixed_fleet_regression_with_its_counterexample() {
 fn two_writers_through_two_coordinators_stay_linearizable() {
     // Each write reads a quorum's versions first and takes a version above them in its
     // coordinator's own class: without that, the later write could lose to the earlier one.
+    // Mutation-checked: with `version_above` ignoring what was read (each coordinator on its
+    // own counter), `linearizable` is violated here (3,055 states).
     let run = check_json("tests/data/two-coordinators-two-writers.toml", "default", &[]);
     assert_eq!(run["complete"], true);
     assert_eq!(found(&run, "linearizable"), "holds");
