@@ -77,6 +77,11 @@ fn a_followers_proposal_is_ordered_by_the_leader_and_learned_back() {
         learned.contains("coordinator:1 of 2,follower") && learned.contains("evictions:0\r\n"),
         "{learned}"
     );
+    // It shows the change as the leader does: node 1 evicted, node 3 a member.
+    for info in [&leader, &learned] {
+        let node1 = info.lines().find(|l| l.starts_with("node1:")).unwrap();
+        assert!(node1.contains("role=evicted"), "{node1}\n{info}");
+    }
     // Writes through either coordinator are read back through the other.
     let mut leader_client = Client::connect(cluster.client_addr_of(0)).unwrap();
     for i in 0..50u32 {
@@ -149,6 +154,19 @@ fn config_set_policy_reloads_one_coordinator_and_refuses_what_a_reload_cannot_ch
         let reply = c1.call(&[b"CONFIG", b"SET", b"policy", file.to_str().unwrap().as_bytes()]).unwrap();
         let Reply::Error(text) = reply else { panic!("{} was accepted: {reply:?}", file.display()) };
         assert!(text.contains("policy not reloaded") && text.contains(want), "{text}");
+    }
+    // Only a .toml file is read, and a reply never quotes the file it read.
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "root:s3cr3t-hash:19000\n").unwrap();
+    let leaky = dir.path().join("leaky.toml");
+    std::fs::write(&leaky, "root:s3cr3t-hash:19000\n").unwrap();
+    let quorum5 = dir.path().join("quorum5.toml");
+    std::fs::write(&quorum5, "write_quorum = 5\n").unwrap();
+    for (file, want) in [(&secret, "not a policy file"), (&leaky, "line 1"), (&quorum5, "write_quorum")] {
+        let reply = c1.call(&[b"CONFIG", b"SET", b"policy", file.to_str().unwrap().as_bytes()]).unwrap();
+        let Reply::Error(text) = reply else { panic!("{} was accepted: {reply:?}", file.display()) };
+        assert!(text.contains(want) && !text.contains("s3cr3t"), "{text}");
+        assert_eq!(text.matches(file.to_str().unwrap()).count(), 1, "the path once: {text}");
     }
     let after = cluster.coordinator_of(1).info();
     assert!(after.contains("write_quorum:3\r\n") && after.contains("policy_reloads:1\r\n"), "{after}");

@@ -238,6 +238,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         | Event::ReadRepairStarted { .. }
         | Event::ChangeStarted(_)
         | Event::ChangeCompleted(_)
+        | Event::ChangeLearned(_)
         | Event::EvictionSuppressed { .. }
         | Event::DeclaredDead { .. } => {}
         Event::CapacityBreached(breach) => {

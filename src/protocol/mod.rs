@@ -61,6 +61,9 @@ pub enum Event<D: Data = ModelData> {
     ChangeStarted(MembershipUpdate),
     /// The replacement caught up and took the leaving replica's place.
     ChangeCompleted(MembershipUpdate),
+    /// Another coordinator than the leader: the leader's view ended a change, which this one
+    /// now runs (it decided nothing; what it shows must match the leader's).
+    ChangeLearned(MembershipUpdate),
     /// The failure detector declared `node` dead: after `silence_ticks` of silence
     /// (independent detection), or (`None`) for a missed ack deadline (coupled).
     DeclaredDead { node: NodeId, silence_ticks: Option<u16> },

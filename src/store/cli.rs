@@ -261,9 +261,24 @@ fn zone_indices(zones: &[String], node_count: usize) -> Result<Vec<u8>, String> 
         .collect()
 }
 
+/// A panic in any of the store's tasks (a coordinator's clock, a link, a node's handler) ends
+/// the process, with the panic's message, instead of leaving tokio to drop that task while the
+/// rest serves on: a coordinator that stopped mid-step holds half-updated state, and what it
+/// then answers was never checked. The nodes die with it (parent-death signal); what they
+/// stored survives, as after a SIGKILL.
+fn stop_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        eprintln!("replicheck store: a task panicked; stopping the process rather than serve on without it");
+        std::process::abort();
+    }));
+}
+
 /// Run a store command. `check_model` explores a model for `store run --model-verdicts
 /// check` (see [`super::run::ModelChecker`]).
 pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Result<u8, StoreError> {
+    stop_on_panic();
     match command {
         StoreCommand::Node { id, listen, data_dir } => {
             super::node::run(id, listen, &data_dir)

@@ -555,14 +555,26 @@ impl Coordinator {
     /// `CONFIG SET policy FILE`: reload this coordinator's policy from a policy file (as for
     /// `store up --policy`). A file that does not load, or that changes the replication factor
     /// or the write-shard suffixes, is refused with its path and key; the policy stays.
+    ///
+    /// The file is read on the store's machine (a relative path from `store up`'s working
+    /// directory). Only a `.toml` file is read, and an error names its line and key but
+    /// never quotes the file: a client must not be able to read files through the replies.
     fn config_set_policy(&self, path: &[u8]) -> Vec<u8> {
         let path = std::path::PathBuf::from(String::from_utf8_lossy(path).into_owned());
+        if path.extension().is_none_or(|e| e != "toml") {
+            return resp::error(&format!(
+                "policy not reloaded: {}: not a policy file (a .toml file is expected)",
+                path.display()
+            ));
+        }
         let loaded = crate::config::load_policy(&path)
             .map_err(|e| e.to_string())
-            .and_then(|sourced| sourced.resolve_ms().map_err(|e| format!("{}: {e}", path.display())));
+            .and_then(|sourced| sourced.resolve_ms());
         match loaded.and_then(|policy| self.reload(policy).map_err(|e| format!("{}: {e}", path.display()))) {
             Ok(()) => resp::simple("OK"),
-            Err(e) => resp::error(&format!("policy not reloaded: {e}")),
+            // The first line names the file, the line and the key; the lines after it quote
+            // the file's text.
+            Err(e) => resp::error(&format!("policy not reloaded: {}", e.lines().next().unwrap_or_default())),
         }
     }
 

@@ -478,6 +478,17 @@ impl Shell {
                     u.shard, u.evicted, u.replacement
                 ));
             }
+            Event::ChangeLearned(u) => {
+                // Counted where it was decided (the leader's INFO); shown here as there.
+                inner.observed.evicted[usize::from(u.replacement)] = false;
+                if !u.is_move {
+                    inner.observed.evicted[usize::from(u.evicted)] = true;
+                }
+                self.log_event(format!(
+                    "change_learned shard={} evicted={} replacement={}",
+                    u.shard, u.evicted, u.replacement
+                ));
+            }
             Event::CapacityBreached(b) => {
                 bump(&c.capacity_breaches);
                 if inner.observed.first_breach.is_none() {

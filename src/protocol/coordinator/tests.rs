@@ -411,3 +411,37 @@ fn a_miss_the_coordinators_own_queue_caused_evicts_only_without_a_ceiling() {
         assert_eq!(suppressed, !evicts, "{variant}: {:?}", out.events);
     }
 }
+
+/// The store's coordinators run for ever, so view epochs wrap: a view published after 255 is
+/// still newer to the follower, its ack still counts, and a stale re-send of 255 is ignored.
+#[test]
+fn view_epochs_wrap_and_stay_ordered() {
+    let cfg = two_coordinators();
+    let mut leader: Coordinator = Coordinator::new(&cfg, 0);
+    let mut follower: Coordinator = Coordinator::new(&cfg, 1);
+    leader.shards[0].epoch = 255;
+    follower.shards[0].epoch = 255;
+    let mut out = Outbox::default();
+    leader.publish(&cfg, 0, &mut out);
+    let (dst, view) = *out.sends.iter().find(|(_, m)| matches!(m, Msg::View { .. })).expect("a view");
+    assert_eq!(dst, Endpoint::Coordinator(1));
+    assert!(matches!(view, Msg::View { epoch: 0, .. }), "{view:?}");
+    let mut fout = Outbox::default();
+    follower.on_msg(&cfg, Endpoint::LEADER, view, &mut fout);
+    assert_eq!(follower.shards[0].epoch, 0, "epoch 0 after 255 is the newer view");
+    let ack = fout.sends.iter().find(|(_, m)| matches!(m, Msg::ViewAck { .. })).expect("the ack").1;
+    let mut out = Outbox::default();
+    leader.on_msg(&cfg, Endpoint::Coordinator(1), ack, &mut out);
+    assert_eq!(leader.shards[0].acked, views::followers(&cfg), "the ack of epoch 0 counts");
+    // A re-send of the old view, overtaken on the way: ignored, not acked.
+    let members = follower.shards[0].members.iter().fold(0u8, |m, &n| m | 1 << n);
+    let mut fout = Outbox::default();
+    let stale = Msg::View { shard: 0, epoch: 255, members: members & !1, join: None };
+    follower.on_msg(&cfg, Endpoint::LEADER, stale, &mut fout);
+    assert!(fout.sends.is_empty(), "{:?}", fout.sends);
+    assert_eq!(follower.shards[0].epoch, 0);
+    assert_eq!(follower.shards[0].members.iter().fold(0u8, |m, &n| m | 1 << n), members);
+    for (a, b, after) in [(1u8, 0u8, true), (0, 255, true), (255, 0, false), (3, 3, false), (2, 254, true)] {
+        assert_eq!(views::epoch_after(a, b), after, "{a} after {b}");
+    }
+}

@@ -30,6 +30,15 @@ pub fn followers(cfg: &Resolved) -> u8 {
     (((1u16 << n) - 1) as u8) & !1
 }
 
+/// Whether view epoch `a` is after `b`. Epochs count up by one a view and wrap (the store
+/// runs for ever; the model renumbers them from the oldest one held each step): they are
+/// compared as serial numbers, which is exact because two epochs in use never lie more than a
+/// few views apart (the leader moves on only once every coordinator acked, so a follower is
+/// one view behind at most, and a stale re-send one more).
+pub(super) fn epoch_after(a: u8, b: u8) -> bool {
+    (a.wrapping_sub(b) as i8) > 0
+}
+
 fn members_bits(members: &[NodeId]) -> u8 {
     members.iter().fold(0, |m, &n| m | bit(n))
 }
@@ -60,7 +69,7 @@ impl<D: Data> Coordinator<D> {
         }
         debug_assert_eq!(self.me, 0, "only the leader publishes views");
         let view = &mut self.shards[usize::from(shard)];
-        view.epoch = view.epoch.checked_add(1).expect("epochs are renumbered before they overflow");
+        view.epoch = view.epoch.wrapping_add(1);
         view.acked = 0;
         view.view_ticks = ticks(cfg.policy.replica_ack_timeout_ticks);
         self.send_view(cfg, shard, followers, io);
@@ -124,7 +133,7 @@ impl<D: Data> Coordinator<D> {
     ) {
         let _ = cfg;
         let view = &mut self.shards[usize::from(shard)];
-        if epoch < view.epoch {
+        if epoch_after(view.epoch, epoch) {
             return;
         }
         if epoch == view.epoch {
@@ -136,8 +145,17 @@ impl<D: Data> Coordinator<D> {
         }
         view.epoch = epoch;
         view.members = (0..8).filter(|n| members & (1 << n) != 0).collect();
+        let ended = view.join.as_ref().filter(|_| join.is_none()).map(|j| MembershipUpdate {
+            shard,
+            evicted: j.evicted,
+            replacement: j.replacement,
+            is_move: j.is_move,
+        });
         view.join = join
             .map(|j| Join { swapping: j.swapping, ..Join::learning(j.evicted, j.replacement, j.is_move) });
+        if let Some(update) = ended.filter(|u| view.members.contains(&u.replacement)) {
+            io.event(Event::ChangeLearned(update));
+        }
         view.ack_owed = true;
         self.ack_when_clear(shard, io);
     }
