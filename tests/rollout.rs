@@ -90,6 +90,44 @@ fn diff_rollout_reports_a_mixed_fleet_regression_with_its_counterexample() {
     let r = reads_first.to_str().unwrap();
     let safe = replicheck(&["diff", QUORUM, "--base", b, "--candidate", r, "--rollout", "-q"]);
     assert_eq!(safe.status.code(), Some(0), "{}", stdout(&safe));
+
+    // A candidate a rollout cannot run (it changes the clients' retries) is bad input, said
+    // before any run, naming the candidate's file, the key and both values.
+    let retries = dir.path().join("w1r3-retry.toml");
+    std::fs::write(&retries, "write_quorum = 1\nread_quorum = 3\nmax_attempts = 3\n").unwrap();
+    let r = retries.to_str().unwrap();
+    let refused = replicheck(&["diff", QUORUM, "--base", b, "--candidate", r, "--rollout"]);
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(stdout(&refused).is_empty(), "{}", stdout(&refused));
+    assert!(err.starts_with(&format!("replicheck: error: {r}: --rollout over {QUORUM}")), "{err}");
+    assert!(err.contains("key `max_attempts` from 1 (stage \"base\") to 3"), "{err}");
+}
+
+/// With one coordinator a rollout is the switch itself: the report does not speak of a fleet.
+#[test]
+fn diff_rollout_with_one_coordinator_reports_the_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("w2r2.toml");
+    let candidate = dir.path().join("w3r1.toml");
+    std::fs::write(&base, "write_quorum = 2\nread_quorum = 2\n").unwrap();
+    std::fs::write(&candidate, "write_quorum = 3\nread_quorum = 1\n").unwrap();
+    let (b, c) = (base.to_str().unwrap(), candidate.to_str().unwrap());
+    let out = replicheck(&[
+        "diff",
+        "tests/data/small-quorum.toml",
+        "--base",
+        b,
+        "--candidate",
+        c,
+        "--rollout",
+        "-q",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(text.contains("MIXED-FLEET REGRESSION"), "{text}");
+    assert!(text.contains("during the switch, the candidate running on what the base left"), "{text}");
+    assert!(!text.contains("with both policies running"), "{text}");
 }
 
 #[test]
@@ -192,5 +230,17 @@ fn bad_coordinator_and_rollout_keys_are_refused_by_name() {
         "policy = { write_quorum = 1, read_quorum = 3 }",
         "policy = { write_quorum = 1, read_quorum = 3, max_attempts = 3 }",
         &["rollout stage \"candidate\"", "client retry keys"],
+    );
+    // A stage that is itself a rollout, declared after the one naming it (`staged` comes
+    // later in the file than `rollout`).
+    refused(
+        "rollout = [\"base\", \"candidate\"]",
+        "rollout = [\"base\", \"staged\"]",
+        &["variants.rollout.rollout[1]", "\"staged\"", "not a rollout"],
+    );
+    refused(
+        "rollout = [\"base\", \"candidate\"]",
+        "rollout = [\"base\", \"base\"]",
+        &["variants.rollout.rollout[1]", "\"base\"", "the same stage as the one before"],
     );
 }

@@ -60,6 +60,9 @@ pub struct ModelDiff {
     pub candidate: RunResult,
     /// The mixed fleet's run (`--rollout` only).
     pub rollout: Option<RunResult>,
+    /// How many coordinators the model has: with one, the rollout is the switch itself.
+    #[serde(skip)]
+    pub coordinators: usize,
 }
 
 pub fn change(base: Found, candidate: Found) -> Change {
@@ -121,6 +124,22 @@ pub fn diff(
     let base_jobs = plan(files, base)?;
     let candidate_jobs = plan(files, candidate)?;
     assert_eq!(base_jobs.len(), candidate_jobs.len(), "one job per model and policy");
+    // A rollout the model cannot run (a stage that changes the clients or the replica sets)
+    // is bad input: said before anything runs, naming the candidate's file.
+    let mut rollout_jobs = Vec::new();
+    if rollout.rollout {
+        for (b, c) in base_jobs.iter().zip(&candidate_jobs) {
+            let job = rollout_job(b, c, rollout);
+            if let Err(m) = crate::model::WorldConfig::new(&job.scenario, &job.policy) {
+                let message = format!("--rollout over {}: {m}", job.scenario.path.display());
+                return Err(match candidate {
+                    PolicyChoice::File { path, .. } => ConfigError::new(path, message),
+                    PolicyChoice::Variants(_) => ConfigError::new(&job.scenario.path, message),
+                });
+            }
+            rollout_jobs.push(job);
+        }
+    }
     let per_model = if rollout.rollout { 3 } else { 2 };
     let n = base_jobs.len() * per_model;
     let mut out = Vec::new();
@@ -129,15 +148,12 @@ pub fn diff(
         let base = run(b, opts)?;
         on_run(per_model * i + 1, n, &c.scenario.name, "candidate");
         let candidate = run(c, opts)?;
-        let mixed = if rollout.rollout {
-            on_run(per_model * i + 2, n, &c.scenario.name, "rollout");
-            let job = rollout_job(b, c, rollout);
-            // A stage's clients and replica sets must not change: say so as bad input.
-            crate::model::WorldConfig::new(&job.scenario, &job.policy)
-                .map_err(|m| ConfigError::new(&job.scenario.path, format!("--rollout: {m}")))?;
-            Some(run(&job, opts)?)
-        } else {
-            None
+        let mixed = match rollout_jobs.get(i) {
+            Some(job) => {
+                on_run(per_model * i + 2, n, &c.scenario.name, "rollout");
+                Some(run(job, opts)?)
+            }
+            None => None,
         };
         let rows = base
             .properties
@@ -166,6 +182,7 @@ pub fn diff(
             base,
             candidate,
             rollout: mixed,
+            coordinators: b.scenario.coordinators.len(),
         });
     }
     Ok(out)
@@ -230,7 +247,15 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
         }
         for r in d.rows.iter().filter(|r| matches!(r.change, Change::Regression | Change::MixedFleet)) {
             let (run, whence) = match (r.change, &d.rollout) {
-                (Change::MixedFleet, Some(m)) => (m, "during the rollout, with both policies running"),
+                (Change::MixedFleet, Some(m)) if d.coordinators > 1 => {
+                    (m, "during the rollout, with both policies running")
+                }
+                // One coordinator: no fleet to mix; what breaks is the switch, the candidate
+                // running on state the base left (a write acked under one policy, read under
+                // the other).
+                (Change::MixedFleet, Some(m)) => {
+                    (m, "during the switch, the candidate running on what the base left")
+                }
                 _ => (&d.candidate, "under the candidate"),
             };
             let p = run.properties.iter().find(|p| p.name == r.property).expect("row has a result");

@@ -72,6 +72,34 @@ pub fn reload_changes(from: &Policy, to: &Policy) -> Option<(&'static str, Strin
     keys.into_iter().find(|(_, a, b)| a != b).map(|(key, a, b)| (key, a.to_string(), b.to_string()))
 }
 
+/// What a rollout's stage may not change besides what a reload may not ([`reload_changes`]):
+/// the clients' retry policy, since a rollout changes what the coordinators run and the
+/// clients stay as they are. The key that differs, with its value in each (durations in ms).
+pub fn rollout_changes(from: &Policy, to: &Policy, tick_ms: u64) -> Option<(&'static str, String, String)> {
+    if let Some(change) = reload_changes(from, to) {
+        return Some(change);
+    }
+    let (a, b) = (&from.retry, &to.retry);
+    let attempts = |m: Option<u8>| m.map_or("\"unlimited\"".to_string(), |n| n.to_string());
+    let budget = |m: Option<u8>| m.map_or("none".to_string(), |n| n.to_string());
+    let backoff = |b: crate::policy::retry::Backoff| match b {
+        crate::policy::retry::Backoff::Fixed => "\"fixed\"".to_string(),
+        crate::policy::retry::Backoff::ExponentialJitter => "\"exponential_jitter\"".to_string(),
+    };
+    let ms = |t: Ticks| format!("\"{}ms\"", u64::from(t) * tick_ms);
+    let keys = [
+        ("max_attempts", attempts(a.max_attempts), attempts(b.max_attempts)),
+        ("backoff", backoff(a.backoff), backoff(b.backoff)),
+        ("backoff_base", ms(a.backoff_base_ticks), ms(b.backoff_base_ticks)),
+        ("backoff_max", ms(a.backoff_max_ticks), ms(b.backoff_max_ticks)),
+        ("retry_budget", budget(a.retry_budget), budget(b.retry_budget)),
+        ("idempotency_tokens", a.idempotency_tokens.to_string(), b.idempotency_tokens.to_string()),
+    ];
+    let change = keys.into_iter().find(|(_, x, y)| x != y);
+    debug_assert!(change.is_some() || a == b, "every retry key is compared");
+    change
+}
+
 /// Remaining-tick counters are stored as `u8`.
 const STATE_TICKS_MAX: Ticks = u8::MAX as Ticks;
 
@@ -83,12 +111,9 @@ impl Resolved {
             stages.push(Resolved::one(scenario, stage)?);
             let (first, this) = (&stages[0].policy, &stages[stages.len() - 1].policy);
             // What the clients and the replica sets are: the same on every stage.
-            let changed = reload_changes(first, this)
-                .map(|(key, _, _)| key)
-                .or((first.retry != this.retry).then_some("the client retry keys"));
-            if let Some(what) = changed {
+            if let Some((key, was, is)) = rollout_changes(first, this, scenario.tick_ms) {
                 return Err(format!(
-                    "rollout stage \"{name}\" changes {what} from stage \"{}\": a rollout changes what the coordinators run; the clients and the replica sets stay as they are",
+                    "rollout stage \"{name}\" changes key `{key}` from {was} (stage \"{}\") to {is}: a rollout changes what the coordinators run; the clients and the replica sets stay as they are",
                     plan.stages[0].0
                 ));
             }

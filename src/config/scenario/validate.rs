@@ -592,7 +592,7 @@ fn variants(
     }
     // A rollout's stages are other variants' policies: resolved once they all are.
     for (name, v) in raw {
-        let plan = rollout(name, v, &variants)?;
+        let plan = rollout(name, v, &variants, raw)?;
         if let Some(plan) = plan {
             let i = variants.iter().position(|x| &x.name == name).expect("listed above");
             let mut policy = plan.stages[0].1.clone();
@@ -662,6 +662,7 @@ fn rollout(
     name: &str,
     v: &RawVariant,
     variants: &[Variant],
+    raw: &IndexMap<String, RawVariant>,
 ) -> Result<Option<crate::config::policy::RolloutPlan>, String> {
     use crate::config::policy::{RolloutOrder, RolloutPlan};
     let Some(stage_names) = &v.rollout else {
@@ -693,9 +694,17 @@ fn rollout(
                 known.join(", ")
             )
         })?;
-        if stage == name || found.policy.rollout.is_some() {
+        // Declared before or after this one: plans are filled in one variant at a time.
+        let is_rollout =
+            found.policy.rollout.is_some() || raw.get(stage).is_some_and(|r| r.rollout.is_some());
+        if stage == name || is_rollout {
             return Err(format!(
                 "key `variants.{name}.rollout[{i}]` = \"{stage}\": a stage must be a plain policy, not a rollout"
+            ));
+        }
+        if i > 0 && stage_names[i - 1] == *stage {
+            return Err(format!(
+                "key `variants.{name}.rollout[{i}]` = \"{stage}\": the same stage as the one before; each stage changes the policy"
             ));
         }
         stages.push((stage.clone(), found.policy.clone()));
