@@ -556,6 +556,16 @@ fn store_up_checks_partitions_zones_and_capacities() {
     }
 }
 
+/// Coordinator i serves on --port + i: a port run past 65535 is refused before anything
+/// starts (it was saturated to 65535 for both, then failed as "address in use").
+#[test]
+fn store_up_refuses_coordinator_ports_beyond_65535() {
+    let out = replicheck(&["store", "up", "--port", "65535", "--coordinators", "2"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--port 65535: coordinator 1 would serve on port 65536"), "{stderr}");
+}
+
 #[test]
 fn store_up_refuses_a_data_directory_written_with_another_layout() {
     let dir = tempfile::tempdir().unwrap();

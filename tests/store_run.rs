@@ -69,7 +69,7 @@ fn incident_evicts_healthy_replicas_and_fixed_evicts_none() {
     assert!(report.contains("FAULT link a<->b degraded to 300ms..700ms one way"), "{report}");
     assert!(number_after(&report, "deadline misses taken as death: ") >= 1, "{report}");
     assert!(healthy_evictions(&report) >= 1, "{report}");
-    assert!(report.contains("evict n2 -> n4: healthy"), "{report}");
+    assert!(report.contains("evict n2 -> n4 in s1: healthy"), "{report}");
     assert_eq!(property_row(&report, "no_healthy_eviction")[1..3], ["violated", "violated"], "{report}");
     assert_eq!(number_after(&report, "acked writes lost: "), 0, "{report}");
     // Evictions the policy asked for, less those a full membership queue dropped, are the

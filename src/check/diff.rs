@@ -285,14 +285,17 @@ pub fn human(diffs: &[ModelDiff], base_name: &str, candidate_name: &str) -> Stri
 
 /// One test suite per model (`replicheck.MODEL.diff`), one test case per property: a
 /// regression is a `<failure>` with the candidate's trace, a verdict left unknown on either
-/// side an `<error>`; an unchanged verdict or a fix passes. The suite's time is both runs'.
+/// side an `<error>`; an unchanged verdict or a fix passes. The suite's time is all the runs'
+/// (the rollout's too).
 pub fn junit(diffs: &[ModelDiff]) -> String {
     use super::report::{junit_classname, junit_document, junit_trace, CaseOutcome, Suite};
     let suites: Vec<Suite> = diffs
         .iter()
         .map(|d| Suite {
             name: junit_classname(&d.model, "diff"),
-            elapsed_ms: (d.base.elapsed_ms + d.candidate.elapsed_ms) as f64,
+            elapsed_ms: (d.base.elapsed_ms
+                + d.candidate.elapsed_ms
+                + d.rollout.as_ref().map_or(0, |m| m.elapsed_ms)) as f64,
             cases: d
                 .rows
                 .iter()

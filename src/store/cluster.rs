@@ -153,6 +153,15 @@ impl Cluster {
                 crate::config::COORDINATOR_COUNT_MAX
             )));
         }
+        let port = config.client_addr.port();
+        if port != 0 && usize::from(port) + coordinator_count - 1 > usize::from(u16::MAX) {
+            return Err(StoreError::Input(format!(
+                "--port {port}: coordinator {} would serve on port {}, above {}; coordinator i serves on --port + i",
+                coordinator_count - 1,
+                usize::from(port) + coordinator_count - 1,
+                u16::MAX
+            )));
+        }
         if coordinator_count > 1 && config.trace.is_some() {
             return Err(StoreError::Input(
                 "a trace is validated against one coordinator: no trace with several".into(),
@@ -268,7 +277,7 @@ impl Cluster {
             };
             let client_addr = match config.client_addr.port() {
                 0 => config.client_addr,
-                port => SocketAddr::new(config.client_addr.ip(), port.saturating_add(c as u16)),
+                port => SocketAddr::new(config.client_addr.ip(), port + c as u16),
             };
             let actor = if c == 0 { "coordinator".to_string() } else { format!("coordinator{c}") };
             let (coordinator, client_addr) = start_coordinator(

@@ -3,6 +3,17 @@
 
 use super::*;
 
+/// An eviction the run's coordinator asked for, from the decision log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreEviction {
+    pub at_ms: u64,
+    pub shard: u8,
+    pub node: NodeId,
+    pub replacement: NodeId,
+    /// The fault schedule had not crashed or cut off the node by then.
+    pub healthy: bool,
+}
+
 /// Everything measured from the history, the final reads and the decision log.
 pub(super) fn measure(
     load: &LoadReport,
@@ -62,9 +73,15 @@ pub(super) fn measure(
                 ProtocolEvent::ChangeRequested { shard, from, to, is_move: true } => {
                     outcome.moves.push((at_ms, shard, from, to));
                 }
-                ProtocolEvent::ChangeRequested { from, to, is_move: false, .. } => {
+                ProtocolEvent::ChangeRequested { shard, from, to, is_move: false } => {
                     let healthy = faulted_at_ms.get(&from).is_none_or(|t| *t > at_ms);
-                    outcome.evictions.push((at_ms, from, to, healthy));
+                    outcome.evictions.push(StoreEviction {
+                        at_ms,
+                        shard,
+                        node: from,
+                        replacement: to,
+                        healthy,
+                    });
                     outcome.evicted_because.push(death.get(&from).copied());
                 }
                 ProtocolEvent::ChangeRejected { shard, evicted } => {
@@ -247,8 +264,8 @@ pub(super) fn judge_phases(
     let mut after: Vec<(u64, String)> = outcome
         .evictions
         .iter()
-        .filter(|e| e.0 >= settle)
-        .map(|e| (e.0, format!("eviction of node {}", e.1)))
+        .filter(|e| e.at_ms >= settle)
+        .map(|e| (e.at_ms, format!("eviction of node {}", e.node)))
         .chain(
             outcome.moves.iter().filter(|m| m.0 >= settle).map(|m| (m.0, format!("move {} -> {}", m.2, m.3))),
         )

@@ -1,0 +1,159 @@
+//! Unit tests of what a run measures and how it is judged.
+
+use super::{
+    disagreement, measure, DeathEvidence, Found, LinkFacts, ModelBounds, PropertyName, RunOutcome,
+    StoreEviction,
+};
+
+/// A stale read: client 1 reads the initial (absent) value after client 0's write of 7
+/// returned. The EDN reads back as the same history, and the picture marks the read.
+#[test]
+fn history_files_are_edn_and_a_picture_of_the_anomaly() {
+    use super::super::client::{Input, LoadReport, Op, Outcome};
+    let op = |client, input, call_ns, return_ns, read| Op {
+        client,
+        key: "p1:k".into(),
+        input,
+        call_ns,
+        outcome: Outcome::Ok { return_ns, read },
+        attempts: 1,
+        cut_off: false,
+    };
+    let load = LoadReport {
+        history: vec![op(0, Input::Write(7), 0, 10, None), op(1, Input::Read, 20, 30, None)],
+        retries: 0,
+        give_ups: 0,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let edn = dir.path().join("h.edn");
+    let req = super::RunRequest {
+        model: "m.toml".into(),
+        variant: None,
+        policy: None,
+        ms_per_tick: None,
+        duration: std::time::Duration::from_secs(1),
+        clients: 1,
+        keys: 1,
+        write_permille: 500,
+        model_verdicts: super::ModelVerdicts::Skip,
+        decision_log: None,
+        history: Some(edn.clone()),
+        trace: None,
+        seed: 1,
+        rollout_order: Vec::new(),
+        binary: "replicheck".into(),
+    };
+    let lines = super::write_history_files(&load, &[], &req, true).unwrap();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let text = std::fs::read_to_string(&edn).unwrap();
+    let back = crate::lincheck::parse::kv_edn(&text).unwrap();
+    let ops: Vec<_> = load.history.iter().filter_map(|o| o.as_kv_op()).collect();
+    assert_eq!(back.len(), 2);
+    assert_eq!(
+        back.iter().map(|o| &o.input).collect::<Vec<_>>(),
+        ops.iter().map(|o| &o.input).collect::<Vec<_>>()
+    );
+    let html = std::fs::read_to_string(dir.path().join("h.html")).unwrap();
+    assert_eq!(html.matches(r#"id="unplaced""#).count(), 1, "the stale read is marked");
+    assert!(html.contains("cannot be linearized by here"));
+}
+
+#[test]
+fn churn_counts_moves_and_evictions_within_one_window() {
+    let o = RunOutcome {
+        moves: vec![(1_000, 0, 0, 1), (2_000, 0, 1, 0), (9_000, 0, 0, 1)],
+        evictions: vec![StoreEviction { at_ms: 5_500, shard: 0, node: 1, replacement: 2, healthy: false }],
+        ..RunOutcome::default()
+    };
+    // 1000, 2000, 5500 are three changes within 5 s.
+    assert!(o.churn_exceeded(2, 5_000));
+    // No three within 4.5 s.
+    assert!(!o.churn_exceeded(2, 4_500));
+    assert!(!o.churn_exceeded(4, 60_000));
+    // A change dropped by a full queue is a saturated coordinator, whatever the window.
+    let dropped = RunOutcome { changes_rejected: vec![(5_600, 0, 2)], ..o };
+    assert!(dropped.churn_exceeded(4, 60_000));
+    assert_eq!(dropped.verdict(PropertyName::ChurnBounded), Some(Found::Violated), "no budget: the queue's");
+    let kept = RunOutcome { changes_rejected: vec![], ..dropped };
+    assert_eq!(kept.verdict(PropertyName::ChurnBounded), Some(Found::Holds));
+}
+
+#[test]
+fn a_dropped_change_is_parsed_from_the_decision_log() {
+    let parsed = measure::ProtocolEvent::parse("change_rejected shard=1 evicted=2");
+    assert!(matches!(parsed, Some(measure::ProtocolEvent::ChangeRejected { shard: 1, evicted: 2 })));
+    assert!(measure::ProtocolEvent::parse("change_rejected shard=1").is_none(), "malformed");
+}
+
+fn ack_timeout_fixed() -> crate::config::Scenario {
+    crate::config::Scenario::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/ack-timeout-eviction.toml"
+    )))
+    .unwrap()
+}
+
+/// n2 evicted while healthy after 3.2 s of silence, its round trips at `rtt_ms`.
+fn evicted_n2(rtt_ms: u64) -> RunOutcome {
+    let link = LinkFacts { max_silence_ms: 3_200, max_round_trip_ms: rtt_ms, late_replies: 4 };
+    RunOutcome {
+        evictions: vec![
+            StoreEviction { at_ms: 9_000, shard: 0, node: 1, replacement: 3, healthy: true },
+            StoreEviction { at_ms: 9_000, shard: 1, node: 1, replacement: 3, healthy: true },
+        ],
+        evicted_because: vec![Some(DeathEvidence::Silence { silence_ms: 3_150 }); 2],
+        links: vec![LinkFacts::default(), link, LinkFacts::default(), LinkFacts::default()],
+        bounds: ModelBounds {
+            round_trip_max_ms: vec![200, 1_400, 200, 1_400],
+            heartbeat_interval_ms: 1_000,
+            dead_after_ms: 3_000,
+            ack_timeout_ms: 500,
+            independent: true,
+        },
+        ..RunOutcome::default()
+    }
+}
+
+#[test]
+fn a_healthy_eviction_is_explained_by_what_was_measured() {
+    let scenario = ack_timeout_fixed();
+    let (holds, violated) = (Found::Holds, Found::Violated);
+    let within =
+        disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_380), &scenario);
+    assert_eq!(
+        within,
+        "n2 declared dead after 3150 ms of silence (dead_after 3000 ms); its round trips stayed within the model's worst (1380 ms <= 1400 ms), so the delays were the model's; its longest silence was 3200 ms, the model's longest for a reachable node 2400 ms (heartbeat_interval + worst round trip)"
+    );
+    assert!(!within.contains("exceeded"), "no round trip was measured above the range");
+    let above = disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_650), &scenario);
+    assert!(
+        above.contains("reached 1650 ms, 250 ms above the model's worst 1400 ms: real delays exceeded the model's latency range"),
+        "{above}"
+    );
+}
+
+#[test]
+fn the_model_bounds_are_the_scenarios_worst_round_trips() {
+    let scenario = ack_timeout_fixed();
+    let fixed = scenario.variant("fixed").unwrap().policy.resolve(scenario.tick_ms, 4).unwrap();
+    let bounds = ModelBounds::of(&scenario, &super::policy_in_ms(&fixed, 100), 100);
+    // n1, n3 in the coordinator's zone at 100 ms; n2, n4 across a<->b, degradable to 700 ms.
+    assert_eq!(bounds.round_trip_max_ms, [200, 1_400, 200, 1_400]);
+    assert_eq!((bounds.dead_after_ms, bounds.ack_timeout_ms), (3_000, 500));
+    // The model file's own figure: "dead after 3s of silence, well above the worst of 2.4s".
+    assert_eq!((bounds.silence_max_ms(1), bounds.silence_max_ms(0)), (Some(2_400), Some(1_200)));
+}
+
+#[test]
+fn a_breach_names_the_models_node() {
+    let scenario = crate::config::Scenario::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/capacity-routing-bypass.toml"
+    )))
+    .unwrap();
+    assert_eq!(
+        super::with_model_names("backend node 2 offered 3 > capacity 2 at 104 ms", &scenario),
+        "backend n3 (node 2) offered 3 > capacity 2 at 104 ms"
+    );
+    assert_eq!(super::with_model_names("partition p1 offered 3", &scenario), "partition p1 offered 3");
+}
