@@ -145,7 +145,11 @@ fn a_clean_policy_has_no_finding_with_or_without_the_model() {
     let alone = lint(CLEAN, None);
     assert_eq!(alone.code, Some(0));
     assert!(alone.ids().is_empty(), "{}", alone.doc);
-    assert_eq!(alone.not_run(), ["RC003", "RC005", "RC006", "RC015"], "rules that need the environment");
+    assert_eq!(
+        alone.not_run(),
+        ["RC003", "RC005", "RC006", "RC015", "RC019", "RC020", "RC021"],
+        "rules that need the environment"
+    );
     let with_model = lint(CLEAN, Some(MODEL));
     assert_eq!(with_model.code, Some(0));
     assert!(with_model.ids().is_empty(), "{}", with_model.doc);
@@ -455,12 +459,23 @@ fn rc015_a_hot_prefix_that_fills_its_partition() {
     // More table capacity does not help: the per-partition cap stays.
     let table = lint("write_shard_suffixes = 1\ntable_write_capacity = \"160/s\"\n", Some(HOT));
     assert!(table.has("RC015"), "{}", table.doc);
-    // A higher per-partition cap does.
-    let raised = lint(
+    // A higher per-partition cap leaves the burst room, but not the two checkout clients whose
+    // keys share p1 (the checker finds 4 writes offered in one tick for 3).
+    let (_raised_dir, raised_file) = policy_file(
         "write_shard_suffixes = 1\npartition_write_capacity = \"30/s\"\ntable_write_capacity = \"120/s\"\n",
+    );
+    let raised = lint_checked(&raised_file, HOT);
+    assert!(raised.has("RC015"), "{}", raised.doc);
+    assert_eq!(raised.code, Some(1), "the checker confirms it: {}", raised.doc);
+    let text = raised.doc.to_string();
+    assert!(text.contains("checkout-1, checkout-2 may each write to it in the same tick"), "{text}");
+    assert!(text.contains("4 for a capacity of 3"), "{text}");
+    // Room for the burst's share and both clients: no finding.
+    let roomy = lint(
+        "write_shard_suffixes = 1\npartition_write_capacity = \"40/s\"\ntable_write_capacity = \"160/s\"\n",
         Some(HOT),
     );
-    assert!(!raised.has("RC015"), "{}", raised.doc);
+    assert!(!roomy.has("RC015"), "{}", roomy.doc);
     assert!(!lint("write_shard_suffixes = 4\n", Some(HOT)).has("RC015"));
     assert!(!lint("write_shard_suffixes = 2\n", Some(HOT)).has("RC015"));
 }
@@ -613,4 +628,99 @@ fn findings_of(l: &Lint, id: &str) -> serde_json::Value {
         .find(|f| f["id"] == id)
         .unwrap_or_else(|| panic!("{id} in {}", l.doc))
         .clone()
+}
+
+impl Lint {
+    /// The message of the first finding of rule `id`.
+    fn message(&self, id: &str) -> String {
+        let findings = self.doc["findings"].as_array().unwrap();
+        let f = findings.iter().find(|f| f["id"] == id).unwrap_or_else(|| panic!("no {id}: {}", self.doc));
+        f["message"].as_str().unwrap().to_string()
+    }
+}
+
+/// The do-nothing policies and the incidents' missing links (issue #14), rule by rule, on
+/// both sides of each bound. tests/lint_agreement.rs holds the same policies to the checker.
+#[test]
+fn rules_for_the_missing_links_and_the_do_nothing_properties() {
+    // RC018: a crashed replica that is never replaced.
+    const DEAD: &str = "tests/data/dead-replaced.toml";
+    assert!(!lint("", Some(DEAD)).has("RC018"), "independent detection replaces it");
+    assert!(lint("eviction_enabled = false\n", Some(DEAD))
+        .message("RC018")
+        .contains("eviction_enabled = false"));
+    assert!(lint("max_concurrent_evictions = 0\n", Some(DEAD)).has("RC018"));
+    // One dead node in four is 25%: a breaker at 20% stops it, at 25% lets it through.
+    assert!(lint("max_dead_fraction = 0.2\n", Some(DEAD))
+        .message("RC018")
+        .contains("below one dead node in 4"));
+    assert!(!lint("max_dead_fraction = 0.25\n", Some(DEAD)).has("RC018"));
+    let coupled = lint("failure_detection = \"coupled\"\n", Some(DEAD));
+    assert!(coupled.message("RC018").contains("shard s1 (no client writes it for ever)"), "{}", coupled.doc);
+    // Where nothing can be replaced (no spare), a policy that never evicts is no finding.
+    assert!(!lint("eviction_enabled = false\n", Some("models/hot-partition-retry-storm.toml")).has("RC018"));
+
+    // RC019: a hot shard on a slow node.
+    const SLOW: &str = "tests/data/hot-shard-slow-node.toml";
+    assert!(!lint("", Some(SLOW)).has("RC019"), "the rebalancer moves it to n1");
+    assert!(lint("rebalance_enabled = false\n", Some(SLOW))
+        .message("RC019")
+        .contains("nothing moves it off"));
+    let full = lint("disk_high_watermark = 55\n", Some(SLOW));
+    assert!(full.message("RC019").contains("finds it no target"), "{}", full.doc);
+    assert!(!lint("disk_high_watermark = 60\n", Some(SLOW)).has("RC019"), "50% + 10% fits under 60%");
+
+    // RC020: the wait behind the coordinator's backlog plus the worst round trip (1.4s) against
+    // the 2s deadline, at one unit per tick: 5 units fit, 6 do not.
+    const SATURATION: &str = "models/ack-timeout-coordinator-saturation.toml";
+    let ceiling = |c: u16| {
+        lint(&format!("replica_ack_timeout = \"2s\"\ncoordinator_load_ceiling = {c}\n"), Some(SATURATION))
+    };
+    assert!(!ceiling(5).has("RC020"));
+    let six = ceiling(6);
+    assert!(six.message("RC020").contains("a coordinator_load_ceiling of at most 5 units"), "{}", six.doc);
+    assert!(lint("replica_ack_timeout = \"2s\"\n", Some(SATURATION))
+        .message("RC020")
+        .contains("no coordinator_load_ceiling"));
+    assert!(!lint("", Some("models/ack-timeout-eviction.toml")).has("RC020"), "no work queue modelled");
+
+    // RC021: two routers and n1 (capacity 3, 2 from outside): at 100% each takes its last slot.
+    const ROUTERS: &str = "models/capacity-routing-two-routers.toml";
+    let aware = |spill: &str| {
+        lint(
+            &format!("placement = \"capacity_aware\"\nupload_planner = \"capacity_aware\"\nspill_threshold = {spill}\n"),
+            Some(ROUTERS),
+        )
+    };
+    let full = aware("1.0");
+    assert!(full
+        .message("RC021")
+        .contains("on n1 (capacity 3, 2 from outside) before it spills, so together they can offer it 4"));
+    assert!(
+        !aware("0.5").has("RC021"),
+        "at 50% each router leaves every backend half its room: {}",
+        aware("0.5").doc
+    );
+    let one_router =
+        "placement = \"capacity_aware\"\nupload_planner = \"capacity_aware\"\nspill_threshold = 1.0\n";
+    assert!(!lint(one_router, Some("models/capacity-routing-bypass.toml")).has("RC021"));
+
+    // RC003 and RC005 on the lossy link: a lost request is a miss at any deadline; one more
+    // heartbeat interval per message the budget may lose (1s x 2 + 1.4s with the degradation).
+    const LOSSY: &str = "models/ack-timeout-lossy-link.toml";
+    assert!(lint("replica_ack_timeout = \"2s\"\n", Some(LOSSY))
+        .message("RC003")
+        .contains("may lose a message"));
+    let heartbeats = |dead: &str| {
+        lint(
+            &format!("replica_ack_timeout = \"2s\"\nfailure_detection = \"independent\"\nheartbeat_interval = \"1s\"\nsuspect_after = \"2s\"\ndead_after = \"{dead}\"\n"),
+            Some(LOSSY),
+        )
+    };
+    assert!(
+        heartbeats("3400ms").message("RC005").contains("1 lost message(s)"),
+        "{}",
+        heartbeats("3400ms").doc
+    );
+    assert!(!heartbeats("3500ms").has("RC005"));
 }

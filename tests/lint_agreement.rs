@@ -74,6 +74,69 @@ fn points() -> Vec<(&'static str, String)> {
             format!("placement = \"capacity_aware\"\nupload_planner = \"capacity_aware\"\nspill_threshold = {spill}\n"),
         ));
     }
+    // The incidents' missing links (issue #14). Loss on the degraded link: coupled detection
+    // at any deadline (RC003), dead_after around one lost heartbeat (RC005).
+    const LOSSY: &str = "models/ack-timeout-lossy-link.toml";
+    points.push((LOSSY, "replica_ack_timeout = \"2s\"\n".into()));
+    for dead in ["3s", "3100ms"] {
+        points.push((
+            LOSSY,
+            format!(
+                "replica_ack_timeout = \"2s\"\nfailure_detection = \"independent\"\nheartbeat_interval = \"1s\"\nsuspect_after = \"2s\"\ndead_after = \"{dead}\"\n"
+            ),
+        ));
+    }
+    // A coordinator with a work queue: the load ceiling around the deadline (RC020).
+    const SATURATION: &str = "models/ack-timeout-coordinator-saturation.toml";
+    points.push((SATURATION, "replica_ack_timeout = \"2s\"\n".into()));
+    for ceiling in [5, 12, 13] {
+        points.push((
+            SATURATION,
+            format!("replica_ack_timeout = \"2s\"\ncoordinator_load_ceiling = {ceiling}\n"),
+        ));
+    }
+    // Endless load: the eviction storm as a livelock (RC003 protects converges).
+    const CONTINUOUS: &str = "models/ack-timeout-eviction-continuous.toml";
+    for timeout in ["500ms", "1400ms", "1500ms"] {
+        points.push((CONTINUOUS, format!("replica_ack_timeout = \"{timeout}\"\n")));
+    }
+    // A dead replica replaced, or not (RC018): eviction off or never allowed, a breaker that
+    // stops one eviction, coupled detection with nothing more to send.
+    const DEAD: &str = "tests/data/dead-replaced.toml";
+    for policy in [
+        "",
+        "eviction_enabled = false\n",
+        "max_concurrent_evictions = 0\n",
+        "max_dead_fraction = 0.2\n",
+        "max_dead_fraction = 0.25\n",
+        "failure_detection = \"coupled\"\n",
+    ] {
+        points.push((DEAD, policy.into()));
+    }
+    // A hot shard on a slow node (RC019): no rebalancer, no room, room.
+    const SLOW: &str = "tests/data/hot-shard-slow-node.toml";
+    for policy in
+        ["", "rebalance_enabled = false\n", "disk_high_watermark = 55\n", "disk_high_watermark = 60\n"]
+    {
+        points.push((SLOW, policy.into()));
+    }
+    // Keys the checker chooses (RC015's shared partitions), a burst that ends.
+    const ANY_KEY: &str = "models/hot-partition-any-key.toml";
+    points.push((ANY_KEY, String::new()));
+    points.push((
+        ANY_KEY,
+        "write_shard_suffixes = 4\nbackoff = \"exponential_jitter\"\nbackoff_max = \"800ms\"\nretry_budget = 2\nmax_attempts = 4\n".into(),
+    ));
+    points.push(("models/hot-partition-burst-ends.toml", String::new()));
+    points.push(("models/hot-partition-burst-ends.toml", "partition_write_capacity = \"10/s\"\n".into()));
+    // Two routers that count only their own writes (RC021).
+    const ROUTERS: &str = "models/capacity-routing-two-routers.toml";
+    for spill in ["0.8", "1.0"] {
+        points.push((
+            ROUTERS,
+            format!("placement = \"capacity_aware\"\nupload_planner = \"capacity_aware\"\nspill_threshold = {spill}\n"),
+        ));
+    }
     points
 }
 

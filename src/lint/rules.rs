@@ -7,62 +7,102 @@ use crate::policy::eviction::{self, ClusterView};
 use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
 use crate::policy::retry::{self, Backoff, RetryDecision};
 use crate::policy::routing::{self, BackendLoad, Placement, UploadPlanner};
-use crate::policy::{quorum, Ticks};
+use crate::policy::{coordinator_load, quorum, Ticks};
 use std::fmt::Write as _;
 
 // ---------------------------------------------------------------------------------------------
 // The environment.
 
-/// The worst round trip between the coordinator and a storage node: a request and its reply
+/// The worst round trip between a coordinator and a storage node: a request and its reply
 /// may each take the worst one-way latency of their link, degradations in the fault menu
-/// included. Every node counts, not only the initial replicas: a spare becomes a replica when
-/// it replaces an evicted one.
+/// included. Every coordinator and every node count, not only the initial replicas: a spare
+/// becomes a replica when it replaces an evicted one.
 struct RoundTrip {
     ticks: Ticks,
     /// "n2 (zone b)", the node of the worst round trip (the first, on ties).
     node: String,
-    coordinator_zone: String,
+    /// "the coordinator (zone a)", or "coordinator cb (zone b)" among several.
+    coordinator: String,
     /// The fault-menu degradation that makes it the worst, as "a<->b 300ms..700ms".
     degradation: Option<String>,
 }
 
-fn worst_round_trip(s: &Scenario) -> RoundTrip {
-    let coordinator = s.coordinator.zone;
-    let mut worst: Option<RoundTrip> = None;
-    for node in &s.nodes {
-        let one_way = s.worst_latency_ticks(node.zone, coordinator);
-        if worst.as_ref().is_some_and(|w| w.ticks >= 2 * one_way) {
-            continue;
-        }
-        let normal = s.latency[usize::from(node.zone)][usize::from(coordinator)].hi;
-        let degradation = (one_way > normal)
-            .then(|| {
-                s.faults.degrade.iter().find(|d| {
-                    (d.zones == (node.zone, coordinator) || d.zones == (coordinator, node.zone))
-                        && d.latency.hi == one_way
-                })
-            })
-            .flatten()
-            .map(|d| {
-                let zone = |z: u8| s.zones[usize::from(z)].as_str();
-                format!("{}<->{} {}", zone(d.zones.0), zone(d.zones.1), d.text)
-            });
-        worst = Some(RoundTrip {
-            ticks: 2 * one_way,
-            node: format!("{} (zone {})", node.name, s.zones[usize::from(node.zone)]),
-            coordinator_zone: s.zones[usize::from(coordinator)].clone(),
-            degradation,
-        });
+/// "the coordinator (zone a)", or "coordinator cb (zone b)" when there are several.
+fn coordinator_text(s: &Scenario, c: usize) -> String {
+    let place = &s.coordinators[c];
+    let zone = &s.zones[usize::from(place.zone)];
+    if s.coordinators.len() == 1 {
+        format!("the coordinator (zone {zone})")
+    } else {
+        format!("coordinator {} (zone {zone})", place.name)
     }
-    worst.expect("a validated scenario has at least one node")
+}
+
+fn node_text(s: &Scenario, n: usize) -> String {
+    let node = &s.nodes[n];
+    format!("{} (zone {})", node.name, s.zones[usize::from(node.zone)])
+}
+
+/// Messages the fault budget lets the environment lose between zones `a` and `b`.
+fn losses(s: &Scenario, a: u8, b: u8) -> u8 {
+    if s.faults.drop && s.lossy[usize::from(a)][usize::from(b)] {
+        s.faults.budget
+    } else {
+        0
+    }
+}
+
+fn round_trip(s: &Scenario, c: usize, n: usize) -> RoundTrip {
+    let (coordinator, zone) = (s.coordinators[c].zone, s.nodes[n].zone);
+    let one_way = s.worst_latency_ticks(zone, coordinator);
+    let normal = s.latency[usize::from(zone)][usize::from(coordinator)].hi;
+    let degradation = (one_way > normal)
+        .then(|| {
+            s.faults.degrade.iter().find(|d| {
+                (d.zones == (zone, coordinator) || d.zones == (coordinator, zone)) && d.latency.hi == one_way
+            })
+        })
+        .flatten()
+        .map(|d| {
+            let zone = |z: u8| s.zones[usize::from(z)].as_str();
+            format!("{}<->{} {}", zone(d.zones.0), zone(d.zones.1), d.text)
+        });
+    RoundTrip { ticks: 2 * one_way, node: node_text(s, n), coordinator: coordinator_text(s, c), degradation }
+}
+
+/// Every (coordinator, node) pair, coordinators first.
+fn pairs(s: &Scenario) -> impl Iterator<Item = (usize, usize)> + '_ {
+    (0..s.coordinators.len()).flat_map(move |c| (0..s.nodes.len()).map(move |n| (c, n)))
+}
+
+fn worst_round_trip(s: &Scenario) -> RoundTrip {
+    let mut worst: Option<RoundTrip> = None;
+    for (c, n) in pairs(s) {
+        let rtt = round_trip(s, c, n);
+        if worst.as_ref().is_none_or(|w| rtt.ticks > w.ticks) {
+            worst = Some(rtt);
+        }
+    }
+    worst.expect("a validated scenario has a coordinator and a node")
+}
+
+/// The first coordinator-node link on which the fault menu may lose a message, described.
+fn lossy_link(s: &Scenario) -> Option<String> {
+    pairs(s).find(|&(c, n)| losses(s, s.coordinators[c].zone, s.nodes[n].zone) > 0).map(|(c, n)| {
+        format!(
+            "the link between {} and {} may lose a message (faults.drop)",
+            coordinator_text(s, c),
+            node_text(s, n)
+        )
+    })
 }
 
 impl RoundTrip {
     fn describe(&self, input: &Input) -> String {
         let mut out = format!(
-            "the worst round trip, {}, between the coordinator (zone {}) and {}",
+            "the worst round trip, {}, between {} and {}",
             input.dur(self.ticks),
-            self.coordinator_zone,
+            self.coordinator,
             self.node
         );
         if let Some(d) = &self.degradation {
@@ -122,14 +162,21 @@ pub(super) fn ack_deadline_within_round_trip(i: &Input) -> Vec<String> {
     }
     let rtt = worst_round_trip(s);
     // A reply arriving on the tick the deadline fires may be handled after it: equal is too short.
-    if p.replica_ack_timeout_ticks > rtt.ticks {
-        return vec![];
+    if p.replica_ack_timeout_ticks <= rtt.ticks {
+        return vec![format!(
+            "replica_ack_timeout = {} is not above {}, and failure detection is coupled: a replica that is slow but up misses the deadline, is declared dead and is evicted",
+            i.dur(p.replica_ack_timeout_ticks),
+            rtt.describe(i)
+        )];
     }
-    vec![format!(
-        "replica_ack_timeout = {} is not above {}, and failure detection is coupled: a replica that is slow but up misses the deadline, is declared dead and is evicted",
-        i.dur(p.replica_ack_timeout_ticks),
-        rtt.describe(i)
-    )]
+    // A lost request or ack misses every deadline, however long.
+    match lossy_link(s) {
+        Some(link) => vec![format!(
+            "failure detection is coupled and {link}: a lost request or ack misses the deadline whatever replica_ack_timeout is ({}), and the replica, up and reachable, is declared dead and evicted",
+            i.dur(p.replica_ack_timeout_ticks)
+        )],
+        None => vec![],
+    }
 }
 
 pub(super) fn detection_within_request_deadline(i: &Input) -> Vec<String> {
@@ -161,50 +208,82 @@ pub(super) fn detection_within_request_deadline(i: &Input) -> Vec<String> {
 
 /// A bound on how long a healthy, reachable node can stay silent under independent detection:
 /// the next ping goes out up to one heartbeat interval after the node was last heard from, and
-/// its pong may take a worst round trip.
-fn worst_silence(i: &Input) -> Option<(Ticks, RoundTrip)> {
+/// its pong may take a worst round trip; each message the fault menu may lose on the way (a
+/// ping or a pong) costs one more interval.
+struct Silence {
+    ticks: Ticks,
+    rtt: RoundTrip,
+    lost: u8,
+}
+
+fn worst_silence(i: &Input) -> Option<Silence> {
     let (p, Some(s)) = (i.policy, i.scenario) else { return None };
     if p.failure_detection != FailureDetection::Independent || !evicts(p) {
         return None;
     }
-    let rtt = worst_round_trip(s);
-    Some((p.heartbeat_interval_ticks + rtt.ticks, rtt))
+    let mut worst: Option<Silence> = None;
+    for (c, n) in pairs(s) {
+        let rtt = round_trip(s, c, n);
+        let lost = losses(s, s.coordinators[c].zone, s.nodes[n].zone);
+        // A degradation uses a fault of the budget too: the slow link with one loss fewer, or
+        // the normal link with every loss, whichever is longer.
+        let normal = s.latency[usize::from(s.nodes[n].zone)][usize::from(s.coordinators[c].zone)].hi;
+        let options = [
+            (rtt.ticks, if rtt.degradation.is_some() { lost.saturating_sub(1) } else { lost }),
+            (2 * normal, lost),
+        ];
+        for (rtt_ticks, lost) in options {
+            let ticks = p.heartbeat_interval_ticks * (1 + Ticks::from(lost)) + rtt_ticks;
+            if worst.as_ref().is_none_or(|w| ticks > w.ticks) {
+                let rtt = if rtt_ticks == rtt.ticks {
+                    round_trip(s, c, n)
+                } else {
+                    RoundTrip { ticks: rtt_ticks, degradation: None, ..round_trip(s, c, n) }
+                };
+                worst = Some(Silence { ticks, rtt, lost });
+            }
+        }
+    }
+    worst
 }
 
-fn silence_message(
-    i: &Input,
-    key: &str,
-    threshold: Ticks,
-    silence: Ticks,
-    rtt: &RoundTrip,
-    then: &str,
-) -> String {
+fn silence_message(i: &Input, key: &str, threshold: Ticks, silence: &Silence, then: &str) -> String {
+    let heartbeat = i.dur(i.policy.heartbeat_interval_ticks);
+    let gap = match silence.lost {
+        0 => format!("heartbeat_interval + worst round trip = {heartbeat} + {}", i.dur(silence.rtt.ticks)),
+        lost => format!(
+            "heartbeat_interval x (1 + {lost} lost message(s)) + worst round trip = {heartbeat} x {} + {}",
+            1 + u16::from(lost),
+            i.dur(silence.rtt.ticks)
+        ),
+    };
     format!(
-        "{key} = {} is not above heartbeat_interval + worst round trip = {} + {} = {} ({}): a healthy replica's normal silence makes it {then}",
+        "{key} = {} is not above {gap} = {} ({}): a healthy replica's normal silence makes it {then}",
         i.dur(threshold),
-        i.dur(i.policy.heartbeat_interval_ticks),
-        i.dur(rtt.ticks),
-        i.dur(silence),
-        rtt.describe(i)
+        i.dur(silence.ticks),
+        silence.rtt.describe(i)
     )
 }
 
 pub(super) fn dead_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {
-    let Some((silence, rtt)) = worst_silence(i) else { return vec![] };
+    let Some(silence) = worst_silence(i) else { return vec![] };
     let p = i.policy;
-    if detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks) != Health::Dead {
+    if detector::health_from_silence(silence.ticks, p.suspect_after_ticks, p.dead_after_ticks) != Health::Dead
+    {
         return vec![];
     }
-    vec![silence_message(i, "dead_after", p.dead_after_ticks, silence, &rtt, "dead, and it is evicted")]
+    vec![silence_message(i, "dead_after", p.dead_after_ticks, &silence, "dead, and it is evicted")]
 }
 
 pub(super) fn suspect_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {
-    let Some((silence, rtt)) = worst_silence(i) else { return vec![] };
+    let Some(silence) = worst_silence(i) else { return vec![] };
     let p = i.policy;
-    if detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks) < Health::Suspect {
+    if detector::health_from_silence(silence.ticks, p.suspect_after_ticks, p.dead_after_ticks)
+        < Health::Suspect
+    {
         return vec![];
     }
-    vec![silence_message(i, "suspect_after", p.suspect_after_ticks, silence, &rtt, "suspect")]
+    vec![silence_message(i, "suspect_after", p.suspect_after_ticks, &silence, "suspect")]
 }
 
 pub(super) fn eviction_without_circuit_breaker(i: &Input) -> Vec<String> {
@@ -391,6 +470,27 @@ pub(super) fn hot_prefix_over_partition_capacity(i: &Input) -> Vec<String> {
     let mut out = Vec::new();
     for (p, &background) in world.partition_background.iter().enumerate() {
         if background < cap {
+            // Room for the burst's share; the clients whose keys may land here can still fill
+            // it in one tick (each has one write in flight at most): suffixes spread keys, they
+            // do not keep two customers' keys apart.
+            let writers: Vec<&str> = world
+                .clients
+                .iter()
+                .zip(&world.client_partitions)
+                .filter(|(c, parts)| {
+                    c.ops.contains(&crate::config::OpKind::Write) && parts.contains(&(p as u8))
+                })
+                .map(|(c, _)| c.name.as_str())
+                .collect();
+            let offered = background + writers.len() as u16;
+            if writers.len() > 1 && offered > cap {
+                out.push(format!(
+                    "partition {} gets {background} background write(s) per tick with write_shard_suffixes = {}, and {} may each write to it in the same tick (their keys can land on it): {offered} for a capacity of {cap}",
+                    scenario.shards[p].name,
+                    i.policy.routing.write_shard_suffixes,
+                    writers.join(", ")
+                ));
+            }
             continue;
         }
         // The fewest suffixes that leave every partition room for one more write.
@@ -441,4 +541,216 @@ pub(super) fn membership_in_memory(i: &Input) -> Vec<String> {
     vec![format!(
         "durable_membership = false with {changes} enabled: replica sets changed since the coordinator started live in memory only, so a restarted coordinator reads and writes the configured ones again"
     )]
+}
+
+/// The nodes, as the rebalancer sees them at the start: what each holds of the initial replica
+/// sets, and its configured compaction debt.
+fn initial_node_loads(w: &crate::model::WorldConfig) -> Vec<NodeLoad> {
+    (0..w.nodes.len())
+        .map(|n| {
+            let held: Vec<(u8, bool)> = (0..w.shards.len())
+                .filter(|&k| w.initial_members[k].contains(&(n as crate::policy::NodeId)))
+                .map(|k| (w.shards[k].size_pct, w.shards[k].hot))
+                .collect();
+            let spec = &w.nodes[n];
+            rebalancer::node_load(
+                n as crate::policy::NodeId,
+                spec.disk_used_pct,
+                &held,
+                spec.compaction_debt_pct,
+                w.slow_compaction_debt_pct,
+            )
+        })
+        .collect()
+}
+
+pub(super) fn dead_replica_never_replaced(i: &Input) -> Vec<String> {
+    let p = i.policy;
+    // In a model, only where a replica can die and be replaced at all: a replica in the crash
+    // menu and a node outside its replica set to take its place.
+    if let Some(w) = i.world {
+        let replaceable = w.initial_members.iter().any(|members| {
+            members.iter().any(|m| w.faults.crash.contains(m)) && members.len() < w.nodes.len()
+        });
+        if !replaceable {
+            return vec![];
+        }
+    }
+    if !evicts(p) {
+        return vec!["eviction_enabled = false: a replica that crashed for good stays in its replica set, which runs one failure short of its replication factor for ever".into()];
+    }
+    if p.eviction.max_concurrent_evictions == 0 {
+        return vec!["max_concurrent_evictions = 0: no eviction is ever allowed, so a replica that crashed for good is never replaced".into()];
+    }
+    // Does the breaker let the eviction of one dead node through?
+    let nodes = i.scenario.map_or(3, |s| s.nodes.len());
+    let one_dead =
+        ClusterView { dead_nodes: 1, total_nodes: nodes, evictions_in_progress: 0, coordinator_load_work: 0 };
+    if !eviction::breaker_allows(one_dead, p.eviction.max_dead_fraction_permille) {
+        return vec![format!(
+            "max_dead_fraction = {} is below one dead node in {nodes}: the circuit breaker stops the eviction of a single crashed replica, which is never replaced",
+            f64::from(p.eviction.max_dead_fraction_permille) / 1000.0
+        )];
+    }
+    // Coupled detection finds a node dead only when a request to it misses its deadline.
+    if detector::health_after_deadline_miss(p.failure_detection) != Some(Health::Dead)
+        || p.failure_detection == FailureDetection::Independent
+    {
+        return vec![];
+    }
+    let idle = match i.scenario {
+        None => Some("a shard whose traffic stops".to_string()),
+        Some(s) => (0..s.shards.len())
+            .find(|&k| {
+                !s.clients.iter().any(|c| {
+                    usize::from(c.shard) == k && c.repeat && c.ops.contains(&crate::config::OpKind::Write)
+                })
+            })
+            .map(|k| format!("shard {} (no client writes it for ever)", s.shards[k].name)),
+    };
+    match idle {
+        Some(idle) => vec![format!(
+            "failure_detection = \"coupled\": a replica is found dead only when a request to it misses its deadline, so a replica of {idle} that crashes after the last request is never declared dead nor replaced"
+        )],
+        None => vec![],
+    }
+}
+
+pub(super) fn hot_shard_stays_on_slow_node(i: &Input) -> Vec<String> {
+    let (Some(s), Some(w)) = (i.scenario, i.world) else { return vec![] };
+    let nodes = initial_node_loads(w);
+    let mut out = Vec::new();
+    for (k, shard) in w.shards.iter().enumerate().filter(|(_, shard)| shard.hot) {
+        // With debt as node state any holder may become slow; otherwise the initial ones are.
+        let slow: Vec<usize> = w.initial_members[k]
+            .iter()
+            .map(|&n| usize::from(n))
+            .filter(|&n| nodes[n].slow || w.compaction.dynamic())
+            .collect();
+        let Some(&first) = slow.first() else { continue };
+        let why = if w.compaction.dynamic() {
+            format!("{} may fall behind on compaction under its writes", s.nodes[first].name)
+        } else {
+            format!(
+                "it starts on {}, slow (compaction debt {}% above {}% while it hosts a hot shard)",
+                s.nodes[first].name, nodes[first].compaction_debt_pct, w.slow_compaction_debt_pct
+            )
+        };
+        let Some(r) = &i.policy.rebalance else {
+            out.push(format!(
+                "rebalance_enabled = false with hot shard {}: {why}, and nothing moves it off",
+                shard.name
+            ));
+            continue;
+        };
+        if w.compaction.dynamic() {
+            continue;
+        }
+        let shards: Vec<ShardLoad> = (0..w.shards.len())
+            .map(|j| ShardLoad {
+                shard: j as u8,
+                holders: w.initial_members[j].clone(),
+                size_pct: w.shards[j].size_pct,
+                hot: w.shards[j].hot,
+                resting: false,
+            })
+            .collect();
+        let moves_off = rebalancer::choose_move(&nodes, &shards, &r.policy)
+            .is_some_and(|m| usize::from(m.shard) == k && slow.contains(&usize::from(m.from)));
+        if !moves_off {
+            out.push(format!(
+                "hot shard {}: {why}, and the rebalancer finds it no target (with disk_high_watermark = {}% and scoring = \"{}\" no other node can take it)",
+                shard.name,
+                r.policy.disk_high_watermark_pct,
+                match r.policy.scoring {
+                    rebalancer::Scoring::Disk => "disk",
+                    rebalancer::Scoring::DiskAndCompaction => "disk_and_compaction",
+                }
+            ));
+        }
+    }
+    out
+}
+
+pub(super) fn coordinator_backlog_within_deadline(i: &Input) -> Vec<String> {
+    let (p, Some(s), Some(w)) = (i.policy, i.scenario, i.world) else { return vec![] };
+    let Some(work) = w.coordinator.work else { return vec![] };
+    if detector::health_after_deadline_miss(p.failure_detection) != Some(Health::Dead) || !evicts(p) {
+        return vec![];
+    }
+    let rtt = worst_round_trip(s);
+    // The most work a request can wait behind while the eviction its miss asks for still goes
+    // ahead: the ceiling (changes pause only above it), or without one a backlog of every
+    // eviction the policy allows at once, each an update and a copy from every other replica.
+    let per_change = work.membership_update_work + work.copy_work * u16::from(p.replication_factor);
+    let no_ceiling_work =
+        (per_change * u16::from(p.eviction.max_concurrent_evictions.max(1))).min(work.backlog_work_max());
+    let load =
+        p.eviction.coordinator_load_ceiling_work.unwrap_or(no_ceiling_work).min(work.backlog_work_max());
+    let wait = coordinator_load::foreground_wait_ticks(work, load);
+    if Ticks::from(wait) + rtt.ticks < p.replica_ack_timeout_ticks {
+        return vec![];
+    }
+    // The largest ceiling whose wait still fits before the deadline.
+    let fits = (0..=work.backlog_work_max())
+        .take_while(|&c| {
+            Ticks::from(coordinator_load::foreground_wait_ticks(work, c)) + rtt.ticks
+                < p.replica_ack_timeout_ticks
+        })
+        .last();
+    let advice = match fits {
+        Some(c) => format!(
+            "a coordinator_load_ceiling of at most {c} units keeps every such wait inside the deadline"
+        ),
+        None => "no ceiling does: the worst round trip alone reaches the deadline".into(),
+    };
+    let behind = match p.eviction.coordinator_load_ceiling_work {
+        Some(c) => format!("coordinator_load_ceiling = {c}: a request may wait behind {c} units of the coordinator's own work"),
+        None => format!("no coordinator_load_ceiling: a request may wait behind {load} units of the coordinator's own work (every eviction allowed at once)"),
+    };
+    vec![format!(
+        "{behind}, {} at {} units per tick, and then take {}: {} in all, not below replica_ack_timeout = {}, and detection is coupled, so the miss the coordinator's own load caused evicts a healthy replica; {advice}",
+        i.dur(Ticks::from(wait)),
+        work.work_per_tick,
+        rtt.describe(i),
+        i.dur(Ticks::from(wait) + rtt.ticks),
+        i.dur(p.replica_ack_timeout_ticks)
+    )]
+}
+
+pub(super) fn routers_overcommit_a_backend(i: &Input) -> Vec<String> {
+    let (Some(s), Some(w)) = (i.scenario, i.world) else { return vec![] };
+    let routers = w.coordinators.len();
+    let r = &i.policy.routing;
+    if routers < 2 || !w.backends_modelled || r.placement == Placement::Sorted {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (n, node) in w.nodes.iter().enumerate() {
+        let Some(cap) = node.write_capacity_per_tick else { continue };
+        // How many writes one router puts on this backend in a tick before it spills to an
+        // idle one: ask placement, one write at a time.
+        let idle = BackendLoad { node: 1, up: true, capacity_per_tick: None, load_per_tick: 0 };
+        let mut own = 0u16;
+        while own < cap {
+            let this = BackendLoad {
+                node: 0,
+                up: true,
+                capacity_per_tick: Some(cap),
+                load_per_tick: node.base_load_per_tick + own,
+            };
+            if routing::choose_backend(r, &[this, idle]) != Some(0) {
+                break;
+            }
+            own += 1;
+        }
+        let offered = node.base_load_per_tick + own * routers as u16;
+        if own > 0 && offered > cap {
+            out.push(format!(
+                "{routers} routers each count only the writes they placed: each puts up to {own} write(s) a tick on {} (capacity {cap}, {} from outside) before it spills, so together they can offer it {offered}",
+                s.nodes[n].name, node.base_load_per_tick
+            ));
+        }
+    }
+    out
 }

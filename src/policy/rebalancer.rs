@@ -53,6 +53,26 @@ pub struct Move {
     pub to: NodeId,
 }
 
+/// A node as the rebalancer sees it: its disk holds `disk_used_pct` outside the shards plus
+/// the size of each shard it holds (`held`: size and whether it is hot); it is slow when it
+/// hosts a hot shard with compaction debt above `slow_debt_pct`.
+pub fn node_load(
+    node: NodeId,
+    disk_used_pct: u8,
+    held: &[(u8, bool)],
+    compaction_debt_pct: u8,
+    slow_debt_pct: u8,
+) -> NodeLoad {
+    let disk_pct = u16::from(disk_used_pct) + held.iter().map(|&(size, _)| u16::from(size)).sum::<u16>();
+    let hosts_hot = held.iter().any(|&(_, hot)| hot);
+    NodeLoad {
+        node,
+        disk_pct,
+        compaction_debt_pct,
+        slow: is_slow(hosts_hot, compaction_debt_pct, slow_debt_pct),
+    }
+}
+
 /// Whether a node hosting a hot shard with this much compaction debt falls behind on
 /// compaction and becomes slow (`slow_debt_pct` is the environment's threshold).
 pub fn is_slow(hosts_hot_shard: bool, compaction_debt_pct: u8, slow_debt_pct: u8) -> bool {

@@ -13,18 +13,14 @@ impl<D: Data> Coordinator<D> {
         };
         (0..cfg.nodes.len() as NodeId)
             .map(|n| {
+                let held: arrayvec::ArrayVec<(u8, bool), { crate::policy::SHARD_COUNT_MAX }> =
+                    (0..cfg.shards.len())
+                        .filter(|&k| holds(k, n))
+                        .map(|k| (cfg.shards[k].size_pct, cfg.shards[k].hot))
+                        .collect();
                 let spec = &cfg.nodes[usize::from(n)];
-                let held = (0..cfg.shards.len()).filter(|&k| holds(k, n));
-                let disk_pct = u16::from(spec.disk_used_pct)
-                    + held.clone().map(|k| u16::from(cfg.shards[k].size_pct)).sum::<u16>();
-                let hosts_hot = held.clone().any(|k| cfg.shards[k].hot);
                 let debt_pct = self.debt_pct[usize::from(n)];
-                NodeLoad {
-                    node: n,
-                    disk_pct,
-                    compaction_debt_pct: debt_pct,
-                    slow: rebalancer::is_slow(hosts_hot, debt_pct, cfg.slow_compaction_debt_pct),
-                }
+                rebalancer::node_load(n, spec.disk_used_pct, &held, debt_pct, cfg.slow_compaction_debt_pct)
             })
             .collect()
     }
