@@ -229,7 +229,7 @@ fn bad_coordinator_and_rollout_keys_are_refused_by_name() {
     refused(
         "policy = { write_quorum = 1, read_quorum = 3 }",
         "policy = { write_quorum = 1, read_quorum = 3, max_attempts = 3 }",
-        &["rollout stage \"candidate\"", "client retry keys"],
+        &["rollout stage \"candidate\"", "key `max_attempts` from 1 (stage \"base\") to 3"],
     );
     // A stage that is itself a rollout, declared after the one naming it (`staged` comes
     // later in the file than `rollout`).
