@@ -197,6 +197,19 @@ fn bad_arguments_are_named() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("--model-verdicts declared needs a --variant"), "{}", text(&out));
     assert!(!text(&out).contains("timeline"), "rejected before running: {}", text(&out));
+    // With a capacity, each model client is one thread: another count is not silently dropped.
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["store", "run", "models/capacity-routing-two-routers.toml", "--clients", "8"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).contains("--clients 8: models/capacity-routing-two-routers.toml has a capacity, so each of its 3 clients is played by one thread"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("timeline"), "rejected before running: {}", text(&out));
 }
 
 /// `store run MODEL --variant V` with the variant's declared verdicts, keeping its log.
@@ -276,6 +289,35 @@ fn capacity_routing_overloads_a_backend_until_both_changes_are_reverted() {
     );
     assert!(sorting_only.contains("first: backend n1 (node 0) offered 4 > capacity 3"), "{sorting_only}");
     assert_eq!(property_row(&fixed, "capacity_respected")[1], "holds", "{fixed}");
+}
+
+/// Each router counts only the writes it placed: at a spill threshold of 100% both take n1's
+/// one free slot in the same window. The store sees the breach as the model does, in what n1
+/// takes from both routers together; spilling at 80% leaves room for the other router.
+#[test]
+fn two_routers_overfill_a_backend_that_each_sees_room_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = "models/capacity-routing-two-routers.toml";
+    let runs: Vec<_> = ["fixed-full", "fixed"]
+        .into_iter()
+        .map(|variant| {
+            let log = dir.path().join(format!("{variant}.jsonl"));
+            std::thread::spawn(move || run_variant(model, variant, "4s", &log))
+        })
+        .collect();
+    let [full, fixed]: [String; 2] = runs
+        .into_iter()
+        .map(|run| text(&run.join().expect("a store run")))
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("two reports");
+    assert_eq!(property_row(&full, "capacity_respected")[1..], ["violated", "violated"], "{full}");
+    assert!(full.contains("first: backend n1 (node 0) offered 4 > capacity 3"), "{full}");
+    assert_eq!(property_row(&fixed, "capacity_respected")[1..], ["holds", "holds"], "{fixed}");
+    assert_eq!(number_after(&fixed, "capacity: "), 0, "{fixed}");
+    for report in [&full, &fixed] {
+        assert_eq!(property_row(report, "acked_writes_persist")[1], "holds", "{report}");
+    }
 }
 
 #[test]

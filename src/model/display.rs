@@ -3,6 +3,7 @@
 use super::{Action, ClientPhase, Endpoint, Envelope, Msg, WorldConfig, WorldState};
 use crate::config::duration::format_ms;
 use crate::config::OpKind;
+use crate::protocol::coordinator::{fleet_loads, RouterLoad};
 use std::fmt::Write;
 
 pub fn endpoint(cfg: &WorldConfig, e: Endpoint) -> String {
@@ -219,33 +220,34 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         };
         let _ = writeln!(out, "shard {}: replicas [{}]{join}", cfg.shard_names[k], members.join(", "));
     }
-    // Per-partition and per-backend load this tick: totals hide a hot partition.
-    if cfg.partition_capacity_per_tick.is_some() {
-        let cap = cfg.partition_capacity_per_tick.map_or("unlimited".to_string(), |c| c.to_string());
-        let parts: Vec<String> = (0..cfg.shard_names.len())
-            .map(|p| {
-                let background = s.coord.background[p];
-                let offered = background + s.coord.partition_load[p];
-                let flag =
-                    if cfg.partition_capacity_per_tick.is_some_and(|c| offered > c) { " OVER" } else { "" };
-                format!("{} {offered}/{cap} (burst {background}){flag}", cfg.shard_names[p])
-            })
-            .collect();
-        let _ = writeln!(out, "partition writes this tick: {}", parts.join(", "));
+    // Per-partition and per-backend load this tick: totals hide a hot partition. With several
+    // routers, what the unit takes from all of them (each counts only its own).
+    let fleet: Vec<RouterLoad<'_>> =
+        s.coordinators().map(|c| (&c.partition_load[..], &c.backend_load[..])).collect();
+    let (mut partitions, mut backends) = (Vec::new(), Vec::new());
+    for u in fleet_loads(cfg, &s.coord.background, &fleet) {
+        let cap = u.capacity.map_or("unlimited".to_string(), |c| c.to_string());
+        let flag = if u.capacity.is_some_and(|c| u.offered > c) { " OVER" } else { "" };
+        match u.unit {
+            super::CapacityUnit::Partition(p) => partitions.push(format!(
+                "{} {}/{cap} (burst {}){flag}",
+                cfg.shard_names[usize::from(p)],
+                u.offered,
+                u.background
+            )),
+            super::CapacityUnit::Backend(n) => backends.push(format!(
+                "{} {}/{cap} (base {}){flag}",
+                cfg.nodes[usize::from(n)].name,
+                u.offered,
+                u.background
+            )),
+        }
     }
-    if cfg.backends_modelled {
-        let loads = s.coord.backend_loads(cfg);
-        let parts: Vec<String> = loads
-            .iter()
-            .map(|b| {
-                let spec = &cfg.nodes[usize::from(b.node)];
-                let cap = b.capacity_per_tick.map_or("unlimited".to_string(), |c| c.to_string());
-                let flag =
-                    if b.capacity_per_tick.is_some_and(|c| b.load_per_tick > c) { " OVER" } else { "" };
-                format!("{} {}/{cap} (base {}){flag}", spec.name, b.load_per_tick, spec.base_load_per_tick)
-            })
-            .collect();
-        let _ = writeln!(out, "backend writes this tick: {}", parts.join(", "));
+    if !partitions.is_empty() {
+        let _ = writeln!(out, "partition writes this tick: {}", partitions.join(", "));
+    }
+    if !backends.is_empty() {
+        let _ = writeln!(out, "backend writes this tick: {}", backends.join(", "));
     }
     if let Some(b) = s.ghost.capacity_breach {
         let unit = match b.unit {
@@ -258,9 +260,15 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
             b.offered, b.capacity
         );
     }
+    // With several coordinators the leader holds the queue; each line below has its requests.
     let _ = writeln!(
         out,
-        "membership queue: {}/{}  requests in progress: {}",
+        "membership queue{}: {}/{}  requests in progress: {}",
+        if cfg.coordinators.len() > 1 {
+            format!(" (leader {})", cfg.coordinators[0].name)
+        } else {
+            String::new()
+        },
         s.coord.queue.len(),
         cfg.coordinator.membership_queue_capacity,
         s.coord.ops.len()

@@ -25,7 +25,9 @@ pub use reduction::Reduction;
 pub use state::*;
 
 use crate::policy::NodeId;
+use crate::protocol::coordinator::{fleet_breach, RouterLoad};
 use crate::protocol::{compaction, node, Outbox};
+use arrayvec::ArrayVec;
 use stateright::{Model, Property};
 
 /// The world is configured by a scenario resolved under one policy.
@@ -272,23 +274,11 @@ fn fleet_capacity(cfg: &WorldConfig, s: &mut WorldState) {
     if s.ghost.capacity_breach.is_some() {
         return;
     }
-    let backends = cfg.nodes.iter().enumerate().filter_map(|(n, spec)| {
-        let placed: u16 = s.coordinators().map(|c| c.backend_load[n]).sum();
-        Some((
-            CapacityUnit::Backend(n as NodeId),
-            spec.base_load_per_tick + placed,
-            spec.write_capacity_per_tick?,
-        ))
-    });
-    let partitions = (0..cfg.shard_names.len()).filter_map(|p| {
-        let offered: u16 = s.coordinators().map(|c| c.partition_load[p]).sum();
-        let cap = cfg.partition_capacity_per_tick?;
-        Some((CapacityUnit::Partition(p as u8), cfg.partition_background[p] + offered, cap))
-    });
-    let breach = backends
-        .chain(partitions)
-        .find(|&(_, offered, capacity)| offered > capacity)
-        .map(|(unit, offered, capacity)| CapacityBreach { unit, offered, capacity });
+    let fleet: ArrayVec<RouterLoad<'_>, { crate::config::COORDINATOR_COUNT_MAX }> =
+        s.coordinators().map(|c| (&c.partition_load[..], &c.backend_load[..])).collect();
+    // Every router sees the same background (a burst's end reaches them all).
+    let breach = fleet_breach(cfg, &s.coord.background, &fleet);
+    drop(fleet);
     s.ghost.capacity_breach = breach;
 }
 

@@ -79,9 +79,11 @@ pub enum StoreCommand {
         /// How long the load runs ("4s", "1m").
         #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
         duration: std::time::Duration,
-        /// Client threads.
-        #[arg(long, default_value = "3")]
-        clients: usize,
+        /// Client threads (default 3). A model with a capacity has one thread per model client,
+        /// since a client's rate of writes is part of what is checked: `--clients` is refused
+        /// there unless it says that number.
+        #[arg(long)]
+        clients: Option<usize>,
         /// Keys the clients share.
         #[arg(long, default_value = "3")]
         keys: usize,

@@ -125,6 +125,8 @@ pub struct Cluster {
     runtime: Option<tokio::runtime::Runtime>,
     log: DecisionLog,
     trace: Option<TraceWriter>,
+    /// Kept across a coordinator restart: a breach before it still counts.
+    fleet: Arc<super::fleet::FleetMeter>,
     /// Released last, once every node is stopped.
     _lock: DirLock,
 }
@@ -259,6 +261,7 @@ impl Cluster {
             peer_proxies.push(row);
         }
         let (mut coordinators, mut client_addrs) = (Vec::new(), Vec::new());
+        let fleet = Arc::new(super::fleet::FleetMeter::new(count));
         for (c, listener) in listeners.into_iter().enumerate() {
             let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.proxies[c].addr()).collect();
             let peering = Peering {
@@ -274,6 +277,7 @@ impl Cluster {
                     })
                     .unwrap_or_default(),
                 listener,
+                fleet: Arc::clone(&fleet),
             };
             let client_addr = match config.client_addr.port() {
                 0 => config.client_addr,
@@ -305,6 +309,7 @@ impl Cluster {
             runtime: Some(runtime),
             log,
             trace,
+            fleet,
             _lock: lock,
         })
     }
@@ -388,7 +393,7 @@ impl Cluster {
             state_file,
             saved,
             true,
-            Peering::alone(zone),
+            Peering { fleet: Arc::clone(&self.fleet), ..Peering::alone(zone) },
         )?;
         self.coordinators[0] = coordinator;
         self.client_addrs[0] = client_addr;

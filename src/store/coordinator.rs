@@ -16,7 +16,7 @@ use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::link::{LinkError, NodeLink};
 use super::resp;
-use super::shell::{config_name, Shell};
+use super::shell::{config_name, describe_breach, Shell};
 use super::trace::TraceWriter;
 use super::wire::{NodeReply, NodeRequest, StoredValue};
 use crate::config::{CoordinatorSpec, OpKind, Policy};
@@ -123,11 +123,19 @@ pub struct Peering {
     /// One per coordinator (empty for one coordinator alone).
     pub addrs: Vec<SocketAddr>,
     pub listener: Option<std::net::TcpListener>,
+    /// What the partitions and backends take from all the coordinators (one meter for all).
+    pub fleet: Arc<super::fleet::FleetMeter>,
 }
 
 impl Peering {
     pub fn alone(zone: u8) -> Peering {
-        Peering { me: 0, zones: vec![zone], addrs: Vec::new(), listener: None }
+        Peering {
+            me: 0,
+            zones: vec![zone],
+            addrs: Vec::new(),
+            listener: None,
+            fleet: Arc::new(super::fleet::FleetMeter::new(1)),
+        }
     }
 }
 
@@ -217,8 +225,7 @@ impl Coordinator {
             None => (None, None),
         };
         let me = peering.me;
-        let shell =
-            Shell::new(cfg, me, &peering.addrs, layout, links, state_file, saved, max_version, log, trace)?;
+        let shell = Shell::new(cfg, me, &peering, layout, links, state_file, saved, max_version, log, trace)?;
         shell.start_clock();
         let stopped = tokio::sync::watch::Sender::new(false);
         if let Some(listener) = peering.listener {
@@ -378,11 +385,12 @@ impl Coordinator {
         self.write_routing_info(&mut out);
         let _ = write!(
             out,
-            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nwrites_throttled:{}\r\ncapacity_breaches:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nmoves:{}\r\nnext_version:{}\r\n",
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nwrites_throttled:{}\r\ncapacity_breaches:{}\r\nfleet_capacity_breaches:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nmoves:{}\r\nnext_version:{}\r\n",
             get(&c.writes_acked),
             get(&c.writes_failed),
             get(&c.writes_throttled),
             get(&c.capacity_breaches),
+            sh.fleet.breaches(),
             get(&c.reads_ok),
             get(&c.reads_failed),
             get(&c.read_repairs),
@@ -436,6 +444,14 @@ impl Coordinator {
         }
         if let Some(breach) = first_breach {
             let _ = write!(out, "first_capacity_breach:{breach}\r\n");
+        }
+        // What the partitions and backends took from every coordinator together.
+        if let Some((breach, at_ms)) = sh.fleet.first_breach() {
+            let _ = write!(
+                out,
+                "first_fleet_capacity_breach:{}\r\n",
+                describe_breach(&sh.layout, breach, Some(at_ms))
+            );
         }
     }
 

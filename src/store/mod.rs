@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod coordinator;
 pub mod datadir;
 pub mod decision;
+pub mod fleet;
 pub mod layout;
 pub mod link;
 pub mod machine;

@@ -114,19 +114,20 @@ pub struct Shell {
     log: DecisionLog,
     trace: Option<TraceWriter>,
     drop_late_replies: bool,
+    pub fleet: Arc<super::fleet::FleetMeter>,
 }
 
 impl Shell {
     /// A shell around coordinator `me`'s machine recovered from `saved` (or fresh), whose
     /// versions start above `max_stored_version`; every later change of what must survive a
-    /// crash goes to `state_file`. With several coordinators (`peer_addrs`, one per
+    /// crash goes to `state_file`. With several coordinators (`peering.addrs`, one per
     /// coordinator) every one starts from the leader's saved state and only the leader keeps
     /// the file: the others learn every change from it.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: Resolved,
         me: u8,
-        peer_addrs: &[std::net::SocketAddr],
+        peering: &super::coordinator::Peering,
         layout: Layout,
         links: Vec<Arc<NodeLink>>,
         state_file: Option<StateFile>,
@@ -167,6 +168,7 @@ impl Shell {
             membership_epoch: saved.as_ref().map_or(0, |s| s.membership_epoch),
             evicted: vec![false; node_count],
         };
+        let peer_addrs = &peering.addrs[..];
         let peers = (peer_addrs.len() > 1).then(|| PeerLinks::start(me, peer_addrs));
         let suffixes = cfg.policy.routing.write_shard_suffixes;
         let shell = Arc::new(Shell {
@@ -192,6 +194,7 @@ impl Shell {
             log,
             trace,
             drop_late_replies: std::env::var(SHELL_FAULT_ENV).is_ok_and(|v| v == "drop_late_replies"),
+            fleet: Arc::clone(&peering.fleet),
         });
         if shell.observed(|o| o.first_breach.is_some()) {
             shell.counters.capacity_breaches.fetch_add(1, Ordering::Relaxed);
@@ -314,6 +317,9 @@ impl Shell {
                 return;
             }
             self.note_peaks(&mut inner, &cfg);
+            let m = &inner.machine;
+            let at_ms = self.started.elapsed().as_millis();
+            self.fleet.report(&cfg, self.me, &m.background, &m.partition_load, &m.backend_load, at_ms);
             for (dst, msg) in out.sends.drain(..) {
                 match (dst, msg) {
                     (Endpoint::Client(_), Msg::Response { op, ok, value, .. }) => {
@@ -764,7 +770,7 @@ fn observe_token(inner: &mut Inner, op: u64, version: u64, log: &DecisionLog) {
 
 /// A breach as INFO shows it; `at_ms: None` for one by background load alone (in every
 /// window from the start).
-fn describe_breach(layout: &Layout, b: protocol::CapacityBreach, at_ms: Option<u128>) -> String {
+pub(super) fn describe_breach(layout: &Layout, b: protocol::CapacityBreach, at_ms: Option<u128>) -> String {
     let unit = match (b.unit, at_ms) {
         (protocol::CapacityUnit::Partition(p), None) => {
             format!("partition {} by background load", layout.shards[usize::from(p)].name)

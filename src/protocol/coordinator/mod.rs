@@ -280,6 +280,64 @@ pub fn background_breach(cfg: &Resolved) -> Option<CapacityBreach> {
     })
 }
 
+/// One router's own count of the writes it offered this window: per partition and per backend
+/// (`Coordinator::partition_load`, `backend_load`).
+pub type RouterLoad<'a> = (&'a [u16], &'a [u16]);
+
+/// A capacity unit and what the whole fleet of routers offers it this window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnitLoad {
+    pub unit: CapacityUnit,
+    /// Background (a burst) or base load, plus every router's writes.
+    pub offered: u16,
+    pub background: u16,
+    pub capacity: Option<u16>,
+}
+
+/// Each router counts only its own writes, but a partition or backend takes the writes of all
+/// of them: what each unit is offered this window, partitions (where they have a capacity)
+/// before backends (where backends are modelled). `background`: the partitions' background
+/// load as the routers see it now.
+pub fn fleet_loads<'a>(
+    cfg: &'a Resolved,
+    background: &'a [u16],
+    fleet: &'a [RouterLoad<'a>],
+) -> impl Iterator<Item = UnitLoad> + 'a {
+    let partitions = cfg.partition_capacity_per_tick.map_or(0, |_| cfg.shard_names.len());
+    let backends = if cfg.backends_modelled { cfg.nodes.len() } else { 0 };
+    let partition_loads = (0..partitions).map(move |p| {
+        let placed: u16 = fleet.iter().map(|(partition, _)| partition[p]).fold(0, u16::saturating_add);
+        UnitLoad {
+            unit: CapacityUnit::Partition(p as u8),
+            offered: background[p].saturating_add(placed),
+            background: background[p],
+            capacity: cfg.partition_capacity_per_tick,
+        }
+    });
+    let backend_loads = (0..backends).map(move |n| {
+        let placed: u16 = fleet.iter().map(|(_, backend)| backend[n]).fold(0, u16::saturating_add);
+        let spec = &cfg.nodes[n];
+        UnitLoad {
+            unit: CapacityUnit::Backend(n as NodeId),
+            offered: spec.base_load_per_tick.saturating_add(placed),
+            background: spec.base_load_per_tick,
+            capacity: spec.write_capacity_per_tick,
+        }
+    });
+    partition_loads.chain(backend_loads)
+}
+
+/// The first capacity the fleet's writes breach this window (`fleet_loads`).
+pub fn fleet_breach(cfg: &Resolved, background: &[u16], fleet: &[RouterLoad<'_>]) -> Option<CapacityBreach> {
+    fleet_loads(cfg, background, fleet).find_map(|u| {
+        u.capacity.filter(|&cap| u.offered > cap).map(|capacity| CapacityBreach {
+            unit: u.unit,
+            offered: u.offered,
+            capacity,
+        })
+    })
+}
+
 impl<D: Data> Coordinator<D> {
     /// Coordinator `me` starting with the scenario's replica sets, every node alive, every
     /// timer at its full interval.

@@ -220,6 +220,7 @@ pub(super) fn read_info(
     outcome.info_counters = info_counters(info);
     for follower in followers {
         for (name, value) in info_counters(follower) {
+            // The fleet's breaches are one meter for all: the leader's INFO has them.
             if matches!(name.as_str(), "capacity_breaches" | "writes_throttled" | "policy_reloads") {
                 *outcome.info_counters.entry(name).or_insert(0) += value;
             }
@@ -227,11 +228,14 @@ pub(super) fn read_info(
     }
     outcome.links = link_facts(info, node_count)?;
     let counter = |name: &str| outcome.info_counters.get(name).copied().unwrap_or(0);
-    outcome.capacity_breaches = counter("capacity_breaches");
+    // What the partitions and backends took from every coordinator together: with one
+    // coordinator its own count, with several what no one of them sees alone as well.
+    outcome.capacity_breaches = counter("fleet_capacity_breaches").max(counter("capacity_breaches"));
     outcome.writes_throttled = counter("writes_throttled");
     outcome.changes_in_progress_at_end = counter("evictions_in_progress") + counter("moves_in_progress");
+    let first = |key: &str| info.lines().find_map(|line| line.trim().strip_prefix(key)).map(str::to_string);
     outcome.first_capacity_breach =
-        info.lines().find_map(|line| line.trim().strip_prefix("first_capacity_breach:")).map(str::to_string);
+        first("first_capacity_breach:").or_else(|| first("first_fleet_capacity_breach:"));
     Ok(())
 }
 

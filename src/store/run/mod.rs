@@ -28,8 +28,9 @@
 //!   log), from the model's node disk use and compaction debt and its shards' sizes and heat;
 //! - capacity: the store has the model's shards as partitions, with their replica sets, its
 //!   nodes' ingest capacities and base loads, its shards' bursts and the policy's partition
-//!   and table capacities, counted per window of one tick; INFO's `capacity_breaches` counts
-//!   writes offered above a capacity (`capacity_respected`);
+//!   and table capacities, counted per window of one tick; INFO's `fleet_capacity_breaches`
+//!   counts writes offered above a capacity by every coordinator together (`capacity_respected`;
+//!   each coordinator's own `capacity_breaches` sees only its writes);
 //! - operations that never completed: still being retried, per the policy, when the load
 //!   ended although they began before the heal (`ops_complete`);
 //! - whether membership settles: no eviction or move starts in the second half of the healed
@@ -104,7 +105,9 @@ pub struct RunRequest {
     /// Real milliseconds per model tick; `None`: the model's tick.
     pub ms_per_tick: Option<u64>,
     pub duration: Duration,
-    pub clients: usize,
+    /// Client threads; `None`: `CLIENT_THREADS_DEFAULT`, or one per model client where the
+    /// model has a capacity.
+    pub clients: Option<usize>,
     pub keys: usize,
     pub write_permille: u16,
     /// How to get the model's verdicts: explore now, take the variant's declared ones, or none.
@@ -333,6 +336,13 @@ pub fn run(
     let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)
         .map_err(StoreError::Input)?;
     let load = Workload::of_model(&scenario, &layout, req, ms_per_tick);
+    if let Some(n) = req.clients.filter(|&n| load.rate_checked && n != load.threads) {
+        return Err(StoreError::Input(format!(
+            "--clients {n}: {} has a capacity, so each of its {} clients is played by one thread (a client's rate of writes is part of what is checked); leave --clients out",
+            req.model.display(),
+            load.threads
+        )));
+    }
     let _ = writeln!(
         out,
         "store run {} / {label}: {} nodes, {} partitions, 1 tick = {ms_per_tick} ms (model tick {} ms), {:.1}s, {} client threads playing {} model clients on {} keys",

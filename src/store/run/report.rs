@@ -136,7 +136,7 @@ pub(super) fn healthy_eviction_facts(o: &RunOutcome, scenario: &Scenario) -> Str
 pub(super) fn disagreement_usual(property: PropertyName, store: Found, model: Found) -> &'static str {
     match (property, store, model) {
         (_, Found::Holds, Found::Violated) => {
-            "the model found a schedule that violates it; this run's one schedule did not hit it (run longer, or the fault came too late)"
+            "the model found a schedule that violates it; this run's one schedule did not hit it (run longer, or the timing it needs, a fault's moment or writes that meet in one window, did not occur)"
         }
         (PropertyName::Converges, Found::Violated, Found::Holds) => {
             "an eviction or move started late in the healed phase or was still catching up at the end: if it followed a fault, detection (dead_after) and the catch-up copy need more time than half the healed phase (run longer); if it repeats, the store oscillates where the model settles"

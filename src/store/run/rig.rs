@@ -227,14 +227,24 @@ impl Rig<'_> {
             }
         }
         self.trace(TraceFault::Heal);
-        self.event("HEAL every fault undone".into());
+        let what = if schedule(self.scenario).is_empty() {
+            "HEAL (the model has no fault: the load goes on)"
+        } else {
+            "HEAL every fault undone"
+        };
+        self.event(what.into());
         Ok(())
     }
 }
 
 /// The client threads of a run, and what each plays.
+/// Client threads of a model without a capacity, unless `--clients` says otherwise.
+pub const CLIENT_THREADS_DEFAULT: usize = 3;
+
 pub(super) struct Workload {
     pub(super) threads: usize,
+    /// The model has a capacity: one thread per model client, whatever `--clients` says.
+    pub(super) rate_checked: bool,
     pub(super) roles: Vec<ClientRole>,
 }
 
@@ -284,8 +294,8 @@ impl Workload {
         let has_capacity = layout.partition_write_capacity_per_window.is_some()
             || layout.table_write_capacity_per_window.is_some()
             || layout.backends_modelled();
-        let threads = if has_capacity { roles.len() } else { req.clients };
-        Workload { threads, roles }
+        let threads = if has_capacity { roles.len() } else { req.clients.unwrap_or(CLIENT_THREADS_DEFAULT) };
+        Workload { threads, rate_checked: has_capacity, roles }
     }
 
     pub(super) fn key_count(&self) -> usize {

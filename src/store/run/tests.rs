@@ -32,7 +32,7 @@ fn history_files_are_edn_and_a_picture_of_the_anomaly() {
         policy: None,
         ms_per_tick: None,
         duration: std::time::Duration::from_secs(1),
-        clients: 1,
+        clients: Some(1),
         keys: 1,
         write_permille: 500,
         model_verdicts: super::ModelVerdicts::Skip,
