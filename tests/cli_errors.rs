@@ -311,6 +311,11 @@ fn suspect_after_above_dead_after() {
 // Names that refer to nothing.
 
 #[test]
+fn a_name_that_cannot_be_read_is_refused() {
+    rejects_model("empty-node-name.toml", "key `nodes[1].name`", "= \"\"", &["a name must be non-empty"]);
+}
+
+#[test]
 fn node_in_an_unknown_zone() {
     rejects_model("unknown-zone.toml", "key `nodes[2].zone`", "= \"d\"", &["no such zone (zones: a, b, c)"]);
 }

@@ -158,11 +158,22 @@ impl Cx<'_> {
     }
 }
 
+/// A name shows in every report, trace and timeline: it must be there to read.
+fn check_name(key: &str, name: &str) -> Result<(), String> {
+    if name.trim().is_empty() || name.trim() != name || name.chars().any(char::is_control) {
+        return Err(format!(
+            "key `{key}` = {name:?}: a name must be non-empty, without leading or trailing spaces or control characters"
+        ));
+    }
+    Ok(())
+}
+
 fn zones(zones: &[String]) -> Result<(), String> {
     if zones.is_empty() || zones.len() > ZONE_COUNT_MAX {
         return Err(format!("key `zones` lists {} zones: must be 1 to {ZONE_COUNT_MAX}", zones.len()));
     }
     for (i, z) in zones.iter().enumerate() {
+        check_name(&format!("zones[{i}]"), z)?;
         if zones[..i].contains(z) {
             return Err(format!("key `zones`: zone \"{z}\" is listed twice"));
         }
@@ -176,6 +187,7 @@ fn nodes(cx: &Cx, raw: &[RawNode]) -> Result<Vec<NodeSpec>, String> {
     }
     let mut nodes = Vec::new();
     for (i, n) in raw.iter().enumerate() {
+        check_name(&format!("nodes[{i}].name"), &n.name)?;
         if raw[..i].iter().any(|m| m.name == n.name) {
             return Err(format!("key `nodes[{i}].name` = \"{}\": node listed twice", n.name));
         }
@@ -202,6 +214,7 @@ fn shards(cx: &Cx, raw: &[RawShard]) -> Result<Vec<ShardSpec>, String> {
     }
     let mut shards = Vec::new();
     for (i, s) in raw.iter().enumerate() {
+        check_name(&format!("shards[{i}].name"), &s.name)?;
         if raw[..i].iter().any(|t| t.name == s.name) {
             return Err(format!("key `shards[{i}].name` = \"{}\": shard listed twice", s.name));
         }
@@ -310,6 +323,7 @@ fn coordinator(
             }
             let mut out: Vec<CoordinatorPlace> = Vec::new();
             for (i, p) in places.iter().enumerate() {
+                check_name(&format!("coordinators[{i}].name"), &p.name)?;
                 if out.iter().any(|c| c.name == p.name) || cx.nodes.iter().any(|n| n.name == p.name) {
                     return Err(format!(
                         "key `coordinators[{i}].name` = \"{}\": the name is taken (by another coordinator or a node)",
@@ -397,6 +411,7 @@ fn clients(
     }
     let mut clients = Vec::new();
     for (i, c) in raw.iter().enumerate() {
+        check_name(&format!("clients[{i}].name"), &c.name)?;
         if c.ops.is_empty() || c.ops.len() > CLIENT_OPS_MAX {
             return Err(format!(
                 "key `clients[{i}].ops` has {} operations: must be 1 to {CLIENT_OPS_MAX}",
@@ -576,6 +591,7 @@ fn variants(
         });
     }
     for (name, v) in raw {
+        check_name(&format!("variants.{name:?}"), name)?;
         if name == "default" {
             return Err(
                 "key `variants.default`: the name `default` is the scenario's own [policy] and [expect]"
