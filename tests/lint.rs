@@ -669,6 +669,22 @@ fn rules_for_the_missing_links_and_the_do_nothing_properties() {
     let full = lint("disk_high_watermark = 55\n", Some(SLOW));
     assert!(full.message("RC019").contains("finds it no target"), "{}", full.doc);
     assert!(!lint("disk_high_watermark = 60\n", Some(SLOW)).has("RC019"), "50% + 10% fits under 60%");
+    // With debt as node state: 60 points a write every 4 ticks outrun 10 compacted a tick, on
+    // any node; compacting 20 a tick keeps up.
+    const DEBT: &str = "models/rebalancer-compaction-debt.toml";
+    let fixed = "scoring = \"disk_and_compaction\"\ncompaction_debt_max = 30\nmove_cooldown = \"2s\"\n";
+    assert!(lint(fixed, Some(DEBT))
+        .message("RC019")
+        .contains("a write every 4 tick(s) (15.00 points of compaction debt a tick at 60 a write) where a node compacts 10 a tick"));
+    let text = std::fs::read_to_string(DEBT).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fast = dir.path().join("fast-compaction.toml");
+    std::fs::write(
+        &fast,
+        text.replace("compaction_debt_drain = \"100/s\"", "compaction_debt_drain = \"200/s\""),
+    )
+    .unwrap();
+    assert!(!lint(fixed, Some(&fast.display().to_string())).has("RC019"), "20 a tick keeps up with 15");
 
     // RC020: the wait behind the coordinator's backlog plus the worst round trip (1.4s) against
     // the 2s deadline, at one unit per tick: 5 units fit, 6 do not.
@@ -683,6 +699,32 @@ fn rules_for_the_missing_links_and_the_do_nothing_properties() {
         .message("RC020")
         .contains("no coordinator_load_ceiling"));
     assert!(!lint("", Some("models/ack-timeout-eviction.toml")).has("RC020"), "no work queue modelled");
+    // Five replicas at 64 units an update and a copy: 384 units an eviction, and 171 at once
+    // is past 65535 units. The backlog stays at its most, far past a 15s deadline.
+    let text = std::fs::read_to_string(SATURATION).unwrap();
+    let five = text
+        .replace(
+            "[[shards]]",
+            "[[nodes]]\nname = \"n5\"\nzone = \"a\"\n\n[[nodes]]\nname = \"n6\"\nzone = \"b\"\n\n[[shards]]",
+        )
+        .replace("replicas = [\"n1\", \"n2\", \"n3\"]", "replicas = [\"n1\", \"n2\", \"n3\", \"n5\", \"n6\"]")
+        .replace("membership_update_work = 8", "membership_update_work = 64")
+        .replace("copy_work = 4", "copy_work = 64")
+        .replace(
+            "replication_factor = 3\nwrite_quorum = 2\nread_quorum = 2",
+            "replication_factor = 5\nwrite_quorum = 3\nread_quorum = 3",
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("five-replicas.toml");
+    std::fs::write(&model, five).unwrap();
+    let model = model.display().to_string();
+    for evictions in [170, 171, 255] {
+        let many = lint(
+            &format!("replica_ack_timeout = \"15s\"\nmax_concurrent_evictions = {evictions}\nidempotency_tokens = true\n"),
+            Some(&model),
+        );
+        assert!(many.has("RC020"), "{evictions} evictions at once: {}", many.doc);
+    }
 
     // RC021: two routers and n1 (capacity 3, 2 from outside): at 100% each takes its last slot.
     const ROUTERS: &str = "models/capacity-routing-two-routers.toml";
@@ -695,7 +737,48 @@ fn rules_for_the_missing_links_and_the_do_nothing_properties() {
     let full = aware("1.0");
     assert!(full
         .message("RC021")
-        .contains("on n1 (capacity 3, 2 from outside) before it spills, so together they can offer it 4"));
+        .contains("ra puts 1 and rb puts 1 on n1 (capacity 3, 2 from outside), so together they offer it 4"));
+    for spill in ["0.75", "0.999"] {
+        assert!(
+            !aware(spill).has("RC021"),
+            "n2 stays under {spill} for all three writes: {}",
+            aware(spill).doc
+        );
+    }
+    // Backends of one write a tick: one write passes any threshold, so past it everywhere each
+    // router fills the least full backend to capacity, and both pick n1.
+    let text = std::fs::read_to_string(ROUTERS).unwrap();
+    let small: String = text
+        .lines()
+        .filter(|l| !l.starts_with("base_load"))
+        .map(|l| {
+            if l.starts_with("write_capacity") {
+                "write_capacity = \"10/s\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dir = tempfile::tempdir().unwrap();
+    let small_model = dir.path().join("small-backends.toml");
+    std::fs::write(&small_model, small).unwrap();
+    let half = lint(
+        "placement = \"capacity_aware\"\nupload_planner = \"capacity_aware\"\nspill_threshold = 0.5\n",
+        Some(&small_model.display().to_string()),
+    );
+    assert!(
+        half.message("RC021").contains("ra puts 1 and rb puts 1 on n1 (capacity 1, 0 from outside)"),
+        "{}",
+        half.doc
+    );
+    // The checker agrees: an error, and no violation left to RC000.
+    let (_policy_dir, policy) = policy_file(
+        "placement = \"capacity_aware\"\nupload_planner = \"capacity_aware\"\nspill_threshold = 0.5\n",
+    );
+    let checked = lint_checked(&policy, &small_model.display().to_string());
+    assert_eq!(checked.code, Some(1), "{}", checked.doc);
+    assert!(checked.has("RC021") && !checked.has("RC000"), "{}", checked.doc);
     assert!(
         !aware("0.5").has("RC021"),
         "at 50% each router leaves every backend half its room: {}",

@@ -120,6 +120,13 @@ fn points() -> Vec<(&'static str, String)> {
     {
         points.push((SLOW, policy.into()));
     }
+    // Debt as node state that the hot writes outrun (RC019): the fix, and no rebalancer.
+    const DEBT: &str = "models/rebalancer-compaction-debt.toml";
+    points.push((
+        DEBT,
+        "scoring = \"disk_and_compaction\"\ncompaction_debt_max = 30\nmove_cooldown = \"2s\"\ncooldown_backoff = 2\ncooldown_max = \"8s\"\n".into(),
+    ));
+    points.push((DEBT, "rebalance_enabled = false\n".into()));
     // Keys the checker chooses (RC015's shared partitions), a burst that ends.
     const ANY_KEY: &str = "models/hot-partition-any-key.toml";
     points.push((ANY_KEY, String::new()));

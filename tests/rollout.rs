@@ -56,6 +56,24 @@ fn the_staged_order_holds_and_its_rollback_does_not() {
     assert!(actions.iter().any(|a| a.starts_with("ROLLBACK:")), "{actions:#?}");
 }
 
+/// A rollout runs each stage's policy on some coordinator: lint reads every stage, not only
+/// the one the fleet starts on (the 500 ms deadline is the second stage here).
+#[test]
+fn every_stage_of_a_rollout_is_linted() {
+    let out = replicheck(&[
+        "check",
+        "models/ack-timeout-staged-rollout.toml",
+        "--variant",
+        "rollout",
+        "--max-states",
+        "100",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "cut short: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("lint ack-timeout-staged-rollout / rollout, stage after: warning[RC003]"), "{err}");
+    assert!(!err.contains("stage before: warning[RC003]"), "{err}");
+}
+
 #[test]
 fn diff_rollout_reports_a_mixed_fleet_regression_with_its_counterexample() {
     let dir = tempfile::tempdir().unwrap();

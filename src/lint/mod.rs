@@ -306,14 +306,21 @@ pub fn lint_scenario(scenario: &Scenario, policy: &SourcedPolicy) -> Result<Repo
 /// For `check`: one line per finding, naming the model and variant, for stderr above the
 /// results.
 pub fn job_lines(scenario: &Scenario, variant: &str, policy: &SourcedPolicy) -> Vec<String> {
-    match lint_scenario(scenario, policy) {
-        Ok(report) => report
-            .findings
-            .iter()
-            .map(|f| format!("lint {} / {variant}: {}", scenario.name, f.one_line()))
-            .collect(),
-        Err(m) => vec![format!("lint {} / {variant}: not run: {m}", scenario.name)],
+    // A rollout runs every stage's policy on some coordinator: each is linted, by name.
+    let stages: Vec<(String, &SourcedPolicy)> = match &policy.rollout {
+        Some(plan) => plan.stages.iter().map(|(name, p)| (format!("{variant}, stage {name}"), p)).collect(),
+        None => vec![(variant.to_string(), policy)],
+    };
+    let mut lines = Vec::new();
+    for (label, policy) in stages {
+        match lint_scenario(scenario, policy) {
+            Ok(report) => lines.extend(
+                report.findings.iter().map(|f| format!("lint {} / {label}: {}", scenario.name, f.one_line())),
+            ),
+            Err(m) => lines.push(format!("lint {} / {label}: not run: {m}", scenario.name)),
+        }
     }
+    lines
 }
 
 #[cfg(test)]

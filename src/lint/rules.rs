@@ -1,13 +1,13 @@
 //! The rules' checks: pure functions of the policy and, for some, the environment.
 
 use super::Input;
-use crate::config::{Policy, Scenario};
+use crate::config::{OpKind, Policy, Scenario};
 use crate::policy::detector::{self, FailureDetection, Health};
 use crate::policy::eviction::{self, ClusterView};
 use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
 use crate::policy::retry::{self, Backoff, RetryDecision};
 use crate::policy::routing::{self, BackendLoad, Placement, UploadPlanner};
-use crate::policy::{coordinator_load, quorum, Ticks};
+use crate::policy::{coordinator_load, quorum, NodeId, Ticks};
 use std::fmt::Write as _;
 
 // ---------------------------------------------------------------------------------------------
@@ -644,6 +644,7 @@ pub(super) fn hot_shard_stays_on_slow_node(i: &Input) -> Vec<String> {
             continue;
         };
         if w.compaction.dynamic() {
+            out.extend(debt_outruns_compaction(s, w, k));
             continue;
         }
         let shards: Vec<ShardLoad> = (0..w.shards.len())
@@ -672,6 +673,50 @@ pub(super) fn hot_shard_stays_on_slow_node(i: &Input) -> Vec<String> {
     out
 }
 
+/// With debt as node state: the hot shard's endless writers can add debt faster than a node
+/// compacts it, so whichever node holds the shard falls behind. A move only takes the debt
+/// along (the next node grows slow), and staying leaves it slow: no placement policy ends it.
+fn debt_outruns_compaction(s: &Scenario, w: &crate::config::Resolved, k: usize) -> Option<String> {
+    let per_write = u32::from(w.compaction.debt_per_write_pct);
+    let drain = u32::from(w.compaction.debt_drain_pct_per_tick);
+    let coordinator = |c: &crate::config::ClientSpec| s.coordinators[usize::from(c.coordinator)].zone;
+    // A writer's fastest cycle: to its coordinator, to the replica and back, back to the
+    // client, then its shortest think time (one write in flight at a time).
+    let cycles: Vec<u32> = w
+        .clients
+        .iter()
+        .enumerate()
+        .filter(|(c, client)| {
+            client.repeat
+                && client.ops.contains(&OpKind::Write)
+                && w.client_partitions[*c].contains(&(k as u8))
+        })
+        .map(|(_, client)| {
+            let lo = |a: u8, b: u8| s.latency[usize::from(a)][usize::from(b)].lo;
+            let to_node = w.initial_members[k]
+                .iter()
+                .map(|&n| lo(coordinator(client), s.nodes[usize::from(n)].zone))
+                .min()
+                .unwrap_or(0);
+            let think = client.think_ticks.lo;
+            (2 * lo(client.zone, coordinator(client)) + 2 * to_node + think).max(1)
+        })
+        .collect();
+    // Debt per tick, in hundredths of a point: per_write / cycle, summed over the writers.
+    let added: u32 = cycles.iter().map(|&cycle| per_write * 100 / cycle).sum();
+    if cycles.is_empty() || added <= drain * 100 {
+        return None;
+    }
+    Some(format!(
+        "hot shard {}: its endless writers may apply a write every {} tick(s) ({}.{:02} points of compaction debt a tick at {per_write} a write) where a node compacts {drain} a tick, so whichever node holds it falls behind (slow above {}%): a move takes the debt along to the next node (the moves never end) and staying keeps it slow; no placement policy ends it, only more compaction or the shard's writes spread",
+        w.shards[k].name,
+        cycles.iter().min().expect("a writer"),
+        added / 100,
+        added % 100,
+        w.slow_compaction_debt_pct
+    ))
+}
+
 pub(super) fn coordinator_backlog_within_deadline(i: &Input) -> Vec<String> {
     let (p, Some(s), Some(w)) = (i.policy, i.scenario, i.world) else { return vec![] };
     let Some(work) = w.coordinator.work else { return vec![] };
@@ -682,9 +727,11 @@ pub(super) fn coordinator_backlog_within_deadline(i: &Input) -> Vec<String> {
     // The most work a request can wait behind while the eviction its miss asks for still goes
     // ahead: the ceiling (changes pause only above it), or without one a backlog of every
     // eviction the policy allows at once, each an update and a copy from every other replica.
-    let per_change = work.membership_update_work + work.copy_work * u16::from(p.replication_factor);
-    let no_ceiling_work =
-        (per_change * u16::from(p.eviction.max_concurrent_evictions.max(1))).min(work.backlog_work_max());
+    // In u32: a large update or copy cost times many evictions is past u16 (the backlog is not).
+    let per_change =
+        u32::from(work.membership_update_work) + u32::from(work.copy_work) * u32::from(p.replication_factor);
+    let all_at_once = per_change * u32::from(p.eviction.max_concurrent_evictions.max(1));
+    let no_ceiling_work = all_at_once.min(u32::from(work.backlog_work_max())) as u16;
     let load =
         p.eviction.coordinator_load_ceiling_work.unwrap_or(no_ceiling_work).min(work.backlog_work_max());
     let wait = coordinator_load::foreground_wait_ticks(work, load);
@@ -725,32 +772,56 @@ pub(super) fn routers_overcommit_a_backend(i: &Input) -> Vec<String> {
     if routers < 2 || !w.backends_modelled || r.placement == Placement::Sorted {
         return vec![];
     }
+    // Each router places the writes of its writing clients in one tick (a client has one
+    // write in flight at a time) as placement does, one at a time, knowing only the load from
+    // outside and its own: under spill_threshold where it can, and past it everywhere on the
+    // least full backend that still admits one.
+    let writers = |c: usize| {
+        w.clients.iter().filter(|k| usize::from(k.coordinator) == c && k.ops.contains(&OpKind::Write)).count()
+    };
+    let placed: Vec<Vec<u16>> = (0..routers)
+        .map(|c| {
+            let mut own = vec![0u16; w.nodes.len()];
+            for _ in 0..writers(c) {
+                let loads: Vec<BackendLoad> = w
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(n, node)| BackendLoad {
+                        node: n as NodeId,
+                        up: true,
+                        capacity_per_tick: node.write_capacity_per_tick,
+                        load_per_tick: node.base_load_per_tick + own[n],
+                    })
+                    .collect();
+                if let Some(b) = routing::choose_backend(r, &loads) {
+                    own[usize::from(b)] += 1;
+                }
+            }
+            own
+        })
+        .collect();
     let mut out = Vec::new();
     for (n, node) in w.nodes.iter().enumerate() {
         let Some(cap) = node.write_capacity_per_tick else { continue };
-        // How many writes one router puts on this backend in a tick before it spills to an
-        // idle one: ask placement, one write at a time.
-        let idle = BackendLoad { node: 1, up: true, capacity_per_tick: None, load_per_tick: 0 };
-        let mut own = 0u16;
-        while own < cap {
-            let this = BackendLoad {
-                node: 0,
-                up: true,
-                capacity_per_tick: Some(cap),
-                load_per_tick: node.base_load_per_tick + own,
-            };
-            if routing::choose_backend(r, &[this, idle]) != Some(0) {
-                break;
-            }
-            own += 1;
+        let each: Vec<u16> = placed.iter().map(|own| own[n]).collect();
+        let offered = node.base_load_per_tick + each.iter().sum::<u16>();
+        if offered <= cap || each.iter().filter(|&&k| k > 0).count() < 2 {
+            continue;
         }
-        let offered = node.base_load_per_tick + own * routers as u16;
-        if own > 0 && offered > cap {
-            out.push(format!(
-                "{routers} routers each count only the writes they placed: each puts up to {own} write(s) a tick on {} (capacity {cap}, {} from outside) before it spills, so together they can offer it {offered}",
-                s.nodes[n].name, node.base_load_per_tick
-            ));
-        }
+        let shares: Vec<String> = each
+            .iter()
+            .enumerate()
+            .filter(|(_, &k)| k > 0)
+            .map(|(c, k)| format!("{} puts {k}", w.coordinators[c].name))
+            .collect();
+        out.push(format!(
+            "{routers} routers each count only the writes they placed: in one tick, with their clients' writes placed by spill_threshold = {:?}, {} on {} (capacity {cap}, {} from outside), so together they offer it {offered}",
+            f64::from(r.spill_threshold_permille) / 1000.0,
+            shares.join(" and "),
+            s.nodes[n].name,
+            node.base_load_per_tick
+        ));
     }
     out
 }
