@@ -16,7 +16,7 @@ use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::link::{LinkError, NodeLink};
 use super::resp;
-use super::shell::{config_name, describe_breach, Shell};
+use super::shell::{config_name, Shell};
 use super::trace::TraceWriter;
 use super::wire::{NodeReply, NodeRequest, StoredValue};
 use crate::config::{CoordinatorSpec, OpKind, Policy};
@@ -450,7 +450,7 @@ impl Coordinator {
             let _ = write!(
                 out,
                 "first_fleet_capacity_breach:{}\r\n",
-                describe_breach(&sh.layout, breach, Some(at_ms))
+                sh.layout.describe_breach(breach, Some(at_ms))
             );
         }
     }

@@ -52,6 +52,10 @@ impl FleetMeter {
         }
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let me = usize::from(me);
+        // Most steps (the clock's) offer nothing new: nothing to add up.
+        if counts[me].0 == partition_load && counts[me].1 == backend_load {
+            return;
+        }
         let before = std::mem::replace(&mut counts[me], (partition_load.to_vec(), backend_load.to_vec()));
         // A coordinator not heard from yet has offered nothing.
         let empty: Counts = (vec![0; partition_load.len()], vec![0; backend_load.len()]);

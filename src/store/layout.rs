@@ -16,6 +16,7 @@
 use crate::config::{Scenario, SourcedPolicy};
 use crate::policy::routing::{self, WRITE_SHARD_SUFFIXES_MAX};
 use crate::policy::NodeId;
+use crate::protocol::{CapacityBreach, CapacityUnit};
 
 /// Partitions at most (a partition index is a `u8`, as in the models).
 pub const PARTITIONS_MAX: usize = crate::policy::SHARD_COUNT_MAX;
@@ -55,6 +56,23 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// A breach as INFO shows it; `at_ms: None` for one by background load alone (in every
+    /// window from the start).
+    pub fn describe_breach(&self, b: CapacityBreach, at_ms: Option<u128>) -> String {
+        let unit = match (b.unit, at_ms) {
+            (CapacityUnit::Partition(p), None) => {
+                format!("partition {} by background load", self.shards[usize::from(p)].name)
+            }
+            (CapacityUnit::Partition(p), Some(_)) => {
+                format!("partition {}", self.shards[usize::from(p)].name)
+            }
+            (CapacityUnit::Backend(n), None) => format!("backend node {n} by base load"),
+            (CapacityUnit::Backend(n), Some(_)) => format!("backend node {n}"),
+        };
+        let at = at_ms.map_or("from the start".to_string(), |ms| format!("at {ms} ms"));
+        format!("{unit} offered {} > capacity {} {at}", b.offered, b.capacity)
+    }
+
     /// `shard_count` partitions named `s0`, `s1`, ...; partition `i`'s replicas are nodes
     /// `i, i+1, ...` (mod `node_count`), so partitions spread over the nodes. No capacities.
     pub fn round_robin(shard_count: usize, node_count: usize, replication_factor: u8) -> Layout {

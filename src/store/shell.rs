@@ -163,7 +163,7 @@ impl Shell {
             partition_peak: cfg.partition_background.clone(),
             backend_peak: cfg.nodes.iter().map(|n| n.base_load_per_tick).collect(),
             first_breach: protocol::coordinator::background_breach(&cfg)
-                .map(|b| describe_breach(&layout, b, None)),
+                .map(|b| layout.describe_breach(b, None)),
             last_suppressed: None,
             membership_epoch: saved.as_ref().map_or(0, |s| s.membership_epoch),
             evicted: vec![false; node_count],
@@ -499,7 +499,7 @@ impl Shell {
                 bump(&c.capacity_breaches);
                 if inner.observed.first_breach.is_none() {
                     let at_ms = self.started.elapsed().as_millis();
-                    inner.observed.first_breach = Some(describe_breach(&self.layout, b, Some(at_ms)));
+                    inner.observed.first_breach = Some(self.layout.describe_breach(b, Some(at_ms)));
                 }
             }
             Event::EvictionSuppressed { node, why, .. } => {
@@ -766,23 +766,6 @@ fn observe_token(inner: &mut Inner, op: u64, version: u64, log: &DecisionLog) {
     if first != version {
         log.event(&format!("duplicate_effect first_version={first} version={version}"));
     }
-}
-
-/// A breach as INFO shows it; `at_ms: None` for one by background load alone (in every
-/// window from the start).
-pub(super) fn describe_breach(layout: &Layout, b: protocol::CapacityBreach, at_ms: Option<u128>) -> String {
-    let unit = match (b.unit, at_ms) {
-        (protocol::CapacityUnit::Partition(p), None) => {
-            format!("partition {} by background load", layout.shards[usize::from(p)].name)
-        }
-        (protocol::CapacityUnit::Partition(p), Some(_)) => {
-            format!("partition {}", layout.shards[usize::from(p)].name)
-        }
-        (protocol::CapacityUnit::Backend(n), None) => format!("backend node {n} by base load"),
-        (protocol::CapacityUnit::Backend(n), Some(_)) => format!("backend node {n}"),
-    };
-    let at = at_ms.map_or("from the start".to_string(), |ms| format!("at {ms} ms"));
-    format!("{unit} offered {} > capacity {} {at}", b.offered, b.capacity)
 }
 
 /// An enum as the policy files and INFO spell it (`coupled`, `no_replacement`).
