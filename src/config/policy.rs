@@ -4,7 +4,7 @@
 
 use super::duration::{Dur, MaxAttempts, Rate};
 use crate::policy::coordinator_load::BACKLOG_WORK_MAX;
-use crate::policy::detector::FailureDetection;
+use crate::policy::detector::{FailureDetection, HealthCheck};
 use crate::policy::eviction::EvictionPolicy;
 use crate::policy::rebalancer::{RebalancePolicy, Scoring};
 use crate::policy::retry::{Backoff, RetryPolicy};
@@ -54,6 +54,7 @@ policy_patch! {
     durable_membership: bool,
     replica_ack_timeout: Dur,
     failure_detection: FailureDetection,
+    health_check: HealthCheck,
     heartbeat_interval: Dur,
     suspect_after: Dur,
     dead_after: Dur,
@@ -148,6 +149,14 @@ impl DescribeValue for FailureDetection {
         }
     }
 }
+impl DescribeValue for HealthCheck {
+    fn describe(&self) -> String {
+        match self {
+            HealthCheck::Rounds => "\"rounds\"".into(),
+            HealthCheck::Continuous => "\"continuous\"".into(),
+        }
+    }
+}
 impl DescribeValue for Scoring {
     fn describe(&self) -> String {
         match self {
@@ -237,6 +246,8 @@ pub struct Policy {
     pub durable_membership: bool,
     pub replica_ack_timeout_ticks: Ticks,
     pub failure_detection: FailureDetection,
+    /// Independent detection: whether silence is judged at heartbeat rounds or at every tick.
+    pub health_check: HealthCheck,
     pub heartbeat_interval_ticks: Ticks,
     pub suspect_after_ticks: Ticks,
     pub dead_after_ticks: Ticks,
@@ -273,6 +284,7 @@ fn defaults() -> PolicyPatch {
         durable_membership: Some(true),
         replica_ack_timeout: d("2s"),
         failure_detection: Some(FailureDetection::Coupled),
+        health_check: Some(HealthCheck::Rounds),
         heartbeat_interval: d("1s"),
         suspect_after: d("3s"),
         dead_after: d("5s"),
@@ -333,6 +345,7 @@ impl SourcedPolicy {
             durable_membership: r.p.durable_membership.expect("default"),
             replica_ack_timeout_ticks,
             failure_detection,
+            health_check: r.p.health_check.expect("default"),
             heartbeat_interval_ticks,
             suspect_after_ticks,
             dead_after_ticks,

@@ -143,6 +143,9 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
                     format!("ack deadline of {} attempt={attempt} fires", op_name(cfg, *op))
                 }
                 super::Timer::Heartbeat => "heartbeat round (health from silence, pings)".into(),
+                super::Timer::SilenceCrossed { node: n } => {
+                    format!("{}'s silence reached a detector threshold (continuous check)", node(*n))
+                }
                 super::Timer::ViewResend { shard } => {
                     format!(
                         "view of {} not acked by all in time, sends it again",

@@ -77,7 +77,8 @@ pub enum Action {
     /// Shard p's burst ends (`burst_ends = true`): the environment, not a fault.
     BurstEnds(u8),
     Tick,
-    /// A timer of coordinator `coord` (not the leader) fires.
+    /// A timer of coordinator `coord` fires: every timer of a coordinator other than the
+    /// leader, and the leader's timers that have no action of their own.
     PeerTimer {
         coord: u8,
         timer: Timer,
@@ -170,7 +171,7 @@ impl Extend<Timer> for TimerActions<'_> {
             Timer::Heartbeat => Action::Heartbeat,
             Timer::Rebalance => Action::Rebalance,
             Timer::CopyRetry { shard } => Action::CopyRetry(shard),
-            Timer::ViewResend { .. } => Action::PeerTimer { coord, timer: t },
+            Timer::ViewResend { .. } | Timer::SilenceCrossed { .. } => Action::PeerTimer { coord, timer: t },
         }));
     }
 }

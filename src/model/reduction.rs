@@ -246,6 +246,7 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
         | Action::Heartbeat
         | Action::Rebalance
         | Action::CopyRetry(_)
+        | Action::PeerTimer { .. }
         | Action::CoordinatorRestart => false,
         _ => true,
     });
@@ -384,7 +385,8 @@ fn coordinator_quiet(cfg: &WorldConfig, s: &WorldState, actions: &[Action]) -> b
         | Action::ApplyMembershipUpdate
         | Action::Heartbeat
         | Action::Rebalance
-        | Action::CopyRetry(_) => true,
+        | Action::CopyRetry(_)
+        | Action::PeerTimer { .. } => true,
         _ => false,
     });
     let may_crash = cfg.faults.crash_coordinator && budget_left(s);

@@ -17,6 +17,37 @@ pub enum FailureDetection {
     Independent,
 }
 
+/// When a silence-based detector looks at a node's silence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthCheck {
+    /// At heartbeat rounds only: every `heartbeat_interval` the detector compares each node's
+    /// silence with the thresholds (a node may go quiet and come back between two rounds
+    /// unseen).
+    Rounds,
+    /// At every tick: a node is judged the moment its silence reaches a threshold, as a lease
+    /// or session that expires (etcd and KRaft sessions, CockroachDB liveness, SWIM suspicion
+    /// timeouts). Heartbeats still go out every `heartbeat_interval`, to be answered.
+    Continuous,
+}
+
+/// Whether the detector must judge a node now that it believes is `believed`, after
+/// `silence_ticks` of silence: always at a round; between rounds only when checking
+/// continuously and the silence has crossed a threshold the belief does not yet reflect.
+/// (Hearing from a node makes it alive at once, so between rounds health only worsens.)
+pub fn judge_now(
+    check: HealthCheck,
+    at_round: bool,
+    believed: Health,
+    silence_ticks: Ticks,
+    suspect_after_ticks: Ticks,
+    dead_after_ticks: Ticks,
+) -> bool {
+    at_round
+        || (check == HealthCheck::Continuous
+            && health_from_silence(silence_ticks, suspect_after_ticks, dead_after_ticks) > believed)
+}
+
 /// What the coordinator believes about one node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -65,6 +96,20 @@ mod tests {
     fn coupled_takes_a_deadline_miss_as_death_and_independent_does_not() {
         assert_eq!(health_after_deadline_miss(FailureDetection::Coupled), Some(Health::Dead));
         assert_eq!(health_after_deadline_miss(FailureDetection::Independent), None);
+    }
+
+    #[test]
+    fn rounds_judge_only_at_rounds_and_continuous_at_a_crossed_threshold() {
+        // Silence past dead_after between rounds: only the continuous check acts on it.
+        assert!(!judge_now(HealthCheck::Rounds, false, Health::Alive, 30, 20, 30));
+        assert!(judge_now(HealthCheck::Continuous, false, Health::Alive, 30, 20, 30));
+        assert!(judge_now(HealthCheck::Continuous, false, Health::Alive, 20, 20, 30));
+        // Nothing new to judge: the belief already says what the silence says.
+        assert!(!judge_now(HealthCheck::Continuous, false, Health::Suspect, 25, 20, 30));
+        assert!(!judge_now(HealthCheck::Continuous, false, Health::Dead, 30, 20, 30));
+        assert!(!judge_now(HealthCheck::Continuous, false, Health::Alive, 19, 20, 30));
+        // A round always judges.
+        assert!(judge_now(HealthCheck::Rounds, true, Health::Dead, 0, 20, 30));
     }
 
     #[test]

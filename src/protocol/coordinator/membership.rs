@@ -87,19 +87,49 @@ impl<D: Data> Coordinator<D> {
     pub(super) fn on_heartbeat(&mut self, cfg: &Resolved, io: &mut impl Io<D>) {
         let p = &cfg.policy;
         self.heartbeat_ticks = ticks(p.heartbeat_interval_ticks);
-        for n in 0..cfg.nodes.len() {
-            let silence = u32::from(self.silence_ticks[n]);
-            let health = detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks);
-            if health == Health::Dead && self.health[n] != Health::Dead {
-                io.event(Event::DeclaredDead {
-                    node: n as NodeId,
-                    silence_ticks: Some(self.silence_ticks[n]),
-                });
+        for n in 0..cfg.nodes.len() as NodeId {
+            if p.health_check == HealthCheck::Rounds {
+                self.judge(cfg, n, io);
             }
-            self.health[n] = health;
-            io.send(Endpoint::Node(n as NodeId), Msg::Ping);
+            io.send(Endpoint::Node(n), Msg::Ping);
         }
         self.consider_evictions(cfg, self.backlog_work, io);
+    }
+
+    /// Continuous checking: `n`'s silence crossed a threshold between rounds.
+    pub(super) fn on_silence_crossed(&mut self, cfg: &Resolved, n: NodeId, io: &mut impl Io<D>) {
+        self.judge(cfg, n, io);
+        self.consider_evictions(cfg, self.backlog_work, io);
+    }
+
+    /// The independent detector's judgement of `n`'s silence now.
+    fn judge(&mut self, cfg: &Resolved, n: NodeId, io: &mut impl Io<D>) {
+        let p = &cfg.policy;
+        let i = usize::from(n);
+        let silence = u32::from(self.silence_ticks[i]);
+        let health = detector::health_from_silence(silence, p.suspect_after_ticks, p.dead_after_ticks);
+        if health == Health::Dead && self.health[i] != Health::Dead {
+            io.event(Event::DeclaredDead { node: n, silence_ticks: Some(self.silence_ticks[i]) });
+        }
+        self.health[i] = health;
+    }
+
+    /// Continuous checking: the nodes whose silence crossed a threshold the detector has not
+    /// acted on yet (judged at once: time may not pass first).
+    pub(super) fn silences_crossed<'a>(&'a self, cfg: &'a Resolved) -> impl Iterator<Item = NodeId> + 'a {
+        let p = &cfg.policy;
+        let continuous = independent(cfg) && p.health_check == HealthCheck::Continuous;
+        (0..if continuous { self.silence_ticks.len() } else { 0 }).filter_map(move |i| {
+            let crossed = detector::judge_now(
+                p.health_check,
+                false,
+                self.health[i],
+                u32::from(self.silence_ticks[i]),
+                p.suspect_after_ticks,
+                p.dead_after_ticks,
+            );
+            crossed.then_some(i as NodeId)
+        })
     }
 
     /// Ask the eviction policy about every member the detector declared dead; queue the

@@ -31,7 +31,7 @@ use super::{
 };
 use crate::config::{OpKind, Resolved};
 use crate::policy::coordinator_load;
-use crate::policy::detector::{self, FailureDetection, Health};
+use crate::policy::detector::{self, FailureDetection, Health, HealthCheck};
 use crate::policy::eviction::{self, Candidate, ClusterView, EvictionDecision};
 use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
 use crate::policy::routing::{self, BackendLoad, WriteRoute};
@@ -241,6 +241,8 @@ pub enum Timer<Op = crate::protocol::OpId> {
     ViewResend { shard: u8 },
     /// A request that waited behind the coordinator's backlog is sent to the replicas.
     FanOut { op: Op, attempt: u8 },
+    /// Continuous health checking: `node`'s silence reached `suspect_after` or `dead_after`.
+    SilenceCrossed { node: NodeId },
 }
 
 /// What the coordinator persists, and so what survives its crash. A driver writes it durably
@@ -445,6 +447,7 @@ impl<D: Data> Coordinator<D> {
                 .iter()
                 .all(|v| v.join.as_ref().is_none_or(|j| !j.copying || j.parked || j.copy_ticks > 0))
             && self.shards.iter().all(|v| !self.view_pending(cfg, v) || v.view_ticks > 0)
+            && self.silences_crossed(cfg).next().is_none()
     }
 
     /// Whether this coordinator runs the rebalancer: the leader, when it is enabled.
@@ -468,6 +471,7 @@ impl<D: Data> Coordinator<D> {
         if independent(cfg) && self.heartbeat_ticks == 0 {
             out.extend([Timer::Heartbeat]);
         }
+        out.extend(self.silences_crossed(cfg).map(|node| Timer::SilenceCrossed { node }));
         if self.rebalances(cfg) && self.rebalance_ticks == 0 {
             out.extend([Timer::Rebalance]);
         }
@@ -491,6 +495,7 @@ impl<D: Data> Coordinator<D> {
             Timer::CopyRetry { shard } => self.on_copy_deadline(shard),
             Timer::ViewResend { shard } => self.on_view_resend(cfg, shard, io),
             Timer::FanOut { op, attempt } => self.on_fan_out(cfg, op, attempt, io),
+            Timer::SilenceCrossed { node } => self.on_silence_crossed(cfg, node, io),
         }
     }
 

@@ -445,3 +445,67 @@ fn view_epochs_wrap_and_stay_ordered() {
         assert_eq!(views::epoch_after(a, b), after, "{a} after {b}");
     }
 }
+
+/// A coordinator with independent detection: heartbeats every 5 ticks, suspect after 3, dead
+/// after 4 ticks of silence, judged by `check`.
+fn independent_detection(check: HealthCheck) -> Resolved {
+    let mut cfg = resolved("default");
+    cfg.policy.failure_detection = FailureDetection::Independent;
+    cfg.policy.health_check = check;
+    cfg.policy.heartbeat_interval_ticks = 5;
+    cfg.policy.suspect_after_ticks = 3;
+    cfg.policy.dead_after_ticks = 4;
+    cfg
+}
+
+/// Let `ticks` ticks pass, firing every due timer first; the nodes declared dead, with the
+/// tick (counted from 1) at which each was.
+fn run_silent(cfg: &Resolved, c: &mut Coordinator, ticks: u32) -> Vec<(NodeId, u32)> {
+    let mut dead = Vec::new();
+    for t in 0..=ticks {
+        loop {
+            let mut due = Vec::new();
+            c.due(cfg, &mut due);
+            let Some(timer) = due.first().copied() else { break };
+            let mut out = Outbox::default();
+            c.on_timer(cfg, timer, &mut out);
+            for e in out.events {
+                if let Event::DeclaredDead { node, .. } = e {
+                    dead.push((node, t));
+                }
+            }
+        }
+        if t < ticks {
+            c.tick(cfg);
+        }
+    }
+    dead
+}
+
+#[test]
+fn rounds_judge_silence_only_at_heartbeat_rounds() {
+    let cfg = independent_detection(HealthCheck::Rounds);
+    let mut c = Coordinator::new(&cfg, 0);
+    // Silent from the start: silence reaches dead_after (4) at tick 4, but the first round is at 5.
+    let dead = run_silent(&cfg, &mut c, 6);
+    assert!(dead.iter().all(|&(_, t)| t == 5), "{dead:?}");
+    assert_eq!(dead.len(), cfg.nodes.len());
+}
+
+#[test]
+fn continuous_checking_judges_at_the_tick_silence_reaches_a_threshold() {
+    let cfg = independent_detection(HealthCheck::Continuous);
+    let mut c = Coordinator::new(&cfg, 0);
+    let dead = run_silent(&cfg, &mut c, 3);
+    assert!(dead.is_empty(), "nobody is dead before dead_after: {dead:?}");
+    assert!(c.health.iter().all(|h| *h == Health::Suspect), "suspect at suspect_after: {:?}", c.health);
+    let dead = run_silent(&cfg, &mut c, 1);
+    assert_eq!(dead.len(), cfg.nodes.len(), "dead at the tick silence reaches dead_after");
+    // Hearing from a node makes it alive at once, and its silence starts again.
+    c.on_msg(&cfg, Endpoint::Node(1), Msg::Pong, &mut Outbox::default());
+    assert_eq!(c.health[1], Health::Alive);
+    let mut due = Vec::new();
+    c.due(&cfg, &mut due);
+    assert!(!due.contains(&Timer::SilenceCrossed { node: 1 }));
+    assert!(c.no_timer_due(&cfg));
+}
