@@ -206,6 +206,13 @@ fn reduction_reduces_and_is_deterministic() {
 /// `crashes`: most nodes in the crash menu with a budget of up to 2 (the reduction's crash,
 /// restart and coordinator-answer rules are exercised where several faults may interleave).
 fn random_model(rng: &mut rand::rngs::StdRng, crashes: bool) -> String {
+    random_model_with(rng, crashes, false)
+}
+
+/// `random_model`, and with `recovery` a spare (n4, in zone c, with room for one replica)
+/// and random detector timing and re-replication throttles: down/out interval, recovery
+/// limit, copy backoff, join timeout.
+fn random_model_with(rng: &mut rand::rngs::StdRng, crashes: bool, recovery: bool) -> String {
     let pick = |rng: &mut rand::rngs::StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_string();
     let ac_latency = pick(rng, &["100ms", "100ms..200ms", "200ms", "0ms..100ms"]);
     let (p_node, p_coord) = if crashes { (0.7, 0.15) } else { (0.4, 0.4) };
@@ -244,6 +251,22 @@ fn random_model(rng: &mut rand::rngs::StdRng, crashes: bool) -> String {
     let ack_timeout = pick(rng, &["300ms", "1s"]);
     let detection = pick(rng, &["coupled", "independent"]);
     let crash: Vec<String> = crash.iter().map(|c| format!("\"{c}\"")).collect();
+    let (spare, recovery_policy) = if recovery {
+        let keys = [
+            format!("health_check = \"{}\"", pick(rng, &["rounds", "continuous"])),
+            "heartbeat_interval = \"300ms\"\nsuspect_after = \"600ms\"\ndead_after = \"900ms\"".to_string(),
+            format!("down_out_interval = \"{}\"", pick(rng, &["0ms", "300ms", "800ms"])),
+            format!("max_recoveries_per_node = {}", rng.random_range(0..=2)),
+            format!("recovery_backoff = \"{}\"", pick(rng, &["on_contact", "fixed", "exponential_jitter"])),
+            "recovery_backoff_base = \"200ms\"\nrecovery_backoff_max = \"500ms\"".to_string(),
+            format!("join_timeout = \"{}\"", pick(rng, &["500ms", "1500ms"])),
+        ];
+        let chosen: Vec<String> = keys.into_iter().filter(|_| rng.random_bool(0.6)).collect();
+        let spare = "[[nodes]]\nname = \"n4\"\nzone = \"c\"\nreplica_slots = 1\n";
+        (spare.to_string(), chosen.join("\n"))
+    } else {
+        (String::new(), String::new())
+    };
     format!(
         r#"name = "random"
 description = "a seeded random model"
@@ -262,6 +285,7 @@ zone = "b"
 name = "n3"
 zone = "c"
 
+{spare}
 [[shards]]
 name = "s1"
 replicas = ["n1", "n2", "n3"]
@@ -312,6 +336,7 @@ backoff_base = "300ms"
 backoff_max = "300ms"
 idempotency_tokens = {tokens}
 read_repair = {read_repair}
+{recovery_policy}
 
 [expect]
 acked_writes_persist = "holds"
@@ -337,12 +362,31 @@ fn random_crash_models_agree() {
     random_models_agree(0x5eed_c4a5, true, 50, 150_000, 15);
 }
 
+/// Models with a spare, detector timing and re-replication throttles: the reduction's rules
+/// must stay sound with the coordinator's recovery timers (down/out, copy backoff windows,
+/// join timeouts).
+#[test]
+fn random_recovery_models_agree() {
+    random_models_agree_with(0x5eed_4ec0, true, true, 30, 150_000, 10);
+}
+
 fn random_models_agree(seed: u64, crashes: bool, models: usize, max_full: u64, compared_min: usize) {
+    random_models_agree_with(seed, crashes, false, models, max_full, compared_min)
+}
+
+fn random_models_agree_with(
+    seed: u64,
+    crashes: bool,
+    recovery: bool,
+    models: usize,
+    max_full: u64,
+    compared_min: usize,
+) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (mut compared, mut reduced_somewhere) = (0, false);
     for k in 0..models {
-        let text = random_model(&mut rng, crashes);
+        let text = random_model_with(&mut rng, crashes, recovery);
         let file: &Path = &dir.path().join(format!("random-{k}.toml"));
         std::fs::write(file, &text).expect("written");
         let jobs = match check::plan(&[file.to_path_buf()], &PolicyChoice::Variants(None)) {

@@ -96,7 +96,8 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
-/// A one-way latency range: "100ms" (fixed) or "300ms..700ms".
+/// A range of durations: "100ms" (fixed) or "300ms..700ms" (a one-way latency, how long a
+/// fault lasts).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LatencyRange {
     pub lo: Dur,
@@ -113,9 +114,18 @@ impl LatencyRange {
             }
         };
         if lo.ms > hi.ms {
-            return Err(format!("invalid latency \"{text}\": the lower bound exceeds the upper"));
+            return Err(format!("invalid range \"{text}\": the lower bound exceeds the upper"));
         }
         Ok(LatencyRange { lo, hi })
+    }
+
+    /// The range as written: `"2s"` or `"1s..3s"`.
+    pub fn text(&self) -> String {
+        if self.lo.text == self.hi.text {
+            self.lo.text.clone()
+        } else {
+            format!("{}..{}", self.lo.text, self.hi.text)
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use crate::policy::coordinator_load::BACKLOG_WORK_MAX;
 use crate::policy::detector::{FailureDetection, HealthCheck};
 use crate::policy::eviction::EvictionPolicy;
 use crate::policy::rebalancer::{RebalancePolicy, Scoring};
+use crate::policy::recovery::{CopyRetry, RecoveryBackoff, RecoveryPolicy};
 use crate::policy::retry::{Backoff, RetryPolicy};
 use crate::policy::routing::{Placement, RoutingPolicy, UploadPlanner, WRITE_SHARD_SUFFIXES_MAX};
 use crate::policy::{Ticks, MAX_ATTEMPTS_MAX, NODE_COUNT_MAX, REPLICATION_FACTOR_MAX, TICKS_MAX};
@@ -82,6 +83,12 @@ policy_patch! {
     partition_write_capacity: Rate,
     table_write_capacity: Rate,
     write_shard_suffixes: u8,
+    down_out_interval: Dur,
+    max_recoveries_per_node: u8,
+    recovery_backoff: RecoveryBackoff,
+    recovery_backoff_base: Dur,
+    recovery_backoff_max: Dur,
+    join_timeout: Dur,
 }
 
 trait DescribeValue {
@@ -154,6 +161,15 @@ impl DescribeValue for HealthCheck {
         match self {
             HealthCheck::Rounds => "\"rounds\"".into(),
             HealthCheck::Continuous => "\"continuous\"".into(),
+        }
+    }
+}
+impl DescribeValue for RecoveryBackoff {
+    fn describe(&self) -> String {
+        match self {
+            RecoveryBackoff::OnContact => "\"on_contact\"".into(),
+            RecoveryBackoff::Fixed => "\"fixed\"".into(),
+            RecoveryBackoff::ExponentialJitter => "\"exponential_jitter\"".into(),
         }
     }
 }
@@ -252,6 +268,8 @@ pub struct Policy {
     pub suspect_after_ticks: Ticks,
     pub dead_after_ticks: Ticks,
     pub eviction: EvictionPolicy,
+    /// Re-replication throttles: down/out interval, copy retries, join timeout.
+    pub recovery: RecoveryPolicy,
     pub retry: RetryPolicy,
     /// `None` when `rebalance_enabled = false`.
     pub rebalance: Option<Rebalance>,
@@ -312,6 +330,12 @@ fn defaults() -> PolicyPatch {
         partition_write_capacity: None,
         table_write_capacity: None,
         write_shard_suffixes: Some(1),
+        down_out_interval: d("0ms"),
+        max_recoveries_per_node: None,
+        recovery_backoff: Some(RecoveryBackoff::OnContact),
+        recovery_backoff_base: d("1s"),
+        recovery_backoff_max: d("1s"),
+        join_timeout: None,
     }
 }
 
@@ -350,6 +374,7 @@ impl SourcedPolicy {
             suspect_after_ticks,
             dead_after_ticks,
             eviction: r.eviction()?,
+            recovery: r.recovery()?,
             retry: r.retry()?,
             rebalance: r.rebalance()?,
             routing: r.routing()?,
@@ -509,6 +534,59 @@ impl Resolver<'_> {
             max_dead_fraction_permille: self.permille("max_dead_fraction", fraction)?,
             max_concurrent_evictions: self.p.max_concurrent_evictions.expect("default"),
             coordinator_load_ceiling_work: ceiling,
+            max_recoveries_per_node: self.p.max_recoveries_per_node,
+        })
+    }
+
+    /// The re-replication throttles. The backoff's durations are checked whatever
+    /// `recovery_backoff` is (a file that turns it on later must not start to fail for a key
+    /// nobody touched) and counted in ticks only when it backs off.
+    fn recovery(&self) -> Result<RecoveryPolicy, String> {
+        let p = &self.p;
+        let base = self.ticks("recovery_backoff_base", &p.recovery_backoff_base)?;
+        let max = self.ticks("recovery_backoff_max", &p.recovery_backoff_max)?;
+        if base > max {
+            return Err(self.err(
+                "recovery_backoff_base",
+                Self::text(&p.recovery_backoff_base),
+                format!("must not exceed recovery_backoff_max = {}", Self::text(&p.recovery_backoff_max)),
+            ));
+        }
+        let copy_retry = match p.recovery_backoff.expect("default") {
+            RecoveryBackoff::OnContact => CopyRetry::OnContact,
+            kind => {
+                if base == 0 {
+                    return Err(self.err(
+                        "recovery_backoff_base",
+                        Self::text(&p.recovery_backoff_base),
+                        "must be positive when recovery_backoff backs off (\"on_contact\" retries at the next sign of life)".into(),
+                    ));
+                }
+                let backoff = match kind {
+                    RecoveryBackoff::Fixed => Backoff::Fixed,
+                    _ => Backoff::ExponentialJitter,
+                };
+                CopyRetry::Backoff { backoff, base_ticks: base, max_ticks: max }
+            }
+        };
+        let join_timeout_ticks = match &p.join_timeout {
+            None => None,
+            Some(d) => {
+                let t = self.ticks("join_timeout", &p.join_timeout)?;
+                if t == 0 {
+                    return Err(self.err(
+                        "join_timeout",
+                        format!("\"{}\"", d.text),
+                        "must be positive (leave it unset: a join runs until it completes)".into(),
+                    ));
+                }
+                Some(t)
+            }
+        };
+        Ok(RecoveryPolicy {
+            down_out_interval_ticks: self.ticks("down_out_interval", &p.down_out_interval)?,
+            copy_retry,
+            join_timeout_ticks,
         })
     }
 

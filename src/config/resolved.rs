@@ -178,6 +178,15 @@ impl Resolved {
             members.sort();
             initial_members.push(members);
         }
+        for (n, node) in scenario.nodes.iter().enumerate() {
+            let held = initial_members.iter().filter(|m| m.contains(&(n as NodeId))).count();
+            if let Some(slots) = node.replica_slots.filter(|&slots| held > usize::from(slots)) {
+                return Err(format!(
+                    "node \"{}\" holds {held} replicas at the start but its replica_slots = {slots}",
+                    node.name
+                ));
+            }
+        }
         let cfg = Resolved {
             model_name: scenario.name.clone(),
             tick_ms: scenario.tick_ms,

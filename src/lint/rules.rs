@@ -301,6 +301,7 @@ pub(super) fn eviction_without_circuit_breaker(i: &Input) -> Vec<String> {
         total_nodes: nodes,
         evictions_in_progress: 0,
         coordinator_load_work: 0,
+        busiest_source_recoveries: 0,
     };
     if !eviction::breaker_allows(everyone_dead, p.eviction.max_dead_fraction_permille) {
         return vec![];
@@ -374,8 +375,13 @@ pub(super) fn rebalancer_blind_to_compaction(i: &Input) -> Vec<String> {
     // Ask the scoring: a node over the watermark must shed a hot shard, and the two targets
     // differ only in that the emptier disk has a deep compaction backlog. A scoring that
     // picks it cannot see compaction debt.
-    let node =
-        |node, disk_pct, compaction_debt_pct| NodeLoad { node, disk_pct, compaction_debt_pct, slow: false };
+    let node = |node, disk_pct, compaction_debt_pct| NodeLoad {
+        node,
+        disk_pct,
+        compaction_debt_pct,
+        slow: false,
+        room: true,
+    };
     let nodes =
         [node(0, u16::from(r.policy.disk_high_watermark_pct) + 1, 0), node(1, 10, 100), node(2, 20, 0)];
     let hot = ShardLoad { shard: 0, holders: vec![0], size_pct: 1, hot: true, resting: false };
@@ -562,6 +568,7 @@ fn initial_node_loads(w: &crate::model::WorldConfig) -> Vec<NodeLoad> {
                 &held,
                 spec.compaction_debt_pct,
                 w.slow_compaction_debt_pct,
+                true,
             )
         })
         .collect()
@@ -587,8 +594,13 @@ pub(super) fn dead_replica_never_replaced(i: &Input) -> Vec<String> {
     }
     // Does the breaker let the eviction of one dead node through?
     let nodes = i.scenario.map_or(3, |s| s.nodes.len());
-    let one_dead =
-        ClusterView { dead_nodes: 1, total_nodes: nodes, evictions_in_progress: 0, coordinator_load_work: 0 };
+    let one_dead = ClusterView {
+        dead_nodes: 1,
+        total_nodes: nodes,
+        evictions_in_progress: 0,
+        coordinator_load_work: 0,
+        busiest_source_recoveries: 0,
+    };
     if !eviction::breaker_allows(one_dead, p.eviction.max_dead_fraction_permille) {
         return vec![format!(
             "max_dead_fraction = {} is below one dead node in {nodes}: the circuit breaker stops the eviction of a single crashed replica, which is never replaced",

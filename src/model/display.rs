@@ -344,6 +344,18 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         let _ = writeln!(out, "{}{key}: op {} {phase}", cfg.clients[i].name, c.next_op + 1);
     }
     let _ = writeln!(out, "in flight: {} messages, faults left: {}", s.net.len(), s.env.faults_left);
+    for f in &s.env.ending {
+        let what = match f.fault {
+            crate::config::MenuFault::Crash(n) => format!("{} restarts", cfg.nodes[usize::from(n)].name),
+            crate::config::MenuFault::Partition(z) => format!("zone {} heals", cfg.zones[usize::from(z)]),
+            crate::config::MenuFault::Degrade(i) => {
+                let d = &cfg.faults.degrade[usize::from(i)];
+                let zone = |z: u8| &cfg.zones[usize::from(z)];
+                format!("link {}<->{} is restored", zone(d.zones.0), zone(d.zones.1))
+            }
+        };
+        let _ = writeln!(out, "{what} by itself in {}..{} ticks", f.earliest_ticks, f.latest_ticks);
+    }
     out
 }
 

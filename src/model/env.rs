@@ -1,7 +1,7 @@
 //! The environment: links with latency, partitions, degradations, crashes, message loss.
 
-use super::{Action, Endpoint, Envelope, Msg, WorldConfig, WorldState};
-use crate::config::LatencyTicks;
+use super::{Action, Ending, Endpoint, Envelope, Msg, WorldConfig, WorldState};
+use crate::config::{LatencyTicks, MenuFault};
 
 /// The zone an endpoint is in.
 pub fn zone_of(cfg: &WorldConfig, e: Endpoint) -> u8 {
@@ -69,6 +69,33 @@ pub fn tick(s: &mut WorldState) {
         e.earliest_ticks = e.earliest_ticks.saturating_sub(1);
         e.latest_ticks -= 1;
     }
+    for f in &mut s.env.ending {
+        assert!(f.latest_ticks > 0, "Tick is disabled while a fault must end");
+        f.earliest_ticks = f.earliest_ticks.saturating_sub(1);
+        f.latest_ticks -= 1;
+    }
+}
+
+/// Whether a fault in force may end now: one without a duration at any moment, one with a
+/// duration once its window has opened.
+fn may_end(s: &WorldState, fault: MenuFault) -> bool {
+    s.env.ending.iter().find(|f| f.fault == fault).is_none_or(|f| f.earliest_ticks == 0)
+}
+
+/// A fault starts: one with a duration starts counting down to its end.
+fn begin(cfg: &WorldConfig, s: &mut WorldState, fault: MenuFault) {
+    s.env.faults_left -= 1;
+    if let Some(d) = cfg.faults.duration(fault) {
+        let ticks = |t: crate::policy::Ticks| u8::try_from(t).expect("fault durations fit the state");
+        let ending = Ending { fault, earliest_ticks: ticks(d.lo), latest_ticks: ticks(d.hi) };
+        let at = s.env.ending.partition_point(|f| *f < ending);
+        s.env.ending.insert(at, ending);
+    }
+}
+
+/// A fault ends.
+fn end(s: &mut WorldState, fault: MenuFault) {
+    s.env.ending.retain(|f| f.fault != fault);
 }
 
 /// A tick of compaction on every node that is up, when debt is node state.
@@ -88,7 +115,7 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
         if up && budget {
             actions.push(Action::Crash(n));
         }
-        if !up {
+        if !up && may_end(s, MenuFault::Crash(n)) {
             actions.push(Action::Restart(n));
         }
     }
@@ -100,7 +127,7 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
         if !cut && budget {
             actions.push(Action::Partition(z));
         }
-        if cut {
+        if cut && may_end(s, MenuFault::Partition(z)) {
             actions.push(Action::Heal(z));
         }
     }
@@ -109,7 +136,7 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
         if !on && budget {
             actions.push(Action::Degrade(i));
         }
-        if on {
+        if on && may_end(s, MenuFault::Degrade(i)) {
             actions.push(Action::Restore(i));
         }
     }
@@ -133,13 +160,16 @@ pub fn fault_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action
 pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
     match fault {
         Action::Crash(n) => {
-            s.env.faults_left -= 1;
+            begin(cfg, s, MenuFault::Crash(n));
             std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = false;
             // Every coordinator sees the crash.
             let all = ((1u16 << cfg.coordinators.len()) - 1) as u8;
             mark_faulted(s, n, all);
         }
-        Action::Restart(n) => std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = true,
+        Action::Restart(n) => {
+            end(s, MenuFault::Crash(n));
+            std::sync::Arc::make_mut(&mut s.nodes)[usize::from(n)].up = true
+        }
         Action::CoordinatorRestart => {
             s.env.faults_left -= 1;
             let stage_cfg = cfg.for_stage(s.stage(0));
@@ -160,7 +190,7 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
             }
         }
         Action::Partition(z) => {
-            s.env.faults_left -= 1;
+            begin(cfg, s, MenuFault::Partition(z));
             // Per node, the coordinators it can reach.
             let reach = |s: &WorldState, zone: u8| {
                 cfg.coordinators
@@ -178,12 +208,18 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
                 }
             }
         }
-        Action::Heal(z) => s.env.partitioned &= !(1 << z),
+        Action::Heal(z) => {
+            end(s, MenuFault::Partition(z));
+            s.env.partitioned &= !(1 << z)
+        }
         Action::Degrade(i) => {
-            s.env.faults_left -= 1;
+            begin(cfg, s, MenuFault::Degrade(i));
             s.env.degraded |= 1 << i;
         }
-        Action::Restore(i) => s.env.degraded &= !(1 << i),
+        Action::Restore(i) => {
+            end(s, MenuFault::Degrade(i));
+            s.env.degraded &= !(1 << i)
+        }
         other => unreachable!("not a fault: {other:?}"),
     }
 }

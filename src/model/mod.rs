@@ -130,7 +130,13 @@ impl World {
                 })
                 .collect(),
             net: Vec::new(),
-            env: EnvState { faults_left: cfg.faults.budget, partitioned: 0, degraded: 0, bursts_ended: 0 },
+            env: EnvState {
+                faults_left: cfg.faults.budget,
+                partitioned: 0,
+                degraded: 0,
+                bursts_ended: 0,
+                ending: ArrayVec::new(),
+            },
             ghost: Ghost {
                 acked_version: filled(0, shard_count),
                 history: std::sync::Arc::new(filled(history::History::default(), shard_count)),
@@ -150,6 +156,7 @@ impl World {
     /// Whether time may pass: nothing is due now.
     pub fn tick_enabled(&self, s: &WorldState) -> bool {
         s.net.iter().all(|e| e.latest_ticks > 0)
+            && s.env.ending.iter().all(|f| f.latest_ticks > 0)
             && (0..self.cfg.coordinators.len() as u8)
                 .all(|c| s.coordinator(c).no_timer_due(self.cfg.for_stage(s.stage(c))))
             && client::no_timer_due(s)
@@ -171,8 +178,26 @@ impl Extend<Timer> for TimerActions<'_> {
             Timer::Heartbeat => Action::Heartbeat,
             Timer::Rebalance => Action::Rebalance,
             Timer::CopyRetry { shard } => Action::CopyRetry(shard),
-            Timer::ViewResend { .. } | Timer::SilenceCrossed { .. } => Action::PeerTimer { coord, timer: t },
+            Timer::ViewResend { .. }
+            | Timer::SilenceCrossed { .. }
+            | Timer::DownOut { .. }
+            | Timer::CopyBackoffOver { .. }
+            | Timer::JoinTimeout { .. } => Action::PeerTimer { coord, timer: t },
         }));
+    }
+}
+
+/// A coordinator's timers whose window is open (they may fire now, or at any tick before
+/// they must), as the world's actions.
+struct ReadyActions<'a>(&'a mut Vec<Action>, u8);
+
+impl Extend<(Timer, crate::protocol::coordinator::TimerTicks)> for ReadyActions<'_> {
+    fn extend<I: IntoIterator<Item = (Timer, crate::protocol::coordinator::TimerTicks)>>(
+        &mut self,
+        timers: I,
+    ) {
+        let coord = self.1;
+        self.0.extend(timers.into_iter().map(|(timer, _)| Action::PeerTimer { coord, timer }));
     }
 }
 
@@ -241,6 +266,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         | Event::ReadRepairStarted { .. }
         | Event::ChangeStarted(_)
         | Event::ChangeCompleted(_)
+        | Event::ChangeAbandoned(_)
         | Event::ChangeLearned(_)
         | Event::EvictionSuppressed { .. }
         | Event::DeclaredDead { .. } => {}
@@ -335,6 +361,7 @@ impl Model for World {
         }
         for c in 0..self.cfg.coordinators.len() as u8 {
             s.coordinator(c).due(self.cfg.for_stage(s.stage(c)), &mut TimerActions(actions, c));
+            s.coordinator(c).ready(&mut ReadyActions(actions, c));
         }
         client::actions(&self.cfg, s, actions);
         env::fault_actions(&self.cfg, s, actions);

@@ -165,12 +165,15 @@ pub fn same_tick_messages(cfg: &WorldConfig) -> bool {
 
 /// Whether the rules apply to this world at all, so that a report saying `por` means states
 /// were reduced. They were argued for one coordinator running one policy, on links that take
-/// at least a tick, with neither node debt nor the coordinator's own load as state: debt
+/// at least a tick, with faults that end only when the checker chooses (a fault that must end
+/// makes a restart or heal urgent, which the deferred-faults rule does not consider), with
+/// neither node debt nor the coordinator's own load as state: debt
 /// changes what `hot_shard_leaves_slow_node` and the load reports read at a node's step, and
 /// the coordinator's load changes how long a request waits at a tick, an answer that starts a
 /// copy, or an applied update. Any other world is explored in full.
 pub fn applies(cfg: &WorldConfig) -> bool {
     cfg.coordinators.len() == 1
+        && !cfg.faults.any_duration()
         && cfg.rollout.is_none()
         && !same_tick_messages(cfg)
         && !cfg.compaction.dynamic()

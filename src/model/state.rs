@@ -1,10 +1,12 @@
 //! The world's state: every actor's state, the messages in flight, the environment and the
 //! ghost variables the properties read. No absolute clock: only remaining ticks and ages.
 
+use crate::config::MenuFault;
 use crate::policy::{NodeId, Version};
 use crate::protocol::{
     CapacityBreach, Coordinator, Endpoint, Msg, OpId, PerClient, PerNode, PerShard, Stored,
 };
+use arrayvec::ArrayVec;
 use std::sync::Arc;
 
 /// A message in flight. It may be delivered once `earliest_ticks` is 0 and must be by the time
@@ -63,6 +65,19 @@ pub struct EnvState {
     /// Bit p: shard p's burst (`burst_ends = true`) is over. Not a fault: it uses no budget,
     /// and it never starts again.
     pub bursts_ended: u8,
+    /// The faults in force that end by themselves (a menu entry with a `duration`), each with
+    /// the ticks left before it may and must end; sorted. Each fault spends budget, so there
+    /// are at most as many as the budget.
+    pub ending: ArrayVec<Ending, { crate::config::FAULT_BUDGET_MAX as usize }>,
+}
+
+/// A fault in force that ends by itself: it may end once `earliest_ticks` is 0 and must by
+/// the time `latest_ticks` would go below 0 (`Tick` is disabled at 0), as a message in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ending {
+    pub fault: MenuFault,
+    pub earliest_ticks: u8,
+    pub latest_ticks: u8,
 }
 
 /// Ghost variables: bookkeeping for the properties, never read by the actors.

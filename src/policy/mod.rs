@@ -9,6 +9,7 @@ pub mod detector;
 pub mod eviction;
 pub mod quorum;
 pub mod rebalancer;
+pub mod recovery;
 pub mod retry;
 pub mod routing;
 

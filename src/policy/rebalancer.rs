@@ -33,6 +33,9 @@ pub struct NodeLoad {
     pub compaction_debt_pct: u8,
     /// Its latency is high (the rebalancer reads that as overload).
     pub slow: bool,
+    /// It can take one more replica now: a replica slot free, under the recovery limit. A
+    /// node without room is no target.
+    pub room: bool,
 }
 
 /// What the rebalancer sees of one shard.
@@ -62,6 +65,7 @@ pub fn node_load(
     held: &[(u8, bool)],
     compaction_debt_pct: u8,
     slow_debt_pct: u8,
+    room: bool,
 ) -> NodeLoad {
     let disk_pct = u16::from(disk_used_pct) + held.iter().map(|&(size, _)| u16::from(size)).sum::<u16>();
     let hosts_hot = held.iter().any(|&(_, hot)| hot);
@@ -70,6 +74,7 @@ pub fn node_load(
         disk_pct,
         compaction_debt_pct,
         slow: is_slow(hosts_hot, compaction_debt_pct, slow_debt_pct),
+        room,
     }
 }
 
@@ -107,7 +112,7 @@ pub fn choose_move(nodes: &[NodeLoad], shards: &[ShardLoad], p: &RebalancePolicy
 }
 
 fn choose_target(nodes: &[NodeLoad], shard: &ShardLoad, from: NodeId, p: &RebalancePolicy) -> Option<NodeId> {
-    let eligible = nodes.iter().filter(|n| n.node != from && !shard.holders.contains(&n.node));
+    let eligible = nodes.iter().filter(|n| n.node != from && n.room && !shard.holders.contains(&n.node));
     match p.scoring {
         Scoring::Disk => eligible.min_by_key(|n| (n.disk_pct, n.node)).map(|n| n.node),
         Scoring::DiskAndCompaction => eligible
@@ -149,7 +154,7 @@ mod tests {
     };
 
     fn node(node: NodeId, disk_pct: u16, debt: u8, slow: bool) -> NodeLoad {
-        NodeLoad { node, disk_pct, compaction_debt_pct: debt, slow }
+        NodeLoad { node, disk_pct, compaction_debt_pct: debt, slow, room: true }
     }
 
     fn hot_on(holder: NodeId) -> ShardLoad {
@@ -171,6 +176,13 @@ mod tests {
         assert_eq!(choose_move(&nodes, &[resting], &DISK), None);
         // Compaction-aware scoring refuses a target the move would push over the watermark.
         assert_eq!(choose_move(&nodes, &[hot_on(1)], &AWARE), None);
+    }
+
+    #[test]
+    fn a_node_without_room_is_no_target() {
+        let full = NodeLoad { room: false, ..node(1, 10, 0, false) };
+        let nodes = [node(0, 90, 0, false), full, node(2, 50, 0, false)];
+        assert_eq!(choose_move(&nodes, &[hot_on(0)], &DISK), Some(Move { shard: 0, from: 0, to: 2 }));
     }
 
     #[test]

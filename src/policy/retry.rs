@@ -53,15 +53,37 @@ pub fn after_failure(policy: &RetryPolicy, attempts_made: u8, retries_used: u8) 
             return RetryDecision::GiveUp;
         }
     }
-    let base = policy.backoff_base_ticks;
-    match policy.backoff {
-        Backoff::Fixed => RetryDecision::RetryAfter { earliest_ticks: base, latest_ticks: base },
+    let (earliest_ticks, latest_ticks) =
+        backoff_window(policy.backoff, policy.backoff_base_ticks, policy.backoff_max_ticks, attempts_made);
+    RetryDecision::RetryAfter { earliest_ticks, latest_ticks }
+}
+
+/// The window of ticks to wait after the `failures`-th failure in a row (at least 1): `Fixed`
+/// waits exactly `base`; `ExponentialJitter` anywhere in `[base, min(max, base * 2^failures)]`.
+/// Client retries and catch-up copy retries back off alike.
+pub fn backoff_window(backoff: Backoff, base_ticks: Ticks, max_ticks: Ticks, failures: u8) -> (Ticks, Ticks) {
+    assert!(failures >= 1);
+    assert!(base_ticks <= max_ticks);
+    match backoff {
+        Backoff::Fixed => (base_ticks, base_ticks),
         Backoff::ExponentialJitter => {
-            let doublings = u32::from(attempts_made).min(16);
-            let cap = base.saturating_mul(1 << doublings).min(policy.backoff_max_ticks);
-            RetryDecision::RetryAfter { earliest_ticks: base, latest_ticks: cap }
+            let doublings = u32::from(failures).min(16);
+            (base_ticks, base_ticks.saturating_mul(1 << doublings).min(max_ticks))
         }
     }
+}
+
+/// How many failures in a row a backoff must tell apart: from this many on, `backoff_window`
+/// gives the same window, so a count that saturates here keeps a model finite.
+pub fn failures_tracked(backoff: Backoff, base_ticks: Ticks, max_ticks: Ticks) -> u8 {
+    let doublings_to_max = match backoff {
+        Backoff::Fixed => 0,
+        Backoff::ExponentialJitter if base_ticks == 0 => 0,
+        Backoff::ExponentialJitter => {
+            (0..16u8).find(|&n| base_ticks.saturating_mul(1 << n) >= max_ticks).unwrap_or(16)
+        }
+    };
+    doublings_to_max.max(1)
 }
 
 /// How many attempt numbers a client must tell apart: past this many, `after_failure` decides
@@ -72,15 +94,8 @@ pub fn attempts_tracked(policy: &RetryPolicy) -> u8 {
     if let Some(max) = policy.max_attempts {
         return max;
     }
-    let doublings_to_max = match policy.backoff {
-        Backoff::Fixed => 0,
-        Backoff::ExponentialJitter if policy.backoff_base_ticks == 0 => 0,
-        Backoff::ExponentialJitter => (0..16u8)
-            .find(|&n| policy.backoff_base_ticks.saturating_mul(1 << n) >= policy.backoff_max_ticks)
-            .unwrap_or(16),
-    };
-    // Attempt 1 is the first try; from `doublings_to_max` failed attempts on the window is full.
-    2.max(doublings_to_max + 1)
+    // Attempt 1 is the first try; from `failures_tracked` failed attempts on the window is full.
+    2.max(failures_tracked(policy.backoff, policy.backoff_base_ticks, policy.backoff_max_ticks) + 1)
 }
 
 /// The version a write attempt is stored under. With idempotency tokens, a retry of a write

@@ -61,6 +61,9 @@ pub enum Event<D: Data = ModelData> {
     ChangeStarted(MembershipUpdate),
     /// The replacement caught up and took the leaving replica's place.
     ChangeCompleted(MembershipUpdate),
+    /// The join did not complete within `join_timeout`: the leaving replica stays and the
+    /// replacement is dropped.
+    ChangeAbandoned(MembershipUpdate),
     /// Another coordinator than the leader: the leader's view ended a change, which this one
     /// now runs (it decided nothing; what it shows must match the leader's).
     ChangeLearned(MembershipUpdate),

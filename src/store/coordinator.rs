@@ -61,6 +61,8 @@ pub struct Counters {
     pub read_repairs: AtomicU64,
     pub evictions: AtomicU64,
     pub catchups_completed: AtomicU64,
+    /// Joins abandoned at `join_timeout`.
+    pub joins_abandoned: AtomicU64,
     pub keys_copied: AtomicU64,
     pub membership_changes: AtomicU64,
     pub moves: AtomicU64,
@@ -385,7 +387,7 @@ impl Coordinator {
         self.write_routing_info(&mut out);
         let _ = write!(
             out,
-            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nwrites_throttled:{}\r\ncapacity_breaches:{}\r\nfleet_capacity_breaches:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nmoves:{}\r\nnext_version:{}\r\n",
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nwrites_throttled:{}\r\ncapacity_breaches:{}\r\nfleet_capacity_breaches:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\nread_repairs:{}\r\nevictions:{}\r\ncatchups_completed:{}\r\njoins_abandoned:{}\r\nkeys_copied:{}\r\nmembership_changes:{}\r\nmoves:{}\r\nnext_version:{}\r\n",
             get(&c.writes_acked),
             get(&c.writes_failed),
             get(&c.writes_throttled),
@@ -396,6 +398,7 @@ impl Coordinator {
             get(&c.read_repairs),
             get(&c.evictions),
             get(&c.catchups_completed),
+            get(&c.joins_abandoned),
             get(&c.keys_copied),
             get(&c.membership_changes),
             get(&c.moves),

@@ -71,6 +71,7 @@ pub fn resolved(
             compaction_debt_pct: LoadFacts::of(&load.node_compaction_debt_pct, n),
             write_capacity_per_tick: layout.node_capacity(n),
             base_load_per_tick: layout.node_base_load(n),
+            replica_slots: None,
         })
         .collect();
     let shards = layout
@@ -118,14 +119,7 @@ pub fn resolved(
             .map(|(c, &zone)| crate::config::CoordinatorPlace { name: format!("coordinator{c}"), zone })
             .collect(),
         clients: Vec::<ClientSpec>::new(),
-        faults: FaultSpec {
-            budget: 0,
-            crash: Vec::new(),
-            crash_coordinator: false,
-            partition: Vec::new(),
-            degrade: Vec::new(),
-            drop: false,
-        },
+        faults: FaultSpec::default(),
         properties: Vec::new(),
         policy: policy.clone(),
         client_partitions: Vec::new(),

@@ -484,6 +484,19 @@ impl Shell {
                     u.shard, u.evicted, u.replacement
                 ));
             }
+            Event::ChangeAbandoned(u) => {
+                bump(&c.joins_abandoned);
+                eprintln!(
+                    "replicheck store: node {} did not catch up in time: the change of partition {} is abandoned, node {} stays",
+                    u.replacement,
+                    name(u.shard),
+                    u.evicted
+                );
+                self.log_event(format!(
+                    "change_abandoned shard={} evicted={} replacement={}",
+                    u.shard, u.evicted, u.replacement
+                ));
+            }
             Event::ChangeLearned(u) => {
                 // Counted where it was decided (the leader's INFO); shown here as there.
                 inner.observed.evicted[usize::from(u.replacement)] = false;

@@ -27,6 +27,8 @@ pub fn model_tables() -> Vec<(&'static str, &'static [&'static str])> {
         ("coordinators", fields_of::<raw::RawCoordinatorPlace>()),
         ("clients", fields_of::<raw::RawClient>()),
         ("faults", fields_of::<raw::RawFaults>()),
+        ("faults.crash", fields_of::<raw::RawTimedCrash>()),
+        ("faults.partition", fields_of::<raw::RawTimedPartition>()),
         ("faults.degrade", fields_of::<raw::RawDegrade>()),
         ("variants.NAME", fields_of::<raw::RawVariant>()),
         ("limits", fields_of::<raw::RawLimits>()),
@@ -172,6 +174,9 @@ pub struct NodeSpec {
     /// Backend ingest capacity in writes per tick (`None`: unlimited).
     pub write_capacity_per_tick: Option<u16>,
     pub base_load_per_tick: u16,
+    /// Replicas it can hold at most (members, a join's replacement, a queued replacement);
+    /// `None`: unlimited.
+    pub replica_slots: Option<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -248,12 +253,24 @@ pub struct DegradeSpec {
     pub zones: (u8, u8),
     pub latency: LatencyTicks,
     pub text: String,
+    /// The link restores itself within this many ticks of degrading (`None`: when the checker
+    /// chooses, or never).
+    pub duration: Option<LatencyTicks>,
+}
+
+/// A fault of the menu that can be in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MenuFault {
+    Crash(NodeId),
+    Partition(u8),
+    /// Index into `FaultSpec::degrade`.
+    Degrade(u8),
 }
 
 /// The name that stands for the coordinator in the crash menu.
 pub const COORDINATOR_NAME: &str = "coordinator";
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FaultSpec {
     pub budget: u8,
     pub crash: Vec<NodeId>,
@@ -263,6 +280,36 @@ pub struct FaultSpec {
     pub partition: Vec<u8>,
     pub degrade: Vec<DegradeSpec>,
     pub drop: bool,
+    /// How long a crash of `crash[i]` lasts before the node restarts by itself: a window of
+    /// ticks from the crash (`None`: it restarts when the checker chooses, or never).
+    pub crash_duration: Vec<Option<LatencyTicks>>,
+    /// How long a cut of `partition[i]` lasts before it heals by itself.
+    pub partition_duration: Vec<Option<LatencyTicks>>,
+}
+
+impl FaultSpec {
+    /// How long `fault` lasts once it happens: it ends by itself within this window of ticks
+    /// from its start, and time cannot pass its end; `None`: it ends at a moment the checker
+    /// chooses, or never.
+    pub fn duration(&self, fault: MenuFault) -> Option<LatencyTicks> {
+        match fault {
+            MenuFault::Crash(n) => {
+                let i = self.crash.iter().position(|&c| c == n).expect("a crash on the menu");
+                self.crash_duration[i]
+            }
+            MenuFault::Partition(z) => {
+                let i = self.partition.iter().position(|&p| p == z).expect("a cut on the menu");
+                self.partition_duration[i]
+            }
+            MenuFault::Degrade(i) => self.degrade[usize::from(i)].duration,
+        }
+    }
+
+    /// Whether some fault of the menu ends by itself.
+    pub fn any_duration(&self) -> bool {
+        self.crash_duration.iter().chain(&self.partition_duration).any(Option::is_some)
+            || self.degrade.iter().any(|d| d.duration.is_some())
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -321,6 +368,8 @@ impl CompactionSpec {
 }
 
 pub const FAULT_BUDGET_MAX: u8 = 4;
+/// A fault's remaining ticks are a `u8` in the state.
+pub const FAULT_DURATION_TICKS_MAX: Ticks = 250;
 /// Active degradations are a bit set in a `u8`.
 pub const DEGRADE_MENU_MAX: usize = 8;
 

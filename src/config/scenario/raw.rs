@@ -61,6 +61,8 @@ pub(super) struct RawNode {
     pub(super) write_capacity: Option<Rate>,
     /// Writes it already ingests from traffic outside the model (a nearly full backend).
     pub(super) base_load: Option<Rate>,
+    /// Replicas the node can hold at most (its disk); unset is unlimited.
+    pub(super) replica_slots: Option<u8>,
 }
 
 #[derive(Deserialize)]
@@ -163,9 +165,9 @@ pub(super) struct RawFaults {
     #[serde(default)]
     pub(super) budget: u8,
     #[serde(default)]
-    pub(super) crash: Vec<String>,
+    pub(super) crash: Vec<MenuEntry<RawTimedCrash>>,
     #[serde(default)]
-    pub(super) partition: Vec<String>,
+    pub(super) partition: Vec<MenuEntry<RawTimedPartition>>,
     #[serde(default)]
     pub(super) degrade: Vec<RawDegrade>,
     #[serde(default)]
@@ -177,6 +179,90 @@ pub(super) struct RawFaults {
 pub(super) struct RawDegrade {
     pub(super) zones: [String; 2],
     pub(super) latency: LatencyRange,
+    /// The degradation restores itself within this range of its start.
+    pub(super) duration: Option<LatencyRange>,
+}
+
+/// A crash that ends: `{ node = "n2", duration = "1s..3s" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTimedCrash {
+    pub(super) node: String,
+    pub(super) duration: Option<LatencyRange>,
+}
+
+/// A cut that ends: `{ zone = "c", duration = "500ms..2s" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTimedPartition {
+    pub(super) zone: String,
+    pub(super) duration: Option<LatencyRange>,
+}
+
+/// What a fault menu entry names (a node, a zone), and for how long the fault lasts.
+pub(super) trait TimedEntry {
+    fn name(&self) -> &str;
+    fn duration(&self) -> Option<&LatencyRange>;
+}
+
+impl TimedEntry for RawTimedCrash {
+    fn name(&self) -> &str {
+        &self.node
+    }
+    fn duration(&self) -> Option<&LatencyRange> {
+        self.duration.as_ref()
+    }
+}
+
+impl TimedEntry for RawTimedPartition {
+    fn name(&self) -> &str {
+        &self.zone
+    }
+    fn duration(&self) -> Option<&LatencyRange> {
+        self.duration.as_ref()
+    }
+}
+
+/// An entry of the crash or partition menu: a bare name (the fault lasts until it is healed,
+/// at a moment the checker chooses, or for ever), or a table with a `duration`.
+pub(super) enum MenuEntry<T> {
+    Name(String),
+    Timed(T),
+}
+
+impl<T: TimedEntry> MenuEntry<T> {
+    pub(super) fn name(&self) -> &str {
+        match self {
+            MenuEntry::Name(n) => n,
+            MenuEntry::Timed(t) => t.name(),
+        }
+    }
+
+    pub(super) fn duration(&self) -> Option<&LatencyRange> {
+        match self {
+            MenuEntry::Name(_) => None,
+            MenuEntry::Timed(t) => t.duration(),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for MenuEntry<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = MenuEntry<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a name, or a table with the name and a `duration`")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<MenuEntry<T>, E> {
+                Ok(MenuEntry::Name(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<MenuEntry<T>, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(MenuEntry::Timed)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]

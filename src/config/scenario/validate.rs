@@ -8,7 +8,7 @@ use super::raw::{
 use super::{
     ClientSpec, CompactionSpec, CoordinatorPlace, CoordinatorSpec, DegradeSpec, FaultSpec, LatencyTicks,
     NodeSpec, PropertyName, Scenario, ShardSpec, Variant, Verdict, COORDINATOR_COUNT_MAX, COORDINATOR_NAME,
-    DEGRADE_MENU_MAX, FAULT_BUDGET_MAX,
+    DEGRADE_MENU_MAX, FAULT_BUDGET_MAX, FAULT_DURATION_TICKS_MAX,
 };
 use crate::config::duration::{Dur, LatencyRange, Rate};
 use crate::config::policy::SourcedPolicy;
@@ -143,6 +143,21 @@ impl Cx<'_> {
         Ok(LatencyTicks { lo: self.ticks(key, &r.lo)?, hi: self.ticks(key, &r.hi)? })
     }
 
+    /// A fault's duration window in ticks: whole ticks, and short enough to count in the
+    /// state's `u8` remaining-ticks counters.
+    fn fault_duration(&self, key: &str, r: Option<&LatencyRange>) -> Result<Option<LatencyTicks>, String> {
+        let Some(r) = r else { return Ok(None) };
+        let t = self.latency_ticks(key, r)?;
+        if t.hi > FAULT_DURATION_TICKS_MAX {
+            return Err(format!(
+                "key `{key}` = \"{}\": {} ticks; a fault lasts at most {FAULT_DURATION_TICKS_MAX} ticks",
+                r.text(),
+                t.hi
+            ));
+        }
+        Ok(Some(t))
+    }
+
     fn zone(&self, key: &str, name: &str) -> Result<u8, String> {
         self.zones.iter().position(|z| z == name).map(|i| i as u8).ok_or_else(|| {
             format!("key `{key}` = \"{name}\": no such zone (zones: {})", self.zones.join(", "))
@@ -203,6 +218,7 @@ fn nodes(cx: &Cx, raw: &[RawNode]) -> Result<Vec<NodeSpec>, String> {
             compaction_debt_pct: n.compaction_debt_pct,
             write_capacity_per_tick: cx.per_tick(&format!("nodes[{i}].write_capacity"), &n.write_capacity)?,
             base_load_per_tick: cx.per_tick(&format!("nodes[{i}].base_load"), &n.base_load)?.unwrap_or(0),
+            replica_slots: n.replica_slots,
         });
     }
     Ok(nodes)
@@ -492,22 +508,45 @@ fn faults(cx: &Cx, raw: &RawFaults, lossy: &[Vec<bool>]) -> Result<FaultSpec, St
         partition: Vec::new(),
         degrade: Vec::new(),
         drop: raw.drop,
+        crash_duration: Vec::new(),
+        partition_duration: Vec::new(),
     };
-    for (i, n) in raw.crash.iter().enumerate() {
+    for (i, entry) in raw.crash.iter().enumerate() {
         let key = format!("faults.crash[{i}]");
+        let n = entry.name();
         if n == COORDINATOR_NAME {
             if cx.nodes.iter().any(|node| node.name == COORDINATOR_NAME) {
                 return Err(format!(
                     "key `{key}` = \"{n}\": ambiguous, a node is named \"{COORDINATOR_NAME}\" too; rename the node"
                 ));
             }
+            if let Some(d) = entry.duration() {
+                return Err(format!(
+                    "key `{key}.duration` = \"{}\": the coordinator restarts at once, from what it persisted; a duration applies to a node's crash",
+                    d.text()
+                ));
+            }
             faults.crash_coordinator = true;
             continue;
         }
-        faults.crash.push(cx.node(&key, n)?);
+        let node = cx.node(&key, n)?;
+        if faults.crash.contains(&node) {
+            return Err(format!("key `{key}` = \"{n}\": the node is on the crash menu twice"));
+        }
+        faults.crash.push(node);
+        faults.crash_duration.push(cx.fault_duration(&format!("{key}.duration"), entry.duration())?);
     }
-    for (i, z) in raw.partition.iter().enumerate() {
-        faults.partition.push(cx.zone(&format!("faults.partition[{i}]"), z)?);
+    for (i, entry) in raw.partition.iter().enumerate() {
+        let key = format!("faults.partition[{i}]");
+        let zone = cx.zone(&key, entry.name())?;
+        if faults.partition.contains(&zone) {
+            return Err(format!(
+                "key `{key}` = \"{}\": the zone is on the partition menu twice",
+                entry.name()
+            ));
+        }
+        faults.partition.push(zone);
+        faults.partition_duration.push(cx.fault_duration(&format!("{key}.duration"), entry.duration())?);
     }
     if raw.degrade.len() > DEGRADE_MENU_MAX {
         return Err(format!(
@@ -524,6 +563,7 @@ fn faults(cx: &Cx, raw: &RawFaults, lossy: &[Vec<bool>]) -> Result<FaultSpec, St
             ),
             latency: cx.latency_ticks(&format!("{key}.latency"), &d.latency)?,
             text: format!("{}..{}", d.latency.lo.text, d.latency.hi.text),
+            duration: cx.fault_duration(&format!("{key}.duration"), d.duration.as_ref())?,
         });
     }
     if faults.drop && !lossy.iter().flatten().any(|l| *l) {

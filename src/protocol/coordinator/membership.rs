@@ -20,7 +20,19 @@ impl<D: Data> Coordinator<D> {
                         .collect();
                 let spec = &cfg.nodes[usize::from(n)];
                 let debt_pct = self.debt_pct[usize::from(n)];
-                rebalancer::node_load(n, spec.disk_used_pct, &held, debt_pct, cfg.slow_compaction_debt_pct)
+                let room = self.slot_free(cfg, n)
+                    && crate::policy::recovery::may_recover(
+                        self.recoveries(n),
+                        cfg.policy.eviction.max_recoveries_per_node,
+                    );
+                rebalancer::node_load(
+                    n,
+                    spec.disk_used_pct,
+                    &held,
+                    debt_pct,
+                    cfg.slow_compaction_debt_pct,
+                    room,
+                )
             })
             .collect()
     }
@@ -50,7 +62,14 @@ impl<D: Data> Coordinator<D> {
                     hot: cfg.shards[k].hot,
                     resting: v.cooldown_ticks > 0
                         || v.join.is_some()
-                        || self.queue.iter().any(|u| usize::from(u.shard) == k),
+                        || self.queue.iter().any(|u| usize::from(u.shard) == k)
+                        // Every holder sends a copy of a move: none may be at its limit.
+                        || v.members.iter().any(|&m| {
+                            !crate::policy::recovery::may_recover(
+                                self.recoveries(m),
+                                cfg.policy.eviction.max_recoveries_per_node,
+                            )
+                        }),
                 }
             })
             .collect();
@@ -70,6 +89,10 @@ impl<D: Data> Coordinator<D> {
 
     /// A parked copy round whose missing source `n` was just heard from asks `n` again.
     pub(super) fn unpark_copies(&mut self, cfg: &Resolved, n: NodeId, io: &mut impl Io<D>) {
+        // With a copy backoff a parked round waits for its window, whatever is heard.
+        if cfg.policy.recovery.copy_retry != crate::policy::recovery::CopyRetry::OnContact {
+            return;
+        }
         for shard in 0..self.shards.len() as u8 {
             let view = &self.shards[usize::from(shard)];
             let waits_for_n = view.join.as_ref().is_some_and(|j| {
@@ -111,7 +134,7 @@ impl<D: Data> Coordinator<D> {
         if health == Health::Dead && self.health[i] != Health::Dead {
             io.event(Event::DeclaredDead { node: n, silence_ticks: Some(self.silence_ticks[i]) });
         }
-        self.health[i] = health;
+        self.believe(cfg, n, health);
     }
 
     /// Continuous checking: the nodes whose silence crossed a threshold the detector has not
@@ -141,12 +164,9 @@ impl<D: Data> Coordinator<D> {
             if view.join.is_some() || self.queue.iter().any(|u| u.shard == shard) {
                 continue;
             }
-            let dead: PerNode<NodeId> = view
-                .members
-                .iter()
-                .copied()
-                .filter(|&m| self.health[usize::from(m)] == Health::Dead)
-                .collect();
+            // Dead and out (at once, or after `down_out_interval`).
+            let dead: PerNode<NodeId> = view.members.iter().copied().filter(|&m| self.out(m)).collect();
+            let excluded = view.abandoned_targets;
             for m in dead {
                 let cluster = ClusterView {
                     dead_nodes: self.health.iter().filter(|h| **h == Health::Dead).count(),
@@ -154,9 +174,11 @@ impl<D: Data> Coordinator<D> {
                     evictions_in_progress: self.queue.len()
                         + self.shards.iter().filter(|v| v.join.is_some()).count(),
                     coordinator_load_work: load_work,
+                    busiest_source_recoveries: self.busiest_source(shard, m),
                 };
                 let candidates = self.candidates(cfg, shard);
-                match eviction::decide_eviction(cfg.policy.eviction, cluster, cfg.node_zone(m), &candidates) {
+                let zone = cfg.node_zone(m);
+                match eviction::decide_eviction(cfg.policy.eviction, cluster, zone, &candidates, excluded) {
                     EvictionDecision::Suppressed(why) => {
                         io.event(Event::EvictionSuppressed { shard, node: m, why });
                         continue;
@@ -187,6 +209,8 @@ impl<D: Data> Coordinator<D> {
                 is_member: view.members.contains(&n)
                     || view.join.as_ref().is_some_and(|j| j.replacement == n)
                     || self.queue.iter().any(|u| u.shard == shard && u.replacement == n),
+                slot_free: self.slot_free(cfg, n),
+                recoveries: self.recoveries(n),
             })
             .collect()
     }
@@ -211,7 +235,8 @@ impl<D: Data> Coordinator<D> {
         }
         let view = &mut self.shards[usize::from(u.shard)];
         assert!(view.join.is_none(), "one membership change per shard at a time");
-        view.join = Some(Join::learning(u.evicted, u.replacement, u.is_move));
+        let timeout_ticks = cfg.policy.recovery.join_timeout_ticks.map(ticks);
+        view.join = Some(Join { timeout_ticks, ..Join::learning(u.evicted, u.replacement, u.is_move) });
         io.event(Event::ChangeStarted(u));
         self.publish(cfg, u.shard, io);
         self.start_copies_when_clear(cfg, u.shard, io);
@@ -277,14 +302,6 @@ impl<D: Data> Coordinator<D> {
         self.add_work(cfg, |w| w.copy_work * asked);
     }
 
-    /// A copy round ran out of time. It is not the detector's business (a missing copy may be
-    /// the source's fault, the replacement's or the link's): the round parks, and a source
-    /// still to copy is asked again when it is next heard from.
-    pub(super) fn on_copy_deadline(&mut self, shard: u8) {
-        let join = self.shards[usize::from(shard)].join.as_mut().expect("a copy round belongs to a join");
-        join.parked = true;
-    }
-
     /// The replacement takes the leaving replica's place once a read quorum of copies reached
     /// it.
     pub(super) fn on_copy_ack(
@@ -331,6 +348,8 @@ impl<D: Data> Coordinator<D> {
         view.members.push(update.replacement);
         view.members.sort();
         view.join = None;
+        // Late copy acks of an abandoned join can no longer be mistaken for this one's.
+        view.abandoned_targets = 0;
         io.event(Event::ChangeCompleted(update));
         self.publish(cfg, shard, io);
     }

@@ -23,6 +23,7 @@
 
 mod load;
 mod membership;
+mod recovery;
 mod requests;
 mod views;
 
@@ -52,8 +53,18 @@ pub struct Join {
     pub copied_from: u8,
     /// Ticks until an incomplete copy round is asked again (while copying and not parked).
     pub copy_ticks: TimerTicks,
-    /// The round ran out of time: a source still to copy is asked again when it is heard from.
+    /// The round ran out of time: a source still to copy is asked again when it is heard from
+    /// or, with a copy backoff, once `retry_ticks` ends.
     pub parked: bool,
+    /// Copy backoff: the window of ticks (earliest, latest) before a parked round's missing
+    /// sources are asked again (`None` without a backoff, or while a round runs).
+    pub retry_ticks: Option<(TimerTicks, TimerTicks)>,
+    /// Copy backoff: the rounds of this join that ran out of time, counted up to
+    /// `recovery::copy_rounds_tracked` (0 without a backoff).
+    pub failed_rounds: u8,
+    /// `join_timeout`: ticks until the join is abandoned unless it completed (leader only;
+    /// `None` without a timeout). It stops once reads moved to the new replica set.
+    pub timeout_ticks: Option<TimerTicks>,
     /// Several coordinators: the replacement is caught up and reads go to the new replica
     /// set, while the leader waits for every coordinator to say so before the swap.
     pub swapping: bool,
@@ -70,6 +81,9 @@ impl Join {
             copied_from: 0,
             copy_ticks: 0,
             parked: false,
+            retry_ticks: None,
+            failed_rounds: 0,
+            timeout_ticks: None,
             swapping: false,
         }
     }
@@ -95,6 +109,10 @@ pub struct ShardView<D: Data = ModelData> {
     /// Another coordinator: it owes the leader the ack of a join's first view, sent once every
     /// write it began before it has ended.
     pub ack_owed: bool,
+    /// The targets of this shard's abandoned joins (`join_timeout`), a bit each: none is
+    /// chosen again until a join of the shard completes, since a late copy ack from the
+    /// abandoned join would count for the new one (copy messages carry no join identity).
+    pub abandoned_targets: u8,
 }
 
 /// A membership update waiting in the coordinator's bounded queue.
@@ -179,6 +197,10 @@ pub struct Coordinator<D: Data = ModelData> {
     pub health: PerNode<Health>,
     /// Independent detection: ticks since the node was last heard from (saturating).
     pub silence_ticks: PerNode<TimerTicks>,
+    /// `down_out_interval`: per node believed dead, the ticks until it is out (its replicas
+    /// re-created elsewhere); `None` once out, or while not dead. Empty without an interval:
+    /// a dead node is out at once.
+    pub down_out_ticks: PerNode<Option<TimerTicks>>,
     pub heartbeat_ticks: TimerTicks,
     pub ops: Vec<CoordOp<D>>,
     /// Idempotency tokens: the version each write was sequenced at, by its token.
@@ -243,6 +265,12 @@ pub enum Timer<Op = crate::protocol::OpId> {
     FanOut { op: Op, attempt: u8 },
     /// Continuous health checking: `node`'s silence reached `suspect_after` or `dead_after`.
     SilenceCrossed { node: NodeId },
+    /// `down_out_interval`: `node` has been dead that long; its replicas may be re-created.
+    DownOut { node: NodeId },
+    /// Copy backoff: a parked copy round's wait is over; its missing sources are asked again.
+    CopyBackoffOver { shard: u8 },
+    /// `join_timeout`: the shard's join did not complete in time and is abandoned.
+    JoinTimeout { shard: u8 },
 }
 
 /// What the coordinator persists, and so what survives its crash. A driver writes it durably
@@ -365,10 +393,12 @@ impl<D: Data> Coordinator<D> {
                     acked: if leader { views::followers(cfg) } else { 0 },
                     view_ticks: 0,
                     ack_owed: false,
+                    abandoned_targets: 0,
                 })
                 .collect(),
             health: filled(Health::Alive, node_count),
             silence_ticks: filled(0, if independent { node_count } else { 0 }),
+            down_out_ticks: filled(None, if p.recovery.down_out_interval_ticks > 0 { node_count } else { 0 }),
             heartbeat_ticks: if independent { ticks(p.heartbeat_interval_ticks) } else { 0 },
             ops: Vec::new(),
             tokens: Vec::new(),
@@ -448,6 +478,7 @@ impl<D: Data> Coordinator<D> {
                 .all(|v| v.join.as_ref().is_none_or(|j| !j.copying || j.parked || j.copy_ticks > 0))
             && self.shards.iter().all(|v| !self.view_pending(cfg, v) || v.view_ticks > 0)
             && self.silences_crossed(cfg).next().is_none()
+            && self.no_recovery_timer_due()
     }
 
     /// Whether this coordinator runs the rebalancer: the leader, when it is enabled.
@@ -472,6 +503,7 @@ impl<D: Data> Coordinator<D> {
             out.extend([Timer::Heartbeat]);
         }
         out.extend(self.silences_crossed(cfg).map(|node| Timer::SilenceCrossed { node }));
+        self.recovery_due(out);
         if self.rebalances(cfg) && self.rebalance_ticks == 0 {
             out.extend([Timer::Rebalance]);
         }
@@ -492,10 +524,24 @@ impl<D: Data> Coordinator<D> {
             Timer::ApplyMembershipUpdate => self.on_apply_membership(cfg, io),
             Timer::Heartbeat => self.on_heartbeat(cfg, io),
             Timer::Rebalance => self.on_rebalance(cfg, io),
-            Timer::CopyRetry { shard } => self.on_copy_deadline(shard),
+            Timer::CopyRetry { shard } => self.on_copy_deadline(cfg, shard),
             Timer::ViewResend { shard } => self.on_view_resend(cfg, shard, io),
             Timer::FanOut { op, attempt } => self.on_fan_out(cfg, op, attempt, io),
             Timer::SilenceCrossed { node } => self.on_silence_crossed(cfg, node, io),
+            Timer::DownOut { node } => self.on_down_out(cfg, node, io),
+            Timer::CopyBackoffOver { shard } => self.on_copy_backoff_over(cfg, shard, io),
+            Timer::JoinTimeout { shard } => self.on_join_timeout(cfg, shard, io),
+        }
+    }
+
+    /// Timers that may fire now but need not yet: a window has opened (a copy backoff with
+    /// jitter), each with the ticks left before it must fire. The timed world explores every
+    /// moment in the window; the store draws one.
+    pub fn ready(&self, out: &mut impl Extend<(Timer<D::Op>, TimerTicks)>) {
+        for (shard, v) in self.shards.iter().enumerate() {
+            if let Some((0, latest)) = v.join.as_ref().and_then(|j| j.retry_ticks).filter(|&(_, l)| l > 0) {
+                out.extend([(Timer::CopyBackoffOver { shard: shard as u8 }, latest)]);
+            }
         }
     }
 
@@ -542,6 +588,7 @@ impl<D: Data> Coordinator<D> {
                 j.copy_ticks -= 1;
             }
         }
+        self.recovery_tick();
     }
 
     /// A message arrives from `src`.
@@ -600,7 +647,7 @@ impl<D: Data> Coordinator<D> {
             o.heard |= bit(n);
         }
         let i = usize::from(n);
-        self.health[i] = detector::health_after_hearing_from();
+        self.believe(cfg, n, detector::health_after_hearing_from());
         if independent(cfg) {
             self.silence_ticks[i] = 0;
         }

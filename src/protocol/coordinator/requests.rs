@@ -344,7 +344,7 @@ impl<D: Data> Coordinator<D> {
                     if h == Health::Dead && self.health[usize::from(n)] != Health::Dead {
                         io.event(Event::DeclaredDead { node: n, silence_ticks: None });
                     }
-                    self.health[usize::from(n)] = h;
+                    self.believe(cfg, n, h);
                 }
             }
             // A request the coordinator kept waiting missed its deadline under the load it

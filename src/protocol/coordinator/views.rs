@@ -248,5 +248,6 @@ impl<D: Data> Coordinator<D> {
         if self.me != 0 {
             self.rebalance_ticks = 0;
         }
+        self.reload_recovery(from, to);
     }
 }

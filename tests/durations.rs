@@ -1,0 +1,159 @@
+//! Issue 32: faults that end. A fault with a `duration` heals by itself within its window,
+//! and time cannot pass its end, so no behaviour keeps it in force for ever: liveness is then
+//! a question about a world that is healthy again.
+
+#[path = "support/bin.rs"]
+mod bin;
+
+use bin::{check_json, json_property, lasso, replicheck, root, stderr};
+use replicheck::config::{MenuFault, Resolved, Scenario};
+use replicheck::engine::cycles::{self, CycleQuery};
+use replicheck::engine::{self, Limits};
+use replicheck::model::{Action, World, WorldState};
+use stateright::Model;
+
+const TIMED: &str = "tests/data/timed-faults.toml";
+const TICK: u8 = 1;
+const FAULT_IN_FORCE: u8 = 2;
+
+fn scenario(path: &str) -> Scenario {
+    Scenario::load(&root().join(path)).expect("the model loads")
+}
+
+fn world(scenario: &Scenario) -> World {
+    World::new(Resolved::new(scenario, &scenario.variants[0].policy).expect("it resolves"))
+}
+
+/// Whether some fault of the menu is in force in `s`.
+fn fault_in_force(s: &WorldState) -> bool {
+    s.env.partitioned != 0 || s.env.degraded != 0 || s.nodes.iter().any(|n| !n.up)
+}
+
+/// Whether the explored graph has a cycle that passes time with a fault in force all along.
+fn fault_kept_open_forever(world: &World) -> bool {
+    let label = |from: &WorldState, a: &Action, _: &WorldState| {
+        u8::from(*a == Action::Tick) * TICK + u8::from(fault_in_force(from)) * FAULT_IN_FORCE
+    };
+    let labeler: engine::EdgeLabeler<World> = &label;
+    let e = engine::explore_labelled(world, &[], &Limits::default(), Some(labeler));
+    assert!(e.complete());
+    let query = CycleQuery { every_edge: FAULT_IN_FORCE, some_edge: TICK, ..CycleQuery::default() };
+    cycles::find(e.graph.as_ref().expect("a labelled graph"), query).is_some()
+}
+
+#[test]
+fn no_behaviour_keeps_a_fault_with_a_duration_in_force_for_ever() {
+    let timed = scenario(TIMED);
+    assert!(timed.faults.any_duration());
+    assert!(!fault_kept_open_forever(&world(&timed)), "every timed fault ends");
+    // The same menu without durations: a cut, a crash or a slow link may last for ever.
+    let mut untimed = timed.clone();
+    untimed.faults.crash_duration.iter_mut().for_each(|d| *d = None);
+    untimed.faults.partition_duration.iter_mut().for_each(|d| *d = None);
+    untimed.faults.degrade.iter_mut().for_each(|d| d.duration = None);
+    assert!(fault_kept_open_forever(&world(&untimed)));
+}
+
+#[test]
+fn a_timed_fault_ends_within_its_window_and_time_waits_for_it() {
+    let timed = scenario(TIMED);
+    let w = world(&timed);
+    // Zone c (index 2) is cut off for 300ms to 600ms: 3 to 6 ticks.
+    let c = 2;
+    assert_eq!(timed.faults.duration(MenuFault::Partition(c)).map(|d| (d.lo, d.hi)), Some((3, 6)));
+    let actions = |s: &WorldState| {
+        let mut a = Vec::new();
+        w.actions(s, &mut a);
+        a
+    };
+    // Take every step due now but the cut's end, until time may pass (or nothing else is left).
+    let settle = |mut s: WorldState| loop {
+        let a = actions(&s);
+        let Some(step) = a.iter().find(|a| !matches!(a, Action::Heal(_) | Action::Tick)) else { return s };
+        if a.contains(&Action::Tick) {
+            return s;
+        }
+        s = w.next_state(&s, step.clone()).expect("a step");
+    };
+    let mut s = w.next_state(&w.init_states().remove(0), Action::Partition(c)).expect("the cut");
+    let mut ticks = 0;
+    loop {
+        s = settle(s);
+        let a = actions(&s);
+        let heal = a.contains(&Action::Heal(c));
+        assert_eq!(heal, ticks >= 3, "the cut may heal from 3 ticks on, not before (at {ticks})");
+        if !a.contains(&Action::Tick) {
+            assert!(heal && ticks == 6, "time stops only at the window's end (at {ticks}): {a:?}");
+            break;
+        }
+        s = w.next_state(&s, Action::Tick).expect("a tick");
+        ticks += 1;
+    }
+    let healed = w.next_state(&s, Action::Heal(c)).expect("the heal");
+    assert_eq!(healed.env.partitioned, 0);
+    assert!(healed.env.ending.is_empty());
+}
+
+#[test]
+fn the_remirror_storm_outlives_the_cut_with_every_fault_over() {
+    let run = check_json("models/remirror-storm.toml", "incident", &[]);
+    let (_, loop_actions) = lasso(&run, "converges");
+    assert!(
+        loop_actions.iter().any(|a| a.contains("queued: evict")),
+        "the loop re-mirrors: {loop_actions:?}"
+    );
+    assert!(
+        !loop_actions.iter().any(|a| a.contains("FAULT")),
+        "no fault starts on the loop: {loop_actions:?}"
+    );
+    let cx = &json_property(&run, "converges")["counterexample"];
+    let final_state = cx["final_state"].as_str().unwrap();
+    assert!(!final_state.contains("DOWN") && !final_state.contains("by itself"), "{final_state}");
+}
+
+#[test]
+fn durations_are_checked_where_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(root().join(TIMED)).unwrap();
+    let cases = [
+        (
+            r#"crash = [{ node = "n1", duration = "200ms..500ms" }]"#,
+            r#"crash = [{ node = "n1", duration = "250ms" }]"#,
+            "faults.crash[0].duration",
+        ),
+        (
+            r#"crash = [{ node = "n1", duration = "200ms..500ms" }]"#,
+            r#"crash = ["coordinator", { node = "coordinator", duration = "1s" }]"#,
+            "faults.crash[1].duration",
+        ),
+        (
+            r#"partition = [{ zone = "c", duration = "300ms..600ms" }]"#,
+            r#"partition = [{ zone = "c", duration = "600ms..300ms" }]"#,
+            "faults.partition[0].duration",
+        ),
+        (
+            r#"partition = [{ zone = "c", duration = "300ms..600ms" }]"#,
+            r#"partition = ["c", { zone = "c", duration = "1s" }]"#,
+            "faults.partition[1]",
+        ),
+        (
+            r#"partition = [{ zone = "c", duration = "300ms..600ms" }]"#,
+            r#"partition = [{ zone = "c", duration = "30s" }]"#,
+            "faults.partition[0].duration",
+        ),
+        (
+            r#"partition = [{ zone = "c", duration = "300ms..600ms" }]"#,
+            r#"partition = [{ zone = "c", lasts = "1s" }]"#,
+            "lasts",
+        ),
+    ];
+    for (from, to, named) in cases {
+        assert!(base.contains(from), "{from}");
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, base.replace(from, to)).unwrap();
+        let out = replicheck(&["check", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{to}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(named) && err.contains("bad.toml"), "{to}: {err}");
+    }
+}
