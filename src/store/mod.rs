@@ -6,24 +6,12 @@
 
 pub mod bench;
 pub mod cli;
-pub mod client;
 pub mod cluster;
 pub mod coordinator;
-pub mod datadir;
 pub mod decision;
-pub mod fleet;
-pub mod layout;
-pub mod link;
-pub mod machine;
 pub mod node;
-pub mod peer;
-pub mod proxy;
-pub mod resp;
 pub mod run;
-pub mod shell;
-pub mod storage;
 pub mod trace;
-pub mod wire;
 
 /// Why a store command failed. The CLI exits 2 for bad input (a flag, a model or policy file,
 /// a data directory of another layout: the user can fix it) and 4 for a runtime failure (a

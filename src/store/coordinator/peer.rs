@@ -8,9 +8,9 @@
 //! carries its messages in order; a broken one is dialled again for the next message.
 
 use super::machine::StoreData;
-use super::wire::{self, Frame, Wire};
 use crate::policy::NodeId;
 use crate::protocol::{JoinView, Msg};
+use crate::store::node::wire::{self, Frame, Wire};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::SocketAddr;

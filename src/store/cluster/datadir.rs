@@ -7,9 +7,9 @@
 //!   ([`SavedState`]), written before a change takes effect, so a restarted coordinator
 //!   reads where it wrote last.
 
-use super::layout::Layout;
-use super::StoreError;
 use crate::policy::NodeId;
+use crate::store::coordinator::layout::Layout;
+use crate::store::StoreError;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};

@@ -19,21 +19,21 @@
 //! The machine sits behind one mutex: each input (a client's command, a node's reply, a tick)
 //! is one step under it, so steps are atomic as the model's actions are.
 
-use super::coordinator::Counters;
-use super::datadir::{SavedMember, SavedShard, SavedState, StateFile};
-use super::decision::DecisionLog;
 use super::layout::Layout;
 use super::link::NodeLink;
 use super::machine::{StoreData, TOKENS_MAX};
 use super::peer::{PeerLinks, PeerMsg};
-use super::trace::{TraceLine, TraceWriter};
-use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
+use super::Counters;
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
 use crate::policy::routing::{self, WriteRoute};
 use crate::policy::NodeId;
 use crate::protocol::coordinator::{Durable, Timer};
 use crate::protocol::{self, Endpoint, Event, Failure, Msg, Outbox, PerNode};
+use crate::store::cluster::datadir::{SavedMember, SavedShard, SavedState, StateFile};
+use crate::store::decision::DecisionLog;
+use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
+use crate::store::trace::{TraceLine, TraceWriter};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -127,7 +127,7 @@ impl Shell {
     pub fn new(
         cfg: Resolved,
         me: u8,
-        peering: &super::coordinator::Peering,
+        peering: &super::Peering,
         layout: Layout,
         links: Vec<Arc<NodeLink>>,
         state_file: Option<StateFile>,

@@ -1,7 +1,14 @@
 //! The coordinator as a server: RESP for clients, INFO, and the protocol's coordinator behind
-//! them (`store::shell`, which drives `protocol::Coordinator`, the state machine the models
+//! them (`shell`, which drives `protocol::Coordinator`, the state machine the models
 //! check). Nothing here decides: a command becomes a protocol request and its response the
 //! reply.
+//!
+//! The coordinator's room, below the cluster that starts it and above the node it talks to:
+//! this server; `resp` (the RESP it speaks, and the client side of it); `shell` (drives the
+//! protocol's machine with sockets, a clock and the state file); `machine` (the store's
+//! instantiation of the protocol's data and scenario); `layout` (the partitions and capacities
+//! it routes by); `link` (its connection to a node); `peer` (coordinator<->coordinator);
+//! `fleet` (the meter of what all coordinators offer the backends).
 //!
 //! Partitions: the keyspace is split into the partitions of a [`Layout`], each with its own
 //! replica set; a key's partition is decided by `routing::key_partition`. Writes are admitted
@@ -11,16 +18,23 @@
 //! when fewer hold it. Failure detection, eviction through the membership queue, the catch-up
 //! copy, the rebalancer and what is saved before a change takes effect are the protocol's.
 
-use super::datadir::{SavedState, StateFile};
-use super::decision::DecisionLog;
-use super::layout::Layout;
-use super::link::{LinkError, NodeLink};
-use super::resp;
-use super::shell::{config_name, Shell};
-use super::trace::TraceWriter;
-use super::wire::{NodeReply, NodeRequest, StoredValue};
+pub mod fleet;
+pub mod layout;
+pub mod link;
+pub mod machine;
+pub mod peer;
+pub mod resp;
+pub mod shell;
+
 use crate::config::{CoordinatorSpec, OpKind, Policy};
 use crate::policy::NodeId;
+use crate::store::cluster::datadir::{SavedState, StateFile};
+use crate::store::decision::DecisionLog;
+use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue};
+use crate::store::trace::TraceWriter;
+use layout::Layout;
+use link::{LinkError, NodeLink};
+use shell::{config_name, Shell};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,7 +138,7 @@ pub struct Peering {
     pub addrs: Vec<SocketAddr>,
     pub listener: Option<std::net::TcpListener>,
     /// What the partitions and backends take from all the coordinators (one meter for all).
-    pub fleet: Arc<super::fleet::FleetMeter>,
+    pub fleet: Arc<fleet::FleetMeter>,
 }
 
 impl Peering {
@@ -134,7 +148,7 @@ impl Peering {
             zones: vec![zone],
             addrs: Vec::new(),
             listener: None,
-            fleet: Arc::new(super::fleet::FleetMeter::new(1)),
+            fleet: Arc::new(fleet::FleetMeter::new(1)),
         }
     }
 }
@@ -218,7 +232,7 @@ impl Coordinator {
                 other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
             }
         }
-        let cfg = super::machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
+        let cfg = machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
         let (state_file, saved) = match state {
             // Only the leader keeps the state file: the others learn every change from it.
             Some((file, saved)) => ((peering.me == 0).then_some(file), saved),
@@ -237,7 +251,7 @@ impl Coordinator {
                     shell.deliver_peer(from, msg);
                 }
             };
-            tokio::spawn(super::peer::serve(listener, peering.addrs.len(), deliver, stopped.subscribe()));
+            tokio::spawn(peer::serve(listener, peering.addrs.len(), deliver, stopped.subscribe()));
         }
         Ok(Arc::new(Coordinator { shell, value_bytes_max, stopped }))
     }
