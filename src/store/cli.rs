@@ -3,8 +3,7 @@
 use crate::config::{self, Policy, SourcedPolicy};
 use crate::store::bench::BenchConfig;
 use crate::store::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
-use crate::store::coordinator::layout::{Layout, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
-use crate::store::coordinator::LoadFacts;
+use crate::store::coordinator::layout::{Layout, LoadFacts, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
 use crate::store::StoreError;
 use clap::Subcommand;
 use std::net::SocketAddr;

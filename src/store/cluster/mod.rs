@@ -15,18 +15,24 @@
 //! holds its data directory's lock (`datadir::DirLock`) while it runs, and keeps its layout
 //! and coordinator state there. On Linux a node process dies with the thread that spawned it
 //! (`PR_SET_PDEATHSIG`), so a killed `store up` leaves no node behind.
+//!
+//! The cluster's room: this, the proxies every link goes through ([`proxy`]) and the data
+//! directory's lock and layout file ([`datadir`]). It starts the coordinator and the nodes;
+//! they know nothing of it.
 
 pub mod datadir;
 pub mod proxy;
 
 use crate::config::Policy;
 use crate::policy::NodeId;
-use crate::store::coordinator::layout::Layout;
-use crate::store::coordinator::{Coordinator, LoadFacts, Peering};
+use crate::store::coordinator::layout::{Layout, LoadFacts};
+use crate::store::coordinator::peer::Peering;
+use crate::store::coordinator::state::{SavedState, StateFile};
+use crate::store::coordinator::Coordinator;
 use crate::store::decision::DecisionLog;
 use crate::store::trace::TraceWriter;
 use crate::store::StoreError;
-use datadir::{DirLock, StateFile};
+use datadir::DirLock;
 use proxy::{Proxy, ProxyHandle};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -206,7 +212,7 @@ impl Cluster {
         runtime: tokio::runtime::Runtime,
         lock: DirLock,
         state_file: StateFile,
-        saved: Option<datadir::SavedState>,
+        saved: Option<SavedState>,
     ) -> Result<Cluster, String> {
         let mut nodes = Vec::new();
         for id in 0..config.node_count {
@@ -493,7 +499,7 @@ fn start_coordinator(
     log: &DecisionLog,
     trace: Option<TraceWriter>,
     state_file: StateFile,
-    saved: Option<datadir::SavedState>,
+    saved: Option<SavedState>,
     bind_retry: bool,
     peering: Peering,
 ) -> Result<(Arc<Coordinator>, SocketAddr), String> {

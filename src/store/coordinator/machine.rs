@@ -1,9 +1,9 @@
 //! The store's instantiation of the protocol: its data (byte-string keys and values, 64-bit
 //! versions) and its scenario (nodes, partitions and capacities resolved like a model's, with
-//! a 1 ms tick). The shell (`store::shell`) drives the machine these configure.
+//! a 1 ms tick). The shell (`shell`) drives the machine these configure.
 
 use super::layout::Layout;
-use super::LoadFacts;
+use super::layout::LoadFacts;
 use crate::config::{ClientSpec, CoordinatorSpec, FaultSpec, NodeSpec, Policy, Resolved, ShardSpec};
 use crate::policy::routing;
 use crate::policy::NodeId;

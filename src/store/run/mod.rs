@@ -50,6 +50,9 @@
 //! A model with several coordinators runs them all, each in its zone with proxies of its own
 //! to every node, to the other coordinators and from its clients; a fault applies to every link
 //! it touches. A rollout variant is played in waves of live policy reloads (`rollout`).
+//!
+//! The run's room: this (the phases), `rig` (the fault schedule and what applies it),
+//! `measure`, `report`, `rollout`, and [`client`], the load generator whose history is checked.
 
 use crate::config::{self, Found, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
@@ -59,9 +62,8 @@ use crate::policy::routing;
 use crate::policy::NodeId;
 use crate::store::cluster::proxy::{Proxy, ProxyHandle};
 use crate::store::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
-use crate::store::coordinator::layout::Layout;
+use crate::store::coordinator::layout::{Layout, LoadFacts};
 use crate::store::coordinator::resp;
-use crate::store::coordinator::LoadFacts;
 use crate::store::decision::{EventLine, LogLine};
 use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict};
 use crate::store::StoreError;
