@@ -624,7 +624,7 @@ fn write_history_files(
     }
     if not_linearizable {
         let options = lincheck::Options { threads: 1, every_key: false };
-        let checked = lincheck::cli::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
+        let checked = lincheck::report::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
         let path = match &req.history {
             Some(edn) => edn.with_extension("html"),
             None => std::env::temp_dir().join(format!("replicheck-store-run-{}.html", std::process::id())),
