@@ -18,7 +18,7 @@
 //!
 //! "What was checked is what runs": the model and the store call the same `policy`
 //! functions, and both run the `protocol` coordinator machine (the store through
-//! `store::shell`, which adds only sockets, clocks and the state file; see README, "The
+//! `store::coordinator::shell`, which adds only sockets, clocks and the state file; see README, "The
 //! concrete store").
 
 pub mod bench;

@@ -48,8 +48,9 @@ struct Written {
     events: usize,
 }
 
-/// Write a log the way the store does: the coordinator's event lines (texts as `store/shell.rs`
-/// writes them) and, between them, two clients retrying until the policy gives up.
+/// Write a log the way the store does: the coordinator's event lines (texts as
+/// `store/coordinator/shell.rs` writes them) and, between them, two clients retrying until the
+/// policy gives up.
 fn write_log(path: &Path) -> Written {
     let log = DecisionLog::create(path, "coordinator").expect("create the log");
     let mut written = Written { decisions: 0, events: 0 };

@@ -30,10 +30,15 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
 
 /// The modules named by `crate::a`, `crate::{a, b::c}` in `text`.
 fn used_modules(text: &str) -> BTreeSet<String> {
+    used_under(text, "crate::")
+}
+
+/// The names that follow `prefix` in `text`: `PREFIXa`, `PREFIX{a, b::c}`.
+fn used_under(text: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = text;
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
+    while let Some(i) = rest.find(prefix) {
+        rest = &rest[i + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let end = group.find('}').unwrap_or(group.len());
             for item in group[..end].split(',') {
@@ -92,4 +97,53 @@ fn no_module_uses_a_layer_above_it_or_beside_it() {
 fn the_scanner_sees_grouped_and_plain_paths() {
     let uses = used_modules("use crate::{config::Resolved, policy};\nlet x = crate::model::World::new(c);");
     assert_eq!(uses, BTreeSet::from(["config".to_string(), "policy".to_string(), "model".to_string()]));
+}
+
+/// What every room of the store may write to: the decision log and the trace.
+const RECORDS: [&str; 2] = ["decision", "trace"];
+
+/// The store's rooms, each using only the rooms below it: `run` plays a model on a `cluster`,
+/// which starts the `coordinator` and the `node`s; the coordinator talks to the nodes. The
+/// store's other files are commands over the rooms (`cli`, `bench`) or the records that
+/// every room may write ([`RECORDS`]), which use no room. A room names another as `crate::store::ROOM`;
+/// `super::` inside a room stays in it.
+fn store_rooms() -> BTreeMap<&'static str, &'static [&'static str]> {
+    BTreeMap::from([
+        ("node", &[][..]),
+        ("coordinator", &["node"][..]),
+        ("cluster", &["coordinator", "node"][..]),
+        ("run", &["cluster", "coordinator", "node"][..]),
+        ("decision", &[][..]),
+        ("trace", &[][..]),
+        ("cli", &["run", "cluster", "coordinator", "node", "bench"][..]),
+        ("bench", &["cluster", "coordinator", "node"][..]),
+        ("mod", &[][..]),
+    ])
+}
+
+#[test]
+fn no_store_room_uses_a_room_above_it() {
+    let store = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+    let rooms = store_rooms();
+    let mut files = Vec::new();
+    walk(&store, &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&store).expect("under src/store");
+        let top = rel.components().next().expect("a component").as_os_str().to_string_lossy();
+        let room = top.trim_end_matches(".rs");
+        let may =
+            rooms.get(room).unwrap_or_else(|| panic!("src/store/{room} has no room in tests/layers.rs"));
+        let text = std::fs::read_to_string(&file).expect("readable");
+        for used in used_under(&text, "crate::store::") {
+            let a_room = rooms.contains_key(used.as_str()) && !RECORDS.contains(&used.as_str());
+            if used != room && a_room && !may.contains(&used.as_str()) {
+                wrong.push(format!("src/store/{} uses crate::store::{used}", rel.display()));
+            }
+        }
+        if text.contains("super::super::") {
+            wrong.push(format!("src/store/{} leaves its room by super::super", rel.display()));
+        }
+    }
+    assert!(wrong.is_empty(), "edges between the store's rooms that are not allowed:\n{}", wrong.join("\n"));
 }

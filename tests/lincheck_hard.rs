@@ -2,9 +2,9 @@
 //! by construction, the step and memory bounds that keep a non-linearizable history of many
 //! clients cheap, the first-failure stop, the picture (`--html`) and several files in one run.
 
-use replicheck::lincheck::cli::check_kv;
 use replicheck::lincheck::generate::{generate, to_edn, Spec};
 use replicheck::lincheck::kv::{check_per_key_with, KvInput};
+use replicheck::lincheck::report::check_kv;
 use replicheck::lincheck::{parse, Budget, Options, Verdict, NOT_DECIDED};
 use std::path::Path;
 use std::process::Command;

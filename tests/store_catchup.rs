@@ -30,9 +30,9 @@ mod info;
 
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
-use replicheck::store::coordinator::LoadFacts;
-use replicheck::store::resp::{Client, Reply};
-use replicheck::store::wire::{read_frame, write_frame, Frame, NodeReply, NodeRequest};
+use replicheck::store::coordinator::layout::LoadFacts;
+use replicheck::store::coordinator::resp::{Client, Reply};
+use replicheck::store::node::wire::{read_frame, write_frame, Frame, NodeReply, NodeRequest};
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -20,7 +20,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replicheck::lincheck::register::{RegisterInput, RegisterOutput};
 use replicheck::lincheck::Operation;
-use replicheck::store::resp::{Client, ClientError};
+use replicheck::store::coordinator::resp::{Client, ClientError};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

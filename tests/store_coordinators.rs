@@ -11,7 +11,7 @@ mod info;
 use bin::{replicheck, stderr, stdout};
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
-use replicheck::store::resp::{Client, Reply};
+use replicheck::store::coordinator::resp::{Client, Reply};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -8,9 +8,9 @@ mod info;
 
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
-use replicheck::store::link::NodeLink;
-use replicheck::store::resp::{Client, Reply};
-use replicheck::store::wire::{NodeReply, NodeRequest};
+use replicheck::store::coordinator::link::NodeLink;
+use replicheck::store::coordinator::resp::{Client, Reply};
+use replicheck::store::node::wire::{NodeReply, NodeRequest};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

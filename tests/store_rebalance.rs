@@ -7,9 +7,9 @@
 
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
-use replicheck::store::coordinator::LoadFacts;
+use replicheck::store::coordinator::layout::LoadFacts;
+use replicheck::store::coordinator::resp::{Client, Reply};
 use replicheck::store::decision::{self, EventLine};
-use replicheck::store::resp::{Client, Reply};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

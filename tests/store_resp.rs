@@ -3,7 +3,7 @@
 
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
-use replicheck::store::resp::{Client, Reply};
+use replicheck::store::coordinator::resp::{Client, Reply};
 use std::path::PathBuf;
 
 fn cluster(dir: &tempfile::TempDir, value_bytes_max: usize) -> Cluster {

@@ -5,7 +5,7 @@
 #[path = "support/store_proc.rs"]
 mod store_proc;
 
-use replicheck::store::resp::{Client, Reply};
+use replicheck::store::coordinator::resp::{Client, Reply};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use store_proc::{signal_pid, wait_gone, StoreProc};

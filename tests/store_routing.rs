@@ -6,9 +6,9 @@
 use replicheck::policy::routing;
 use replicheck::store::cli::store_policy;
 use replicheck::store::cluster::{Cluster, ClusterConfig};
+use replicheck::store::coordinator::layout::Layout;
+use replicheck::store::coordinator::resp::{Client, ClientError};
 use replicheck::store::decision::{conform, Conformance};
-use replicheck::store::layout::Layout;
-use replicheck::store::resp::{Client, ClientError};
 use std::path::PathBuf;
 
 /// A window long enough that a test's writes all fall in one.

@@ -1,7 +1,7 @@
 //! `replicheck store up` as a user runs it: partitions, zones and ingest capacities from the
 //! command line, a RESP client, INFO, then Ctrl-C (SIGINT) stops the cluster and its nodes.
 
-use replicheck::store::resp::{read_reply, Client, Reply};
+use replicheck::store::coordinator::resp::{read_reply, Client, Reply};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

@@ -8,7 +8,7 @@
 //! by then. The page opens on that key, with that operation's client on the first row and the
 //! operations scrolled sideways to it.
 
-use super::cli::Checked;
+use super::report::Checked;
 use super::Verdict;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;

@@ -19,7 +19,8 @@
 //!
 //! Models: [`register::Register`] (one register with read/write/delete/compare-and-set, as in
 //! the Jepsen etcd histories) and [`kv::Kv`] (get/put/append over string values). Parsers for
-//! recorded histories are in [`parse`]; `replicheck history check` is in [`cli`].
+//! recorded histories are in [`parse`]; a checked history described for people in [`report`];
+//! `replicheck history check` is in [`cli`].
 
 pub mod cli;
 pub mod generate;
@@ -27,6 +28,7 @@ pub mod html;
 pub mod kv;
 pub mod parse;
 pub mod register;
+pub mod report;
 pub mod search;
 
 use std::collections::BTreeMap;

@@ -1,10 +1,12 @@
 //! What the machines carry, as types a driver chooses: the model's are a few bytes so states
 //! stay small and hashable; the store's are keys and values of any length and 64-bit versions.
-//! The machines are generic over [`Data`] instead of being written twice.
+//! The machines are generic over [`Data`] instead of being written twice. A stored value
+//! ([`Stored`]) and the model's operation ([`OpId`]) are here too: messages (`msg`) carry
+//! data, and data knows no message.
 
-use super::msg::{OpId, Stored};
+use crate::policy::CLIENT_OPS_MAX;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::hash::Hash;
 
@@ -46,6 +48,30 @@ pub trait Data: Clone + Copy + Debug + Default + PartialEq + Eq + Hash + Partial
         Self::Version::try_from(n + 1).unwrap_or_else(|_| panic!("version {n} is the last one"))
     }
 }
+
+/// A client operation: (client index, index of the op in that client's workload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OpId {
+    pub client: u8,
+    pub seq: u8,
+}
+
+impl OpId {
+    /// The value a write operation writes: unique per operation, never 0 (the initial value).
+    pub fn write_value(self) -> u8 {
+        1 + self.client * CLIENT_OPS_MAX as u8 + self.seq
+    }
+}
+
+/// A stored value: of one shard on one node in the model, of one key in the store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct Stored<D: Data = ModelData> {
+    pub version: D::Version,
+    pub value: D::Value,
+}
+
+impl Copy for Stored<ModelData> {}
 
 /// The model's data: one value per shard, a byte each for versions and values; every write
 /// carries its op as its token (whether the coordinator keeps it is the policy's business).

@@ -17,8 +17,8 @@ pub mod msg;
 pub mod node;
 
 pub use coordinator::{CapacityBreach, CapacityUnit, Coordinator, MembershipUpdate};
-pub use data::{Data, ModelData};
-pub use msg::{Endpoint, JoinView, Msg, OpId, Stored};
+pub use data::{Data, ModelData, OpId, Stored};
+pub use msg::{Endpoint, JoinView, Msg};
 
 use crate::policy::{NodeId, CLIENT_COUNT_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX};
 use arrayvec::ArrayVec;

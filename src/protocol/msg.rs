@@ -2,15 +2,8 @@
 
 use super::data::{Data, ModelData};
 use crate::config::OpKind;
-use crate::policy::{NodeId, CLIENT_OPS_MAX};
+use crate::policy::NodeId;
 use serde::{Deserialize, Serialize};
-
-/// A client operation: (client index, index of the op in that client's workload).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct OpId {
-    pub client: u8,
-    pub seq: u8,
-}
 
 /// Who sends and receives messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -145,20 +138,3 @@ pub enum Msg<D: Data = ModelData> {
 }
 
 impl Copy for Msg<ModelData> {}
-
-impl OpId {
-    /// The value a write operation writes: unique per operation, never 0 (the initial value).
-    pub fn write_value(self) -> u8 {
-        1 + self.client * CLIENT_OPS_MAX as u8 + self.seq
-    }
-}
-
-/// A stored value: of one shard on one node in the model, of one key in the store.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(bound = "")]
-pub struct Stored<D: Data = ModelData> {
-    pub version: D::Version,
-    pub value: D::Value,
-}
-
-impl Copy for Stored<ModelData> {}

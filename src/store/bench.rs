@@ -1,8 +1,8 @@
 //! `replicheck store bench`: replicated write throughput and latency of a local cluster.
 
-use super::cluster::{Cluster, ClusterConfig};
-use super::resp::{Client, Reply};
 use crate::config::Policy;
+use crate::store::cluster::{Cluster, ClusterConfig};
+use crate::store::coordinator::resp::{Client, Reply};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

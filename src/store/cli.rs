@@ -1,11 +1,10 @@
 //! `replicheck store ...`: start a local cluster, run one node (internal), measure.
 
-use super::bench::BenchConfig;
-use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
-use super::coordinator::LoadFacts;
-use super::layout::{Layout, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
-use super::StoreError;
 use crate::config::{self, Policy, SourcedPolicy};
+use crate::store::bench::BenchConfig;
+use crate::store::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use crate::store::coordinator::layout::{Layout, LoadFacts, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
+use crate::store::StoreError;
 use clap::Subcommand;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -93,7 +92,7 @@ pub enum StoreCommand {
         /// The model's verdicts: explore the model now (`check`), take the variant's declared
         /// verdicts (`declared`), or none (`skip`).
         #[arg(long, value_enum, default_value = "check")]
-        model_verdicts: super::run::ModelVerdicts,
+        model_verdicts: crate::store::run::ModelVerdicts,
         /// Keep the store's decision log here (for `replicheck conform`).
         #[arg(long)]
         decision_log: Option<PathBuf>,
@@ -278,12 +277,12 @@ fn stop_on_panic() {
 }
 
 /// Run a store command. `check_model` explores a model for `store run --model-verdicts
-/// check` (see [`super::run::ModelChecker`]).
-pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Result<u8, StoreError> {
+/// check` (see [`crate::store::run::ModelChecker`]).
+pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) -> Result<u8, StoreError> {
     stop_on_panic();
     match command {
         StoreCommand::Node { id, listen, data_dir } => {
-            super::node::run(id, listen, &data_dir)
+            crate::store::node::run(id, listen, &data_dir)
                 .map_err(|e| StoreError::Runtime(format!("node {id}: {e}")))?;
             Ok(0)
         }
@@ -303,7 +302,7 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
             seed,
             rollout_order,
         } => {
-            let request = super::run::RunRequest {
+            let request = crate::store::run::RunRequest {
                 model,
                 variant,
                 policy,
@@ -321,10 +320,10 @@ pub fn run(command: StoreCommand, check_model: super::run::ModelChecker) -> Resu
                 binary: this_binary()?,
             };
             let mut out = String::new();
-            let result = super::run::run(&request, check_model, &mut out);
+            let result = crate::store::run::run(&request, check_model, &mut out);
             print!("{out}");
             let (outcome, model) = result?;
-            Ok(super::run::exit_code(&outcome, &model))
+            Ok(crate::store::run::exit_code(&outcome, &model))
         }
         StoreCommand::Bench { value_size, concurrency, duration, nodes, policy } => {
             bench(value_size, concurrency, &duration, nodes, policy.as_deref())
@@ -401,7 +400,7 @@ fn bench(
         "store bench: {nodes} nodes, replication_factor {}, write_quorum {}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
         policy.replication_factor, policy.write_quorum, duration.text
     );
-    let r = super::bench::run(&config).map_err(StoreError::Runtime)?;
+    let r = crate::store::bench::run(&config).map_err(StoreError::Runtime)?;
     println!("  writes:      {} acked, {} errors in {:.1} s", r.writes, r.errors, r.elapsed.as_secs_f64());
     println!("  throughput:  {:.0} writes/s", r.writes_per_second());
     println!(

@@ -2,7 +2,7 @@
 //! and the coordinator's protocol events beside them.
 //!
 //! The coordinator is the protocol's state machine (`src/protocol/coordinator/`, driven by
-//! `store/shell.rs`): it calls `crate::policy` itself, and the shell records its steps as
+//! `store/coordinator/shell.rs`): it calls `crate::policy` itself, and the shell records its steps as
 //! *event lines* ([`DecisionLog::event`]). Those are the checked code's own outputs, so there
 //! is nothing to replay: `conform` counts them and skips them.
 //!

@@ -3,27 +3,30 @@
 //! fault-injecting proxy, the decision log (the clients' retry decisions, replayed by
 //! `replicheck conform`, and the coordinator's protocol events), and the checking of the
 //! client histories it records.
+//!
+//! Its rooms, each using only the ones below it:
+//!
+//! | room | what lives there |
+//! |---|---|
+//! | [`run`] | `store run`: a model's environment played on a cluster (rig, measure, report, rollout), and the clients' load generator ([`run::client`]), whose only caller in the store it is |
+//! | [`cluster`] | a local cluster: the node processes and the coordinator, the fault-injecting proxies, the data directory's lock and layout |
+//! | [`coordinator`] | the coordinator: its RESP server, the shell driving `protocol::Coordinator`, the store's protocol data, layout, state file, node links, peers, fleet meter |
+//! | [`node`] | a storage node: its process, redb storage with group commit, the wire protocol it serves |
+//!
+//! Beside them: [`cli`] and [`bench`](mod@bench) are commands over the rooms (`store ...` and
+//! `store bench`, which drives a [`cluster`] directly and needs none of `run`), and [`decision`]
+//! and [`trace`] are the two records the store keeps for the checker: written in the lower
+//! rooms (the client's retries and the shell's steps; the shell's sends and deliveries), read
+//! by `store run` and `replicheck conform`, so they sit under every room that uses them.
 
 pub mod bench;
 pub mod cli;
-pub mod client;
 pub mod cluster;
 pub mod coordinator;
-pub mod datadir;
 pub mod decision;
-pub mod fleet;
-pub mod layout;
-pub mod link;
-pub mod machine;
 pub mod node;
-pub mod peer;
-pub mod proxy;
-pub mod resp;
 pub mod run;
-pub mod shell;
-pub mod storage;
 pub mod trace;
-pub mod wire;
 
 /// Why a store command failed. The CLI exits 2 for bad input (a flag, a model or policy file,
 /// a data directory of another layout: the user can fix it) and 4 for a runtime failure (a

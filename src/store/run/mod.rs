@@ -50,22 +50,24 @@
 //! A model with several coordinators runs them all, each in its zone with proxies of its own
 //! to every node, to the other coordinators and from its clients; a fault applies to every link
 //! it touches. A rollout variant is played in waves of live policy reloads (`rollout`).
+//!
+//! The run's room: this (the phases), `rig` (the fault schedule and what applies it),
+//! `measure`, `report`, `rollout`, and [`client`], the load generator whose history is checked.
 
-use super::client::{self, ClientRole, Input, LoadConfig, LoadReport, Op, Outcome};
-use super::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
-use super::coordinator::LoadFacts;
-use super::decision::{EventLine, LogLine};
-use super::layout::Layout;
-use super::proxy::{Proxy, ProxyHandle};
-use super::resp;
-use super::trace::{self, TraceFault, TraceLine, TraceVerdict};
-use super::StoreError;
 use crate::config::{self, Found, LatencyTicks, OpKind, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use crate::lincheck::{self, Budget, Operation, Verdict};
 use crate::policy::detector::FailureDetection;
 use crate::policy::routing;
 use crate::policy::NodeId;
+use crate::store::cluster::proxy::{Proxy, ProxyHandle};
+use crate::store::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use crate::store::coordinator::layout::{Layout, LoadFacts};
+use crate::store::coordinator::resp;
+use crate::store::decision::{EventLine, LogLine};
+use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict};
+use crate::store::StoreError;
+use client::{ClientRole, Input, LoadConfig, LoadReport, Op, Outcome};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -73,6 +75,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod client;
 mod measure;
 mod report;
 mod rig;
@@ -621,7 +624,7 @@ fn write_history_files(
     }
     if not_linearizable {
         let options = lincheck::Options { threads: 1, every_key: false };
-        let checked = lincheck::cli::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
+        let checked = lincheck::report::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
         let path = match &req.history {
             Some(edn) => edn.with_extension("html"),
             None => std::env::temp_dir().join(format!("replicheck-store-run-{}.html", std::process::id())),

@@ -9,7 +9,7 @@ use super::{
 /// returned. The EDN reads back as the same history, and the picture marks the read.
 #[test]
 fn history_files_are_edn_and_a_picture_of_the_anomaly() {
-    use super::super::client::{Input, LoadReport, Op, Outcome};
+    use super::client::{Input, LoadReport, Op, Outcome};
     let op = |client, input, call_ns, return_ns, read| Op {
         client,
         key: "p1:k".into(),

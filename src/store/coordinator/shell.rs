@@ -19,21 +19,21 @@
 //! The machine sits behind one mutex: each input (a client's command, a node's reply, a tick)
 //! is one step under it, so steps are atomic as the model's actions are.
 
-use super::coordinator::Counters;
-use super::datadir::{SavedMember, SavedShard, SavedState, StateFile};
-use super::decision::DecisionLog;
+use super::info::{config_name, Counters, Observed};
 use super::layout::Layout;
 use super::link::NodeLink;
 use super::machine::{StoreData, TOKENS_MAX};
 use super::peer::{PeerLinks, PeerMsg};
-use super::trace::{TraceLine, TraceWriter};
-use super::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
+use super::state::{SavedMember, SavedShard, SavedState, StateFile};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
 use crate::policy::routing::{self, WriteRoute};
 use crate::policy::NodeId;
 use crate::protocol::coordinator::{Durable, Timer};
 use crate::protocol::{self, Endpoint, Event, Failure, Msg, Outbox, PerNode};
+use crate::store::decision::DecisionLog;
+use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
+use crate::store::trace::{TraceLine, TraceWriter};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,21 +57,6 @@ struct Waiting {
     reply: oneshot::Sender<Result<StoredValue, String>>,
     /// Why it failed, as the client reads it (from the machine's event).
     why: Option<String>,
-}
-
-/// What INFO shows beside the machine's own state.
-pub struct Observed {
-    pub last_heard: Vec<Instant>,
-    pub late_replies: Vec<u64>,
-    /// Most writes offered in one window, per partition and per backend (background included).
-    pub partition_peak: Vec<u16>,
-    pub backend_peak: Vec<u16>,
-    pub first_breach: Option<String>,
-    pub last_suppressed: Option<String>,
-    pub membership_epoch: u64,
-    /// Nodes this coordinator evicted as dead and has not taken back since (INFO's
-    /// `role=evicted`); a restarted coordinator starts with none.
-    pub evicted: Vec<bool>,
 }
 
 struct Inner {
@@ -127,7 +112,7 @@ impl Shell {
     pub fn new(
         cfg: Resolved,
         me: u8,
-        peering: &super::coordinator::Peering,
+        peering: &super::peer::Peering,
         layout: Layout,
         links: Vec<Arc<NodeLink>>,
         state_file: Option<StateFile>,
@@ -778,18 +763,6 @@ fn observe_token(inner: &mut Inner, op: u64, version: u64, log: &DecisionLog) {
     let first = *inner.token_versions.entry(token).or_insert(version);
     if first != version {
         log.event(&format!("duplicate_effect first_version={first} version={version}"));
-    }
-}
-
-/// An enum as the policy files and INFO spell it (`coupled`, `no_replacement`).
-pub fn config_name<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(name)) => name,
-        Ok(serde_json::Value::Object(map)) if map.len() == 1 => {
-            let (k, v) = map.into_iter().next().expect("one entry");
-            format!("{k} {v}")
-        }
-        other => format!("{other:?}"),
     }
 }
 

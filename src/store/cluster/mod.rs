@@ -15,16 +15,25 @@
 //! holds its data directory's lock (`datadir::DirLock`) while it runs, and keeps its layout
 //! and coordinator state there. On Linux a node process dies with the thread that spawned it
 //! (`PR_SET_PDEATHSIG`), so a killed `store up` leaves no node behind.
+//!
+//! The cluster's room: this, the proxies every link goes through ([`proxy`]) and the data
+//! directory's lock and layout file ([`datadir`]). It starts the coordinator and the nodes;
+//! they know nothing of it.
 
-use super::coordinator::{Coordinator, LoadFacts, Peering};
-use super::datadir::{self, DirLock, StateFile};
-use super::decision::DecisionLog;
-use super::layout::Layout;
-use super::proxy::{Proxy, ProxyHandle};
-use super::trace::TraceWriter;
-use super::StoreError;
+pub mod datadir;
+pub mod proxy;
+
 use crate::config::Policy;
 use crate::policy::NodeId;
+use crate::store::coordinator::layout::{Layout, LoadFacts};
+use crate::store::coordinator::peer::Peering;
+use crate::store::coordinator::state::{SavedState, StateFile};
+use crate::store::coordinator::Coordinator;
+use crate::store::decision::DecisionLog;
+use crate::store::trace::TraceWriter;
+use crate::store::StoreError;
+use datadir::DirLock;
+use proxy::{Proxy, ProxyHandle};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -126,7 +135,7 @@ pub struct Cluster {
     log: DecisionLog,
     trace: Option<TraceWriter>,
     /// Kept across a coordinator restart: a breach before it still counts.
-    fleet: Arc<super::fleet::FleetMeter>,
+    fleet: Arc<crate::store::coordinator::fleet::FleetMeter>,
     /// Released last, once every node is stopped.
     _lock: DirLock,
 }
@@ -203,7 +212,7 @@ impl Cluster {
         runtime: tokio::runtime::Runtime,
         lock: DirLock,
         state_file: StateFile,
-        saved: Option<datadir::SavedState>,
+        saved: Option<SavedState>,
     ) -> Result<Cluster, String> {
         let mut nodes = Vec::new();
         for id in 0..config.node_count {
@@ -261,7 +270,7 @@ impl Cluster {
             peer_proxies.push(row);
         }
         let (mut coordinators, mut client_addrs) = (Vec::new(), Vec::new());
-        let fleet = Arc::new(super::fleet::FleetMeter::new(count));
+        let fleet = Arc::new(crate::store::coordinator::fleet::FleetMeter::new(count));
         for (c, listener) in listeners.into_iter().enumerate() {
             let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.proxies[c].addr()).collect();
             let peering = Peering {
@@ -490,7 +499,7 @@ fn start_coordinator(
     log: &DecisionLog,
     trace: Option<TraceWriter>,
     state_file: StateFile,
-    saved: Option<datadir::SavedState>,
+    saved: Option<SavedState>,
     bind_retry: bool,
     peering: Peering,
 ) -> Result<(Arc<Coordinator>, SocketAddr), String> {
@@ -506,7 +515,7 @@ fn start_coordinator(
             config
                 .membership
                 .clone()
-                .unwrap_or_else(|| super::coordinator::membership_default(config.layout.shards.len())),
+                .unwrap_or_else(|| crate::store::coordinator::membership_default(config.layout.shards.len())),
             Some((state_file, saved)),
             trace,
             peering,

@@ -1,7 +1,16 @@
 //! The coordinator as a server: RESP for clients, INFO, and the protocol's coordinator behind
-//! them (`store::shell`, which drives `protocol::Coordinator`, the state machine the models
+//! them (`shell`, which drives `protocol::Coordinator`, the state machine the models
 //! check). Nothing here decides: a command becomes a protocol request and its response the
 //! reply.
+//!
+//! The coordinator's room, below the cluster that starts it and above the nodes it talks to:
+//! this server; [`resp`] (the RESP it speaks, and the client side of it); [`shell`] (drives
+//! the protocol's machine with sockets, a clock and the state file); [`machine`] (the store's
+//! instantiation of the protocol's data and scenario); [`layout`] (the partitions, capacities
+//! and load facts it is started with); [`state`] (its state file); [`info`] (what INFO counts);
+//! [`link`] (its connection to a node); [`peer`] (coordinator<->coordinator); [`fleet`] (the
+//! meter of what all coordinators offer the backends). The server drives the shell, which
+//! uses the rest; none of them uses the server or the shell.
 //!
 //! Partitions: the keyspace is split into the partitions of a [`Layout`], each with its own
 //! replica set; a key's partition is decided by `routing::key_partition`. Writes are admitted
@@ -11,16 +20,28 @@
 //! when fewer hold it. Failure detection, eviction through the membership queue, the catch-up
 //! copy, the rebalancer and what is saved before a change takes effect are the protocol's.
 
-use super::datadir::{SavedState, StateFile};
-use super::decision::DecisionLog;
-use super::layout::Layout;
-use super::link::{LinkError, NodeLink};
-use super::resp;
-use super::shell::{config_name, Shell};
-use super::trace::TraceWriter;
-use super::wire::{NodeReply, NodeRequest, StoredValue};
+pub mod fleet;
+pub mod info;
+pub mod layout;
+pub mod link;
+pub mod machine;
+pub mod peer;
+pub mod resp;
+pub mod shell;
+pub mod state;
+
 use crate::config::{CoordinatorSpec, OpKind, Policy};
 use crate::policy::NodeId;
+use crate::store::decision::DecisionLog;
+use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue};
+use crate::store::trace::TraceWriter;
+use info::{config_name, Counters};
+use layout::Layout;
+use layout::LoadFacts;
+use link::{LinkError, NodeLink};
+use peer::Peering;
+use shell::Shell;
+use state::{SavedState, StateFile};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,96 +69,6 @@ pub fn membership_default(partitions: usize) -> CoordinatorSpec {
         churn_budget: None,
         // The store's coordinator does not model its own work queue: requests never wait.
         work: None,
-    }
-}
-
-/// What INFO shows; monotone counters.
-#[derive(Default)]
-pub struct Counters {
-    pub writes_acked: AtomicU64,
-    pub writes_failed: AtomicU64,
-    pub reads_ok: AtomicU64,
-    pub reads_failed: AtomicU64,
-    pub read_repairs: AtomicU64,
-    pub evictions: AtomicU64,
-    pub catchups_completed: AtomicU64,
-    /// Joins abandoned at `join_timeout`.
-    pub joins_abandoned: AtomicU64,
-    pub keys_copied: AtomicU64,
-    pub membership_changes: AtomicU64,
-    pub moves: AtomicU64,
-    /// Writes refused because their partition or backend was at capacity, or no backend had
-    /// room (the error reply clients retry).
-    pub writes_throttled: AtomicU64,
-    /// Offers above a capacity: each write that found its partition or backend full, and
-    /// each partition or backend that background load alone puts over its capacity.
-    pub capacity_breaches: AtomicU64,
-    /// Live policy reloads (`CONFIG SET policy`, a rollout step of `store run`).
-    pub policy_reloads: AtomicU64,
-}
-
-/// The load the rebalancer sees, fixed for a run (as in the models): per node the disk use
-/// outside the partitions and the compaction debt, and the debt above which a node hosting a
-/// hot partition is slow (the partitions' sizes and heat are in the [`Layout`]). `store up`
-/// leaves them all 0 (no node is ever overloaded); `store run` copies them from the model.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LoadFacts {
-    /// One entry per node, or empty for all 0.
-    pub node_disk_used_pct: Vec<u8>,
-    /// One entry per node, or empty for all 0.
-    pub node_compaction_debt_pct: Vec<u8>,
-    pub slow_compaction_debt_pct: u8,
-}
-
-impl LoadFacts {
-    fn check(&self, node_count: usize) -> Result<(), String> {
-        for (name, values) in [
-            ("node_disk_used_pct", &self.node_disk_used_pct),
-            ("node_compaction_debt_pct", &self.node_compaction_debt_pct),
-        ] {
-            if !values.is_empty() && values.len() != node_count {
-                return Err(format!("{name} has {} entries for {node_count} nodes", values.len()));
-            }
-            if let Some(v) = values.iter().find(|v| **v > 100) {
-                return Err(format!("{name} = {v}: a percentage, 0 to 100"));
-            }
-        }
-        if self.slow_compaction_debt_pct > 100 {
-            return Err(format!(
-                "slow_compaction_debt_pct = {}: a percentage, 0 to 100",
-                self.slow_compaction_debt_pct
-            ));
-        }
-        Ok(())
-    }
-
-    pub(crate) fn of(values: &[u8], node: NodeId) -> u8 {
-        values.get(usize::from(node)).copied().unwrap_or(0)
-    }
-}
-
-/// Where a coordinator stands among several: its index (0 leads membership), every
-/// coordinator's zone, and the addresses of their peer listeners (`store::peer`) with its own
-/// listener. One coordinator alone has no peers.
-pub struct Peering {
-    pub me: u8,
-    pub zones: Vec<u8>,
-    /// One per coordinator (empty for one coordinator alone).
-    pub addrs: Vec<SocketAddr>,
-    pub listener: Option<std::net::TcpListener>,
-    /// What the partitions and backends take from all the coordinators (one meter for all).
-    pub fleet: Arc<super::fleet::FleetMeter>,
-}
-
-impl Peering {
-    pub fn alone(zone: u8) -> Peering {
-        Peering {
-            me: 0,
-            zones: vec![zone],
-            addrs: Vec::new(),
-            listener: None,
-            fleet: Arc::new(super::fleet::FleetMeter::new(1)),
-        }
     }
 }
 
@@ -220,7 +151,7 @@ impl Coordinator {
                 other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
             }
         }
-        let cfg = super::machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
+        let cfg = machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
         let (state_file, saved) = match state {
             // Only the leader keeps the state file: the others learn every change from it.
             Some((file, saved)) => ((peering.me == 0).then_some(file), saved),
@@ -239,7 +170,7 @@ impl Coordinator {
                     shell.deliver_peer(from, msg);
                 }
             };
-            tokio::spawn(super::peer::serve(listener, peering.addrs.len(), deliver, stopped.subscribe()));
+            tokio::spawn(peer::serve(listener, peering.addrs.len(), deliver, stopped.subscribe()));
         }
         Ok(Arc::new(Coordinator { shell, value_bytes_max, stopped }))
     }

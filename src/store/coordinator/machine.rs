@@ -1,15 +1,15 @@
 //! The store's instantiation of the protocol: its data (byte-string keys and values, 64-bit
 //! versions) and its scenario (nodes, partitions and capacities resolved like a model's, with
-//! a 1 ms tick). The shell (`store::shell`) drives the machine these configure.
+//! a 1 ms tick). The shell (`shell`) drives the machine these configure.
 
-use super::coordinator::LoadFacts;
 use super::layout::Layout;
-use super::wire::StoredValue;
+use super::layout::LoadFacts;
 use crate::config::{ClientSpec, CoordinatorSpec, FaultSpec, NodeSpec, Policy, Resolved, ShardSpec};
 use crate::policy::routing;
 use crate::policy::NodeId;
 use crate::protocol::coordinator::TimerTicks;
 use crate::protocol::Data;
+use crate::store::node::wire::StoredValue;
 
 /// Versions reserved per write of the version floor: one fsync covers this many writes, and a
 /// restart skips at most this many versions.

@@ -1,13 +1,20 @@
 //! A storage node: its own OS process (so that SIGKILL is real), serving the wire protocol
 //! from durable storage. `replicheck store node --id N --listen ADDR --data-dir DIR`.
+//!
+//! The node's room: this server, its durable storage (`storage`: redb with group commit) and
+//! the wire protocol it serves (`wire`: the frames the coordinator's links and peers speak).
+//! It uses nothing else of the store: the coordinator depends on the node, never the reverse.
 
-use super::storage::Storage;
-use super::wire::{self, Frame, NodeReply, NodeRequest, SCAN_ENTRIES_MAX};
+pub mod storage;
+pub mod wire;
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
+use storage::Storage;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use wire::{Frame, NodeReply, NodeRequest, SCAN_ENTRIES_MAX};
 
 /// Replies queued on one connection at most before the node stops reading its requests.
 const REPLIES_QUEUED_MAX: usize = 4096;

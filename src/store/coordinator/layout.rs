@@ -1,7 +1,7 @@
 //! Where data lives and how much a partition or backend may be written: the store's
 //! partitions (shards), each with its own replica set, and the capacity facts the coordinator
 //! routes writes by. The routing itself (key to partition, admission, placement on an ingest
-//! backend) is decided by `policy::routing`, called by the coordinator (`store/shell.rs` and the
+//! backend) is decided by `policy::routing`, called by the coordinator (`shell.rs` and the
 //! protocol's state machine).
 //!
 //! A key's partition: its prefix (the bytes before the first `:`) names a partition directly
@@ -208,6 +208,46 @@ impl Layout {
 
     pub fn node_base_load(&self, node: NodeId) -> u16 {
         self.node_base_load_per_window.get(usize::from(node)).copied().unwrap_or(0)
+    }
+}
+
+/// The load the rebalancer sees, fixed for a run (as in the models): per node the disk use
+/// outside the partitions and the compaction debt, and the debt above which a node hosting a
+/// hot partition is slow (the partitions' sizes and heat are in the [`Layout`]). `store up`
+/// leaves them all 0 (no node is ever overloaded); `store run` copies them from the model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadFacts {
+    /// One entry per node, or empty for all 0.
+    pub node_disk_used_pct: Vec<u8>,
+    /// One entry per node, or empty for all 0.
+    pub node_compaction_debt_pct: Vec<u8>,
+    pub slow_compaction_debt_pct: u8,
+}
+
+impl LoadFacts {
+    pub(super) fn check(&self, node_count: usize) -> Result<(), String> {
+        for (name, values) in [
+            ("node_disk_used_pct", &self.node_disk_used_pct),
+            ("node_compaction_debt_pct", &self.node_compaction_debt_pct),
+        ] {
+            if !values.is_empty() && values.len() != node_count {
+                return Err(format!("{name} has {} entries for {node_count} nodes", values.len()));
+            }
+            if let Some(v) = values.iter().find(|v| **v > 100) {
+                return Err(format!("{name} = {v}: a percentage, 0 to 100"));
+            }
+        }
+        if self.slow_compaction_debt_pct > 100 {
+            return Err(format!(
+                "slow_compaction_debt_pct = {}: a percentage, 0 to 100",
+                self.slow_compaction_debt_pct
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn of(values: &[u8], node: NodeId) -> u8 {
+        values.get(usize::from(node)).copied().unwrap_or(0)
     }
 }
 

@@ -7,7 +7,7 @@
 //! reaches the link's listener (`on_heard`) and its round trip is measured, as the models
 //! count any message, however late, as hearing from the node.
 
-use super::wire::{self, Frame, NodeReply, NodeRequest};
+use crate::store::node::wire::{self, Frame, NodeReply, NodeRequest};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

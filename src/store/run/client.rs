@@ -14,11 +14,11 @@
 //! not have taken effect, and is recorded with an unknown outcome. A GET that failed has no
 //! effect and constrains nothing.
 
-use super::decision::{self, DecisionLog};
-use super::resp::{Client, ClientError};
 use crate::lincheck::register::{RegisterInput, RegisterOutput};
 use crate::lincheck::Operation;
 use crate::policy::retry::{RetryDecision, RetryPolicy};
+use crate::store::coordinator::resp::{Client, ClientError};
+use crate::store::decision::{self, DecisionLog};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::net::SocketAddr;
@@ -392,7 +392,7 @@ impl<'a> ClientLoop<'a> {
 mod tests {
     use super::*;
     use crate::policy::retry::Backoff;
-    use crate::store::resp::{read_reply, Reply};
+    use crate::store::coordinator::resp::{read_reply, Reply};
     use std::collections::HashMap;
     use std::io::{self, BufReader, Write};
     use std::net::TcpListener;

@@ -1,19 +1,21 @@
 //! Coordinator<->coordinator: the membership protocol's messages (`View`, `ViewAck`,
 //! `Propose`) on TCP between the store's coordinators, in the node protocol's frames
-//! (`store::wire`) with a JSON body and the sender's index as the frame id.
+//! (`store::node::wire`) with a JSON body and the sender's index as the frame id.
 //!
 //! Messages are one way and may be lost, as in the models: a message that cannot be sent
 //! (the peer is down, the link was cut) is dropped, and the protocol copes (the leader sends a
 //! view again when it is not acked within `replica_ack_timeout`). One connection per peer
 //! carries its messages in order; a broken one is dialled again for the next message.
 
+use super::fleet::FleetMeter;
 use super::machine::StoreData;
-use super::wire::{self, Frame, Wire};
 use crate::policy::NodeId;
 use crate::protocol::{JoinView, Msg};
+use crate::store::node::wire::{self, Frame, Wire};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -154,6 +156,31 @@ pub async fn serve(
                 }
             }
         });
+    }
+}
+
+/// Where a coordinator stands among several: its index (0 leads membership), every
+/// coordinator's zone, and the addresses of their peer listeners ([`serve`]) with its own
+/// listener. One coordinator alone has no peers.
+pub struct Peering {
+    pub me: u8,
+    pub zones: Vec<u8>,
+    /// One per coordinator (empty for one coordinator alone).
+    pub addrs: Vec<SocketAddr>,
+    pub listener: Option<std::net::TcpListener>,
+    /// What the partitions and backends take from all the coordinators (one meter for all).
+    pub fleet: Arc<FleetMeter>,
+}
+
+impl Peering {
+    pub fn alone(zone: u8) -> Peering {
+        Peering {
+            me: 0,
+            zones: vec![zone],
+            addrs: Vec::new(),
+            listener: None,
+            fleet: Arc::new(FleetMeter::new(1)),
+        }
     }
 }
 
