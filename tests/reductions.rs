@@ -205,11 +205,7 @@ fn reduction_reduces_and_is_deterministic() {
 /// A seeded random three-node model: policy knobs, fault menu and budget, links and clients.
 /// `crashes`: most nodes in the crash menu with a budget of up to 2 (the reduction's crash,
 /// restart and coordinator-answer rules are exercised where several faults may interleave).
-fn random_model(rng: &mut rand::rngs::StdRng, crashes: bool) -> String {
-    random_model_with(rng, crashes, false)
-}
-
-/// `random_model`, and with `recovery` a spare (n4, in zone c, with room for one replica)
+/// With `recovery`, also a spare (n4, in zone c, with room for one replica)
 /// and random detector timing and re-replication throttles: down/out interval, recovery
 /// limit, copy backoff, join timeout.
 fn random_model_with(rng: &mut rand::rngs::StdRng, crashes: bool, recovery: bool) -> String {
