@@ -189,3 +189,7 @@ impl<D: Data> Coordinator<D> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "recovery_tests.rs"]
+mod tests;

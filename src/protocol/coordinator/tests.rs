@@ -2,7 +2,7 @@ use super::*;
 use crate::config::Scenario;
 use crate::protocol::{OpId, Outbox};
 
-fn resolved(variant: &str) -> Resolved {
+pub(super) fn resolved(variant: &str) -> Resolved {
     let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/models/coordinator-restart.toml"));
     let scenario = Scenario::load(path).expect("the library model loads");
     let v = scenario.variant(variant).expect("the variant exists");
@@ -38,7 +38,7 @@ fn replica_sets_in_memory_are_lost_on_restart_but_versions_never_go_back() {
     assert_eq!(after.shards[0].next_version, 2);
 }
 
-fn write(seq: u8) -> Msg {
+pub(super) fn write(seq: u8) -> Msg {
     let op = OpId { client: 0, seq };
     Msg::Request {
         op,
@@ -56,7 +56,7 @@ fn ack(seq: u8) -> Msg {
 }
 
 /// Queue "n4 replaces n1" in shard 0 and apply it now; what the step sent.
-fn start_join(cfg: &Resolved, c: &mut Coordinator) -> Outbox {
+pub(super) fn start_join(cfg: &Resolved, c: &mut Coordinator) -> Outbox {
     let mut out = Outbox::default();
     c.enqueue(cfg, MembershipUpdate { shard: 0, evicted: 0, replacement: 3, is_move: false }, &mut out);
     let mut out = Outbox::default();
@@ -64,7 +64,7 @@ fn start_join(cfg: &Resolved, c: &mut Coordinator) -> Outbox {
     out
 }
 
-fn copy_requests(out: &Outbox) -> Vec<NodeId> {
+pub(super) fn copy_requests(out: &Outbox) -> Vec<NodeId> {
     out.sends
         .iter()
         .filter_map(|(dst, m)| match (dst, m) {
