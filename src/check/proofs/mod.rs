@@ -46,6 +46,7 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/policy/coordinator_load.rs", include_str!("../../policy/coordinator_load.rs")),
     ("src/policy/detector.rs", include_str!("../../policy/detector.rs")),
     ("src/policy/eviction.rs", include_str!("../../policy/eviction.rs")),
+    ("src/policy/leader.rs", include_str!("../../policy/leader.rs")),
     ("src/policy/mod.rs", include_str!("../../policy/mod.rs")),
     ("src/policy/rebalancer.rs", include_str!("../../policy/rebalancer.rs")),
     ("src/policy/quorum.rs", include_str!("../../policy/quorum.rs")),
