@@ -6,6 +6,7 @@ use super::duration::{Dur, MaxAttempts, Rate};
 use crate::policy::coordinator_load::BACKLOG_WORK_MAX;
 use crate::policy::detector::{FailureDetection, HealthCheck};
 use crate::policy::eviction::EvictionPolicy;
+use crate::policy::leader::{Acks, LeaderPolicy, ReadFrom, Replication};
 use crate::policy::rebalancer::{RebalancePolicy, Scoring};
 use crate::policy::recovery::{CopyRetry, RecoveryBackoff, RecoveryPolicy};
 use crate::policy::retry::{Backoff, RetryPolicy};
@@ -89,6 +90,15 @@ policy_patch! {
     recovery_backoff_base: Dur,
     recovery_backoff_max: Dur,
     join_timeout: Dur,
+    replication: Replication,
+    acks: Acks,
+    min_in_sync: u8,
+    replica_lag_timeout: Dur,
+    unclean_election: bool,
+    failover_cross_zone: bool,
+    failover_delay: Dur,
+    fencing: bool,
+    read_from: ReadFrom,
 }
 
 trait DescribeValue {
@@ -190,6 +200,29 @@ impl DescribeValue for Backoff {
     }
 }
 
+impl DescribeValue for Replication {
+    fn describe(&self) -> String {
+        format!("\"{}\"", self.as_str())
+    }
+}
+impl DescribeValue for Acks {
+    fn describe(&self) -> String {
+        match self {
+            Acks::All => "\"all\"".into(),
+            Acks::InSync => "\"in_sync\"".into(),
+            Acks::Leader => "\"leader\"".into(),
+        }
+    }
+}
+impl DescribeValue for ReadFrom {
+    fn describe(&self) -> String {
+        match self {
+            ReadFrom::Primary => "\"primary\"".into(),
+            ReadFrom::Any => "\"any\"".into(),
+        }
+    }
+}
+
 /// Where each key of a merged patch was set, for error messages ("prod.toml", or
 /// "models/x.toml [variants.incident.policy]").
 pub type Origins = BTreeMap<&'static str, String>;
@@ -278,6 +311,18 @@ pub struct Policy {
     /// converts them to writes per tick (`SourcedPolicy::rate_per_tick`).
     pub partition_write_capacity: Option<Rate>,
     pub table_write_capacity: Option<Rate>,
+    /// The leader family's knobs: `Some` exactly when `replication = "leader"`.
+    pub leader: Option<LeaderPolicy>,
+}
+
+impl Policy {
+    /// Which protocol family runs: leader-based when the leader family's knobs are set.
+    pub fn replication(&self) -> Replication {
+        match self.leader {
+            Some(_) => Replication::Leader,
+            None => Replication::Quorum,
+        }
+    }
 }
 
 /// The rebalancer's knobs, in ticks.
@@ -336,6 +381,15 @@ fn defaults() -> PolicyPatch {
         recovery_backoff_base: d("1s"),
         recovery_backoff_max: d("1s"),
         join_timeout: None,
+        replication: Some(Replication::Quorum),
+        acks: Some(Acks::InSync),
+        min_in_sync: Some(1),
+        replica_lag_timeout: d("10s"),
+        unclean_election: Some(false),
+        failover_cross_zone: Some(true),
+        failover_delay: d("0ms"),
+        fencing: Some(true),
+        read_from: Some(ReadFrom::Primary),
     }
 }
 
@@ -343,14 +397,34 @@ impl SourcedPolicy {
     /// Resolve against a scenario with `tick_ms` and `node_count` nodes. Errors name the key,
     /// its value and the file (and table) that set it.
     pub fn resolve(&self, tick_ms: u64, node_count: usize) -> Result<Policy, String> {
-        self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))
+        self.refuse_unrun_family(self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))?)
     }
 
     /// Resolve without a scenario, for `replicheck lint` without `--model`: every duration in
     /// milliseconds (a 1ms tick) with no tick limit, and room for the largest replication
     /// factor. Every other check of `resolve` applies.
     pub fn resolve_ms(&self) -> Result<Policy, String> {
-        self.resolve_within(1, NODE_COUNT_MAX, u64::from(u32::MAX))
+        self.refuse_unrun_family(self.resolve_within(1, NODE_COUNT_MAX, u64::from(u32::MAX))?)
+    }
+
+    /// The leader family's machines (`protocol::leader`) exist, but neither the timed world nor
+    /// the store runs them yet: a policy asking for them is refused rather than checked or run
+    /// as the quorum family.
+    fn refuse_unrun_family(&self, policy: Policy) -> Result<Policy, String> {
+        if policy.replication() == Replication::Leader {
+            return Err(format!(
+                "{}: key `replication` = \"leader\": the leader family is not run by the model checker or the store yet",
+                self.origin("replication")
+            ));
+        }
+        Ok(policy)
+    }
+
+    /// [`SourcedPolicy::resolve`] for either family: for the unit tests of the leader family's
+    /// machines, which run them without a world.
+    #[cfg(test)]
+    pub(crate) fn resolve_any_family(&self, tick_ms: u64, node_count: usize) -> Result<Policy, String> {
+        self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))
     }
 
     fn resolve_within(&self, tick_ms: u64, node_count: usize, ticks_max: u64) -> Result<Policy, String> {
@@ -380,6 +454,7 @@ impl SourcedPolicy {
             routing: r.routing()?,
             partition_write_capacity: r.p.partition_write_capacity.clone(),
             table_write_capacity: r.p.table_write_capacity.clone(),
+            leader: r.leader(replication_factor)?,
         })
     }
 
@@ -663,6 +738,53 @@ impl Resolver<'_> {
         }))
     }
 
+    /// The leader family's knobs. Values no leader family could run are refused whichever
+    /// family runs (as the rebalancer's are); the durations are counted in ticks only for the
+    /// leader family.
+    fn leader(&self, replication_factor: u8) -> Result<Option<LeaderPolicy>, String> {
+        let p = &self.p;
+        let min_in_sync = p.min_in_sync.expect("default");
+        if min_in_sync == 0 || min_in_sync > replication_factor {
+            return Err(self.err(
+                "min_in_sync",
+                min_in_sync.to_string(),
+                format!(
+                    "must be 1 (the primary alone) to replication_factor = {replication_factor} (the primary counts)"
+                ),
+            ));
+        }
+        if p.replication.expect("default") != Replication::Leader {
+            return Ok(None);
+        }
+        let replica_lag_timeout_ticks = self.ticks("replica_lag_timeout", &p.replica_lag_timeout)?;
+        if replica_lag_timeout_ticks == 0 {
+            return Err(self.err(
+                "replica_lag_timeout",
+                Self::text(&p.replica_lag_timeout),
+                "must be positive with replication = \"leader\"".into(),
+            ));
+        }
+        // A retried write would need the primary to remember its token; the leader family's
+        // primary keeps no token table.
+        if p.idempotency_tokens.expect("default") {
+            return Err(self.err(
+                "idempotency_tokens",
+                "true".into(),
+                "not supported with replication = \"leader\" (the primary keeps no token table)".into(),
+            ));
+        }
+        Ok(Some(LeaderPolicy {
+            acks: p.acks.expect("default"),
+            min_in_sync,
+            replica_lag_timeout_ticks,
+            unclean_election: p.unclean_election.expect("default"),
+            failover_cross_zone: p.failover_cross_zone.expect("default"),
+            failover_delay_ticks: self.ticks("failover_delay", &p.failover_delay)?,
+            fencing: p.fencing.expect("default"),
+            read_from: p.read_from.expect("default"),
+        }))
+    }
+
     fn routing(&self) -> Result<RoutingPolicy, String> {
         let spill = self.p.spill_threshold.expect("default");
         if !(spill > 0.0 && spill <= 1.0) {
@@ -688,3 +810,7 @@ impl Resolver<'_> {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "policy_tests.rs"]
+mod tests;

@@ -62,14 +62,20 @@ pub struct Rollout {
 }
 
 /// What a coordinator's policy reload (a rollout stage, the store's `CONFIG SET policy`) may
-/// not change, since it decides what the replica sets are and where keys live: the key that
-/// differs between `from` and `to`, with its value in each.
+/// not change, since it decides which protocol runs, what the replica sets are and where keys
+/// live: the key that differs between `from` and `to`, with its value in each.
 pub fn reload_changes(from: &Policy, to: &Policy) -> Option<(&'static str, String, String)> {
+    let quoted = |p: &Policy| format!("\"{}\"", p.replication().as_str());
     let keys = [
-        ("replication_factor", from.replication_factor, to.replication_factor),
-        ("write_shard_suffixes", from.routing.write_shard_suffixes, to.routing.write_shard_suffixes),
+        ("replication", quoted(from), quoted(to)),
+        ("replication_factor", from.replication_factor.to_string(), to.replication_factor.to_string()),
+        (
+            "write_shard_suffixes",
+            from.routing.write_shard_suffixes.to_string(),
+            to.routing.write_shard_suffixes.to_string(),
+        ),
     ];
-    keys.into_iter().find(|(_, a, b)| a != b).map(|(key, a, b)| (key, a.to_string(), b.to_string()))
+    keys.into_iter().find(|(_, a, b)| a != b)
 }
 
 /// What a rollout's stage may not change besides what a reload may not ([`reload_changes`]):

@@ -156,6 +156,7 @@ impl Model for Explorable {
                 | PropertyName::HotShardLeavesSlowNode => {
                     unreachable!("filtered above")
                 }
+                PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
             })
             .collect()
     }

@@ -259,6 +259,7 @@ fn visit_msg(msg: &mut Msg, f: &mut impl FnMut(Slot<'_>)) {
         | Msg::Propose { .. }
         | Msg::LoadQuery
         | Msg::LoadReport { .. } => {}
+        Msg::Leader(_) => unreachable!("the timed world runs no leader-family machine yet"),
     }
 }
 

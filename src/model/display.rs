@@ -82,6 +82,7 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
         }
         Msg::LoadQuery => "LoadQuery".into(),
         Msg::LoadReport { compaction_debt_pct } => format!("LoadReport debt={compaction_debt_pct}%"),
+        Msg::Leader(l) => format!("{l:?}"),
     }
 }
 

@@ -270,6 +270,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         | Event::ChangeLearned(_)
         | Event::EvictionSuppressed { .. }
         | Event::DeclaredDead { .. } => {}
+        Event::Leader(_) => unreachable!("the timed world runs no leader-family machine yet"),
         Event::CapacityBreached(breach) => {
             g.capacity_breach.get_or_insert(breach);
         }

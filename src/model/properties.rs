@@ -72,6 +72,7 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
         | PropertyName::HotShardLeavesSlowNode => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
+        PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
     }
 }
 
@@ -178,6 +179,7 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
             | PropertyName::HotShardLeavesSlowNode => {
                 unreachable!("filtered above")
             }
+            PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
         })
         .collect()
 }
@@ -242,6 +244,7 @@ pub fn explain(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> (bool, 
         | PropertyName::HotShardLeavesSlowNode => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
+        PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
     };
     (holds, reason)
 }

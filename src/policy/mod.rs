@@ -7,6 +7,7 @@
 pub mod coordinator_load;
 pub mod detector;
 pub mod eviction;
+pub mod leader;
 pub mod quorum;
 pub mod rebalancer;
 pub mod recovery;

@@ -29,6 +29,18 @@ pub trait Data: Clone + Copy + Debug + Default + PartialEq + Eq + Hash + Partial
         + TryFrom<u64>
         + Serialize
         + DeserializeOwned;
+    /// A leader-family epoch (`protocol::leader`): counted up by one at each promotion; 0 is
+    /// the first.
+    type Epoch: Copy
+        + Debug
+        + Default
+        + Eq
+        + Hash
+        + Ord
+        + Into<u64>
+        + TryFrom<u64>
+        + Serialize
+        + DeserializeOwned;
     /// What a client sends with a write so that a retry is recognised (idempotency tokens).
     type Token: Clone + Debug + Default + Eq + Hash + Ord + Serialize + DeserializeOwned;
     /// What the coordinator remembers a token by.
@@ -46,6 +58,12 @@ pub trait Data: Clone + Copy + Debug + Default + PartialEq + Eq + Hash + Partial
     fn next_version(v: Self::Version) -> Self::Version {
         let n: u64 = v.into();
         Self::Version::try_from(n + 1).unwrap_or_else(|_| panic!("version {n} is the last one"))
+    }
+
+    /// The epoch after `e`.
+    fn next_epoch(e: Self::Epoch) -> Self::Epoch {
+        let n: u64 = e.into();
+        Self::Epoch::try_from(n + 1).unwrap_or_else(|_| panic!("epoch {n} is the last one"))
     }
 }
 
@@ -83,6 +101,9 @@ impl Data for ModelData {
     type Key = ();
     type Value = u8;
     type Version = crate::policy::Version;
+    /// A byte, as versions: the world keeps epochs small by renumbering them (the machines
+    /// only compare epochs and count them up).
+    type Epoch = u8;
     type Token = ();
     type TokenId = OpId;
     type Snapshot = Stored<ModelData>;

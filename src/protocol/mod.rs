@@ -1,4 +1,6 @@
-//! The protocol: the coordinator and the storage node as sans-I/O state machines.
+//! The protocol: the coordinator and the storage node as sans-I/O state machines, one module
+//! per replication family: the quorum family (`coordinator`, `node`) and the leader family
+//! (`leader`: a primary per shard, followers, failover, epochs).
 //!
 //! A machine reacts to one input at a time (a message, one of its timers firing, time passing
 //! by one tick) and says what follows through [`Io`]: the messages it sends and the [`Event`]s
@@ -13,6 +15,7 @@
 pub mod compaction;
 pub mod coordinator;
 pub mod data;
+pub mod leader;
 pub mod msg;
 pub mod node;
 
@@ -72,6 +75,8 @@ pub enum Event<D: Data = ModelData> {
     DeclaredDead { node: NodeId, silence_ticks: Option<u16> },
     /// The eviction policy left a dead member in place.
     EvictionSuppressed { shard: u8, node: NodeId, why: crate::policy::eviction::Suppressed },
+    /// What the leader family's machines did (`protocol::leader`); the quorum family has none.
+    Leader(leader::LeaderEvent<D>),
 }
 
 impl Copy for Event<ModelData> {}

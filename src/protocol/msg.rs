@@ -135,6 +135,8 @@ pub enum Msg<D: Data = ModelData> {
     LoadReport {
         compaction_debt_pct: u8,
     },
+    /// The leader family's messages (`protocol::leader`); the quorum family never sends one.
+    Leader(super::leader::LeaderMsg<D>),
 }
 
 impl Copy for Msg<ModelData> {}

@@ -39,7 +39,8 @@ pub fn on_msg(me: NodeId, data: &mut [Stored], src: Endpoint, msg: Msg, io: &mut
         | Msg::View { .. }
         | Msg::ViewAck { .. }
         | Msg::Propose { .. }
-        | Msg::LoadReport { .. } => unreachable!("a node is never sent {msg:?}"),
+        | Msg::LoadReport { .. }
+        | Msg::Leader(_) => unreachable!("a node is never sent {msg:?}"),
     }
 }
 

@@ -57,10 +57,13 @@ pub enum PropertyName {
     /// Liveness: no cycle in which time passes while a hot shard keeps a replica on a slow
     /// node: the rebalancer moves it off eventually.
     HotShardLeavesSlowNode,
+    /// The leader family: no two replicas accept writes for one shard in the same epoch, and
+    /// no write is acknowledged by a deposed primary after a newer epoch acknowledged one.
+    SinglePrimary,
 }
 
 impl PropertyName {
-    pub const ALL: [PropertyName; 10] = [
+    pub const ALL: [PropertyName; 11] = [
         PropertyName::AckedWritesPersist,
         PropertyName::Linearizable,
         PropertyName::NoDuplicateEffects,
@@ -71,6 +74,7 @@ impl PropertyName {
         PropertyName::OpsComplete,
         PropertyName::DeadReplaced,
         PropertyName::HotShardLeavesSlowNode,
+        PropertyName::SinglePrimary,
     ];
 
     /// Checked on cycles of the state graph rather than on single states.
@@ -91,6 +95,15 @@ impl PropertyName {
         matches!(self, PropertyName::DeadReplaced | PropertyName::HotShardLeavesSlowNode)
     }
 
+    /// The protocol family a property speaks about (`None`: both). A model is checked only for
+    /// the properties of its family: the quorum family has no primaries to count.
+    pub fn family(self) -> Option<crate::policy::leader::Replication> {
+        match self {
+            PropertyName::SinglePrimary => Some(crate::policy::leader::Replication::Leader),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             PropertyName::AckedWritesPersist => "acked_writes_persist",
@@ -103,6 +116,7 @@ impl PropertyName {
             PropertyName::OpsComplete => "ops_complete",
             PropertyName::DeadReplaced => "dead_replaced",
             PropertyName::HotShardLeavesSlowNode => "hot_shard_leaves_slow_node",
+            PropertyName::SinglePrimary => "single_primary",
         }
     }
 

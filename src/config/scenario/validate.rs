@@ -13,6 +13,7 @@ use super::{
 use crate::config::duration::{Dur, LatencyRange, Rate};
 use crate::config::policy::SourcedPolicy;
 use crate::policy::coordinator_load::{WorkCapacity, CHANGE_WORK_MAX, WORK_PER_TICK_MAX};
+use crate::policy::leader::Replication;
 use crate::policy::{
     NodeId, Ticks, CLIENT_COUNT_MAX, CLIENT_OPS_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX, ZONE_COUNT_MAX,
 };
@@ -587,17 +588,26 @@ fn properties(
         || std::iter::once(&raw.policy)
             .chain(raw.variants.values().map(|v| &v.policy))
             .any(|p| p.partition_write_capacity.is_some() || p.table_write_capacity.is_some());
+    let family = family(raw);
     Ok(match &raw.properties {
         None => PropertyName::ALL
             .into_iter()
             .filter(|&p| p != PropertyName::CapacityRespected || has_capacity)
             .filter(|&p| p != PropertyName::Linearizable || repeating.is_none())
             .filter(|&p| !p.opt_in())
+            .filter(|&p| p.family().is_none_or(|f| f == family))
             .collect(),
         Some(names) => {
             let mut out = Vec::new();
             for (i, n) in names.iter().enumerate() {
                 let p = property(&format!("properties[{i}]"), n)?;
+                if let Some(f) = p.family().filter(|&f| f != family) {
+                    return Err(format!(
+                        "key `properties[{i}]` = \"{n}\": a property of `replication = \"{}\"`; this model's [policy] runs `replication = \"{}\"`",
+                        f.as_str(),
+                        family.as_str()
+                    ));
+                }
                 if let (PropertyName::Linearizable, Some(c)) = (p, repeating) {
                     // An endless history has no finite linearization to search, and the
                     // model keeps no history of a repeating client.
@@ -610,6 +620,11 @@ fn properties(
             out
         }
     })
+}
+
+/// The protocol family a model runs: its `[policy]`'s `replication` (every variant runs it).
+fn family(raw: &RawScenario) -> Replication {
+    raw.policy.replication.unwrap_or(Replication::Quorum)
 }
 
 /// The variants: `default` from `[expect]` if it is there, then each `[variants.NAME]` with its
@@ -637,6 +652,15 @@ fn variants(
                 "key `variants.default`: the name `default` is the scenario's own [policy] and [expect]"
                     .into(),
             );
+        }
+        // The properties and the machines are the family's: a variant changes knobs only.
+        let family = base_policy.patch.replication.unwrap_or(Replication::Quorum);
+        if let Some(r) = v.policy.replication.filter(|&r| r != family) {
+            return Err(format!(
+                "key `variants.{name}.policy.replication` = \"{}\": a variant may not change the protocol family (the model's [policy] runs `replication = \"{}\"`)",
+                r.as_str(),
+                family.as_str()
+            ));
         }
         let over = SourcedPolicy::new(v.policy.clone(), &format!("{file} [variants.{name}.policy]"));
         variants.push(Variant {

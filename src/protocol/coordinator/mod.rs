@@ -635,7 +635,8 @@ impl<D: Data> Coordinator<D> {
             | Msg::CopyRequest { .. }
             | Msg::CopyData { .. }
             | Msg::LoadQuery
-            | Msg::Ping => unreachable!("the coordinator is never sent {msg:?}"),
+            | Msg::Ping
+            | Msg::Leader(_) => unreachable!("the coordinator is never sent {msg:?}"),
         }
     }
 

@@ -26,6 +26,7 @@ impl Data for StoreData {
     type Key = Vec<u8>;
     type Value = StoredValue;
     type Version = u64;
+    type Epoch = u64;
     /// A client's idempotency token (`SET key value TOKEN t`).
     type Token = Option<Vec<u8>>;
     /// A token is remembered with its key: the same token on another key is another write.

@@ -406,6 +406,7 @@ impl Shell {
         match event {
             // A single coordinator orders its own proposals: `ChangeRequested` follows.
             Event::WriteAcked { .. } | Event::WriteApplied { .. } => {}
+            Event::Leader(_) => unreachable!("the store runs no leader-family machine yet"),
             // The leader orders its own proposals at once (`ChangeRequested` follows); another
             // coordinator's goes to the leader.
             Event::ChangeProposed(_) if self.me == 0 => {}

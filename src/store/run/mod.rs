@@ -264,6 +264,8 @@ impl RunOutcome {
             PropertyName::OpsComplete => violated(!self.ops_never_completed.is_empty()),
             // A run kills nodes for a while, not forever: "replaced eventually" is the model's.
             PropertyName::DeadReplaced | PropertyName::HotShardLeavesSlowNode => None,
+            // The store does not run the leader family yet (the policy refuses it).
+            PropertyName::SinglePrimary => None,
             PropertyName::Converges => {
                 violated(!self.changes_after_settle.is_empty() || self.changes_in_progress_at_end > 0)
             }
