@@ -136,11 +136,3 @@ fn bad_work_keys_are_refused_by_name() {
         refused(&path, needles);
     }
 }
-
-#[test]
-fn the_store_refuses_a_model_with_coordinator_work() {
-    let out = replicheck(&["store", "run", MODEL, "--variant", "rollback"]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains(MODEL) && err.contains("`coordinator.work_per_tick` = 1"), "{err}");
-}

@@ -325,6 +325,39 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The same policy with every duration `factor` times as many ticks (the store runs a
+    /// model's policy at 1 ms ticks: `factor` is the milliseconds per model tick). Every
+    /// duration a policy holds is here, so a new key cannot be forgotten by one caller.
+    pub fn with_ticks_scaled(&self, factor: u32) -> Policy {
+        let t = |ticks: Ticks| ticks.saturating_mul(factor);
+        let mut p = self.clone();
+        p.replica_ack_timeout_ticks = t(p.replica_ack_timeout_ticks);
+        p.heartbeat_interval_ticks = t(p.heartbeat_interval_ticks);
+        p.suspect_after_ticks = t(p.suspect_after_ticks);
+        p.dead_after_ticks = t(p.dead_after_ticks);
+        p.retry.backoff_base_ticks = t(p.retry.backoff_base_ticks);
+        p.retry.backoff_max_ticks = t(p.retry.backoff_max_ticks);
+        if let Some(r) = &mut p.rebalance {
+            r.interval_ticks = t(r.interval_ticks);
+            r.move_cooldown_ticks = t(r.move_cooldown_ticks);
+            r.cooldown_max_ticks = t(r.cooldown_max_ticks);
+        }
+        let rec = &mut p.recovery;
+        rec.down_out_interval_ticks = t(rec.down_out_interval_ticks);
+        rec.join_timeout_ticks = rec.join_timeout_ticks.map(t);
+        if let CopyRetry::Backoff { base_ticks, max_ticks, .. } = &mut rec.copy_retry {
+            *base_ticks = t(*base_ticks);
+            *max_ticks = t(*max_ticks);
+        }
+        if let Some(l) = &mut p.leader {
+            l.replica_lag_timeout_ticks = t(l.replica_lag_timeout_ticks);
+            l.failover_delay_ticks = t(l.failover_delay_ticks);
+        }
+        p
+    }
+}
+
 /// The rebalancer's knobs, in ticks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Rebalance {

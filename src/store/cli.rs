@@ -40,6 +40,10 @@ pub enum StoreCommand {
         /// Each node's ingest load from traffic outside the store, comma-separated rates.
         #[arg(long, value_delimiter = ',')]
         base_load: Vec<String>,
+        /// Replicas each node can hold at most (0 to 255), comma-separated, one per node, or
+        /// one for every node ("1"); `unlimited` is allowed. A replacement needs a free slot.
+        #[arg(long, value_delimiter = ',')]
+        replica_slots: Vec<String>,
         /// Where nodes keep their data (node-N/ below it); default: a new directory under the
         /// system's temporary directory.
         #[arg(long)]
@@ -197,15 +201,38 @@ pub fn store_layout(
         .into_iter()
         .map(|load| load.expect("no `unlimited` base load"))
         .collect();
+    layout.node_replica_slots = per_node_slots(&backends.replica_slots, node_count)?;
     layout.check(node_count, policy.replication_factor)?;
     Ok(layout)
 }
 
-/// `store up`'s per-node ingest capacities and base loads, as written.
+/// `store up`'s per-node ingest capacities, base loads and replica slots, as written.
 #[derive(Clone, Debug, Default)]
 pub struct BackendFlags {
     pub write_capacity: Vec<String>,
     pub base_load: Vec<String>,
+    pub replica_slots: Vec<String>,
+}
+
+/// `--replica-slots`: one count per node, or one for all (empty: unlimited).
+fn per_node_slots(slots: &[String], node_count: usize) -> Result<Vec<Option<u8>>, String> {
+    let parse = |text: &String| -> Result<Option<u8>, String> {
+        match text.trim() {
+            "unlimited" => Ok(None),
+            t => t.parse::<u8>().map(Some).map_err(|_| {
+                format!("--replica-slots {text}: a count of replicas, 0 to 255, or \"unlimited\"")
+            }),
+        }
+    };
+    let parsed = slots.iter().map(parse).collect::<Result<Vec<_>, _>>()?;
+    match parsed.len() {
+        0 => Ok(Vec::new()),
+        1 => Ok(vec![parsed[0]; node_count]),
+        n if n == node_count => Ok(parsed),
+        n => Err(format!(
+            "--replica-slots has {n} values for {node_count} nodes: give one per node, or one for all"
+        )),
+    }
 }
 
 /// One rate per node, in writes per 100 ms window (`None`: `unlimited`, where allowed).
@@ -336,6 +363,7 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
             zones,
             write_capacity,
             base_load,
+            replica_slots,
             data_dir,
             port,
             coordinators,
@@ -344,7 +372,7 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
         } => {
             let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)
                 .map_err(StoreError::Input)?;
-            let backends = BackendFlags { write_capacity, base_load };
+            let backends = BackendFlags { write_capacity, base_load, replica_slots };
             let layout =
                 store_layout(&sourced, &policy, partitions, nodes, &backends).map_err(StoreError::Input)?;
             let node_zones = zone_indices(&zones, nodes).map_err(StoreError::Input)?;

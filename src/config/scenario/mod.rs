@@ -225,6 +225,9 @@ pub struct CoordinatorSpec {
     /// The coordinator's capacity for control-plane and foreground work; `None`: its load is
     /// not modelled (requests never wait behind membership work).
     pub work: Option<crate::policy::coordinator_load::WorkCapacity>,
+    /// Ticks of one round of work: `work.work_per_tick` units are done per round (1 in a
+    /// model; the store, at 1 ms ticks, does a model tick's work every `ms_per_tick` ticks).
+    pub work_round_ticks: u16,
 }
 
 /// One coordinator of several (`[[coordinators]]`); the first is the membership leader.

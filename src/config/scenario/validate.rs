@@ -379,6 +379,7 @@ fn coordinator(
             }
         },
         work: work_capacity(raw)?,
+        work_round_ticks: 1,
     };
     if coordinator.membership_queue_capacity == 0 {
         return Err("key `coordinator.membership_queue_capacity` = 0: must be at least 1".into());

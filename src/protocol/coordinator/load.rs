@@ -24,9 +24,13 @@ impl<D: Data> Coordinator<D> {
 }
 
 impl<D: Data> Coordinator<D> {
-    /// Ticks something new waits behind the backlog (0 where the load is not modelled).
+    /// Ticks something new waits behind the backlog (0 where the load is not modelled): the
+    /// rounds of work ahead of it, each `work_round_ticks` long.
     pub(super) fn wait_ticks(&self, cfg: &Resolved) -> TimerTicks {
-        cfg.coordinator.work.map_or(0, |w| coordinator_load::foreground_wait_ticks(w, self.backlog_work))
+        cfg.coordinator.work.map_or(0, |w| {
+            let rounds = coordinator_load::foreground_wait_ticks(w, self.backlog_work);
+            rounds.saturating_mul(cfg.coordinator.work_round_ticks)
+        })
     }
 
     /// Queue the control-plane work `cost` says a step costs (nothing where the load is not

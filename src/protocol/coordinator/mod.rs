@@ -227,6 +227,9 @@ pub struct Coordinator<D: Data = ModelData> {
     /// Units of control-plane work queued ahead of anything new (`coordinator.work_per_tick`;
     /// always 0 where the coordinator's load is not modelled).
     pub backlog_work: u16,
+    /// Ticks left of the current round of work (`coordinator.work_round_ticks`; always 0 in
+    /// the models, whose rounds are one tick).
+    pub work_round_left_ticks: TimerTicks,
 }
 
 /// Where load first exceeded capacity.
@@ -411,6 +414,7 @@ impl<D: Data> Coordinator<D> {
             background: cfg.partition_background.iter().copied().collect(),
             debt_pct: cfg.nodes.iter().map(|spec| spec.compaction_debt_pct).collect(),
             backlog_work: 0,
+            work_round_left_ticks: 0,
         }
     }
 
@@ -554,7 +558,12 @@ impl<D: Data> Coordinator<D> {
             }
         }
         if let Some(w) = cfg.coordinator.work {
-            self.backlog_work = coordinator_load::backlog_after_tick(w, self.backlog_work);
+            if self.work_round_left_ticks == 0 {
+                self.backlog_work = coordinator_load::backlog_after_tick(w, self.backlog_work);
+                self.work_round_left_ticks = cfg.coordinator.work_round_ticks - 1;
+            } else {
+                self.work_round_left_ticks -= 1;
+            }
         }
         if !self.queue.is_empty() {
             self.queue_ticks -= 1;

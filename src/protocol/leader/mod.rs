@@ -104,8 +104,8 @@ pub use replica::{
     PENDING_WRITES_MAX,
 };
 
-use super::data::{Data, ModelData};
 use super::data::Stored;
+use super::data::{Data, ModelData};
 use super::{Event, Io, Msg};
 use crate::config::Resolved;
 use crate::policy::leader::{bit, Blocked, LeaderPolicy, NodeSet, Position};

@@ -53,6 +53,8 @@ pub struct Layout {
     pub node_write_capacity_per_window: Vec<Option<u16>>,
     /// Each node's ingest load per window from traffic outside the store, or empty for 0.
     pub node_base_load_per_window: Vec<u16>,
+    /// Replicas each node can hold at most, or empty: unlimited (`replica_slots`).
+    pub node_replica_slots: Vec<Option<u8>>,
 }
 
 impl Layout {
@@ -93,6 +95,7 @@ impl Layout {
             table_write_capacity_per_window: None,
             node_write_capacity_per_window: Vec::new(),
             node_base_load_per_window: Vec::new(),
+            node_replica_slots: Vec::new(),
         }
     }
 
@@ -138,6 +141,7 @@ impl Layout {
                 Vec::new()
             },
             node_base_load_per_window: scenario.nodes.iter().map(|n| n.base_load_per_tick).collect(),
+            node_replica_slots: scenario.nodes.iter().map(|n| n.replica_slots).collect(),
         })
     }
 
@@ -170,9 +174,18 @@ impl Layout {
         for (name, len) in [
             ("node_write_capacity_per_window", self.node_write_capacity_per_window.len()),
             ("node_base_load_per_window", self.node_base_load_per_window.len()),
+            ("node_replica_slots", self.node_replica_slots.len()),
         ] {
             if len != 0 && len != node_count {
                 return Err(format!("{name} has {len} entries for {node_count} nodes"));
+            }
+        }
+        for node in 0..node_count as NodeId {
+            let held = self.shards.iter().filter(|s| s.replicas.contains(&node)).count();
+            if let Some(slots) = self.node_replica_slots(node).filter(|&slots| held > usize::from(slots)) {
+                return Err(format!(
+                    "node {node} holds {held} partitions' replicas at the start but has {slots} replica slots"
+                ));
             }
         }
         Ok(())
@@ -208,6 +221,10 @@ impl Layout {
 
     pub fn node_base_load(&self, node: NodeId) -> u16 {
         self.node_base_load_per_window.get(usize::from(node)).copied().unwrap_or(0)
+    }
+
+    pub fn node_replica_slots(&self, node: NodeId) -> Option<u8> {
+        self.node_replica_slots.get(usize::from(node)).copied().flatten()
     }
 }
 

@@ -72,7 +72,7 @@ pub fn resolved(
             compaction_debt_pct: LoadFacts::of(&load.node_compaction_debt_pct, n),
             write_capacity_per_tick: layout.node_capacity(n),
             base_load_per_tick: layout.node_base_load(n),
-            replica_slots: None,
+            replica_slots: layout.node_replica_slots(n),
         })
         .collect();
     let shards = layout
@@ -111,9 +111,9 @@ pub fn resolved(
         initial_members,
         latency: Vec::new(),
         lossy: Vec::new(),
-        // The store's coordinator does not model its own work queue (`store run` refuses a
-        // model that does): requests never wait behind membership work.
-        coordinator: CoordinatorSpec { work: None, ..membership.clone() },
+        // The model's work queue where `store run` plays one (its work per model tick done
+        // every `work_round_ticks` ms); `store up`'s has none: requests never wait.
+        coordinator: membership.clone(),
         coordinators: coordinator_zones
             .iter()
             .enumerate()
@@ -150,6 +150,15 @@ fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), Str
         ("move_cooldown", p.rebalance.as_ref().map_or(0, |r| r.move_cooldown_ticks)),
         ("cooldown_max", p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks)),
         ("membership_update_time", membership.membership_update_ticks),
+        ("down_out_interval", p.recovery.down_out_interval_ticks),
+        ("join_timeout", p.recovery.join_timeout_ticks.unwrap_or(0)),
+        (
+            "recovery_backoff_max",
+            match p.recovery.copy_retry {
+                crate::policy::recovery::CopyRetry::Backoff { max_ticks, .. } => max_ticks,
+                crate::policy::recovery::CopyRetry::OnContact => 0,
+            },
+        ),
     ] {
         if ms > timer_max {
             return Err(format!("`{key}` = {ms} ms: the store's timers count at most {timer_max} ms"));

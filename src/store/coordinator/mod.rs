@@ -67,8 +67,9 @@ pub fn membership_default(partitions: usize) -> CoordinatorSpec {
         membership_queue_capacity: u8::try_from(partitions.max(1)).unwrap_or(u8::MAX),
         membership_update_ticks: 0,
         churn_budget: None,
-        // The store's coordinator does not model its own work queue: requests never wait.
+        // `store up`'s coordinator does not model its own work queue: requests never wait.
         work: None,
+        work_round_ticks: 1,
     }
 }
 

@@ -264,6 +264,15 @@ impl Shell {
         for timer in timers.drain(..) {
             self.step(|m, cfg, io| m.on_timer(cfg, timer, io));
         }
+        // A timer whose window is open (a jittered copy retry) fires at a moment drawn
+        // uniformly from what is left of its window: with chance 1/(ticks left + 1) each tick.
+        let mut ready: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
+        self.step(|m, _, _| m.ready(&mut ready));
+        for (timer, left) in ready {
+            if rand::random_ratio(1, u32::from(left) + 1) {
+                self.step(|m, cfg, io| m.on_timer(cfg, timer, io));
+            }
+        }
         self.step(|m, cfg, _| {
             let mut due: Vec<Timer<u64>> = Vec::new();
             m.due(cfg, &mut due);

@@ -276,21 +276,7 @@ impl RunOutcome {
 /// Multiply every duration of a policy resolved in ticks by `ms_per_tick`: the store reads
 /// `_ticks` as milliseconds.
 pub fn policy_in_ms(policy: &Policy, ms_per_tick: u64) -> Policy {
-    let factor = u32::try_from(ms_per_tick).unwrap_or(u32::MAX);
-    let ms = |ticks: u32| ticks.saturating_mul(factor);
-    let mut p = policy.clone();
-    p.replica_ack_timeout_ticks = ms(p.replica_ack_timeout_ticks);
-    p.heartbeat_interval_ticks = ms(p.heartbeat_interval_ticks);
-    p.suspect_after_ticks = ms(p.suspect_after_ticks);
-    p.dead_after_ticks = ms(p.dead_after_ticks);
-    p.retry.backoff_base_ticks = ms(p.retry.backoff_base_ticks);
-    p.retry.backoff_max_ticks = ms(p.retry.backoff_max_ticks);
-    if let Some(r) = &mut p.rebalance {
-        r.interval_ticks = ms(r.interval_ticks);
-        r.move_cooldown_ticks = ms(r.move_cooldown_ticks);
-        r.cooldown_max_ticks = ms(r.cooldown_max_ticks);
-    }
-    p
+    policy.with_ticks_scaled(u32::try_from(ms_per_tick).unwrap_or(u32::MAX))
 }
 
 /// The policy `store run` uses, with where it came from.
@@ -320,13 +306,6 @@ pub fn run(
 ) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), StoreError> {
     let scenario = Scenario::load(&req.model)?;
     let (label, sourced) = choose_policy(&scenario, req).map_err(StoreError::Input)?;
-    if let Some(w) = scenario.coordinator.work {
-        return Err(StoreError::Input(format!(
-            "{}: key `coordinator.work_per_tick` = {}: the store's coordinator does not model its own work queue (coordinator saturation is checked in the model: docs/reference.md#coordinator-work)",
-            req.model.display(),
-            w.work_per_tick
-        )));
-    }
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(StoreError::Input)?;
     let rollout =
@@ -416,6 +395,13 @@ fn run_store(
         coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
         membership: Some(config::CoordinatorSpec {
             membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
+            // The model's coordinator work: a model tick's worth every `ms_per_tick` ms.
+            work_round_ticks: u16::try_from(ms_per_tick).map_err(|_| {
+                format!(
+                    "--time-scale {ms_per_tick}: at most {} ms per tick with a coordinator work queue",
+                    u16::MAX
+                )
+            })?,
             ..scenario.coordinator.clone()
         }),
     })
