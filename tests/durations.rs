@@ -157,3 +157,40 @@ fn durations_are_checked_where_they_are_written() {
         assert!(err.contains(named) && err.contains("bad.toml"), "{to}: {err}");
     }
 }
+
+/// `store run` plays a model's durations and its coordinator's work queue: the cut ends by
+/// itself, the crashed node restarts, and every request's fate is one the model allows.
+#[test]
+fn the_store_ends_each_timed_fault_as_the_model_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let out = replicheck(&[
+        "store",
+        "run",
+        "models/remirror-storm.toml",
+        "--variant",
+        "throttled",
+        "--duration",
+        "14s",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    let report = String::from_utf8_lossy(&out.stdout).to_string() + &stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    let at = |what: &str| -> u64 {
+        let line =
+            report.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("no `{what}`:\n{report}"));
+        line.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let lasted = at("END zone b reachable again") - at("FAULT zone b partitioned");
+    assert!((450..=2_150).contains(&lasted), "the cut lasts 500ms..2s, not {lasted} ms:\n{report}");
+    let down = at("END n2 restarts") - at("FAULT crash n2");
+    assert!((3_950..=5_150).contains(&down), "n2 is down 4s..5s, not {down} ms:\n{report}");
+    assert!(at("HEAL") >= at("END n2 restarts"), "{report}");
+    assert!(
+        report.contains("trace: every request's fate is a behaviour of model remirror-storm"),
+        "{report}"
+    );
+    assert!(report.contains("acked writes lost: 0"), "{report}");
+    assert!(report.contains("coordinator work (the model's queue: 1 unit(s) per model tick"), "{report}");
+}

@@ -44,6 +44,19 @@ pub enum TraceFault {
     CoordinatorRestart,
     /// Every fault undone (crashed nodes restarted, links as in the scenario).
     Heal,
+    /// A crash with a duration ended: the node restarted.
+    Restart {
+        node: NodeId,
+    },
+    /// A partition with a duration ended: the zone's links carry traffic again (connections
+    /// that lived through the cut are reset).
+    Healed {
+        zone: u8,
+    },
+    /// `faults.degrade[index]`, which has a duration, ended.
+    Restored {
+        index: u8,
+    },
 }
 
 /// One line of a store trace (JSON).
@@ -175,6 +188,11 @@ impl Faults<'_> {
                 // A link is a byte stream: what was sent before the heal still delays what
                 // follows it for one degraded round trip.
                 TraceFault::Heal if *at + self.degraded_round_trip_ms(&degraded) < from => degraded.clear(),
+                TraceFault::Restored { index } if *at + self.degraded_round_trip_ms(&[*index]) < from => {
+                    if let Some(i) = degraded.iter().position(|d| d == index) {
+                        degraded.remove(i);
+                    }
+                }
                 _ => {}
             }
         }
@@ -212,13 +230,24 @@ impl Faults<'_> {
             if matches!(f, TraceFault::CoordinatorRestart) && *at >= from {
                 return Some("the coordinator that sent it crashed".into());
             }
-            if matches!(f, TraceFault::Heal) {
-                if *at >= from {
-                    return Some("connections were reset at the heal".into());
+            // A fault that ended before the request was sent excuses nothing; one that ended
+            // after it was in force when it was sent (and ending a cut resets connections).
+            let ended = |active: &mut Vec<&TraceFault>, ended: &dyn Fn(&TraceFault) -> bool| {
+                if *at < from {
+                    active.retain(|f| !ended(f));
                 }
-                active.clear();
-            } else {
-                active.push(f);
+            };
+            match f {
+                TraceFault::Heal if *at >= from => return Some("connections were reset at the heal".into()),
+                TraceFault::Heal => active.clear(),
+                TraceFault::Restart { node: n } => {
+                    ended(&mut active, &|f| *f == TraceFault::Crash { node: *n })
+                }
+                TraceFault::Healed { zone } => {
+                    ended(&mut active, &|f| *f == TraceFault::Partition { zone: *zone })
+                }
+                TraceFault::Restored { .. } => {}
+                _ => active.push(f),
             }
         }
         active.into_iter().find_map(|f| match f {
@@ -269,7 +298,7 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
                 done.push((s, Some(at_ms)));
             }
             TraceLine::Fault { at_ms, fault } => {
-                if let TraceFault::Degrade { index: d } = fault {
+                if let TraceFault::Degrade { index: d } | TraceFault::Restored { index: d } = fault {
                     if usize::from(d) >= scenario.faults.degrade.len() {
                         return Err(format!("line {}: the model has no degrade fault {d}", index + 1));
                     }
@@ -335,5 +364,74 @@ pub fn describe(verdict: &TraceVerdict, model: &str) -> String {
         TraceVerdict::Diverges { line, why } => {
             format!("line {line} is not a behaviour of model {model}: {why}")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trace of requests to `node` (each `(sent_ms, delivered_ms)`), beside `faults`, ending
+    /// at 20 s, validated against the remirror-storm model (100 ms ticks, 100 ms links).
+    fn judge(node: NodeId, requests: &[(u64, Option<u64>)], faults: &[(u64, TraceFault)]) -> TraceVerdict {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
+        let scenario = Scenario::load(std::path::Path::new(path)).expect("the library model loads");
+        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100 }];
+        lines.extend(
+            faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
+        );
+        for (id, (sent, delivered)) in requests.iter().enumerate() {
+            let id = id as u64 + 1;
+            lines.push(TraceLine::Send { at_ms: *sent, id, node, msg: "ping".into() });
+            if let Some(at_ms) = delivered {
+                lines.push(TraceLine::Deliver { at_ms: *at_ms, id });
+            }
+        }
+        lines.push(TraceLine::End { at_ms: 20_000 });
+        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+        validate(&scenario, &text, 100).expect("a well-formed trace")
+    }
+
+    #[test]
+    fn a_crash_excuses_losses_only_until_the_node_restarts() {
+        let crash = [(1_000, TraceFault::Crash { node: 1 }), (3_000, TraceFault::Restart { node: 1 })];
+        let during = judge(1, &[(2_000, None)], &crash);
+        assert!(matches!(during, TraceVerdict::Conforms { lost: 1, .. }), "{during:?}");
+        // Sent before the restart, its reply due after it: the node was down when it arrived.
+        let across = judge(1, &[(2_900, None)], &crash);
+        assert!(matches!(across, TraceVerdict::Conforms { lost: 1, .. }), "{across:?}");
+        let after = judge(1, &[(4_000, None)], &crash);
+        assert!(matches!(after, TraceVerdict::Diverges { .. }), "{after:?}");
+        // Without the restart the crash lasts to the end.
+        let endless = judge(1, &[(4_000, None)], &crash[..1]);
+        assert!(matches!(endless, TraceVerdict::Conforms { lost: 1, .. }), "{endless:?}");
+    }
+
+    #[test]
+    fn a_cut_excuses_losses_on_its_zones_links_only_while_it_lasts() {
+        let cut = [(1_000, TraceFault::Partition { zone: 1 }), (2_000, TraceFault::Healed { zone: 1 })];
+        let during = judge(1, &[(1_500, None)], &cut);
+        assert!(matches!(during, TraceVerdict::Conforms { lost: 1, .. }), "{during:?}");
+        let after = judge(1, &[(2_500, None)], &cut);
+        assert!(matches!(after, TraceVerdict::Diverges { .. }), "{after:?}");
+        // n1 is in zone a, on the coordinator's side of the cut.
+        let other_side = judge(0, &[(1_500, None)], &cut);
+        assert!(matches!(other_side, TraceVerdict::Diverges { .. }), "{other_side:?}");
+    }
+
+    #[test]
+    fn an_ended_fault_that_the_model_does_not_list_is_refused() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
+        let scenario = Scenario::load(std::path::Path::new(path)).unwrap();
+        let text = [
+            TraceLine::StoreTrace { ms_per_tick: 100 },
+            TraceLine::Fault { at_ms: 5, fault: TraceFault::Restored { index: 0 } },
+            TraceLine::End { at_ms: 10 },
+        ]
+        .iter()
+        .map(|l| serde_json::to_string(l).unwrap() + "\n")
+        .collect::<String>();
+        let err = validate(&scenario, &text, 100).unwrap_err();
+        assert!(err.contains("line 2") && err.contains("no degrade fault 0"), "{err}");
     }
 }

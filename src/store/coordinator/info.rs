@@ -36,6 +36,9 @@ pub struct Observed {
     /// Most writes offered in one window, per partition and per backend (background included).
     pub partition_peak: Vec<u16>,
     pub backend_peak: Vec<u16>,
+    /// Most units of control-plane work ever queued (`coordinator.work_per_tick`, as
+    /// `store run` plays a model's; always 0 where the load is not modelled).
+    pub backlog_work_peak: u16,
     pub first_breach: Option<String>,
     pub last_suppressed: Option<String>,
     pub membership_epoch: u64,

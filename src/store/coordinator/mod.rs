@@ -316,6 +316,14 @@ impl Coordinator {
         if let Some(why) = sh.observed(|o| o.last_suppressed.clone()) {
             let _ = write!(out, "last_eviction_suppressed:{why}\r\n");
         }
+        if cfg.coordinator.work.is_some() {
+            let peak = sh.observed(|o| o.backlog_work_peak);
+            let _ = write!(
+                out,
+                "backlog_work:{}\r\nbacklog_work_peak:{peak}\r\n",
+                sh.machine(|m| m.backlog_work)
+            );
+        }
         self.write_routing_info(&mut out);
         let _ = write!(
             out,

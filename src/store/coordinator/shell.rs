@@ -147,6 +147,7 @@ impl Shell {
             late_replies: vec![0; node_count],
             partition_peak: cfg.partition_background.clone(),
             backend_peak: cfg.nodes.iter().map(|n| n.base_load_per_tick).collect(),
+            backlog_work_peak: 0,
             first_breach: protocol::coordinator::background_breach(&cfg)
                 .map(|b| layout.describe_breach(b, None)),
             last_suppressed: None,
@@ -262,7 +263,7 @@ impl Shell {
             m.due(cfg, &mut timers);
         });
         for timer in timers.drain(..) {
-            self.step(|m, cfg, io| m.on_timer(cfg, timer, io));
+            self.fire_if_due(timer);
         }
         // A timer whose window is open (a jittered copy retry) fires at a moment drawn
         // uniformly from what is left of its window: with chance 1/(ticks left + 1) each tick.
@@ -270,7 +271,13 @@ impl Shell {
         self.step(|m, _, _| m.ready(&mut ready));
         for (timer, left) in ready {
             if rand::random_ratio(1, u32::from(left) + 1) {
-                self.step(|m, cfg, io| m.on_timer(cfg, timer, io));
+                self.step(|m, cfg, io| {
+                    let mut still: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
+                    m.ready(&mut still);
+                    if still.iter().any(|(t, _)| *t == timer) {
+                        m.on_timer(cfg, timer, io);
+                    }
+                });
             }
         }
         self.step(|m, cfg, _| {
@@ -283,8 +290,20 @@ impl Shell {
             }
         });
         for timer in timers {
-            self.step(|m, cfg, io| m.on_timer(cfg, timer, io));
+            self.fire_if_due(timer);
         }
+    }
+
+    /// Fire `timer` if it is still due: each timer is its own step, as in the model, where
+    /// firing one may retire another (a deadline ends the request whose fan-out was due too).
+    fn fire_if_due(self: &Arc<Self>, timer: Timer<u64>) {
+        self.step(|m, cfg, io| {
+            let mut due: Vec<Timer<u64>> = Vec::new();
+            m.due(cfg, &mut due);
+            if due.contains(&timer) {
+                m.on_timer(cfg, timer, io);
+            }
+        });
     }
 
     /// One step of the machine: `f` under the lock, then what must be persisted, then the
@@ -392,6 +411,7 @@ impl Shell {
 
     fn note_peaks(&self, inner: &mut Inner, cfg: &Resolved) {
         let Inner { machine, observed, .. } = inner;
+        observed.backlog_work_peak = observed.backlog_work_peak.max(machine.backlog_work);
         for (p, peak) in observed.partition_peak.iter_mut().enumerate() {
             *peak = (*peak).max(machine.background[p].saturating_add(machine.partition_load[p]));
         }

@@ -419,6 +419,7 @@ fn run_store(
         ms_per_tick,
         started: before_start,
         node_faulted_at_ms: BTreeMap::new(),
+        active: Vec::new(),
         events: Vec::new(),
     };
     rig.set_scenario_links()?;
@@ -456,25 +457,20 @@ fn run_store(
         .name("store-run-load".into())
         .spawn(move || client::run_load(&load, &clients_log, epoch, stop))
         .map_err(|e| format!("cannot start the load: {e}"))?;
-    // Faults, the heal and rollout steps in the order of their times (at a tie: faults, then
-    // the heal, then a rollout step).
-    let heal_at_ms = duration_ms * HEAL_PERMILLE / 1000;
-    let mut steps: Vec<(u64, Step)> = schedule(scenario)
-        .into_iter()
-        .enumerate()
-        .map(|(i, f)| {
-            (duration_ms * (CALM_PERMILLE + FAULT_STAGGER_PERMILLE * i as u64) / 1000, Step::Fault(f))
-        })
-        .chain([(heal_at_ms, Step::Heal)])
-        .collect();
-    if let Some(r) = rollout {
-        steps.extend(r.times_ms(duration_ms).into_iter().enumerate().map(|(i, at)| (at, Step::Rollout(i))));
-    }
-    steps.sort_by_key(|(at, step)| (*at, step.rank()));
+    let rollout_times_ms = rollout.map_or(Vec::new(), |r| r.times_ms(duration_ms));
+    let (steps, heal_at_ms) = timeline(scenario, duration_ms, ms_per_tick, req.seed, &rollout_times_ms)?;
+    let mut started_ms: Vec<(Fault, u64)> = Vec::new();
     for (at_ms, step) in steps {
         sleep_until(&rig, at_ms);
         match (step, rollout) {
-            (Step::Fault(fault), _) => rig.apply(&fault)?,
+            (Step::Fault(fault), _) => {
+                rig.apply(&fault)?;
+                started_ms.push((fault, at_ms));
+            }
+            (Step::End(fault), _) => {
+                let began = started_ms.iter().find(|(f, _)| *f == fault).map_or(at_ms, |(_, at)| *at);
+                rig.end(&fault, at_ms - began)?;
+            }
             (Step::Heal, _) => rig.heal()?,
             (Step::Rollout(i), Some(r)) => r.apply(&mut rig, i)?,
             (Step::Rollout(_), None) => unreachable!("a rollout step without a rollout"),

@@ -223,10 +223,11 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
         "operations: {} ({} ok, {} writes with unknown outcome, {} reads failed), {} retries",
         o.ops, o.ops_ok, o.writes_unknown, o.reads_failed, o.retries
     );
-    let info: Vec<String> = ["evictions", "moves", "membership_changes", "catchups_completed"]
-        .iter()
-        .filter_map(|name| o.info_counters.get(*name).map(|n| format!("{name} {n}")))
-        .collect();
+    let info: Vec<String> =
+        ["evictions", "moves", "membership_changes", "catchups_completed", "joins_abandoned"]
+            .iter()
+            .filter_map(|name| o.info_counters.get(*name).map(|n| format!("{name} {n}")))
+            .collect();
     let _ = writeln!(
         out,
         "decisions logged: {}; deadline misses taken as death: {}; evictions: {} ({} healthy); \
@@ -238,6 +239,13 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
         o.changes_rejected.len(),
         info.join(", "),
     );
+    if let (Some(peak), Some(w)) = (o.info_counters.get("backlog_work_peak"), scenario.coordinator.work) {
+        let _ = writeln!(
+            out,
+            "coordinator work (the model's queue: {} unit(s) per model tick, a membership update {}, a copy {}): peak backlog {peak} units",
+            w.work_per_tick, w.membership_update_work, w.copy_work
+        );
+    }
     write_links(out, scenario, o);
     let _ = writeln!(
         out,

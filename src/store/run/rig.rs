@@ -2,15 +2,20 @@
 //! faults to the cluster's proxies and processes and undoes them.
 
 use super::*;
+use crate::config::MenuFault;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 /// One fault of the schedule, as applied.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) enum Fault {
     Crash(NodeId),
     /// The coordinator crashes and a new one starts from what it saved.
     CoordinatorCrash,
     Partition(u8),
+    /// `faults.degrade[index]`.
     Degrade {
+        index: u8,
         zones: (u8, u8),
         latency: LatencyTicks,
         text: String,
@@ -18,9 +23,36 @@ pub(super) enum Fault {
     Drop,
 }
 
+impl Fault {
+    /// The fault as the model's menu names it, where it may carry a duration.
+    fn on_menu(&self) -> Option<MenuFault> {
+        match self {
+            Fault::Crash(node) => Some(MenuFault::Crash(*node)),
+            Fault::Partition(zone) => Some(MenuFault::Partition(*zone)),
+            Fault::Degrade { index, .. } => Some(MenuFault::Degrade(*index)),
+            Fault::CoordinatorCrash | Fault::Drop => None,
+        }
+    }
+
+    /// How long the fault lasts in this run (ms), drawn from the model's `duration` window
+    /// as the checker may choose any moment of it; `None`: until the heal.
+    pub(super) fn drawn_duration_ms(
+        &self,
+        scenario: &Scenario,
+        ms_per_tick: u64,
+        rng: &mut StdRng,
+    ) -> Option<u64> {
+        let window = scenario.faults.duration(self.on_menu()?)?;
+        let ticks = rng.random_range(window.lo..=window.hi);
+        Some(u64::from(ticks) * ms_per_tick)
+    }
+}
+
 /// What the run does to the cluster at a moment of its timeline.
 pub(super) enum Step {
     Fault(Fault),
+    /// A fault with a duration ends by itself.
+    End(Fault),
     Heal,
     /// Step `i` of the rollout (`RolloutRun::steps`).
     Rollout(usize),
@@ -31,10 +63,46 @@ impl Step {
     pub(super) fn rank(&self) -> u8 {
         match self {
             Step::Fault(_) => 0,
-            Step::Heal => 1,
-            Step::Rollout(_) => 2,
+            Step::End(_) => 1,
+            Step::Heal => 2,
+            Step::Rollout(_) => 3,
         }
     }
+}
+
+/// The run's timeline: each scheduled fault at its start, the end of each one that has a
+/// duration, the heal (at `heal_at_ms`, or once the last timed fault has ended) and the
+/// rollout's steps, in order (at a tie: faults, ends, the heal, then a rollout step).
+pub(super) fn timeline(
+    scenario: &Scenario,
+    duration_ms: u64,
+    ms_per_tick: u64,
+    seed: u64,
+    rollout_times_ms: &[u64],
+) -> Result<(Vec<(u64, Step)>, u64), String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xfa17_5eed);
+    let mut steps: Vec<(u64, Step)> = Vec::new();
+    let mut last_end_ms = 0;
+    for (i, fault) in schedule(scenario).into_iter().enumerate() {
+        let start_ms = duration_ms * (CALM_PERMILLE + FAULT_STAGGER_PERMILLE * i as u64) / 1000;
+        if let Some(lasts_ms) = fault.drawn_duration_ms(scenario, ms_per_tick, &mut rng) {
+            let end_ms = start_ms + lasts_ms;
+            last_end_ms = last_end_ms.max(end_ms);
+            steps.push((end_ms, Step::End(fault.clone())));
+        }
+        steps.push((start_ms, Step::Fault(fault)));
+    }
+    // The heal waits for the timed faults: the model lets each last its full window.
+    let heal_at_ms = (duration_ms * HEAL_PERMILLE / 1000).max(last_end_ms);
+    if heal_at_ms >= duration_ms {
+        return Err(format!(
+            "a fault of the model lasts until {heal_at_ms} ms into a run of {duration_ms} ms: run longer (--duration) or scale time down (--time-scale)"
+        ));
+    }
+    steps.push((heal_at_ms, Step::Heal));
+    steps.extend(rollout_times_ms.iter().enumerate().map(|(i, &at)| (at, Step::Rollout(i))));
+    steps.sort_by_key(|(at, step)| (*at, step.rank()));
+    Ok((steps, heal_at_ms))
 }
 
 /// The scheduled faults, at most `budget`: the first of each kind on the menu (crash,
@@ -51,7 +119,13 @@ pub(super) fn schedule(scenario: &Scenario) -> Vec<Fault> {
         f.partition.iter().map(|z| Fault::Partition(*z)).collect(),
         f.degrade
             .iter()
-            .map(|d| Fault::Degrade { zones: d.zones, latency: d.latency, text: d.text.clone() })
+            .enumerate()
+            .map(|(i, d)| Fault::Degrade {
+                index: i as u8,
+                zones: d.zones,
+                latency: d.latency,
+                text: d.text.clone(),
+            })
             .collect(),
         if f.drop { vec![Fault::Drop] } else { Vec::new() },
     ];
@@ -79,6 +153,8 @@ pub(super) struct Rig<'a> {
     pub(super) started: Instant,
     /// First time (ms since start) each node was crashed or cut off by the schedule.
     pub(super) node_faulted_at_ms: BTreeMap<NodeId, u64>,
+    /// The faults in force, in the order they started (the heal clears them).
+    pub(super) active: Vec<Fault>,
     pub(super) events: Vec<Event>,
 }
 
@@ -151,18 +227,10 @@ impl Rig<'_> {
             Fault::Crash(node) => TraceFault::Crash { node: *node },
             Fault::CoordinatorCrash => TraceFault::CoordinatorRestart,
             Fault::Partition(zone) => TraceFault::Partition { zone: *zone },
-            Fault::Degrade { zones, latency, .. } => {
-                let index = self
-                    .scenario
-                    .faults
-                    .degrade
-                    .iter()
-                    .position(|d| d.zones == *zones && d.latency == *latency)
-                    .ok_or("a degradation the model's fault menu does not list")?;
-                TraceFault::Degrade { index: index as u8 }
-            }
+            Fault::Degrade { index, .. } => TraceFault::Degrade { index: *index },
             Fault::Drop => TraceFault::Drop,
         };
+        self.active.push(fault.clone());
         // Before the fault: a message it loses is then excused by it.
         self.trace(traced);
         match fault {
@@ -186,7 +254,7 @@ impl Rig<'_> {
                 }
                 self.event(format!("FAULT zone {} partitioned", self.scenario.zones[usize::from(*zone)]));
             }
-            Fault::Degrade { zones, latency, text } => {
+            Fault::Degrade { zones, latency, text, .. } => {
                 for link in self.links() {
                     let (a, b) = link.zones;
                     if (a, b) == *zones || (b, a) == *zones {
@@ -218,8 +286,72 @@ impl Rig<'_> {
         Ok(())
     }
 
+    /// A fault with a duration ends by itself: the node restarts, the zone's links carry
+    /// traffic again, the link's latency is back, each as far as no other fault in force
+    /// still holds it. Nothing to do if the heal came first.
+    pub(super) fn end(&mut self, fault: &Fault, lasted_ms: u64) -> Result<(), String> {
+        let Some(at) = self.active.iter().position(|f| f == fault) else {
+            return Ok(());
+        };
+        self.active.remove(at);
+        let lasted = crate::config::duration::format_ms(lasted_ms);
+        match fault {
+            Fault::Crash(node) => {
+                self.trace(TraceFault::Restart { node: *node });
+                if !self.cluster.is_running(*node) {
+                    self.cluster.restart(*node)?;
+                }
+                let name = &self.scenario.nodes[usize::from(*node)].name;
+                self.event(format!("END {name} restarts (down {lasted})"));
+            }
+            Fault::Partition(zone) => {
+                self.trace(TraceFault::Healed { zone: *zone });
+                for link in self.links() {
+                    let crosses = |z: u8| (link.zones.0 == z) != (link.zones.1 == z);
+                    let still_cut =
+                        self.active.iter().any(|f| matches!(f, Fault::Partition(z) if crosses(*z)));
+                    if crosses(*zone) && !still_cut {
+                        link.proxy.set_partitioned(false);
+                    }
+                }
+                self.event(format!(
+                    "END zone {} reachable again (cut {lasted})",
+                    self.scenario.zones[usize::from(*zone)]
+                ));
+            }
+            Fault::Degrade { index, zones, .. } => {
+                self.trace(TraceFault::Restored { index: *index });
+                let on = |(a, b): (u8, u8), z: (u8, u8)| (a, b) == z || (b, a) == z;
+                for link in self.links() {
+                    if !on(link.zones, *zones) {
+                        continue;
+                    }
+                    let base = self.link_latency(link.zones.0, link.zones.1);
+                    let latency = self
+                        .active
+                        .iter()
+                        .filter_map(|f| match f {
+                            Fault::Degrade { zones: z, latency, .. } if on(link.zones, *z) => Some(*latency),
+                            _ => None,
+                        })
+                        .fold(base, |worst, l| if l.hi > worst.hi { l } else { worst });
+                    self.set_latency(&link.proxy, latency)?;
+                }
+                let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
+                self.event(format!(
+                    "END link {}<->{} back to its latency (degraded {lasted})",
+                    z(zones.0),
+                    z(zones.1)
+                ));
+            }
+            Fault::CoordinatorCrash | Fault::Drop => unreachable!("a fault without a duration ended"),
+        }
+        Ok(())
+    }
+
     /// Every fault undone: links as in the scenario, crashed nodes restarted.
     pub(super) fn heal(&mut self) -> Result<(), String> {
+        self.active.clear();
         self.set_scenario_links()?;
         for node in 0..self.scenario.nodes.len() as NodeId {
             if !self.cluster.is_running(node) {

@@ -157,3 +157,56 @@ fn a_breach_names_the_models_node() {
     );
     assert_eq!(super::with_model_names("partition p1 offered 3", &scenario), "partition p1 offered 3");
 }
+
+/// remirror-storm's faults have durations: n2 is down 4-5 s, zone b cut 0.5-2 s.
+fn remirror_storm() -> crate::config::Scenario {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
+    crate::config::Scenario::load(std::path::Path::new(path)).unwrap()
+}
+
+#[test]
+fn each_timed_fault_ends_within_its_window_and_the_heal_waits_for_it() {
+    use super::rig::{timeline, Fault, Step};
+    let scenario = remirror_storm();
+    let mut partition_ends = std::collections::BTreeSet::new();
+    for seed in 0..40 {
+        let (steps, heal_at_ms) = timeline(&scenario, 20_000, 100, seed, &[]).unwrap();
+        assert!(steps.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
+        let start = |f: &Fault| steps.iter().find(|(_, s)| matches!(s, Step::Fault(g) if g == f)).unwrap().0;
+        let ends: Vec<(u64, &Fault)> = steps
+            .iter()
+            .filter_map(|(at, s)| match s {
+                Step::End(f) => Some((*at, f)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends.len(), 2, "both faults of the menu have a duration");
+        for (at, fault) in ends {
+            let lasted = at - start(fault);
+            let window = match fault {
+                Fault::Crash(1) => 4_000..=5_000,
+                Fault::Partition(1) => {
+                    partition_ends.insert(lasted);
+                    500..=2_000
+                }
+                other => panic!("{other:?} is not on the menu"),
+            };
+            assert!(window.contains(&lasted), "{fault:?} lasted {lasted} ms");
+            assert!(heal_at_ms >= at, "the heal at {heal_at_ms} ms comes after the end at {at} ms");
+        }
+        let again = timeline(&scenario, 20_000, 100, seed, &[]).unwrap();
+        assert_eq!(again.1, heal_at_ms);
+        assert_eq!(
+            again.0.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+            steps.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+            "a seed gives one timeline"
+        );
+    }
+    assert!(partition_ends.len() > 3, "the duration is drawn from the window: {partition_ends:?}");
+}
+
+#[test]
+fn a_run_too_short_for_a_faults_duration_is_refused() {
+    let err = super::rig::timeline(&remirror_storm(), 4_000, 100, 1, &[]).err().expect("refused");
+    assert!(err.contains("run longer") && err.contains("4000 ms"), "{err}");
+}
