@@ -290,17 +290,35 @@ fn rc004_detection_thresholds_not_above_the_request_deadline() {
 
 #[test]
 fn rc005_dead_after_within_a_heartbeat_and_a_worst_round_trip() {
-    // heartbeat 1s + worst round trip 1.4s = 2.4s of normal silence.
-    let short =
-        lint(&policy(&[("suspect_after", Some("\"1s\"")), ("dead_after", Some("\"2400ms\""))]), Some(MODEL));
+    let dead = |check: &str, dead_after: &str| {
+        lint(
+            &policy(&[
+                ("health_check", Some(check)),
+                ("suspect_after", Some("\"1s\"")),
+                ("dead_after", Some(dead_after)),
+            ]),
+            Some(MODEL),
+        )
+    };
+    // Checked continuously: heartbeat 1s + worst round trip 1.4s = 2.4s of normal silence.
+    let short = dead("\"continuous\"", "\"2400ms\"");
     assert!(short.has("RC005"), "{}", short.doc);
     assert_eq!(short.code, Some(0), "static: a candidate");
-    let message = short.doc["findings"][0]["message"].as_str().unwrap();
-    assert!(message.contains("1s + 1400ms = 2400ms"), "{message}");
+    let message = short.message("RC005");
+    assert!(message.contains("1s + 1400ms = 2400ms") && !message.contains("rounds"), "{message}");
     // 2.5s: tests/ack_timeout.rs checks that no healthy replica is evicted.
-    let enough =
-        lint(&policy(&[("suspect_after", Some("\"1s\"")), ("dead_after", Some("\"2500ms\""))]), Some(MODEL));
+    let enough = dead("\"continuous\"", "\"2500ms\"");
     assert!(!enough.has("RC005"), "{}", enough.doc);
+    // Judged at rounds (1s apart, the first 1s after the start), the silence is seen at 2s
+    // at most, before the pong due at 2.4s: 2s evicts a healthy replica, 2.1s does not (the
+    // checker agrees: tests/lint_agreement.rs).
+    let rounds = dead("\"rounds\"", "\"2s\"");
+    let message = rounds.message("RC005");
+    assert!(
+        message.contains("= 2400ms") && message.contains("the longest silence a round sees is 2s"),
+        "{message}"
+    );
+    assert!(!dead("\"rounds\"", "\"2100ms\"").has("RC005"));
     let alone = lint(&policy(&[("suspect_after", Some("\"1s\"")), ("dead_after", Some("\"2400ms\""))]), None);
     assert!(!alone.has("RC005") && alone.not_run().contains(&"RC005".to_string()));
 }
@@ -794,16 +812,19 @@ fn rules_for_the_missing_links_and_the_do_nothing_properties() {
     assert!(lint("replica_ack_timeout = \"2s\"\n", Some(LOSSY))
         .message("RC003")
         .contains("may lose a message"));
-    let heartbeats = |dead: &str| {
+    let heartbeats = |check: &str, dead: &str| {
         lint(
-            &format!("replica_ack_timeout = \"2s\"\nfailure_detection = \"independent\"\nheartbeat_interval = \"1s\"\nsuspect_after = \"2s\"\ndead_after = \"{dead}\"\n"),
+            &format!("replica_ack_timeout = \"2s\"\nfailure_detection = \"independent\"\nheartbeat_interval = \"1s\"\nsuspect_after = \"2s\"\ndead_after = \"{dead}\"\nhealth_check = \"{check}\"\n"),
             Some(LOSSY),
         )
     };
     assert!(
-        heartbeats("3400ms").message("RC005").contains("1 lost message(s)"),
+        heartbeats("continuous", "3400ms").message("RC005").contains("1 lost message(s)"),
         "{}",
-        heartbeats("3400ms").doc
+        heartbeats("continuous", "3400ms").doc
     );
-    assert!(!heartbeats("3500ms").has("RC005"));
+    assert!(!heartbeats("continuous", "3500ms").has("RC005"));
+    // At rounds the 3.4s silence is seen at 3s at most.
+    assert!(heartbeats("rounds", "3s").message("RC005").contains("a round sees is 3s"));
+    assert!(!heartbeats("rounds", "3100ms").has("RC005"));
 }

@@ -86,6 +86,14 @@ fn points() -> Vec<(&'static str, String)> {
             ),
         ));
     }
+    // When the detector looks (RC005): at rounds 500ms apart it sees 1.5s of the 1.9s silence
+    // a slow link makes; checked continuously, all of it.
+    const DETECTOR: &str = "models/detector-timing.toml";
+    for (check, dead) in
+        [("rounds", "1500ms"), ("rounds", "1600ms"), ("continuous", "1900ms"), ("continuous", "2s")]
+    {
+        points.push((DETECTOR, format!("health_check = \"{check}\"\ndead_after = \"{dead}\"\n")));
+    }
     // A coordinator with a work queue: the load ceiling around the deadline (RC020).
     const SATURATION: &str = "models/ack-timeout-coordinator-saturation.toml";
     points.push((SATURATION, "replica_ack_timeout = \"2s\"\n".into()));

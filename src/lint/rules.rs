@@ -2,7 +2,7 @@
 
 use super::Input;
 use crate::config::{OpKind, Policy, Scenario};
-use crate::policy::detector::{self, FailureDetection, Health};
+use crate::policy::detector::{self, FailureDetection, Health, HealthCheck};
 use crate::policy::eviction::{self, ClusterView};
 use crate::policy::rebalancer::{self, NodeLoad, ShardLoad};
 use crate::policy::retry::{self, Backoff, RetryDecision};
@@ -210,11 +210,17 @@ pub(super) fn detection_within_request_deadline(i: &Input) -> Vec<String> {
 }
 
 /// A bound on how long a healthy, reachable node can stay silent under independent detection:
-/// the next ping goes out up to one heartbeat interval after the node was last heard from, and
-/// its pong may take a worst round trip; each message the fault menu may lose on the way (a
-/// ping or a pong) costs one more interval.
+/// the next ping goes out up to one heartbeat interval after the node was last heard from (the
+/// coordinator's start counts as hearing from everyone, and its first round is one interval
+/// later), and its pong may take a worst round trip; each message the fault menu may lose on
+/// the way (a ping or a pong) costs one more interval. A detector that judges at heartbeat
+/// rounds sees the silence only at rounds: the longest it sees is the last round before the
+/// pong, a whole number of intervals (a pong due at a round may arrive after it).
 struct Silence {
+    /// The longest silence the detector sees.
     ticks: Ticks,
+    /// The longest silence there is (`ticks` when judged continuously).
+    gap_ticks: Ticks,
     rtt: RoundTrip,
     lost: u8,
 }
@@ -236,14 +242,20 @@ fn worst_silence(i: &Input) -> Option<Silence> {
             (2 * normal, lost),
         ];
         for (rtt_ticks, lost) in options {
-            let ticks = p.heartbeat_interval_ticks * (1 + Ticks::from(lost)) + rtt_ticks;
+            let gap_ticks = p.heartbeat_interval_ticks * (1 + Ticks::from(lost)) + rtt_ticks;
+            let ticks = match p.health_check {
+                HealthCheck::Continuous => gap_ticks,
+                HealthCheck::Rounds => {
+                    gap_ticks / p.heartbeat_interval_ticks.max(1) * p.heartbeat_interval_ticks
+                }
+            };
             if worst.as_ref().is_none_or(|w| ticks > w.ticks) {
                 let rtt = if rtt_ticks == rtt.ticks {
                     round_trip(s, c, n)
                 } else {
                     RoundTrip { ticks: rtt_ticks, degradation: None, ..round_trip(s, c, n) }
                 };
-                worst = Some(Silence { ticks, rtt, lost });
+                worst = Some(Silence { ticks, gap_ticks, rtt, lost });
             }
         }
     }
@@ -260,10 +272,17 @@ fn silence_message(i: &Input, key: &str, threshold: Ticks, silence: &Silence, th
             i.dur(silence.rtt.ticks)
         ),
     };
+    let seen = match i.policy.health_check {
+        HealthCheck::Continuous => String::new(),
+        HealthCheck::Rounds => format!(
+            "; judged at heartbeat rounds (health_check = \"rounds\"), the longest silence a round sees is {}",
+            i.dur(silence.ticks)
+        ),
+    };
     format!(
-        "{key} = {} is not above {gap} = {} ({}): a healthy replica's normal silence makes it {then}",
+        "{key} = {} is not above {gap} = {} ({}){seen}: a healthy replica's normal silence makes it {then}",
         i.dur(threshold),
-        i.dur(silence.ticks),
+        i.dur(silence.gap_ticks),
         silence.rtt.describe(i)
     )
 }

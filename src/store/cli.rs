@@ -109,7 +109,8 @@ pub enum StoreCommand {
         /// checks it against the model's latencies and faults, as the run's report does).
         #[arg(long)]
         trace: Option<PathBuf>,
-        /// Seed for the proxies' delays and losses and the clients' choices.
+        /// Seed for the proxies' delays and losses, the clients' choices and how long each
+        /// fault with a `duration` lasts.
         #[arg(long, default_value = "1")]
         seed: u64,
         /// For a rollout variant: the order in which the coordinators take each stage, by
