@@ -117,6 +117,11 @@ pub enum StoreCommand {
         /// name ("cb,ca": cb is the canary). Default: as `[[coordinators]]` lists them.
         #[arg(long, value_delimiter = ',')]
         rollout_order: Vec<String>,
+        /// The faults to apply, in order, from the model's menu: `crash:NODE`,
+        /// `crash:coordinator`, `partition:ZONE`, `degrade:ZONE-ZONE`, `drop`, or `none`
+        /// (at most `faults.budget`). Default: one of each kind, up to the budget.
+        #[arg(long, value_delimiter = ',')]
+        faults: Vec<String>,
     },
     /// Replicated write throughput and latency: a fresh local cluster (fsync on every node),
     /// `--concurrency` connections sending SETs of `--value-size` bytes for `--duration`.
@@ -329,6 +334,7 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
             trace,
             seed,
             rollout_order,
+            faults,
         } => {
             let request = crate::store::run::RunRequest {
                 model,
@@ -344,6 +350,7 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
                 history,
                 trace,
                 seed,
+                faults,
                 rollout_order,
                 binary: this_binary()?,
             };

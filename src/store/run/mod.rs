@@ -123,6 +123,10 @@ pub struct RunRequest {
     /// conform TRACE --model M` validates it again.
     pub trace: Option<PathBuf>,
     pub seed: u64,
+    /// The faults to apply, by name (`crash:n2`, `partition:b`, `degrade:a-b`, `drop`,
+    /// `crash:coordinator`; `none`), in order; empty: one of each kind of the menu, up to the
+    /// budget.
+    pub faults: Vec<String>,
     /// A rollout's coordinators by name, in the order each stage reaches them (empty: as the
     /// model lists them).
     pub rollout_order: Vec<String>,
@@ -308,6 +312,11 @@ pub fn run(
     let (label, sourced) = choose_policy(&scenario, req).map_err(StoreError::Input)?;
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(StoreError::Input)?;
+    // The schedule and its timeline before anything starts: a bad `--faults` or a run too
+    // short for a fault's duration is refused at once.
+    let faults = schedule(&scenario, &req.faults).map_err(StoreError::Input)?;
+    timeline(&scenario, &faults, req.duration.as_millis() as u64, ms_per_tick, req.seed, &[])
+        .map_err(StoreError::Input)?;
     let rollout =
         RolloutRun::of(&scenario, &sourced, ms_per_tick, &req.rollout_order).map_err(StoreError::Input)?;
     // A rollout starts on its first stage.
@@ -420,6 +429,7 @@ fn run_store(
         started: before_start,
         node_faulted_at_ms: BTreeMap::new(),
         active: Vec::new(),
+        faults: schedule(scenario, &req.faults)?,
         events: Vec::new(),
     };
     rig.set_scenario_links()?;
@@ -458,7 +468,9 @@ fn run_store(
         .spawn(move || client::run_load(&load, &clients_log, epoch, stop))
         .map_err(|e| format!("cannot start the load: {e}"))?;
     let rollout_times_ms = rollout.map_or(Vec::new(), |r| r.times_ms(duration_ms));
-    let (steps, heal_at_ms) = timeline(scenario, duration_ms, ms_per_tick, req.seed, &rollout_times_ms)?;
+    let faults = rig.faults.clone();
+    let (steps, heal_at_ms) =
+        timeline(scenario, &faults, duration_ms, ms_per_tick, req.seed, &rollout_times_ms)?;
     let mut started_ms: Vec<(Fault, u64)> = Vec::new();
     for (at_ms, step) in steps {
         sleep_until(&rig, at_ms);

@@ -24,6 +24,19 @@ pub(super) enum Fault {
 }
 
 impl Fault {
+    /// How `--faults` names it: `crash:n2`, `crash:coordinator`, `partition:b`,
+    /// `degrade:a-b`, `drop`.
+    pub(super) fn name(&self, scenario: &Scenario) -> String {
+        let zone = |z: u8| scenario.zones[usize::from(z)].clone();
+        match self {
+            Fault::Crash(node) => format!("crash:{}", scenario.nodes[usize::from(*node)].name),
+            Fault::CoordinatorCrash => "crash:coordinator".into(),
+            Fault::Partition(z) => format!("partition:{}", zone(*z)),
+            Fault::Degrade { zones, .. } => format!("degrade:{}-{}", zone(zones.0), zone(zones.1)),
+            Fault::Drop => "drop".into(),
+        }
+    }
+
     /// The fault as the model's menu names it, where it may carry a duration.
     fn on_menu(&self) -> Option<MenuFault> {
         match self {
@@ -75,6 +88,7 @@ impl Step {
 /// rollout's steps, in order (at a tie: faults, ends, the heal, then a rollout step).
 pub(super) fn timeline(
     scenario: &Scenario,
+    faults: &[Fault],
     duration_ms: u64,
     ms_per_tick: u64,
     seed: u64,
@@ -83,7 +97,7 @@ pub(super) fn timeline(
     let mut rng = StdRng::seed_from_u64(seed ^ 0xfa17_5eed);
     let mut steps: Vec<(u64, Step)> = Vec::new();
     let mut last_end_ms = 0;
-    for (i, fault) in schedule(scenario).into_iter().enumerate() {
+    for (i, fault) in faults.iter().cloned().enumerate() {
         let start_ms = duration_ms * (CALM_PERMILLE + FAULT_STAGGER_PERMILLE * i as u64) / 1000;
         if let Some(lasts_ms) = fault.drawn_duration_ms(scenario, ms_per_tick, &mut rng) {
             let end_ms = start_ms + lasts_ms;
@@ -105,12 +119,50 @@ pub(super) fn timeline(
     Ok((steps, heal_at_ms))
 }
 
-/// The scheduled faults, at most `budget`: the first of each kind on the menu (crash,
-/// partition, degrade, drop), then the second of each, and so on, so that a budget of two on a
-/// menu of crashes and partitions gives one of each rather than two crashes.
-pub(super) fn schedule(scenario: &Scenario) -> Vec<Fault> {
+/// The scheduled faults, at most `budget`: those `--faults` names, in its order, or else the
+/// first of each kind on the menu (crash, partition, degrade, drop), then the second of each,
+/// and so on, so that a budget of two on a menu of crashes and partitions gives one of each
+/// rather than two crashes.
+pub(super) fn schedule(scenario: &Scenario, chosen: &[String]) -> Result<Vec<Fault>, String> {
+    let menu = menu(scenario);
+    if chosen.is_empty() {
+        let kinds = menu;
+        let rounds = kinds.iter().map(Vec::len).max().unwrap_or(0);
+        let mut picked: Vec<Fault> = (0..rounds)
+            .flat_map(|round| kinds.iter().filter_map(move |kind| kind.get(round).cloned()))
+            .collect();
+        picked.truncate(usize::from(scenario.faults.budget));
+        return Ok(picked);
+    }
+    if chosen == ["none"] {
+        return Ok(Vec::new());
+    }
+    let all: Vec<Fault> = menu.into_iter().flatten().collect();
+    let names: Vec<String> = all.iter().map(|f| f.name(scenario)).collect();
+    let mut picked = Vec::new();
+    for name in chosen {
+        let at = names.iter().position(|n| n == name.trim()).ok_or_else(|| {
+            format!("--faults {name}: not on the model's fault menu; it has: {}", names.join(", "))
+        })?;
+        if picked.contains(&all[at]) {
+            return Err(format!("--faults {name}: named twice (each fault of the menu happens once)"));
+        }
+        picked.push(all[at].clone());
+    }
+    let budget = usize::from(scenario.faults.budget);
+    if picked.len() > budget {
+        return Err(format!(
+            "--faults names {} faults; the model's `faults.budget` is {budget}: the model injects at most that many in one behaviour",
+            picked.len()
+        ));
+    }
+    Ok(picked)
+}
+
+/// The model's fault menu by kind: crashes, partitions, degradations, drop.
+fn menu(scenario: &Scenario) -> [Vec<Fault>; 4] {
     let f = &scenario.faults;
-    let kinds: [Vec<Fault>; 4] = [
+    [
         f.crash
             .iter()
             .map(|n| Fault::Crash(*n))
@@ -128,12 +180,7 @@ pub(super) fn schedule(scenario: &Scenario) -> Vec<Fault> {
             })
             .collect(),
         if f.drop { vec![Fault::Drop] } else { Vec::new() },
-    ];
-    let rounds = kinds.iter().map(Vec::len).max().unwrap_or(0);
-    let mut chosen: Vec<Fault> =
-        (0..rounds).flat_map(|round| kinds.iter().filter_map(move |kind| kind.get(round).cloned())).collect();
-    chosen.truncate(usize::from(f.budget));
-    chosen
+    ]
 }
 
 /// A link the run controls: its proxy, the zones of its two ends, and the node at one end.
@@ -155,6 +202,8 @@ pub(super) struct Rig<'a> {
     pub(super) node_faulted_at_ms: BTreeMap<NodeId, u64>,
     /// The faults in force, in the order they started (the heal clears them).
     pub(super) active: Vec<Fault>,
+    /// The run's schedule.
+    pub(super) faults: Vec<Fault>,
     pub(super) events: Vec<Event>,
 }
 
@@ -359,7 +408,7 @@ impl Rig<'_> {
             }
         }
         self.trace(TraceFault::Heal);
-        let what = if schedule(self.scenario).is_empty() {
+        let what = if self.faults.is_empty() {
             "HEAL (the model has no fault: the load goes on)"
         } else {
             "HEAL every fault undone"

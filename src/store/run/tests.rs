@@ -40,6 +40,7 @@ fn history_files_are_edn_and_a_picture_of_the_anomaly() {
         history: Some(edn.clone()),
         trace: None,
         seed: 1,
+        faults: Vec::new(),
         rollout_order: Vec::new(),
         binary: "replicheck".into(),
     };
@@ -166,11 +167,12 @@ fn remirror_storm() -> crate::config::Scenario {
 
 #[test]
 fn each_timed_fault_ends_within_its_window_and_the_heal_waits_for_it() {
-    use super::rig::{timeline, Fault, Step};
+    use super::rig::{schedule, timeline, Fault, Step};
     let scenario = remirror_storm();
     let mut partition_ends = std::collections::BTreeSet::new();
     for seed in 0..40 {
-        let (steps, heal_at_ms) = timeline(&scenario, 20_000, 100, seed, &[]).unwrap();
+        let faults = schedule(&scenario, &[]).unwrap();
+        let (steps, heal_at_ms) = timeline(&scenario, &faults, 20_000, 100, seed, &[]).unwrap();
         assert!(steps.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
         let start = |f: &Fault| steps.iter().find(|(_, s)| matches!(s, Step::Fault(g) if g == f)).unwrap().0;
         let ends: Vec<(u64, &Fault)> = steps
@@ -194,7 +196,7 @@ fn each_timed_fault_ends_within_its_window_and_the_heal_waits_for_it() {
             assert!(window.contains(&lasted), "{fault:?} lasted {lasted} ms");
             assert!(heal_at_ms >= at, "the heal at {heal_at_ms} ms comes after the end at {at} ms");
         }
-        let again = timeline(&scenario, 20_000, 100, seed, &[]).unwrap();
+        let again = timeline(&scenario, &faults, 20_000, 100, seed, &[]).unwrap();
         assert_eq!(again.1, heal_at_ms);
         assert_eq!(
             again.0.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
@@ -207,6 +209,33 @@ fn each_timed_fault_ends_within_its_window_and_the_heal_waits_for_it() {
 
 #[test]
 fn a_run_too_short_for_a_faults_duration_is_refused() {
-    let err = super::rig::timeline(&remirror_storm(), 4_000, 100, 1, &[]).err().expect("refused");
+    let scenario = remirror_storm();
+    let faults = super::rig::schedule(&scenario, &[]).unwrap();
+    let err = super::rig::timeline(&scenario, &faults, 4_000, 100, 1, &[]).err().expect("refused");
     assert!(err.contains("run longer") && err.contains("4000 ms"), "{err}");
+}
+
+#[test]
+fn faults_can_be_chosen_from_the_menu_by_name() {
+    use super::rig::{schedule, Fault};
+    let scenario = remirror_storm();
+    let names = |chosen: &[&str]| {
+        let chosen: Vec<String> = chosen.iter().map(|s| s.to_string()).collect();
+        schedule(&scenario, &chosen)
+            .map(|faults| faults.iter().map(|f| f.name(&scenario)).collect::<Vec<_>>())
+    };
+    // By default one of each kind, crashes first.
+    assert_eq!(names(&[]).unwrap(), ["crash:n2", "partition:b"]);
+    assert_eq!(names(&["partition:b"]).unwrap(), ["partition:b"]);
+    assert_eq!(names(&["partition:b", "crash:n2"]).unwrap(), ["partition:b", "crash:n2"]);
+    assert_eq!(names(&["none"]).unwrap(), Vec::<String>::new());
+    let err = names(&["partition:a"]).unwrap_err();
+    assert!(err.contains("--faults partition:a") && err.contains("crash:n2, partition:b"), "{err}");
+    assert!(names(&["crash:n2", "crash:n2"]).unwrap_err().contains("named twice"));
+    let mut one = scenario.clone();
+    one.faults.budget = 1;
+    let chosen = ["crash:n2".to_string(), "partition:b".to_string()];
+    let err = schedule(&one, &chosen).unwrap_err();
+    assert!(err.contains("`faults.budget` is 1"), "{err}");
+    assert!(matches!(schedule(&one, &chosen[1..]).unwrap()[..], [Fault::Partition(1)]));
 }
