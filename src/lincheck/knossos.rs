@@ -106,6 +106,19 @@ impl Reader<'_> {
                 self.at += 2;
                 Ok(Edn::Seq(self.items('}', depth)?))
             }
+            '#' if self.text[self.at..].starts_with("#_") => {
+                // A discarded form, then the value that follows it.
+                self.at += 2;
+                self.value(depth + 1)?;
+                self.value(depth)
+            }
+            '#' => {
+                // A tagged literal (`#jepsen.history.Op{...}`, `#inst "..."`): its form.
+                while self.peek().is_some_and(|c| !c.is_whitespace() && !"[](){},;\"".contains(c)) {
+                    self.bump();
+                }
+                self.value(depth + 1)
+            }
             '{' => {
                 self.bump();
                 let items = self.items('}', depth)?;
@@ -186,7 +199,7 @@ pub fn looks_like(text: &str) -> bool {
     r.skip();
     match r.peek() {
         Some('[' | '(') => true,
-        Some('{') => {
+        Some('{' | '#') => {
             // The first lines (a nemesis op may come first): register ops and no `:key`.
             let head: Vec<&str> = text[r.at..].lines().take(20).collect();
             let register =
