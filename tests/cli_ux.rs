@@ -316,3 +316,20 @@ fn a_closed_pipe_ends_a_report_quietly() {
         assert_eq!(status.signal(), Some(libc::SIGPIPE), "replicheck {args:?}: {status:?}");
     }
 }
+
+/// `models DIR` with one bad file (issue 36): the good models are still listed, the bad file
+/// is named with its key on stderr, and the exit code is 2.
+#[test]
+fn models_lists_the_good_files_beside_a_bad_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(root().join(SMALL), dir.path().join("a-good.toml")).expect("copy");
+    let bad = dir.path().join("b-bad.toml");
+    std::fs::write(&bad, "name = \"bad\"\ntick = \"100ms\"\nnodez = 3\n").expect("write");
+    let out = replicheck(&["models", dir.path().to_str().unwrap()]);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{text}{err}");
+    assert!(text.contains("a-good.toml"), "{text}");
+    assert!(!text.contains("b-bad.toml"), "{text}");
+    assert!(err.contains("b-bad.toml") && err.contains("nodez"), "{err}");
+    assert!(err.contains("1 model file(s)"), "{err}");
+}

@@ -359,7 +359,49 @@ fn the_guides_model_gives_its_declared_verdicts() {
     // The guide quotes the counterexample's last step.
     let quoted = "fires => queued: evict s1 n3 -> n4; n3 is up and reachable: a healthy replica";
     assert!(stdout.contains(quoted), "{stdout}");
-    assert!(read(Path::new("docs/writing-a-model.md")).contains(quoted));
+    let doc = read(Path::new("docs/writing-a-model.md"));
+    assert!(doc.contains(quoted));
+
+    // Every state count and step count the guide quotes is the one `check` prints (issue 36).
+    let mut counts = 0;
+    for line in doc.lines().map(str::trim) {
+        let quoted_count = line
+            .strip_prefix("variant ")
+            .and_then(|rest| rest.split_once(" unique states"))
+            .map(|(head, _)| head.to_string());
+        let quoted_steps = line.strip_prefix("counterexample for ").filter(|l| l.ends_with("steps):"));
+        if let Some(head) = quoted_count {
+            assert!(
+                stdout.contains(&format!("variant {head} unique states")),
+                "the guide quotes `{line}`:\n{stdout}"
+            );
+            counts += 1;
+        } else if let Some(rest) = quoted_steps {
+            assert!(
+                stdout.contains(&format!("counterexample for {rest}")),
+                "the guide quotes `{line}`:\n{stdout}"
+            );
+            counts += 1;
+        }
+    }
+    assert_eq!(counts, 3, "two variants' state counts and one counterexample's steps");
+    // What lint says first, in the guide's words: each quoted `SEVERITY on `VARIANT``.
+    let lint =
+        doc.split("Lint runs first").nth(1).expect("the guide describes lint").split("Then:").next().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut said = 0;
+    for (severity, word) in [("error", "an error on `"), ("warning", "a warning on `")] {
+        for after in lint.split(word).skip(1) {
+            let variant = after.split('`').next().unwrap();
+            let printed = stdout
+                .lines()
+                .chain(stderr.lines())
+                .any(|l| l.contains(&format!("{severity}[")) && l.contains(variant));
+            assert!(printed, "the guide says lint gives {word}{variant}`; check printed:\n{stdout}{stderr}");
+            said += 1;
+        }
+    }
+    assert_eq!(said, 1, "the guide names lint's finding on short-timeout: {lint}");
 }
 
 /// Every `replicheck ...` command of the GitHub Actions example, shell variables replaced by
@@ -400,4 +442,26 @@ fn the_ci_example_uses_commands_the_cli_accepts() {
         assert!(subcommand(name), "the CI example runs no `replicheck {name}`");
     }
     assert!(read(Path::new("docs/ci.md")).contains("examples/github-actions.yml"));
+}
+
+/// When health is judged (issue 36): the reference has the section, with each `health_check`
+/// mode, and the README's store section says the same rather than "every heartbeat_interval".
+#[test]
+fn when_a_node_is_judged_is_said_in_the_reference_and_the_readme() {
+    let reference = read(Path::new("docs/reference.md"));
+    let section = reference
+        .split("## When a node is judged")
+        .nth(1)
+        .expect("docs/reference.md has `## When a node is judged`")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    for mode in ["health_check = \"rounds\"", "health_check = \"continuous\"", "at each heartbeat round"] {
+        assert!(section.contains(mode), "the section does not say `{mode}`");
+    }
+    let readme = read(Path::new("README.md"));
+    let store = readme.split("- **Failure detection and eviction**").nth(1).expect("the store's detector");
+    let store = store.split("\n- **").next().unwrap();
+    assert!(store.contains("health_check = \"rounds\"") && store.contains("\"continuous\""), "{store}");
+    assert!(store.contains("When a node is judged"), "{store}");
 }

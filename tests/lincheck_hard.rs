@@ -235,3 +235,38 @@ fn an_unreadable_or_empty_file_is_reported_and_the_others_still_checked() {
     assert_eq!(doc["files"][3]["verdict"], "not_linearizable");
     assert!(doc["files"][3]["steps"].as_u64().expect("steps") > 0);
 }
+
+/// `store run --history` (issue 36): a client's SET got no answer and the client went on. The
+/// file must complete that SET with `:info` and continue the client under a new process, so
+/// `history check` decides it (0 or 1) instead of refusing it (2).
+#[test]
+fn a_store_history_with_an_unknown_write_then_more_ops_is_checked() {
+    use replicheck::store::run::client::{Input, Op, Outcome};
+    let op = |client, input, call_ns, outcome| Op {
+        client,
+        key: "p1:k".into(),
+        input,
+        call_ns,
+        outcome,
+        attempts: 1,
+        cut_off: false,
+    };
+    let read = |return_ns, v| Outcome::Ok { return_ns, read: v };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Client 0's write of 7 may have happened; its reads then see 7, or 7 and then nothing.
+    for (later, code) in [(Some(7), 0), (None, 1)] {
+        let history = [
+            op(0, Input::Write(7), 0, Outcome::Unknown),
+            op(1, Input::Read, 5, read(9, None)),
+            op(0, Input::Read, 50, read(60, Some(7))),
+            op(0, Input::Read, 70, read(80, later)),
+        ];
+        let ops: Vec<_> = history.iter().filter_map(Op::as_kv_op).collect();
+        let file = dir.path().join(format!("h{code}.edn"));
+        std::fs::write(&file, to_edn(&ops)).expect("write");
+        let out = replicheck(&["history", "check", file.to_str().unwrap()]);
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(code), "{text}");
+    }
+}

@@ -142,3 +142,22 @@ fn a_busy_client_port_is_a_runtime_failure_not_bad_input() {
     assert!(stderr.contains(&format!("cannot listen for clients on 127.0.0.1:{port}")), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `store up --help` gives the node limit `store up` enforces (issue 36).
+#[test]
+fn help_gives_the_node_limit() {
+    let max = replicheck::policy::NODE_COUNT_MAX;
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_replicheck")).args(["store", "up", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(&format!("Storage nodes, 1 to {max};")), "{text}");
+    let over = (max + 1).to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .args(["store", "up", "--nodes", &over])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("--nodes {over}: must be 1 to {max}")), "{err}");
+}

@@ -394,3 +394,72 @@ fn explain_names_the_knob_that_does_not_matter() {
     assert_eq!(restoring[0]["results"]["all"]["at"], "1500ms");
     assert_eq!(restoring[1]["results"]["all"]["result"], "never");
 }
+
+/// The walk crosses a rule between keys (issue 36), on the detector model (heartbeats every
+/// 500ms): the base detects with suspect_after 1s and dead_after 1600ms, the candidate with
+/// 800ms and 800ms. Walking dead_after alone from 1600ms down, with suspect_after at the base's
+/// 1s, reaches 900ms and 800ms, which are not policies; walking suspect_after back up to 1s
+/// with dead_after at 800ms likewise. Those values are skipped and listed, never blamed on a
+/// file, and the sweep finishes with its explanation.
+#[test]
+fn explain_skips_generated_points_that_break_a_rule_between_keys() {
+    const DETECTOR: &str = "models/detector-timing.toml";
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.toml");
+    std::fs::write(&base, "suspect_after = \"1s\"\ndead_after = \"1600ms\"\n").unwrap();
+    let candidate = dir.path().join("candidate.toml");
+    std::fs::write(&candidate, "suspect_after = \"800ms\"\ndead_after = \"800ms\"\n").unwrap();
+    let (base, candidate) = (base.to_str().unwrap(), candidate.to_str().unwrap());
+    let (code, doc) = json(&[DETECTOR, "--from", base, "--to", candidate, "--samples", "0"]);
+    assert_eq!(code, 1, "a regression: {doc:#}");
+    assert_eq!(doc["regressions"], serde_json::json!(["no_healthy_eviction"]));
+    let walk = |side: &str, knob: &str| -> Value {
+        let walks = doc[side].as_array().unwrap();
+        walks.iter().find(|w| w["knob"] == knob).unwrap_or_else(|| panic!("{doc:#}")).clone()
+    };
+    let skipped = |w: &Value| -> Vec<String> {
+        w["skipped"].as_array().unwrap().iter().map(|s| s["value"].as_str().unwrap().to_string()).collect()
+    };
+    // dead_after 1600ms -> 800ms over suspect_after = 1s: 900ms and 800ms are not policies.
+    let down = walk("breaking", "dead_after");
+    assert_eq!(skipped(&down), ["900ms", "800ms"]);
+    assert_eq!(down["values"].as_array().unwrap().len(), 7, "1600ms..1s: {down}");
+    assert_eq!(down["results"]["no_healthy_eviction"]["at"], "1500ms", "{down}");
+    let reason = down["skipped"][0]["reason"].as_str().unwrap();
+    assert_eq!(reason, "key `suspect_after` = \"1s\": must not exceed dead_after = \"900ms\"");
+    // suspect_after 800ms -> 1s over dead_after = 800ms: 900ms and 1s are not policies.
+    let up = walk("restoring", "suspect_after");
+    assert_eq!(skipped(&up), ["900ms", "1s"]);
+    assert_eq!(up["results"]["all"]["result"], "never");
+    // The walks that stay valid skip nothing.
+    assert!(skipped(&walk("breaking", "suspect_after")).is_empty());
+    assert!(skipped(&walk("restoring", "dead_after")).is_empty());
+    for c in doc["checked"].as_array().unwrap() {
+        assert!(!c["point"].as_str().unwrap().contains("dead_after=900ms"), "{c}");
+    }
+
+    let out = replicheck(&[
+        "sweep",
+        DETECTOR,
+        "--from",
+        base,
+        "--to",
+        candidate,
+        "--threads",
+        "1",
+        "--samples",
+        "0",
+    ]);
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(
+        text.contains("skipped 2 values of dead_after, not a valid policy with the other knobs at the base: 900ms, 800ms"),
+        "{text}"
+    );
+    assert!(
+        text.contains("skipped 2 values of suspect_after, not a valid policy with the other knobs at the candidate: 900ms, 1s"),
+        "{text}"
+    );
+    assert!(text.contains(", 4 skipped (not valid policies)"), "{text}");
+    assert!(!err.contains("error"), "{err}");
+}

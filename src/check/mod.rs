@@ -603,10 +603,14 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// A model file, and its scenario or why it does not load.
+pub type LoadedModel = (PathBuf, Result<Scenario, ConfigError>);
+
 /// The model files of a directory, for `replicheck models`.
-pub fn describe_models(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, ConfigError> {
+pub fn describe_models(dir: &Path) -> Result<Vec<LoadedModel>, ConfigError> {
     let files = model_files(&[dir.to_path_buf()])?;
-    files.into_iter().map(|f| Scenario::load(&f).map(|s| (f, s))).collect()
+    // Each file on its own: one that does not load is reported beside the others.
+    Ok(files.into_iter().map(|f| (f.clone(), Scenario::load(&f))).collect())
 }
 
 /// The cycles a liveness property forbids, over the model's edge labels: any one of them is a

@@ -346,6 +346,49 @@ pub fn plan(
     Ok(plan)
 }
 
+/// A value of a walk's knob left out: with the other keys as they are, the policy breaks a
+/// rule between keys (as `suspect_after` <= `dead_after`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SkippedValue {
+    pub value: String,
+    /// The rule broken, without the origin of the key: the point was generated, not written.
+    pub reason: String,
+}
+
+/// [`plan`] for one knob walked between two valid policies (`sweep --from/--to`): a value whose
+/// point is not a valid policy is dropped from the knob and returned, instead of failing the
+/// plan, so one generated point cannot end the walk.
+pub fn plan_skipping_invalid(
+    scenario: Scenario,
+    base_label: String,
+    base: SourcedPolicy,
+    spec: &str,
+) -> Result<(Plan, Vec<SkippedValue>), ConfigError> {
+    let path = scenario.path.clone();
+    let input = |m: String| ConfigError::new(&path, m);
+    let mut knob = parse_knob(spec, &scenario).map_err(input)?;
+    let mut policies = Vec::with_capacity(knob.values.len());
+    let mut skipped = Vec::new();
+    let mut kept = Vec::with_capacity(knob.values.len());
+    for v in knob.values {
+        let over =
+            patch(&knob.key, &v.toml).map_err(|m| input(format!("--vary {}={}: {m}", knob.key, v.label)))?;
+        let sourced = base.then(&SourcedPolicy::new(over, &format!("--vary {}={}", knob.key, v.label)));
+        match WorldConfig::new(&scenario, &sourced) {
+            Ok(_) => {
+                policies.push(sourced);
+                kept.push(v);
+            }
+            Err(m) => {
+                let reason = m.find("key `").map_or(m.as_str(), |at| &m[at..]).to_string();
+                skipped.push(SkippedValue { value: v.label, reason });
+            }
+        }
+    }
+    knob.values = kept;
+    Ok((Plan { scenario, base_label, base, knobs: vec![knob], policies }, skipped))
+}
+
 /// One property's verdict at one point of the sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

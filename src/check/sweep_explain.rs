@@ -18,7 +18,7 @@
 //! resolved policy, so the same policy is never explored twice.
 
 use super::diff::{change, Change};
-use super::sweep::{self, Cell, Plan, SearchOptions, Shape};
+use super::sweep::{self, Cell, Plan, SearchOptions, Shape, SkippedValue};
 use super::{RunOptions, RunResult};
 use crate::config::duration::format_ms;
 use crate::config::{ConfigError, Dur, Found, PropertyName, Scenario, SourcedPolicy};
@@ -68,6 +68,9 @@ pub struct Walk {
     pub results: BTreeMap<String, WalkResult>,
     /// The explore command at the first breaking value, when that point was checked.
     pub explore_command: Option<String>,
+    /// Values of the path left out of `values`: with the other knobs fixed they break a rule
+    /// between keys, so there is no policy to check there.
+    pub skipped: Vec<SkippedValue>,
 }
 
 /// A checked point: its policy (the keys it sets beyond the model's `[policy]`) and verdicts.
@@ -226,13 +229,22 @@ fn walk(
     over_label: &str,
     over: &SourcedPolicy,
     knob: &str,
-    values: &[String],
+    path: &[String],
     regressions: &[PropertyName],
     search: &SearchOptions,
     restoring: bool,
 ) -> Result<Walk, ConfigError> {
-    let spec = format!("{knob}={}", values.join(","));
-    let plan: Plan = sweep::plan(runner.scenario.clone(), over_label.to_string(), over.clone(), &[spec])?;
+    let spec = format!("{knob}={}", path.join(","));
+    let (plan, skipped): (Plan, _) =
+        sweep::plan_skipping_invalid(runner.scenario.clone(), over_label.to_string(), over.clone(), &spec)?;
+    let values: Vec<String> = plan.knobs[0].values.iter().map(|v| v.label.clone()).collect();
+    if values.is_empty() {
+        // The walk starts at a policy already checked, so this is not reached.
+        return Err(ConfigError::new(
+            &runner.scenario.path,
+            format!("{knob}: no value of {spec} is a valid policy"),
+        ));
+    }
     let shape = Shape::of(&plan);
     let mut index_of: BTreeMap<usize, usize> = BTreeMap::new();
     let found_map = sweep::search_points(&shape, regressions.len(), search, &mut |p| {
@@ -311,12 +323,13 @@ fn walk(
     }
     Ok(Walk {
         knob: knob.to_string(),
-        from: values[0].clone(),
-        to: values[len - 1].clone(),
-        values: values.to_vec(),
+        from: path[0].clone(),
+        to: path[path.len() - 1].clone(),
+        values,
         cells,
         results,
         explore_command,
+        skipped,
     })
 }
 
@@ -444,6 +457,21 @@ fn path_lines(out: &mut String, w: &Walk, order: &[PropertyName]) {
     }
 }
 
+/// The values a walk left out, and the first one's reason (the others break the same rule).
+fn skipped_lines(out: &mut String, w: &Walk, others: &str) {
+    let Some(first) = w.skipped.first() else { return };
+    let values: Vec<&str> = w.skipped.iter().map(|s| s.value.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "      skipped {} value{} of {}, not a valid policy with the other knobs at {others}: {}",
+        values.len(),
+        if values.len() == 1 { "" } else { "s" },
+        w.knob,
+        values.join(", ")
+    );
+    let _ = writeln!(out, "        (at {} = {}: {})", w.knob, first.value, first.reason);
+}
+
 /// The text report.
 pub fn human(e: &Explanation) -> String {
     let mut out = String::new();
@@ -474,7 +502,14 @@ pub fn human(e: &Explanation) -> String {
     };
     let _ = writeln!(out, "  base:      {} ({})", e.base_label, state(&e.base));
     let _ = writeln!(out, "  candidate: {} ({})", e.candidate_label, state(&e.candidate));
-    let _ = writeln!(out, "  {} points checked in {:.2}s", e.checked.len(), e.elapsed_ms as f64 / 1000.0);
+    let skipped: usize = e.breaking.iter().chain(&e.restoring).map(|w| w.skipped.len()).sum();
+    let _ = writeln!(
+        out,
+        "  {} points checked in {:.2}s{}",
+        e.checked.len(),
+        e.elapsed_ms as f64 / 1000.0,
+        if skipped > 0 { format!(", {skipped} skipped (not valid policies)") } else { String::new() }
+    );
     let _ = writeln!(out);
     let _ = writeln!(out, "    {:<24} {:<12} {:<12} change", "property", "base", "candidate");
     for (n, b, c, ch) in &e.rows {
@@ -548,6 +583,7 @@ fn breaking_moves(out: &mut String, e: &Explanation) {
             let _ = writeln!(out, "    {line}");
         }
         path_lines(out, w, &e.regressions);
+        skipped_lines(out, w, "the base");
         if let Some(cmd) = &w.explore_command {
             let _ = writeln!(out, "      explore: {cmd}");
         }
@@ -593,6 +629,7 @@ fn restoring_moves(out: &mut String, e: &Explanation) {
         };
         let _ = writeln!(out, "    {line}");
         path_lines(out, w, &e.regressions);
+        skipped_lines(out, w, "the candidate");
     }
     if !e.restoring.iter().any(|w| matches!(w.results["all"], WalkResult::Found { .. })) {
         let _ = writeln!(out, "  no single-knob retreat restores {names}");
@@ -608,6 +645,7 @@ fn walk_json(w: &Walk) -> serde_json::Value {
         "cells": w.cells.iter().map(|(n, c)| (n.clone(), c.iter().map(|&c| c.name()).collect::<Vec<_>>())).collect::<BTreeMap<_, _>>(),
         "results": w.results,
         "explore_command": w.explore_command,
+        "skipped": w.skipped,
     })
 }
 

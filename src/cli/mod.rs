@@ -521,7 +521,16 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
         }
         Command::Explore { .. } => unreachable!("run() takes explore"),
         Command::Models { dir } => {
+            let mut bad = 0;
             for (file, s) in check::describe_models(&dir)? {
+                let s = match s {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("replicheck: error: {e}");
+                        bad += 1;
+                        continue;
+                    }
+                };
                 let variants: Vec<&str> = s.variants.iter().map(|v| v.name.as_str()).collect();
                 println!(
                     "{:<40} {} [variants: {}]",
@@ -529,6 +538,10 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                     s.description.lines().next().unwrap_or(""),
                     variants.join(", ")
                 );
+            }
+            if bad > 0 {
+                eprintln!("{bad} model file(s) in {} do not load", dir.display());
+                return Ok(EXIT_BAD_INPUT);
             }
             Ok(0)
         }

@@ -67,10 +67,38 @@ pub fn read_file(path: &Path) -> Result<String, ConfigError> {
 /// help: did you mean `replica_ack_timeout`?
 /// ```
 pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError::new(path, toml_message(text, &e)))
+    toml::from_str(text).map_err(|e| {
+        // A key is top-level if a document of that key alone does not call it unknown.
+        let top_level = |key: &str, value: &str| {
+            toml::from_str::<T>(&format!("{key} = {value}"))
+                .err()
+                .is_none_or(|e| !e.message().contains(&format!("unknown field `{key}`")))
+        };
+        ConfigError::new(path, toml_message(text, &e, &top_level))
+    })
 }
 
-fn toml_message(text: &str, e: &toml::de::Error) -> String {
+/// For an unknown key inside a table that is a top-level key of the document (written after a
+/// table header, TOML puts it in that table): the hint that top-level keys come first.
+fn misplaced_hint(
+    key: Option<&str>,
+    value: Option<&str>,
+    raw: &str,
+    top_level: &dyn Fn(&str, &str) -> bool,
+) -> Option<String> {
+    let (table, name) = key?.rsplit_once('.')?;
+    let unknown = raw.strip_prefix("unknown field `")?.split('`').next()?;
+    // `nodes[2]` is the third `[[nodes]]`.
+    let header = match table.split_once('[') {
+        Some((array, _)) => format!("[[{array}]]"),
+        None => format!("[{table}]"),
+    };
+    (unknown == name && top_level(name, value.unwrap_or("0"))).then(|| {
+        format!("help: `{name}` is a top-level key, but written after `{header}` it belongs to that table: move it above the first table")
+    })
+}
+
+fn toml_message(text: &str, e: &toml::de::Error, top_level: &dyn Fn(&str, &str) -> bool) -> String {
     let raw = e.message().trim();
     let hint = did_you_mean(raw);
     let message = plain_words(&raw.lines().collect::<Vec<_>>().join(": "));
@@ -88,6 +116,7 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
     // over the first keys; a table's span starts at its header.
     let root = span.start == 0 && (span.is_empty() || !text.starts_with('['));
     let table = if missing.is_some() && root { None } else { at.key.clone() };
+    let misplaced = misplaced_hint(at.key.as_deref(), at.value.as_deref(), raw, top_level);
     match (missing, table) {
         (Some(field), Some(table)) => {
             out.push_str(&format!("key `{table}.{field}` is missing"));
@@ -104,7 +133,7 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
     }
     out.push('\n');
     out.push_str(&spans::snippet(text, span));
-    if let Some(hint) = hint {
+    if let Some(hint) = misplaced.or(hint) {
         out.push_str(&format!("\n{hint}"));
     }
     out
@@ -202,6 +231,13 @@ mod tests {
         let m = message("tick = \"100ms\"\n[policy]\nfailure_detection = \"coupld\"\n");
         assert!(m.contains("key `policy.failure_detection` = \"coupld\": unknown value `coupld`"), "{m}");
         assert!(m.ends_with("help: did you mean `coupled`?"), "{m}");
+
+        // A top-level key written after a table is that table's unknown key.
+        let m = message("[policy]\nwrite_quorum = 2\ntick = \"100ms\"\n");
+        assert!(m.contains("key `policy.tick` = \"100ms\": unknown key `tick`"), "{m}");
+        assert!(m.ends_with("help: `tick` is a top-level key, but written after `[policy]` it belongs to that table: move it above the first table"), "{m}");
+        let m = message("tick = \"100ms\"\n[policy]\ntock = 1\n");
+        assert!(!m.contains("top-level"), "{m}");
 
         let m = message("tick = 5\n");
         assert!(m.contains("line 1, column 8: key `tick` = 5: invalid duration 5"), "{m}");

@@ -93,6 +93,9 @@ pub enum HistoryFormat {
     JepsenEtcd,
     /// Key-value EDN maps, one per line (`{:process 0, :type :invoke, :f :get, :key "1", ...}`).
     Kv,
+    /// Knossos's cas-register histories: an EDN vector or list of maps on one register
+    /// (`{:process 0, :type :invoke, :f :cas, :value [1 2]}`), the register starting at 0.
+    CasRegister,
 }
 
 impl HistoryFormat {
@@ -100,6 +103,7 @@ impl HistoryFormat {
         match self {
             HistoryFormat::JepsenEtcd => "jepsen-etcd",
             HistoryFormat::Kv => "kv",
+            HistoryFormat::CasRegister => "cas-register",
         }
     }
 
@@ -108,7 +112,9 @@ impl HistoryFormat {
         let Some((index, first)) = text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) else {
             return Err(ConfigError::new(path, "empty history; pass --format to check it as empty"));
         };
-        if first.trim_start().starts_with('{') {
+        if super::knossos::looks_like(text) {
+            Ok(HistoryFormat::CasRegister)
+        } else if first.trim_start().starts_with('{') {
             Ok(HistoryFormat::Kv)
         } else if first.contains("jepsen.util") {
             Ok(HistoryFormat::JepsenEtcd)
@@ -116,7 +122,7 @@ impl HistoryFormat {
             Err(ConfigError::new(
                 path,
                 format!(
-                    "line {}: cannot tell the history format from `{}`; pass --format jepsen-etcd or --format kv",
+                    "line {}: cannot tell the history format from `{}`; pass --format jepsen-etcd, kv or cas-register",
                     index + 1,
                     first.trim()
                 ),
@@ -148,6 +154,14 @@ fn check_text(
         HistoryFormat::Kv => {
             let (ops, timed) = parse::kv_edn_timed(text).map_err(parse_error)?;
             Ok(check_kv(&ops, timed, budget, options))
+        }
+        HistoryFormat::CasRegister => {
+            // Knossos's cas-register starts at 0.
+            let (ops, by_line) = super::knossos::cas_register(text, Some(0)).map_err(parse_error)?;
+            let partitions =
+                vec![Partition { key: (), history_index: (0..ops.len()).collect(), ops: ops.clone() }];
+            let clock = if by_line { Clock::Lines } else { Clock::Events };
+            Ok(checked(&Register, &ops, &partitions, |_| None, clock, budget, options))
         }
     }
 }

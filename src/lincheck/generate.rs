@@ -251,16 +251,38 @@ fn add_stale_read(
 }
 
 /// The history as the kv EDN format `history check` reads, with `:time`s: invokes and
-/// completions in time order; an operation of unknown outcome has no completion.
+/// completions in time order. Jepsen's convention for an operation of unknown outcome: it is
+/// completed with `:info` and its process retired, so a client that goes on after one
+/// continues under a fresh process number (a reused process would have two open operations).
+/// The `:info` comes at the client's next call, or at the end of the history.
 pub fn to_edn(ops: &[Operation<KvInput, KvOutput>]) -> String {
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by_key(|&i| (ops[i].call_ns, ops[i].client));
+    let end_ns = ops.iter().map(|op| op.return_ns.unwrap_or(op.call_ns)).max().unwrap_or(0);
+    let mut next_process = ops.iter().map(|op| op.client + 1).max().unwrap_or(0);
+    // Per client: its current process, and its open unknown-outcome operation if any.
+    let mut current: std::collections::HashMap<u64, (u64, Option<usize>)> = Default::default();
+    let mut process = vec![0; ops.len()];
+    let mut info_ns = vec![end_ns; ops.len()];
+    for &i in &order {
+        let op = &ops[i];
+        let entry = current.entry(op.client).or_insert((op.client, None));
+        if let Some(open) = entry.1.take() {
+            info_ns[open] = op.call_ns;
+            entry.0 = next_process;
+            next_process += 1;
+        }
+        process[i] = entry.0;
+        if op.return_ns.is_none() {
+            entry.1 = Some(i);
+        }
+    }
+    // (time, is a completion, op): calls before completions at the same instant.
     let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(ops.len() * 2);
     for (i, op) in ops.iter().enumerate() {
         events.push((op.call_ns, false, i));
-        if let Some(r) = op.return_ns {
-            events.push((r, true, i));
-        }
+        events.push((op.return_ns.unwrap_or(info_ns[i].max(op.call_ns)), true, i));
     }
-    // Calls before returns at the same instant, as the checker orders them.
     events.sort_unstable();
     let mut out = String::new();
     for (time, is_return, i) in events {
@@ -270,16 +292,64 @@ pub fn to_edn(ops: &[Operation<KvInput, KvOutput>]) -> String {
             KvInput::Put { key, value } => ("put", key, Some(value)),
             KvInput::Append { key, value } => ("append", key, Some(value)),
         };
-        let value = match (is_return, value, &op.output) {
+        let known = op.return_ns.is_some();
+        let value = match (is_return && known, value, &op.output) {
             (_, Some(v), _) => format!("\"{v}\""),
             (true, None, Some(KvOutput::Value(v))) => format!("\"{v}\""),
             _ => "nil".to_owned(),
         };
-        let kind = if is_return { "ok" } else { "invoke" };
+        let kind = match (is_return, known) {
+            (false, _) => "invoke",
+            (true, true) => "ok",
+            (true, false) => "info",
+        };
         out.push_str(&format!(
             "{{:process {}, :type :{kind}, :f :{f}, :key \"{key}\", :value {value}, :time {time}}}\n",
-            op.client
+            process[i]
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lincheck::parse;
+
+    fn op(
+        client: u64,
+        input: KvInput,
+        call_ns: u64,
+        output: Option<(u64, KvOutput)>,
+    ) -> Operation<KvInput, KvOutput> {
+        let (return_ns, output) = output.map_or((None, None), |(r, o)| (Some(r), Some(o)));
+        Operation { client, call_ns, return_ns, input, output }
+    }
+
+    /// A store client whose put got no answer goes on with a get: the put is completed with
+    /// `:info` and the get is another process's, so the file reads back with the same ops.
+    #[test]
+    fn an_unknown_outcome_is_info_and_retires_its_process() {
+        let put = |v: &str| KvInput::Put { key: "k".into(), value: v.into() };
+        let get = || KvInput::Get { key: "k".into() };
+        let ops = vec![
+            op(0, put("1"), 0, None),
+            op(0, get(), 50, Some((60, KvOutput::Value("1".into())))),
+            op(0, put("2"), 70, None),
+            op(1, get(), 5, Some((8, KvOutput::Value(String::new())))),
+        ];
+        let text = to_edn(&ops);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 8, "{text}");
+        let info: Vec<&&str> = lines.iter().filter(|l| l.contains(":type :info")).collect();
+        assert_eq!(info.len(), 2, "{text}");
+        assert!(info[0].starts_with("{:process 0,") && info[0].contains(":time 50}"), "{text}");
+        assert!(info[1].starts_with("{:process 2,") && info[1].contains(":time 70}"), "{text}");
+        let back = parse::kv_edn(&text).expect("reads back");
+        let clients: Vec<(u64, u64)> = back.iter().map(|o| (o.call_ns, o.client)).collect();
+        assert_eq!(clients, vec![(0, 0), (5, 1), (50, 2), (70, 2)]);
+        for (got, want) in back.iter().zip([&ops[0], &ops[3], &ops[1], &ops[2]]) {
+            assert_eq!((&got.input, &got.output, got.return_ns), (&want.input, &want.output, want.return_ns));
+        }
+    }
 }

@@ -25,6 +25,7 @@
 pub mod cli;
 pub mod generate;
 pub mod html;
+pub mod knossos;
 pub mod kv;
 pub mod parse;
 pub mod register;

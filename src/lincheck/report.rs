@@ -42,6 +42,8 @@ pub struct Checked {
 pub(super) enum Clock {
     Lines,
     Nanoseconds,
+    /// The events' positions in the file (several on one line).
+    Events,
 }
 
 fn describe<I: Debug, O: Debug>(index: usize, op: &Operation<I, O>, clock: Clock) -> String {
@@ -52,6 +54,7 @@ fn describe<I: Debug, O: Debug>(index: usize, op: &Operation<I, O>, clock: Clock
     let called = match clock {
         Clock::Lines => format!("invoked on line {}", op.call_ns),
         Clock::Nanoseconds => format!("invoked at {} ns", op.call_ns),
+        Clock::Events => format!("invoked as event {}", op.call_ns),
     };
     format!("op {index} (process {}, {called}): {:?} -> {output}", op.client, op.input)
 }

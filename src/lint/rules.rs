@@ -280,7 +280,7 @@ fn silence_message(i: &Input, key: &str, threshold: Ticks, silence: &Silence, th
         ),
     };
     format!(
-        "{key} = {} is not above {gap} = {} ({}){seen}: a healthy replica's normal silence makes it {then}",
+        "{key} = {} is not above {gap} = {} ({}){seen}: a healthy replica may be silent that long, and would then be {then}",
         i.dur(threshold),
         i.dur(silence.gap_ticks),
         silence.rtt.describe(i)
@@ -294,7 +294,7 @@ pub(super) fn dead_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {
     {
         return vec![];
     }
-    vec![silence_message(i, "dead_after", p.dead_after_ticks, &silence, "dead, and it is evicted")]
+    vec![silence_message(i, "dead_after", p.dead_after_ticks, &silence, "declared dead and evicted")]
 }
 
 pub(super) fn suspect_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {

@@ -16,8 +16,10 @@ pub enum StoreCommand {
     /// redis-benchmark) until Ctrl-C, SIGTERM or SIGHUP, which stop the nodes. Started again
     /// on the same --data-dir, it restores the membership it had.
     Up {
-        /// Storage nodes; those beyond the replication factor are spares for eviction.
-        #[arg(long, default_value = "3")]
+        #[arg(long, default_value = "3", help = format!(
+            "Storage nodes, 1 to {}; those beyond the replication factor are spares for eviction",
+            crate::policy::NODE_COUNT_MAX
+        ))]
         nodes: usize,
         /// A policy file (as for `check --policy`); durations are real milliseconds.
         #[arg(long)]

@@ -602,8 +602,15 @@ impl Shell {
                     (OpKind::Write, false) => ("write", "acks"),
                     (OpKind::Read, false) => ("read", "replies"),
                 };
+                // Members that did not answer may still apply the write: the client must not
+                // take the error for "not written".
+                let unknown = if kind == OpKind::Write && !repairing {
+                    "; outcome unknown: the write may still have been applied"
+                } else {
+                    ""
+                };
                 format!(
-                    "{what} quorum not reached: {answered} of {needed} {answers} within replica_ack_timeout {timeout} ms (no reply before the deadline from {})",
+                    "{what} quorum not reached: {answered} of {needed} {answers} within replica_ack_timeout {timeout} ms (no reply before the deadline from {}){unknown}",
                     silent.join(", ")
                 )
             }

@@ -119,7 +119,7 @@ pub(super) fn healthy_eviction_facts(o: &RunOutcome, scenario: &Scenario) -> Str
             };
             let silence = match b.silence_max_ms(node) {
                 Some(bound_ms) => format!(
-                    "; its longest silence was {} ms, the model's longest for a reachable node {bound_ms} ms (heartbeat_interval + worst round trip)",
+                    "; its longest silence was {} ms, the model's bound for a reachable node {bound_ms} ms (heartbeat_interval + worst round trip)",
                     link.max_silence_ms
                 ),
                 None => String::new(),
@@ -158,7 +158,7 @@ pub(super) fn disagreement_usual(property: PropertyName, store: Found, model: Fo
 pub(super) fn write_links(out: &mut String, scenario: &Scenario, o: &RunOutcome) {
     let b = &o.bounds;
     let silence_bound = if b.independent {
-        "; the model's longest silence of a reachable node: heartbeat_interval + worst round trip"
+        "; a bound on a reachable node's silence in the model: heartbeat_interval + worst round trip"
     } else {
         ""
     };

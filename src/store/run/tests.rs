@@ -123,7 +123,7 @@ fn a_healthy_eviction_is_explained_by_what_was_measured() {
         disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_380), &scenario);
     assert_eq!(
         within,
-        "n2 declared dead after 3150 ms of silence (dead_after 3000 ms); its round trips stayed within the model's worst (1380 ms <= 1400 ms), so the delays were the model's; its longest silence was 3200 ms, the model's longest for a reachable node 2400 ms (heartbeat_interval + worst round trip)"
+        "n2 declared dead after 3150 ms of silence (dead_after 3000 ms); its round trips stayed within the model's worst (1380 ms <= 1400 ms), so the delays were the model's; its longest silence was 3200 ms, the model's bound for a reachable node 2400 ms (heartbeat_interval + worst round trip)"
     );
     assert!(!within.contains("exceeded"), "no round trip was measured above the range");
     let above = disagreement(PropertyName::NoHealthyEviction, violated, holds, &evicted_n2(1_650), &scenario);
