@@ -675,6 +675,13 @@ fn rules_for_the_missing_links_and_the_do_nothing_properties() {
         .message("RC018")
         .contains("eviction_enabled = false"));
     assert!(lint("max_concurrent_evictions = 0\n", Some(DEAD)).has("RC018"));
+    assert!(lint("max_recoveries_per_node = 0\n", Some(DEAD))
+        .message("RC018")
+        .contains("max_recoveries_per_node = 0"));
+    assert!(
+        !lint("max_recoveries_per_node = 1\n", Some(DEAD)).has("RC018"),
+        "one copy at a time still replaces it"
+    );
     // One dead node in four is 25%: a breaker at 20% stops it, at 25% lets it through.
     assert!(lint("max_dead_fraction = 0.2\n", Some(DEAD))
         .message("RC018")

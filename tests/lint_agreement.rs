@@ -115,6 +115,8 @@ fn points() -> Vec<(&'static str, String)> {
         "",
         "eviction_enabled = false\n",
         "max_concurrent_evictions = 0\n",
+        "max_recoveries_per_node = 0\n",
+        "max_recoveries_per_node = 1\n",
         "max_dead_fraction = 0.2\n",
         "max_dead_fraction = 0.25\n",
         "failure_detection = \"coupled\"\n",

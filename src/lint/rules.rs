@@ -611,6 +611,9 @@ pub(super) fn dead_replica_never_replaced(i: &Input) -> Vec<String> {
     if p.eviction.max_concurrent_evictions == 0 {
         return vec!["max_concurrent_evictions = 0: no eviction is ever allowed, so a replica that crashed for good is never replaced".into()];
     }
+    if p.eviction.max_recoveries_per_node == Some(0) {
+        return vec!["max_recoveries_per_node = 0: no node may send or receive a catch-up copy, so every eviction waits (recovery_limit) and a replica that crashed for good is never replaced".into()];
+    }
     // Does the breaker let the eviction of one dead node through?
     let nodes = i.scenario.map_or(3, |s| s.nodes.len());
     let one_dead = ClusterView {

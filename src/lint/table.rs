@@ -199,7 +199,7 @@ pub static RULES: &[Rule] = &[
         id: "RC018",
         name: "dead-replica-never-replaced",
         severity: Severity::Error,
-        what: "a replica that crashed for good is never replaced: eviction off or never allowed, a breaker that stops one eviction, or coupled detection with a shard that goes idle",
+        what: "a replica that crashed for good is never replaced: eviction off or never allowed, no copy allowed (max_recoveries_per_node = 0), a breaker that stops one eviction, or coupled detection with a shard that goes idle",
         protects: &["dead_replaced"],
         origin: "never replacing a dead replica (the do-nothing policy every safety property passes); tests/data/dead-replaced.toml",
         explanation: "Every safety property holds for a policy that never evicts anyone: nothing healthy is evicted, nothing churns. But a replica that crashed for good then stays in its replica set, which runs one failure short of its replication factor for ever, and the next failure loses the quorum. The rule asks the policy whether one crashed replica can be replaced: eviction must be enabled and allowed (max_concurrent_evictions above 0), the breaker must let one dead node in the cluster through, and the detector must be able to find it dead. Coupled detection finds a node dead only when a request to it misses its deadline, so a replica of a shard whose traffic stops is never found; independent detection (heartbeats) finds it. It protects dead_replaced.",
