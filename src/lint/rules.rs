@@ -213,9 +213,8 @@ pub(super) fn detection_within_request_deadline(i: &Input) -> Vec<String> {
 /// the next ping goes out up to one heartbeat interval after the node was last heard from (the
 /// coordinator's start counts as hearing from everyone, and its first round is one interval
 /// later), and its pong may take a worst round trip; each message the fault menu may lose on
-/// the way (a ping or a pong) costs one more interval. A detector that judges at heartbeat
-/// rounds sees the silence only at rounds: the longest it sees is the last round before the
-/// pong, a whole number of intervals (a pong due at a round may arrive after it).
+/// the way (a ping or a pong) costs one more interval. How much of it the detector sees is
+/// `detector::longest_silence_seen`.
 struct Silence {
     /// The longest silence the detector sees.
     ticks: Ticks,
@@ -243,12 +242,7 @@ fn worst_silence(i: &Input) -> Option<Silence> {
         ];
         for (rtt_ticks, lost) in options {
             let gap_ticks = p.heartbeat_interval_ticks * (1 + Ticks::from(lost)) + rtt_ticks;
-            let ticks = match p.health_check {
-                HealthCheck::Continuous => gap_ticks,
-                HealthCheck::Rounds => {
-                    gap_ticks / p.heartbeat_interval_ticks.max(1) * p.heartbeat_interval_ticks
-                }
-            };
+            let ticks = detector::longest_silence_seen(p.health_check, gap_ticks, p.heartbeat_interval_ticks);
             if worst.as_ref().is_none_or(|w| ticks > w.ticks) {
                 let rtt = if rtt_ticks == rtt.ticks {
                     round_trip(s, c, n)

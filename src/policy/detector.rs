@@ -48,6 +48,22 @@ pub fn judge_now(
             && health_from_silence(silence_ticks, suspect_after_ticks, dead_after_ticks) > believed)
 }
 
+/// The longest of a `silence_ticks` gap the detector sees: all of it when checking
+/// continuously; at heartbeat rounds, the last round inside it, a whole number of
+/// `heartbeat_interval_ticks` from the last time the node was heard (the coordinator's start
+/// counts as hearing from everyone, and its first round is one interval later). A round that
+/// falls at the gap's end may judge before the reply that ends it is delivered, so it counts.
+pub fn longest_silence_seen(
+    check: HealthCheck,
+    silence_ticks: Ticks,
+    heartbeat_interval_ticks: Ticks,
+) -> Ticks {
+    match check {
+        HealthCheck::Continuous => silence_ticks,
+        HealthCheck::Rounds => silence_ticks / heartbeat_interval_ticks.max(1) * heartbeat_interval_ticks,
+    }
+}
+
 /// What the coordinator believes about one node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,6 +126,14 @@ mod tests {
         assert!(!judge_now(HealthCheck::Continuous, false, Health::Alive, 19, 20, 30));
         // A round always judges.
         assert!(judge_now(HealthCheck::Rounds, true, Health::Dead, 0, 20, 30));
+    }
+
+    #[test]
+    fn rounds_see_a_silence_in_whole_intervals_and_continuous_all_of_it() {
+        // 500ms rounds, a 1.9s silence: rounds see 1.5s of it; continuous, all of it.
+        assert_eq!(longest_silence_seen(HealthCheck::Rounds, 19, 5), 15);
+        assert_eq!(longest_silence_seen(HealthCheck::Rounds, 20, 5), 20);
+        assert_eq!(longest_silence_seen(HealthCheck::Continuous, 19, 5), 19);
     }
 
     #[test]

@@ -371,11 +371,15 @@ pub fn describe(verdict: &TraceVerdict, model: &str) -> String {
 mod tests {
     use super::*;
 
+    fn remirror_storm() -> Scenario {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
+        Scenario::load(std::path::Path::new(path)).expect("the library model loads")
+    }
+
     /// A trace of requests to `node` (each `(sent_ms, delivered_ms)`), beside `faults`, ending
     /// at 20 s, validated against the remirror-storm model (100 ms ticks, 100 ms links).
     fn judge(node: NodeId, requests: &[(u64, Option<u64>)], faults: &[(u64, TraceFault)]) -> TraceVerdict {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
-        let scenario = Scenario::load(std::path::Path::new(path)).expect("the library model loads");
+        let scenario = remirror_storm();
         let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100 }];
         lines.extend(
             faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
@@ -421,8 +425,7 @@ mod tests {
 
     #[test]
     fn an_ended_fault_that_the_model_does_not_list_is_refused() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
-        let scenario = Scenario::load(std::path::Path::new(path)).unwrap();
+        let scenario = remirror_storm();
         let text = [
             TraceLine::StoreTrace { ms_per_tick: 100 },
             TraceLine::Fault { at_ms: 5, fault: TraceFault::Restored { index: 0 } },
