@@ -200,3 +200,94 @@ fn the_store_ends_each_timed_fault_as_the_model_does() {
     let down = at(&report, "END n1 restarts") - at(&report, "FAULT crash n1");
     assert!((150..=650).contains(&down), "n1 is down 200ms..500ms, not {down} ms:\n{report}");
 }
+
+const DETECTOR: &str = "models/detector-timing.toml";
+
+/// `sweep` over a fault's window answers "the longest slow link this detector survives": with
+/// `dead_after` 1.8s checked continuously, a link that stays slow for 1s or more makes n2
+/// silent for 1.9s (evicted, healthy), and 900ms does not; checked at rounds, every length is
+/// safe. The points' windows nest (each starts at the knob's smallest value), so the verdict is
+/// monotone and the boundary is between neighbouring values.
+#[test]
+fn sweep_finds_the_longest_slow_link_a_detector_survives() {
+    let sweep = |variant: &str| {
+        let out = replicheck(&[
+            "sweep",
+            DETECTOR,
+            "--variant",
+            variant,
+            "--vary",
+            "faults.degrade[0].duration=100ms..3s",
+            "--format",
+            "json",
+            "--threads",
+            "1",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("a JSON report")
+    };
+    let eviction = |doc: &serde_json::Value| {
+        doc["properties"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "no_healthy_eviction")
+            .unwrap()
+            .clone()
+    };
+    let continuous = sweep("continuous");
+    assert_eq!(continuous["points"], 30);
+    let boundaries = eviction(&continuous)["boundaries"].as_array().unwrap().clone();
+    assert_eq!(boundaries.len(), 1, "{boundaries:?}");
+    let b = &boundaries[0];
+    assert_eq!((b["violated_at"].as_str(), b["holds_at"].as_str()), (Some("1s"), Some("900ms")));
+    assert_eq!(b["adjacent"], true);
+    let explore = b["counterexample"]["explore_command"].as_str().unwrap();
+    assert!(
+        explore.contains("--variant continuous --set 'faults.degrade[0].duration=100ms..1s'"),
+        "the point reopens with its window: {explore}"
+    );
+    let rounds = sweep("rounds");
+    let p = eviction(&rounds);
+    assert!(p["boundaries"].as_array().unwrap().is_empty(), "{p}");
+    assert!(p["cells"].as_array().unwrap().iter().all(|c| c == "holds" || c == "inferred_holds"), "{p}");
+}
+
+/// `check --set` is a what-if over a fault's window or a policy key: every property must hold,
+/// and a setting the model cannot take is an error naming the model, the key and the value.
+#[test]
+fn check_set_changes_a_window_or_a_key_for_one_run() {
+    let check = |sets: &[&str]| {
+        let mut args = vec!["check", DETECTOR, "--variant", "continuous", "-q"];
+        for s in sets {
+            args.extend_from_slice(&["--set", s]);
+        }
+        replicheck(&args)
+    };
+    assert_eq!(check(&["faults.degrade[0].duration=900ms"]).status.code(), Some(0));
+    let out = check(&["faults.degrade[0].duration=1s"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // The safe dead_after for a link slow for 1s, continuously checked: above the 1.9s silence.
+    assert_eq!(check(&["faults.degrade[0].duration=1s", "dead_after=2s"]).status.code(), Some(0));
+    for (set, message) in [
+        (
+            "faults.degrade[1].duration=1s",
+            "--set faults.degrade[1].duration: \"1\" is not on the model's fault menu",
+        ),
+        ("faults.degrade[0].duration=150ms", "\"150ms\" is not a whole number of ticks"),
+        ("dead_aftr=2s", "unknown policy key `dead_aftr`"),
+        ("dead_after=500ms", "dead_after"),
+    ] {
+        let out = check(&[set]);
+        assert_eq!(out.status.code(), Some(2), "{set}");
+        let err = stderr(&out);
+        assert!(err.contains("models/detector-timing.toml") && err.contains(message), "{set}: {err}");
+    }
+    let out = replicheck(&["explore", DETECTOR, "--set", "faults.crash[n1].duration=1s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("\"n1\" is not on the model's fault menu (crashes: n2)"),
+        "{}",
+        stderr(&out)
+    );
+}

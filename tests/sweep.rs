@@ -121,7 +121,7 @@ fn the_text_report_and_the_picture_show_the_boundary() {
     );
     assert!(text.contains("no_healthy_eviction: holds for replica_ack_timeout in 1500ms..2s"), "{text}");
     assert!(
-        text.contains("explore: replicheck explore models/ack-timeout-eviction.toml --policy <(printf"),
+        text.contains("explore: replicheck explore models/ack-timeout-eviction.toml --variant incident --set replica_ack_timeout=1400ms --addr"),
         "{text}"
     );
     let picture = std::fs::read_to_string(&svg).expect("the picture is written");

@@ -15,10 +15,10 @@
 use super::shard::Shard;
 use super::{Counterexample, Job, RunOptions, RunResult};
 use crate::config::duration::{format_ms, Rate};
-use crate::config::{
-    self, ConfigError, Dur, Found, PolicyPatch, PropertyName, Scenario, SourcedPolicy, Verdict,
-};
+use crate::config::setting::{self, check_policy_key, policy_patch as patch, toml_value, FaultSlot};
+use crate::config::{ConfigError, Dur, Found, LatencyTicks, PropertyName, Scenario, SourcedPolicy, Verdict};
 use crate::model::WorldConfig;
+use crate::policy::Ticks;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,6 +45,29 @@ pub struct Knob {
     /// The `--vary` argument as given.
     pub spec: String,
     pub values: Vec<KnobValue>,
+    /// Set when the knob is a fault's window (`faults.partition[b].duration`), not a policy key.
+    #[serde(skip)]
+    pub fault: Option<FaultKnob>,
+}
+
+/// A knob over how long a fault of the menu may last. Each value is the longest it lasts; the
+/// shortest is the same at every point (the model's shortest, or the knob's smallest value if
+/// that is shorter or the model lets the fault last for ever), so each point allows every
+/// behaviour of the points below it and the verdicts are monotone: the boundary is "the
+/// longest such fault the policy survives".
+#[derive(Clone, Copy, Debug)]
+pub struct FaultKnob {
+    pub slot: FaultSlot,
+    pub shortest_ticks: Ticks,
+}
+
+impl FaultKnob {
+    /// The fault's window at value `v` (a duration the knob checked when it was parsed).
+    pub fn window(&self, v: &KnobValue, tick_ms: u64) -> LatencyTicks {
+        let text = v.toml.as_str().expect("a fault knob's values are durations");
+        let hi = Dur::parse(text).expect("checked").ticks(tick_ms).expect("checked");
+        LatencyTicks { lo: self.shortest_ticks.min(hi), hi }
+    }
 }
 
 /// How the sweep searches.
@@ -66,6 +89,42 @@ pub struct Plan {
     pub knobs: Vec<Knob>,
     /// Every point's policy, by point index; all resolved once before anything runs.
     policies: Vec<SourcedPolicy>,
+}
+
+impl Plan {
+    /// The model at point `p`: the scenario with the fault knobs' windows.
+    pub fn point_scenario(&self, p: usize) -> Scenario {
+        let mut scenario = self.scenario.clone();
+        for (window, slot) in self.point_windows(p) {
+            setting::set_window(&mut scenario, slot, window);
+        }
+        scenario
+    }
+
+    /// The windows the fault knobs give at point `p`, with their faults.
+    fn point_windows(&self, p: usize) -> Vec<(LatencyTicks, FaultSlot)> {
+        let coords = self.coords(p);
+        self.knobs
+            .iter()
+            .zip(&coords)
+            .filter_map(|(k, &c)| k.fault.map(|f| (f.window(&k.values[c], self.scenario.tick_ms), f.slot)))
+            .collect()
+    }
+
+    /// `--set faults.KIND[WHICH].duration=LO..HI` for each fault knob at point `p`.
+    fn point_window_args(&self, p: usize) -> Vec<String> {
+        let coords = self.coords(p);
+        self.knobs
+            .iter()
+            .zip(&coords)
+            .filter_map(|(k, &c)| {
+                k.fault.map(|f| {
+                    let window = f.window(&k.values[c], self.scenario.tick_ms);
+                    format!("{}={}", k.key, setting::window_text(window, self.scenario.tick_ms))
+                })
+            })
+            .collect()
+    }
 }
 
 impl Plan {
@@ -116,8 +175,33 @@ impl Plan {
         &self.policies[p]
     }
 
+    /// Point `p`'s check; its explore command opens the base as the sweep named it and sets
+    /// each knob with `--set`.
     pub(crate) fn job(&self, p: usize) -> Job {
-        policy_job(&self.scenario, format!("{} {}", self.base_label, self.point_label(p)), &self.policies[p])
+        let base = match (self.base_label.strip_prefix("variant "), self.base_label.strip_prefix("policy ")) {
+            (Some(name), _) => format!("--variant {}", shell_word(name)),
+            (_, Some(path)) => format!("--policy {}", shell_word(path)),
+            // The model's [policy]: an empty policy file (without --policy or --variant,
+            // `explore` opens the first variant).
+            _ => "--policy /dev/null".to_string(),
+        };
+        let coords = self.coords(p);
+        let mut sets: Vec<String> = self
+            .knobs
+            .iter()
+            .zip(&coords)
+            .filter(|(k, _)| k.fault.is_none())
+            .map(|(k, &c)| format!("{}={}", k.key, k.values[c].label))
+            .collect();
+        sets.extend(self.point_window_args(p));
+        let scenario = self.point_scenario(p);
+        let explore_args = explore_args(&scenario, &base, &sets);
+        policy_job(
+            &scenario,
+            format!("{} {}", self.base_label, self.point_label(p)),
+            &self.policies[p],
+            explore_args,
+        )
     }
 }
 
@@ -134,16 +218,13 @@ pub fn policy_toml(scenario: &Scenario, policy: &SourcedPolicy) -> String {
 }
 
 /// A check of `policy` (a resolved policy) as `check --policy` would run it: every property
-/// expected to hold; its explore command passes the policy through process substitution.
-pub(crate) fn policy_job(scenario: &Scenario, variant: String, policy: &SourcedPolicy) -> Job {
-    let policy_lines: Vec<String> = policy_toml(scenario, policy).lines().map(|l| format!("'{l}'")).collect();
-    // Without --policy, `explore` would open the model's first variant: an empty policy
-    // file is the model's [policy].
-    let explore_args = if policy_lines.is_empty() {
-        format!("{} --policy /dev/null", scenario.path.display())
-    } else {
-        format!("{} --policy <(printf '%s\\n' {})", scenario.path.display(), policy_lines.join(" "))
-    };
+/// expected to hold.
+pub(crate) fn policy_job(
+    scenario: &Scenario,
+    variant: String,
+    policy: &SourcedPolicy,
+    explore_args: String,
+) -> Job {
     Job {
         scenario: scenario.clone(),
         variant,
@@ -151,6 +232,34 @@ pub(crate) fn policy_job(scenario: &Scenario, variant: String, policy: &SourcedP
         policy: policy.clone(),
         expect: scenario.properties.iter().map(|n| (*n, Verdict::Holds)).collect(),
         explore_args,
+    }
+}
+
+/// `explore`'s arguments for `policy`: the model's [policy] with `--set` for each key that
+/// differs from it.
+pub(crate) fn explore_args_of(scenario: &Scenario, policy: &SourcedPolicy) -> String {
+    let sets: Vec<String> = policy_toml(scenario, policy)
+        .lines()
+        .filter_map(|line| line.split_once(" = "))
+        .map(|(key, value)| format!("{key}={}", value.trim_matches('"')))
+        .collect();
+    explore_args(scenario, "--policy /dev/null", &sets)
+}
+
+fn explore_args(scenario: &Scenario, base: &str, sets: &[String]) -> String {
+    let mut args = format!("{} {base}", shell_word(&scenario.path.display().to_string()));
+    for set in sets {
+        args.push_str(&format!(" --set {}", shell_word(set)));
+    }
+    args
+}
+
+/// `word` as one shell word: as is when it has nothing a shell treats specially.
+fn shell_word(word: &str) -> String {
+    if word.chars().all(|c| c.is_ascii_alphanumeric() || "_-.=/:,+@%".contains(c)) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -162,7 +271,12 @@ pub fn parse_knob(spec: &str, scenario: &Scenario) -> Result<Knob, String> {
     let key = key.trim();
     let range = range.trim();
     let fail = |why: String| format!("--vary {key}={range}: {why}");
-    check_key(key).map_err(fail)?;
+    let fault = if key.starts_with("faults.") {
+        Some(setting::fault_slot(key, scenario).map_err(|m| m.replacen("--set ", "--vary ", 1))?)
+    } else {
+        check_policy_key(key).map_err(fail)?;
+        None
+    };
     let values = if let Some((lo, hi)) = range.split_once("..") {
         range_values(key, lo.trim(), hi.trim(), scenario.tick_ms).map_err(fail)?
     } else {
@@ -179,46 +293,39 @@ pub fn parse_knob(spec: &str, scenario: &Scenario) -> Result<Knob, String> {
     if values.len() > KNOB_VALUES_MAX {
         return Err(fail(format!("{} values, more than the limit of {KNOB_VALUES_MAX}", values.len())));
     }
-    // Every value must be a valid value of the key on its own (its type, its unit).
-    for v in &values {
-        patch(key, &v.toml).map_err(|why| fail(format!("key `{key}` = {}: {why}", v.toml)))?;
-    }
-    Ok(Knob { key: key.to_string(), spec: spec.to_string(), values })
-}
-
-/// A policy key, or an error with the nearest known one.
-fn check_key(key: &str) -> Result<(), String> {
-    // An empty patch lists every key in serde's "expected one of" when given an unknown one.
-    let mut table = toml::Table::new();
-    table.insert(key.to_string(), toml::Value::Boolean(false));
-    match toml::Value::Table(table).try_into::<PolicyPatch>() {
-        Err(e) if e.to_string().contains("unknown field") => {
-            let hint = config::did_you_mean(&e.to_string())
-                .map(|h| format!("; {}", h.trim_start_matches("help: ")))
-                .unwrap_or_default();
-            Err(format!("unknown policy key `{key}`{hint}"))
+    let Some(slot) = fault else {
+        // Every value must be a valid value of the key on its own (its type, its unit).
+        for v in &values {
+            patch(key, &v.toml).map_err(|why| fail(format!("key `{key}` = {}: {why}", v.toml)))?;
         }
-        _ => Ok(()),
+        return Ok(Knob { key: key.to_string(), spec: spec.to_string(), values, fault: None });
+    };
+    // A fault's window: every value one duration, the longest the fault may last.
+    let mut longest = Vec::with_capacity(values.len());
+    for v in &values {
+        let text = v.toml.as_str().map(str::to_string).unwrap_or_else(|| v.toml.to_string());
+        let window = setting::fault_window(key, &text, scenario.tick_ms)
+            .map_err(|m| m.replacen("--set ", "--vary ", 1))?;
+        if window.lo != window.hi {
+            return Err(fail(format!(
+                "\"{text}\" is a window; each value of a fault's knob is the longest the fault lasts (its shortest stays the model's)"
+            )));
+        }
+        longest.push(window.hi);
     }
-}
-
-/// `key = value` as a policy patch, or serde's reason in the user's words.
-fn patch(key: &str, value: &toml::Value) -> Result<PolicyPatch, String> {
-    let mut table = toml::Table::new();
-    table.insert(key.to_string(), value.clone());
-    toml::Value::Table(table).try_into::<PolicyPatch>().map_err(|e| {
-        let message = e.message().trim().to_string();
-        message.strip_prefix(&format!("{key}: ")).unwrap_or(&message).to_string()
+    // Every point's window starts at one shortest duration, so the windows nest.
+    let smallest = *longest.iter().min().expect("a knob has values");
+    let shortest_ticks = slot.window(&scenario.faults).map_or(smallest, |w| w.lo.min(smallest));
+    let values = values
+        .into_iter()
+        .map(|v| KnobValue { toml: toml::Value::String(v.label.clone()), label: v.label })
+        .collect();
+    Ok(Knob {
+        key: key.to_string(),
+        spec: spec.to_string(),
+        values,
+        fault: Some(FaultKnob { slot, shortest_ticks }),
     })
-}
-
-/// A command-line value as TOML: a number, a boolean or a quoted string as written, and
-/// anything else (`300ms`, `unlimited`) as a string.
-fn toml_value(text: &str) -> toml::Value {
-    match toml::from_str::<toml::Table>(&format!("v = {text}")) {
-        Ok(mut t) => t.remove("v").expect("the key parsed"),
-        Err(_) => toml::Value::String(text.to_string()),
-    }
 }
 
 fn unquote(text: &str) -> String {
@@ -335,12 +442,12 @@ pub fn plan(
     for p in 0..count {
         let coords = plan.coords(p);
         let mut sourced = plan.base.clone();
-        for (k, &c) in plan.knobs.iter().zip(&coords) {
+        for (k, &c) in plan.knobs.iter().zip(&coords).filter(|(k, _)| k.fault.is_none()) {
             let v = &k.values[c];
             let over = patch(&k.key, &v.toml).expect("each value was parsed on its own");
             sourced = sourced.then(&SourcedPolicy::new(over, &format!("--vary {}={}", k.key, v.label)));
         }
-        WorldConfig::new(&plan.scenario, &sourced).map_err(&input)?;
+        WorldConfig::new(&plan.point_scenario(p), &sourced).map_err(&input)?;
         plan.policies.push(sourced);
     }
     Ok(plan)
@@ -367,6 +474,7 @@ pub fn plan_skipping_invalid(
     let path = scenario.path.clone();
     let input = |m: String| ConfigError::new(&path, m);
     let mut knob = parse_knob(spec, &scenario).map_err(input)?;
+    assert!(knob.fault.is_none(), "a walk between two policies varies policy keys");
     let mut policies = Vec::with_capacity(knob.values.len());
     let mut skipped = Vec::new();
     let mut kept = Vec::with_capacity(knob.values.len());

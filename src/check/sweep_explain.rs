@@ -193,7 +193,15 @@ impl Runner<'_> {
         if let Some(&i) = self.done.get(&key) {
             return Ok(i);
         }
-        let run = super::run(&sweep::policy_job(self.scenario, label.clone(), policy), self.opts)?;
+        let run = super::run(
+            &sweep::policy_job(
+                self.scenario,
+                label.clone(),
+                policy,
+                sweep::explore_args_of(self.scenario, policy),
+            ),
+            self.opts,
+        )?;
         let checked = Checked { label, policy_toml: sweep::policy_toml(self.scenario, policy), run };
         self.checked.push(checked);
         let i = self.checked.len() - 1;

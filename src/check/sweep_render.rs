@@ -33,6 +33,14 @@ fn header(plan: &Plan, outcome: &Outcome, shard: Option<Shard>) -> String {
     );
     for k in &plan.knobs {
         let _ = writeln!(out, "  {}: {} values", k.spec, k.values.len());
+        if let Some(f) = k.fault {
+            let shortest =
+                crate::config::duration::format_ms(u64::from(f.shortest_ticks) * plan.scenario.tick_ms);
+            let _ = writeln!(
+                out,
+                "    each value is the longest the fault lasts: it ends by itself from {shortest} up to the value"
+            );
+        }
     }
     let shard = shard.map(|s| format!(" (shard {}/{})", s.index, s.count)).unwrap_or_default();
     let _ = writeln!(

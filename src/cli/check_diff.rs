@@ -2,12 +2,35 @@
 
 use super::*;
 
+/// `check --set`: each run with the settings applied, as a what-if where every property must
+/// hold; a setting the model cannot take (no such fault, a rule between keys broken) is an
+/// error naming the model.
+fn with_settings(jobs: Vec<check::Job>, sets: &[String]) -> Result<Vec<check::Job>, ConfigError> {
+    if sets.is_empty() {
+        return Ok(jobs);
+    }
+    jobs.into_iter()
+        .map(|mut job| {
+            let settings = super::explore::parse_settings(sets, &job.scenario)?;
+            job.policy = config::setting::apply(&settings, &mut job.scenario, &job.policy);
+            WorldConfig::new(&job.scenario, &job.policy)
+                .map_err(|m| ConfigError::new(&job.scenario.path, m))?;
+            for set in sets {
+                job.variant.push_str(&format!(" --set {set}"));
+                job.explore_args.push_str(&format!(" --set '{}'", set.replace('\'', "'\\''")));
+            }
+            job.description = format!("{} (with --set: every property must hold)", job.description);
+            job.expect = job.scenario.properties.iter().map(|p| (*p, config::Verdict::Holds)).collect();
+            Ok(job)
+        })
+        .collect()
+}
+
 /// `check`: every job explored (or walked, with `--simulate`), lint first, the report last.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check_command(
     paths: Vec<PathBuf>,
-    policy: Option<PathBuf>,
-    variant: Option<String>,
+    (policy, variant, sets): (Option<PathBuf>, Option<String>, Vec<String>),
     format: Format,
     run: RunArgs,
     sim: SimArgs,
@@ -26,7 +49,7 @@ pub(super) fn check_command(
     }
     let files = check::model_files(&paths)?;
     let only = variant.clone();
-    let jobs = check::plan(&files, &policy_choice(policy, variant)?)?;
+    let jobs = with_settings(check::plan(&files, &policy_choice(policy, variant)?)?, &sets)?;
     if sim.simulate {
         return Ok(simulate(&jobs, &sim, shard, format, quiet, run.addr)?);
     }

@@ -10,17 +10,23 @@ pub(super) fn explore(
     variant: Option<String>,
     policy: Option<&std::path::Path>,
     rollout: Option<(PathBuf, bool)>,
+    sets: &[String],
     addr: &str,
 ) -> Result<ExitCode, Error> {
-    let (scenario, mut cfg) = world_config(model, variant.clone(), policy)?;
+    let (scenario, mut cfg) = world_config(model, variant.clone(), policy, sets)?;
     if let (Some((from, rollback)), Some(to)) = (rollout, policy) {
         cfg = rollout_config(&scenario, &from, to, rollback)?;
     }
-    let variant_name = match (policy, variant) {
+    let mut variant_name = match (policy, variant) {
+        // An empty policy file is the model's own [policy] (what a sweep's point names).
+        (Some(p), _) if config::load_policy(p)?.patch.describe().is_empty() => "[policy]".to_string(),
         (Some(p), _) => format!("policy {}", p.display()),
         (None, Some(v)) => v,
         (None, None) => scenario.variants[0].name.clone(),
     };
+    for set in sets {
+        variant_name.push_str(&format!(" --set {set}"));
+    }
     let socket: std::net::SocketAddr = addr.parse().map_err(|e| {
         ConfigError::new(std::path::Path::new("--addr"), format!("\"{addr}\" is not HOST:PORT ({e})"))
     })?;
@@ -55,8 +61,9 @@ pub(super) fn world_config(
     model: &std::path::Path,
     variant: Option<String>,
     policy: Option<&std::path::Path>,
+    sets: &[String],
 ) -> Result<(Scenario, WorldConfig), ConfigError> {
-    let scenario = Scenario::load(model)?;
+    let mut scenario = Scenario::load(model)?;
     let sourced = match policy {
         Some(path) => scenario.base_policy.then(&config::load_policy(path)?),
         None => {
@@ -71,6 +78,20 @@ pub(super) fn world_config(
                 .clone()
         }
     };
+    let settings = parse_settings(sets, &scenario)?;
+    let sourced = config::setting::apply(&settings, &mut scenario, &sourced);
     let cfg = WorldConfig::new(&scenario, &sourced).map_err(|m| ConfigError::new(model, m))?;
     Ok((scenario, cfg))
+}
+
+/// Each `--set KEY=VALUE` against `scenario`; an error names the model file.
+pub(super) fn parse_settings(
+    sets: &[String],
+    scenario: &Scenario,
+) -> Result<Vec<config::setting::Setting>, ConfigError> {
+    sets.iter()
+        .map(|s| {
+            config::setting::Setting::parse(s, scenario).map_err(|m| ConfigError::new(&scenario.path, m))
+        })
+        .collect()
 }

@@ -80,6 +80,11 @@ pub enum Command {
         /// of that name (models without one are skipped; an error if none has it).
         #[arg(long, conflicts_with = "policy")]
         variant: Option<String>,
+        /// Set a policy key over each run's policy (`dead_after=2s`), or how long a fault of the
+        /// menu lasts (`faults.partition[b].duration=500ms..2s`); repeatable. A run with a
+        /// setting is a what-if: every property must hold, as with --policy.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
         #[arg(long, value_enum, default_value = "human")]
         format: Format,
         #[command(flatten)]
@@ -159,6 +164,10 @@ pub enum Command {
         /// With --rollout-from: each coordinator may also go back.
         #[arg(long, requires = "rollout_from")]
         rollback: bool,
+        /// Set a policy key over the variant or policy (`dead_after=2s`), or how long a fault
+        /// of the menu lasts (`faults.partition[b].duration=500ms..2s`); repeatable.
+        #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with = "rollout_from")]
+        set: Vec<String>,
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
@@ -476,13 +485,13 @@ fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<Pol
 
 pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
-        Command::Check { paths, policy, variant, format, run, sim, shard, dist, quiet } => {
-            check_command(paths, policy, variant, format, run, sim, shard, dist, quiet)
+        Command::Check { paths, policy, variant, set, format, run, sim, shard, dist, quiet } => {
+            check_command(paths, (policy, variant, set), format, run, sim, shard, dist, quiet)
         }
         Command::Store { command } => Ok(crate::store::cli::run(command, &model_verdicts)?),
-        Command::Explore { model, variant, policy, rollout_from, rollback, addr } => {
+        Command::Explore { model, variant, policy, rollout_from, rollback, set, addr } => {
             let rollout = rollout_from.map(|from| (from, rollback));
-            explore(&model, variant, policy.as_deref(), rollout, &addr)
+            explore(&model, variant, policy.as_deref(), rollout, &set, &addr)
         }
         other => Ok(run_command(other)?),
     }
@@ -593,7 +602,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
         Command::Store { .. } => unreachable!("run() takes the store commands"),
         Command::Conform { log, model: None, .. } => conform(&log),
         Command::Conform { log, model: Some(model), variant, policy } => {
-            let (scenario, cfg) = world_config(&model, variant, policy.as_deref())?;
+            let (scenario, cfg) = world_config(&model, variant, policy.as_deref(), &[])?;
             let text = config::read_file(&log)?;
             if crate::store::trace::is_store_trace(&text) {
                 return conform_store_trace(&log, &text, &scenario);

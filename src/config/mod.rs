@@ -6,6 +6,7 @@ pub mod keys;
 pub mod policy;
 mod resolved;
 mod scenario;
+pub mod setting;
 mod spans;
 
 pub use duration::{Dur, LatencyRange};
