@@ -120,9 +120,14 @@ fn points() -> Vec<(&'static str, String)> {
         "max_dead_fraction = 0.2\n",
         "max_dead_fraction = 0.25\n",
         "failure_detection = \"coupled\"\n",
+        // The fastest join: 100ms to a source, 100ms to n4, 100ms back.
+        "join_timeout = \"300ms\"\n",
+        "join_timeout = \"400ms\"\n",
     ] {
         points.push((DEAD, policy.into()));
     }
+    // The spare has no replica slot free (RC018 in a model).
+    points.push(("tests/data/dead-replaced-no-room.toml", String::new()));
     // A hot shard on a slow node (RC019): no rebalancer, no room, room.
     const SLOW: &str = "tests/data/hot-shard-slow-node.toml";
     for policy in

@@ -608,6 +608,11 @@ pub(super) fn dead_replica_never_replaced(i: &Input) -> Vec<String> {
     if p.eviction.max_recoveries_per_node == Some(0) {
         return vec!["max_recoveries_per_node = 0: no node may send or receive a catch-up copy, so every eviction waits (recovery_limit) and a replica that crashed for good is never replaced".into()];
     }
+    if let Some(w) = i.world {
+        if let Some(why) = no_replacement_in_the_model(i, w) {
+            return vec![why];
+        }
+    }
     // Does the breaker let the eviction of one dead node through?
     let nodes = i.scenario.map_or(3, |s| s.nodes.len());
     let one_dead = ClusterView {
@@ -645,4 +650,67 @@ pub(super) fn dead_replica_never_replaced(i: &Input) -> Vec<String> {
         )],
         None => vec![],
     }
+}
+
+/// Why a model never lets a crashed replica be replaced, in its own terms: no node outside a
+/// crashable replica's set has a replica slot free, or every join is abandoned
+/// (`join_timeout`) before the copies it needs can land.
+fn no_replacement_in_the_model(i: &Input, w: &crate::model::WorldConfig) -> Option<String> {
+    let held = |n: NodeId| w.initial_members.iter().filter(|m| m.contains(&n)).count();
+    let has_room =
+        |n: NodeId| w.nodes[usize::from(n)].replica_slots.is_none_or(|slots| held(n) < usize::from(slots));
+    let node_count = w.nodes.len() as NodeId;
+    // Each (shard, crashable member): the nodes that could take its place.
+    let mut fastest_join: Option<(Ticks, String)> = None;
+    let mut any_target = false;
+    for (k, members) in w.initial_members.iter().enumerate() {
+        for &dead in members.iter().filter(|m| w.faults.crash.contains(m)) {
+            let targets: Vec<NodeId> =
+                (0..node_count).filter(|t| !members.contains(t) && has_room(*t)).collect();
+            any_target |= !targets.is_empty();
+            let sources: Vec<NodeId> = members.iter().copied().filter(|&m| m != dead).collect();
+            if sources.is_empty() {
+                continue;
+            }
+            let needed = usize::from(quorum::copies_needed(i.policy.read_quorum, sources.len()));
+            for &t in &targets {
+                let mut copies: Vec<(Ticks, NodeId)> =
+                    sources.iter().map(|&s| (copy_ticks(w, s, t), s)).collect();
+                copies.sort();
+                let (ticks, source) = copies[needed - 1];
+                if fastest_join.as_ref().is_none_or(|(best, _)| ticks < *best) {
+                    let name = |n: NodeId| w.nodes[usize::from(n)].name.clone();
+                    let path = format!(
+                        "shard {}: the coordinator asks {} to copy to {}, which acks ({needed} of {} copies needed)",
+                        w.shard_names[k],
+                        name(source),
+                        name(t),
+                        sources.len()
+                    );
+                    fastest_join = Some((ticks, path));
+                }
+            }
+        }
+    }
+    let replaceable = w.initial_members.iter().any(|m| m.iter().any(|n| w.faults.crash.contains(n)));
+    if replaceable && !any_target {
+        return Some("no node outside a crashable replica's set has a replica slot free (replica_slots): a replica that crashed for good has nowhere to go and is never replaced".into());
+    }
+    let (timeout, (fastest, path)) = (i.policy.recovery.join_timeout_ticks?, fastest_join?);
+    // A copy ack due in the very tick the timeout fires may come second: equal is not enough.
+    (timeout <= fastest).then(|| {
+        format!(
+            "join_timeout = {} is not above the fastest join of the model, {} ({path}, at the lowest latencies): every join is abandoned before its copies land, and a replica that crashed for good is never replaced",
+            i.dur(timeout),
+            i.dur(fastest)
+        )
+    })
+}
+
+/// The fastest copy from `source` to `target`: the membership leader's request to the source,
+/// the data to the target and the target's ack back, each at its link's lowest latency.
+fn copy_ticks(w: &crate::model::WorldConfig, source: NodeId, target: NodeId) -> Ticks {
+    let c = usize::from(w.coordinators[0].zone);
+    let zone = |n: NodeId| usize::from(w.nodes[usize::from(n)].zone);
+    w.latency[c][zone(source)].lo + w.latency[zone(source)][zone(target)].lo + w.latency[zone(target)][c].lo
 }
