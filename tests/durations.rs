@@ -165,9 +165,12 @@ fn the_store_ends_each_timed_fault_as_the_model_does() {
     let dir = tempfile::tempdir().unwrap();
     let run =
         |model: &'static str, variant: Option<&'static str>, fault: &'static str, secs: &'static str| {
-            let trace = dir.path().join(format!("{fault}.jsonl"));
+            let trace = dir.path().join(format!("{fault}-{}.jsonl", variant.unwrap_or("first")));
             std::thread::spawn(move || {
-                let mut args = vec!["store", "run", model, "--faults", fault, "--duration", secs];
+                // Seed 2 draws a cut of 800ms, no longer than the incident's 800ms ack deadline:
+                // a write sent to n2 during the cut misses its deadline after the cut ended.
+                let mut args =
+                    vec!["store", "run", model, "--faults", fault, "--duration", secs, "--seed", "2"];
                 if let Some(v) = variant {
                     args.extend(["--variant", v]);
                 }
@@ -183,8 +186,9 @@ fn the_store_ends_each_timed_fault_as_the_model_does() {
                 report
             })
         };
-    // Both runs at once (ephemeral ports, separate directories): half the wall time.
-    let cut = run("models/remirror-storm.toml", Some("throttled"), "partition:b", "10s");
+    // The runs at once (ephemeral ports, separate directories): a third of the wall time.
+    let cut = run("models/remirror-storm.toml", Some("throttled"), "partition:b", "12s");
+    let storm = run("models/remirror-storm.toml", Some("incident"), "partition:b", "12s");
     let crash = run("tests/data/timed-faults.toml", None, "crash:n1", "6s");
     let at = |report: &str, what: &str| -> u64 {
         let line =
@@ -196,6 +200,17 @@ fn the_store_ends_each_timed_fault_as_the_model_does() {
     assert!((450..=2_150).contains(&lasted), "the cut lasts 500ms..2s, not {lasted} ms:\n{report}");
     assert!(at(&report, "HEAL") >= at(&report, "END zone b"), "{report}");
     assert!(report.contains("coordinator work (the model's queue: 1 unit(s) per model tick"), "{report}");
+    // Throttled: n2 is back long before its 3s down/out interval is over, so it keeps its place.
+    assert!(
+        report.contains("re-replication after the faults ended") && report.contains("none began"),
+        "{report}"
+    );
+    // The incident: re-mirroring at once, n2 is replaced after the network came back.
+    let report = storm.join().unwrap();
+    let ended = at(&report, "END zone b reachable again");
+    let line = report.lines().find(|l| l.starts_with("re-replication after the faults ended")).unwrap();
+    assert!(line.contains("began: n2 -> n4 in v1 at"), "{report}");
+    assert!(at(&report, "evict n2 -> n4") >= ended, "the re-mirror starts after the cut ended:\n{report}");
     let report = crash.join().unwrap();
     let down = at(&report, "END n1 restarts") - at(&report, "FAULT crash n1");
     assert!((150..=650).contains(&down), "n1 is down 200ms..500ms, not {down} ms:\n{report}");

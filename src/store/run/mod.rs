@@ -209,6 +209,8 @@ pub struct RunOutcome {
     /// The model's bounds for this scenario and policy, to compare the measured facts with.
     pub bounds: ModelBounds,
     pub events: Vec<Event>,
+    /// Since when no fault was in force (`None`: a fault lasted to the end, or none happened).
+    pub faults_over_at_ms: Option<u64>,
     pub info_counters: BTreeMap<String, u64>,
     pub decisions: usize,
 }
@@ -429,6 +431,7 @@ fn run_store(
         started: before_start,
         node_faulted_at_ms: BTreeMap::new(),
         active: Vec::new(),
+        faults_over_at_ms: None,
         faults: schedule(scenario, &req.faults)?,
         events: Vec::new(),
     };
@@ -514,6 +517,7 @@ fn run_store(
     }
     outcome.history_files = write_history_files(&load, &finals, req, !outcome.not_linearizable.is_empty())?;
     outcome.events = std::mem::take(&mut rig.events);
+    outcome.faults_over_at_ms = rig.faults_over_at_ms;
     outcome.rollout = rollout.is_some();
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
     read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;

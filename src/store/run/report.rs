@@ -194,6 +194,31 @@ pub(super) fn moves_per_second(o: &RunOutcome) -> String {
     format!("per second since start: {}", parts.join(", "))
 }
 
+/// The re-replication that began once every fault was over: in a re-mirroring storm, the
+/// store replacing replicas that are back (the incident's "when the network came back, every
+/// node that had lost its mirror re-mirrored at once").
+pub(super) fn after_the_faults(scenario: &Scenario, o: &RunOutcome, over_ms: u64) -> String {
+    let name = |n: NodeId| scenario.nodes[usize::from(n)].name.clone();
+    let after: Vec<String> = o
+        .evictions
+        .iter()
+        .filter(|e| e.at_ms >= over_ms)
+        .map(|e| {
+            let shard = &scenario.shards[usize::from(e.shard)].name;
+            format!("{} -> {} in {shard} at {} ms", name(e.node), name(e.replacement), e.at_ms)
+        })
+        .collect();
+    if after.is_empty() {
+        format!("re-replication after the faults ended ({over_ms} ms): none began")
+    } else {
+        format!(
+            "re-replication after the faults ended ({over_ms} ms): {} began: {}",
+            after.len(),
+            after.join(", ")
+        )
+    }
+}
+
 pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, model: &[(PropertyName, Found)]) {
     let _ = writeln!(out, "timeline (ms since start):");
     let mut timeline: Vec<(u64, String)> = o.events.iter().map(|e| (e.at_ms, e.what.clone())).collect();
@@ -298,6 +323,9 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
     );
     for line in o.ops_never_completed.iter().take(5) {
         let _ = writeln!(out, "  {line}");
+    }
+    if let Some(over_ms) = o.faults_over_at_ms {
+        let _ = writeln!(out, "{}", after_the_faults(scenario, o, over_ms));
     }
     let _ = writeln!(
         out,

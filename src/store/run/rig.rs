@@ -202,6 +202,9 @@ pub(super) struct Rig<'a> {
     pub(super) node_faulted_at_ms: BTreeMap<NodeId, u64>,
     /// The faults in force, in the order they started (the heal clears them).
     pub(super) active: Vec<Fault>,
+    /// Since when (ms since start) no fault has been in force, once the first one happened
+    /// (a coordinator crash is over once it restarted).
+    pub(super) faults_over_at_ms: Option<u64>,
     /// The run's schedule.
     pub(super) faults: Vec<Fault>,
     pub(super) events: Vec<Event>,
@@ -280,6 +283,7 @@ impl Rig<'_> {
             Fault::Drop => TraceFault::Drop,
         };
         self.active.push(fault.clone());
+        self.faults_over_at_ms = None;
         // Before the fault: a message it loses is then excused by it.
         self.trace(traced);
         match fault {
@@ -291,6 +295,7 @@ impl Rig<'_> {
             Fault::CoordinatorCrash => {
                 self.cluster.restart_coordinator()?;
                 self.event("FAULT the coordinator crashes and restarts with what it saved".into());
+                self.note_if_faults_over();
             }
             Fault::Partition(zone) => {
                 for link in self.links() {
@@ -395,7 +400,15 @@ impl Rig<'_> {
             }
             Fault::CoordinatorCrash | Fault::Drop => unreachable!("a fault without a duration ended"),
         }
+        self.note_if_faults_over();
         Ok(())
+    }
+
+    /// Record the moment the last fault in force is over.
+    fn note_if_faults_over(&mut self) {
+        if self.active.iter().all(|f| *f == Fault::CoordinatorCrash) && self.faults_over_at_ms.is_none() {
+            self.faults_over_at_ms = Some(self.now_ms());
+        }
     }
 
     /// Every fault undone: links as in the scenario, crashed nodes restarted.
@@ -414,6 +427,9 @@ impl Rig<'_> {
             "HEAL every fault undone"
         };
         self.event(what.into());
+        if !self.faults.is_empty() {
+            self.note_if_faults_over();
+        }
         Ok(())
     }
 }
