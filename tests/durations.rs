@@ -306,3 +306,46 @@ fn check_set_changes_a_window_or_a_key_for_one_run() {
         stderr(&out)
     );
 }
+
+/// The store's detector checked continuously (the same protocol code as the model's): a crashed
+/// replica is declared dead as soon as its silence passes `dead_after` (3s), not at the next
+/// heartbeat round (1s apart), and replaced; nothing healthy is evicted and every request's fate
+/// is a behaviour of the model under that policy.
+#[test]
+fn the_store_judges_silence_continuously_when_the_policy_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("continuous.toml");
+    std::fs::write(&policy, "health_check = \"continuous\"\n").unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let out = replicheck(&[
+        "store",
+        "run",
+        "tests/data/dead-replaced.toml",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--faults",
+        "crash:n2",
+        "--duration",
+        "10s",
+        "--seed",
+        "1",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    let report = String::from_utf8_lossy(&out.stdout).to_string() + &stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("trace: every request's fate is a behaviour of model"), "{report}");
+    let at = |what: &str| -> u64 {
+        let line =
+            report.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("no `{what}`:\n{report}"));
+        line.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let crashed = at("FAULT crash n2");
+    let evicted = at("evict n2 -> n4 in s1: after a fault hit it");
+    // n2 was last heard at most at its crash: dead 3s later, within a tick and the store's slack.
+    assert!(
+        evicted >= crashed + 1_700 && evicted <= crashed + 3_000 + 100 + 400,
+        "n2 crashed at {crashed} ms, evicted at {evicted} ms:\n{report}"
+    );
+    assert!(report.contains("evictions: 1 (0 healthy)"), "{report}");
+}
