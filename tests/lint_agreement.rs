@@ -126,6 +126,12 @@ fn points() -> Vec<(&'static str, String)> {
     ] {
         points.push((DEAD, policy.into()));
     }
+    // The re-mirroring storm (RC020): at once, and after a down/out interval above the worst
+    // round trip (200ms), and at it.
+    const STORM: &str = "models/remirror-storm.toml";
+    for policy in ["", "down_out_interval = \"200ms\"\n", "down_out_interval = \"300ms\"\n"] {
+        points.push((STORM, policy.into()));
+    }
     // The spare has no replica slot free (RC018 in a model).
     points.push(("tests/data/dead-replaced-no-room.toml", String::new()));
     // A hot shard on a slow node (RC019): no rebalancer, no room, room.

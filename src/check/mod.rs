@@ -13,6 +13,7 @@ pub mod simulate;
 pub mod sweep;
 pub mod sweep_cmd;
 pub mod sweep_explain;
+mod sweep_knob;
 pub mod sweep_render;
 pub mod terminal;
 pub mod trace;

@@ -111,6 +111,11 @@ pub(in crate::lint) fn coordinator_backlog_within_deadline(i: &Input) -> Vec<Str
         return vec![];
     }
     let rtt = worst_round_trip(s);
+    // A replica blamed for a miss had its request sent before the deadline, so its reply comes
+    // within a round trip of it: a down/out interval longer than that hears it before it is out.
+    if p.recovery.down_out_interval_ticks > rtt.ticks {
+        return vec![];
+    }
     // The most work a request can wait behind while the eviction its miss asks for still goes
     // ahead: the ceiling (changes pause only above it), or without one a backlog of every
     // eviction the policy allows at once, each an update and a copy from every other replica.
