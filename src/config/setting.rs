@@ -221,7 +221,7 @@ mod tests {
         let set = Setting::parse("faults.partition[b].duration=500ms..1200ms", &s).unwrap();
         let Setting::FaultWindow { slot, window, .. } = &set else { panic!("a window") };
         assert_eq!((*slot, window.lo, window.hi), (FaultSlot::Partition(0), 5, 12));
-        assert_eq!(set.arg(s.tick_ms), "faults.partition[b].duration=500ms..1.2s");
+        assert_eq!(set.arg(s.tick_ms), "faults.partition[b].duration=500ms..1200ms");
         let by_index = Setting::parse("faults.partition[0].duration=1s", &s).unwrap();
         assert!(matches!(by_index, Setting::FaultWindow { slot: FaultSlot::Partition(0), .. }));
         let err = Setting::parse("faults.partition[a].duration=1s", &s).unwrap_err();
@@ -229,7 +229,7 @@ mod tests {
         let err = Setting::parse("faults.partition[b].duration=150ms", &s).unwrap_err();
         assert!(err.contains("not a whole number of ticks"), "{err}");
         let err = Setting::parse("faults.partition[b].duration=30s", &s).unwrap_err();
-        assert!(err.contains("at most 250 ticks"), "{err}");
+        assert!(err.contains("250 ticks"), "{err}");
         let err = Setting::parse("faults.partition[b].latency=1s", &s).unwrap_err();
         assert!(err.contains("faults.partition[ZONE].duration"), "{err}");
     }
