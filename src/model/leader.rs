@@ -14,7 +14,7 @@
 use super::{env, Action, Endpoint, Event, Msg, PerNode, PerShard, WorldConfig, WorldState};
 use crate::policy::NodeId;
 use crate::protocol::leader::{
-    LeaderEvent, Manager, ManagerTimer, Pos, Replica, ReplicaDurable, ReplicaTimer,
+    LeaderEvent, Manager, ManagerTimer, Pos, Replica, ReplicaDurable, ReplicaTimer, Role,
 };
 use crate::protocol::{filled, ModelData, Outbox};
 use std::sync::Arc;
@@ -40,6 +40,15 @@ impl LeaderNode {
         match self {
             LeaderNode::Up(r) => r.shards[i].as_ref().map(|s| (s.last, s.epoch)),
             LeaderNode::Down(d) => d.shards[i].as_ref().map(|s| (s.last, s.epoch)),
+        }
+    }
+
+    /// Its role in `shard` in the epoch it knows (durable).
+    pub fn role(&self, shard: u8) -> Option<Role> {
+        let i = usize::from(shard);
+        match self {
+            LeaderNode::Up(r) => r.shards[i].as_ref().map(|s| s.role),
+            LeaderNode::Down(d) => d.shards[i].as_ref().map(|s| s.role),
         }
     }
 }
@@ -271,14 +280,26 @@ fn observe(g: &mut LeaderGhost, e: LeaderEvent) {
     }
 }
 
-/// `acked_writes_persist` for the leader family: per shard, the newest acknowledged position
-/// is held by the replica the manager names primary (reads and writes go there): its newest
-/// entry, durable whether it is up or not, is that position or a later one (epoch first).
+/// `acked_writes_persist` for the leader family: per shard, once the replica the manager names
+/// primary (reads and writes go there) has taken that role (it is primary in the manager's
+/// epoch, running or crashed), its newest entry, which is durable, is the newest acknowledged
+/// position or a later one (epoch first). Before it has taken the role it serves nothing, and
+/// appends on their way may still reach it; once it has, it takes no older epoch's log, so a
+/// write it lacks then is lost for good.
 pub fn acked_writes_persist(s: &WorldState) -> bool {
     let l = actors(s);
     l.ghost.acked.iter().enumerate().all(|(shard, acked)| {
-        acked.is_none_or(|acked| primary_last(l, shard as u8).is_some_and(|last| last >= acked))
+        acked.is_none_or(|acked| primary_in_role(l, shard as u8).is_none_or(|last| last >= acked))
     })
+}
+
+/// The newest entry the manager's primary of `shard` holds, if it has taken that role: it is
+/// primary in the manager's epoch.
+pub fn primary_in_role(l: &LeaderActors, shard: u8) -> Option<Position> {
+    let view = &l.manager.shards[usize::from(shard)];
+    let r = &l.replicas[usize::from(view.primary)];
+    let (last, epoch) = r.shard(shard)?;
+    (epoch == view.epoch && r.role(shard) == Some(Role::Primary)).then_some(last)
 }
 
 /// The newest entry the manager's primary of `shard` holds.

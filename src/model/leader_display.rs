@@ -214,11 +214,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState, l: &LeaderActors) -> String {
 /// A replica's role in shard `k`, as its machine (or, crashed, its durable state) has it.
 fn role(cfg: &WorldConfig, r: &LeaderNode, k: u8) -> Option<String> {
     let (last, epoch) = r.shard(k)?;
-    let role = match r {
-        LeaderNode::Up(r) => r.shards[usize::from(k)].as_ref().map(|s| s.role),
-        LeaderNode::Down(d) => d.shards[usize::from(k)].as_ref().map(|s| s.role),
-    }?;
-    let role = match role {
+    let role = match r.role(k)? {
         Role::Primary => {
             let in_sync = match r {
                 LeaderNode::Up(r) => r.shards[usize::from(k)].as_ref().map(|s| {
@@ -312,10 +308,12 @@ pub fn explain_acked(cfg: &WorldConfig, s: &WorldState) -> String {
         };
         let primary = l.manager.shards[k].primary;
         let held = leader::primary_last(l, k as u8).map_or("nothing".to_string(), pos);
-        let verdict = if leader::primary_last(l, k as u8).is_some_and(|p| p >= *acked) {
-            "holds it"
-        } else {
-            "does NOT hold it: the acknowledged write is lost to every read and to the log the followers adopt"
+        let verdict = match leader::primary_in_role(l, k as u8) {
+            None => "has not taken the role yet (it serves nothing until it has)",
+            Some(p) if p >= *acked => "holds it",
+            Some(_) => {
+                "does NOT hold it, and as primary takes no older epoch's log: the acknowledged write is lost"
+            }
         };
         parts.push(format!(
             "shard {name}: newest acknowledged {}; the manager's primary {} (epoch {}) holds {held} and {verdict}",
