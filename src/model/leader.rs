@@ -314,11 +314,12 @@ pub fn single_primary(s: &WorldState) -> bool {
     actors(s).ghost.split_brain.is_none()
 }
 
-/// Whether a step changed who is primary of a shard (a promotion): `converges` forbids a cycle
-/// of them in which time passes.
+/// Whether a step changed who is primary of a shard (a promotion, which always names another
+/// replica): `converges` forbids a cycle of them in which time passes. (The epoch is no sign
+/// of one: renaming lowers it when an older epoch leaves the state.)
 pub fn primary_changed(from: &WorldState, to: &WorldState) -> bool {
     let (a, b) = (actors(from), actors(to));
-    a.manager.shards.iter().zip(&b.manager.shards).any(|(x, y)| x.primary != y.primary || x.epoch != y.epoch)
+    a.manager.shards.iter().zip(&b.manager.shards).any(|(x, y)| x.primary != y.primary)
 }
 
 /// Rename every epoch of the state (machines, messages, ghost) to its rank among them, 0
@@ -402,3 +403,7 @@ fn for_each_epoch(l: &mut LeaderActors, net: &mut [Msg], f: &mut impl FnMut(&mut
         }
     }
 }
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;

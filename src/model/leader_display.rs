@@ -256,7 +256,7 @@ pub fn changes(cfg: &WorldConfig, before: &WorldState, after: &WorldState) -> Ve
     let (Some(a), Some(b)) = (leader::of(before), leader::of(after)) else { return Vec::new() };
     let mut notes = Vec::new();
     for (k, (x, y)) in a.manager.shards.iter().zip(&b.manager.shards).enumerate() {
-        if x.primary != y.primary || x.epoch != y.epoch {
+        if x.primary != y.primary {
             let clean = if x.in_sync & (1 << y.primary) != 0 {
                 "from the in-sync set"
             } else {
@@ -273,7 +273,7 @@ pub fn changes(cfg: &WorldConfig, before: &WorldState, after: &WorldState) -> Ve
         } else if x.in_sync != y.in_sync {
             notes.push(format!("{} in-sync set now {}", cfg.shard_names[k], nodes(cfg, y.in_sync)));
         }
-        if x.failover.is_some() && y.failover.is_none() && x.primary == y.primary && x.epoch == y.epoch {
+        if x.failover.is_some() && y.failover.is_none() && x.primary == y.primary {
             notes.push(format!(
                 "no promotion of {}: the failover found no replica it may promote, or heard from the primary",
                 cfg.shard_names[k]
