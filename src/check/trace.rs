@@ -95,6 +95,15 @@ pub enum Step {
     BurstEnds {
         shard: u8,
     },
+    /// Leader family: a timer of the failover manager.
+    ManagerTimer {
+        timer: crate::protocol::leader::ManagerTimer,
+    },
+    /// Leader family: a timer of a node's replica.
+    ReplicaTimer {
+        node: u8,
+        timer: crate::protocol::leader::ReplicaTimer,
+    },
 }
 
 impl Step {
@@ -123,6 +132,8 @@ impl Step {
             Action::Upgrade(coord) => Step::Upgrade { coord },
             Action::Rollback(coord) => Step::Rollback { coord },
             Action::BurstEnds(shard) => Step::BurstEnds { shard },
+            Action::ManagerTimer(timer) => Step::ManagerTimer { timer },
+            Action::ReplicaTimer { node, timer } => Step::ReplicaTimer { node, timer },
             Action::Tick => return None,
         })
     }

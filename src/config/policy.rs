@@ -427,26 +427,33 @@ fn defaults() -> PolicyPatch {
 }
 
 impl SourcedPolicy {
-    /// Resolve against a scenario with `tick_ms` and `node_count` nodes. Errors name the key,
-    /// its value and the file (and table) that set it.
+    /// Resolve against a scenario with `tick_ms` and `node_count` nodes, for the store: errors
+    /// name the key, its value and the file (and table) that set it, and the leader family,
+    /// which the store does not run yet, is refused.
     pub fn resolve(&self, tick_ms: u64, node_count: usize) -> Result<Policy, String> {
         self.refuse_unrun_family(self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))?)
     }
 
-    /// Resolve without a scenario, for `replicheck lint` without `--model`: every duration in
-    /// milliseconds (a 1ms tick) with no tick limit, and room for the largest replication
-    /// factor. Every other check of `resolve` applies.
+    /// Resolve against a scenario for the timed world, which runs either family (as
+    /// [`SourcedPolicy::resolve`] otherwise).
+    pub fn resolve_for_model(&self, tick_ms: u64, node_count: usize) -> Result<Policy, String> {
+        self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))
+    }
+
+    /// Resolve without a scenario, for the store and `replicheck lint` without `--model`: every
+    /// duration in milliseconds (a 1ms tick) with no tick limit, and room for the largest
+    /// replication factor. Every other check of `resolve` applies.
     pub fn resolve_ms(&self) -> Result<Policy, String> {
         self.refuse_unrun_family(self.resolve_within(1, NODE_COUNT_MAX, u64::from(u32::MAX))?)
     }
 
-    /// The leader family's machines (`protocol::leader`) exist, but neither the timed world nor
-    /// the store runs them yet: a policy asking for them is refused rather than checked or run
-    /// as the quorum family.
+    /// The leader family's machines (`protocol::leader`) run in the timed world, but the store
+    /// does not run them yet: a policy asking the store for them is refused rather than run as
+    /// the quorum family.
     fn refuse_unrun_family(&self, policy: Policy) -> Result<Policy, String> {
         if policy.replication() == Replication::Leader {
             return Err(format!(
-                "{}: key `replication` = \"leader\": the leader family is not run by the model checker or the store yet",
+                "{}: key `replication` = \"leader\": the store does not run the leader family yet (the model checker does: `replicheck check` with a model)",
                 self.origin("replication")
             ));
         }
@@ -457,7 +464,7 @@ impl SourcedPolicy {
     /// machines, which run them without a world.
     #[cfg(test)]
     pub(crate) fn resolve_any_family(&self, tick_ms: u64, node_count: usize) -> Result<Policy, String> {
-        self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))
+        self.resolve_for_model(tick_ms, node_count)
     }
 
     fn resolve_within(&self, tick_ms: u64, node_count: usize, ticks_max: u64) -> Result<Policy, String> {

@@ -74,16 +74,18 @@ fn bad_leader_values_name_origin_key_and_value() {
 }
 
 #[test]
-fn the_leader_family_is_refused_until_something_runs_it() {
+fn the_store_refuses_the_leader_family_and_the_model_runs_it() {
     for resolved in [
         sourced("replication = \"leader\"").resolve(100, 3),
         sourced("replication = \"leader\"").resolve_ms(),
     ] {
         assert_eq!(
             resolved.unwrap_err(),
-            "p.toml: key `replication` = \"leader\": the leader family is not run by the model checker or the store yet"
+            "p.toml: key `replication` = \"leader\": the store does not run the leader family yet (the model checker does: `replicheck check` with a model)"
         );
     }
+    let model = sourced("replication = \"leader\"").resolve_for_model(100, 3).expect("the model runs it");
+    assert_eq!(model.replication(), Replication::Leader);
 }
 
 #[test]

@@ -156,7 +156,9 @@ impl Model for Explorable {
                 | PropertyName::HotShardLeavesSlowNode => {
                     unreachable!("filtered above")
                 }
-                PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
+                PropertyName::SinglePrimary => Property::always("single_primary", |_, s: &Shown| {
+                    crate::model::leader::single_primary(&s.state)
+                }),
             })
             .collect()
     }

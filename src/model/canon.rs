@@ -48,6 +48,9 @@ pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
     if cfg.coordinators.len() > 1 && renumber_epochs(s) {
         s.net.sort();
     }
+    if s.leader.is_some() && super::leader::canonicalize(s) {
+        s.net.sort();
+    }
     if !applies(cfg) {
         return;
     }
@@ -259,7 +262,9 @@ fn visit_msg(msg: &mut Msg, f: &mut impl FnMut(Slot<'_>)) {
         | Msg::Propose { .. }
         | Msg::LoadQuery
         | Msg::LoadReport { .. } => {}
-        Msg::Leader(_) => unreachable!("the timed world runs no leader-family machine yet"),
+        Msg::Leader(_) => {
+            unreachable!("leader-family models have no repeating client: the config refuses one")
+        }
     }
 }
 

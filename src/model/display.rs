@@ -14,7 +14,7 @@ pub fn endpoint(cfg: &WorldConfig, e: Endpoint) -> String {
     }
 }
 
-fn op_name(cfg: &WorldConfig, op: super::OpId) -> String {
+pub(super) fn op_name(cfg: &WorldConfig, op: super::OpId) -> String {
     let c = &cfg.clients[usize::from(op.client)];
     let kind = match c.op_kind(op.seq) {
         OpKind::Write => "write",
@@ -82,7 +82,7 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
         }
         Msg::LoadQuery => "LoadQuery".into(),
         Msg::LoadReport { compaction_debt_pct } => format!("LoadReport debt={compaction_debt_pct}%"),
-        Msg::Leader(l) => format!("{l:?}"),
+        Msg::Leader(l) => super::leader_display::msg(cfg, &l),
     }
 }
 
@@ -157,6 +157,8 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
             };
             format!("{name}: {what}")
         }
+        Action::ManagerTimer(t) => super::leader_display::manager_timer(cfg, t),
+        Action::ReplicaTimer { node: n, timer } => super::leader_display::replica_timer(cfg, *n, timer),
         Action::Upgrade(c) | Action::Rollback(c) => {
             let r = cfg.rollout.as_ref().expect("rollout steps need a rollout");
             let name = &cfg.coordinators[usize::from(*c)].name;
@@ -176,6 +178,9 @@ pub fn action(cfg: &WorldConfig, a: &Action) -> String {
 
 /// A compact, readable summary of a state.
 pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
+    if let Some(l) = super::leader::of(s) {
+        return super::leader_display::state(cfg, s, l);
+    }
     let mut out = String::new();
     let loads = cfg.policy.rebalance.as_ref().map(|_| s.coord.node_loads(cfg));
     for (i, n) in s.nodes.iter().enumerate() {
@@ -509,7 +514,9 @@ impl<'a> Diagram<'a> {
             Action::ClientInvoke(c) | Action::ClientTimeout(c) | Action::ClientRetry(c) => {
                 Endpoint::Client(*c)
             }
-            Action::Crash(n) | Action::Restart(n) => Endpoint::Node(*n),
+            Action::Crash(n) | Action::Restart(n) | Action::ReplicaTimer { node: n, .. } => {
+                Endpoint::Node(*n)
+            }
             Action::PeerTimer { coord, .. } => Endpoint::Coordinator(*coord),
             Action::Upgrade(c) | Action::Rollback(c) => Endpoint::Coordinator(*c),
             _ => Endpoint::LEADER,
@@ -608,6 +615,9 @@ fn xml_escape(s: &str) -> String {
 /// What a step changed in the topology, for counterexamples: queued membership changes,
 /// joins started and replica sets switched. Empty when nothing changed.
 pub fn topology_changes(cfg: &WorldConfig, before: &WorldState, after: &WorldState) -> String {
+    if before.leader.is_some() {
+        return super::leader_display::changes(cfg, before, after).join("; ");
+    }
     let node = |n: u8| cfg.nodes[usize::from(n)].name.clone();
     let mut notes = Vec::new();
     for u in after.coord.queue.iter().filter(|u| !before.coord.queue.contains(u)) {

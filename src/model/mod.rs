@@ -12,6 +12,8 @@ mod client;
 pub mod display;
 mod env;
 pub mod history;
+pub mod leader;
+mod leader_display;
 pub mod properties;
 pub mod reduction;
 pub mod state;
@@ -87,6 +89,13 @@ pub enum Action {
     Upgrade(u8),
     /// Rollback: coordinator `c` goes back to the previous stage's policy.
     Rollback(u8),
+    /// Leader family: a timer of the failover manager (coordinator 0) fires.
+    ManagerTimer(crate::protocol::leader::ManagerTimer),
+    /// Leader family: a timer of `node`'s replica fires.
+    ReplicaTimer {
+        node: NodeId,
+        timer: crate::protocol::leader::ReplicaTimer,
+    },
 }
 
 impl World {
@@ -130,6 +139,7 @@ impl World {
                 })
                 .collect(),
             net: Vec::new(),
+            leader: leader::runs(cfg).then(|| std::sync::Arc::new(leader::initial(cfg))),
             env: EnvState {
                 faults_left: cfg.faults.budget,
                 partitioned: 0,
@@ -155,10 +165,15 @@ impl World {
 
     /// Whether time may pass: nothing is due now.
     pub fn tick_enabled(&self, s: &WorldState) -> bool {
+        let machines = if s.leader.is_some() {
+            leader::no_timer_due(&self.cfg, s)
+        } else {
+            (0..self.cfg.coordinators.len() as u8)
+                .all(|c| s.coordinator(c).no_timer_due(self.cfg.for_stage(s.stage(c))))
+        };
         s.net.iter().all(|e| e.latest_ticks > 0)
             && s.env.ending.iter().all(|f| f.latest_ticks > 0)
-            && (0..self.cfg.coordinators.len() as u8)
-                .all(|c| s.coordinator(c).no_timer_due(self.cfg.for_stage(s.stage(c))))
+            && machines
             && client::no_timer_due(s)
     }
 }
@@ -270,7 +285,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         | Event::ChangeLearned(_)
         | Event::EvictionSuppressed { .. }
         | Event::DeclaredDead { .. } => {}
-        Event::Leader(_) => unreachable!("the timed world runs no leader-family machine yet"),
+        Event::Leader(_) => unreachable!("leader-family events go to `leader::apply`"),
         Event::CapacityBreached(breach) => {
             g.capacity_breach.get_or_insert(breach);
         }
@@ -360,9 +375,13 @@ impl Model for World {
             }
             last = Some(e);
         }
-        for c in 0..self.cfg.coordinators.len() as u8 {
-            s.coordinator(c).due(self.cfg.for_stage(s.stage(c)), &mut TimerActions(actions, c));
-            s.coordinator(c).ready(&mut ReadyActions(actions, c));
+        if s.leader.is_some() {
+            leader::timer_actions(&self.cfg, s, actions);
+        } else {
+            for c in 0..self.cfg.coordinators.len() as u8 {
+                s.coordinator(c).due(self.cfg.for_stage(s.stage(c)), &mut TimerActions(actions, c));
+                s.coordinator(c).ready(&mut ReadyActions(actions, c));
+            }
         }
         client::actions(&self.cfg, s, actions);
         env::fault_actions(&self.cfg, s, actions);
@@ -384,6 +403,12 @@ impl Model for World {
                     return Some(s);
                 }
                 match e.dst {
+                    Endpoint::Node(n) if s.leader.is_some() => {
+                        leader::deliver_to_node(cfg, &mut s, n, e.src, e.msg)
+                    }
+                    Endpoint::Coordinator(_) if s.leader.is_some() => {
+                        leader::deliver_to_manager(cfg, &mut s, e.src, e.msg)
+                    }
                     Endpoint::Node(n) => {
                         let mut out = Outbox::default();
                         let nodes = std::sync::Arc::make_mut(&mut s.nodes);
@@ -419,10 +444,16 @@ impl Model for World {
             Action::Rebalance => fire(cfg, &mut s, 0, Timer::Rebalance),
             Action::CopyRetry(shard) => fire(cfg, &mut s, 0, Timer::CopyRetry { shard }),
             Action::PeerTimer { coord, timer } => fire(cfg, &mut s, coord, timer),
+            Action::ManagerTimer(_) | Action::ReplicaTimer { .. } => leader::fire(cfg, &mut s, &action),
             Action::Upgrade(c) | Action::Rollback(c) => env::change_stage(cfg, &mut s, &action, c),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
             Action::ClientTimeout(c) => client::on_timeout(cfg, &mut s, c),
             Action::ClientRetry(c) => client::on_retry(cfg, &mut s, c),
+            Action::Tick if s.leader.is_some() => {
+                env::tick(&mut s);
+                leader::tick(cfg, &mut s);
+                client::tick(&mut s);
+            }
             Action::Tick => {
                 env::tick(&mut s);
                 env::compact(cfg, &mut s);
@@ -438,6 +469,7 @@ impl Model for World {
                 s.net.remove(i);
                 s.env.faults_left -= 1;
             }
+            fault if s.leader.is_some() => leader::fault(cfg, &mut s, fault),
             fault => env::apply_fault(cfg, &mut s, fault),
         }
         if cfg.coordinators.len() > 1 {

@@ -19,6 +19,9 @@ pub fn read_quorum_now(cfg: &WorldConfig, s: &WorldState) -> u8 {
 /// one) is held, at that version or newer, by enough members of the current replica set that
 /// every read quorum sees it (of every policy the coordinators run now).
 pub fn acked_writes_persist(cfg: &WorldConfig, s: &WorldState) -> bool {
+    if s.leader.is_some() {
+        return super::leader::acked_writes_persist(s);
+    }
     s.ghost.acked_version.iter().enumerate().all(|(shard, &acked)| {
         if acked == 0 {
             return true;
@@ -72,7 +75,7 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
         | PropertyName::HotShardLeavesSlowNode => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
-        PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
+        PropertyName::SinglePrimary => super::leader::single_primary(s),
     }
 }
 
@@ -82,7 +85,8 @@ pub fn holds(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> bool {
 /// while it lasts is no behaviour (the burst-ended bits never clear, so a cycle stays on one
 /// side of the end).
 pub const EDGE_TICK: u8 = 1;
-/// The replica sets, a join in progress or the membership queue changed.
+/// The replica sets, a join in progress or the membership queue changed; in the leader family,
+/// a shard's primary (a promotion).
 pub const EDGE_TOPOLOGY: u8 = 2;
 /// A replica set holds a node that is down, in the source state.
 pub const EDGE_UNREPLACED: u8 = 4;
@@ -126,6 +130,13 @@ pub fn edge_label(cfg: &WorldConfig, from: &WorldState, action: &super::Action, 
     if *action == super::Action::Tick && super::env::bursts_settled(cfg, from) {
         label |= EDGE_TICK;
     }
+    if from.leader.is_some() {
+        // The leader family's topology is who is primary: a promotion.
+        if super::leader::primary_changed(from, to) {
+            label |= EDGE_TOPOLOGY;
+        }
+        return label | pending_clients(from);
+    }
     let down_member =
         from.coord.shards.iter().any(|v| v.members.iter().any(|&m| !from.nodes[usize::from(m)].up));
     if down_member {
@@ -143,12 +154,16 @@ pub fn edge_label(cfg: &WorldConfig, from: &WorldState, action: &super::Action, 
     if replicas_changed || from.coord.queue != to.coord.queue {
         label |= EDGE_TOPOLOGY;
     }
-    for (c, client) in from.clients.iter().enumerate() {
-        if outstanding(client.phase) {
-            label |= EDGE_PENDING_CLIENT0 << c;
-        }
-    }
-    label
+    label | pending_clients(from)
+}
+
+/// A bit per client with an operation outstanding in `s` (see [`EDGE_PENDING_CLIENT0`]).
+fn pending_clients(s: &WorldState) -> u8 {
+    s.clients
+        .iter()
+        .enumerate()
+        .filter(|(_, client)| outstanding(client.phase))
+        .fold(0, |label, (c, _)| label | (EDGE_PENDING_CLIENT0 << c))
 }
 
 /// The safety properties as stateright sees them (the explorer shows these); liveness is
@@ -179,7 +194,9 @@ pub fn for_world(names: &[PropertyName]) -> Vec<Property<World>> {
             | PropertyName::HotShardLeavesSlowNode => {
                 unreachable!("filtered above")
             }
-            PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
+            PropertyName::SinglePrimary => {
+                Property::always("single_primary", |_, s| super::leader::single_primary(s))
+            }
         })
         .collect()
 }
@@ -190,6 +207,7 @@ pub fn explain(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> (bool, 
     let node = |n: u8| cfg.nodes[usize::from(n)].name.clone();
     let holds = holds(name, cfg, s);
     let reason = match name {
+        PropertyName::AckedWritesPersist if s.leader.is_some() => super::leader_display::explain_acked(cfg, s),
         PropertyName::AckedWritesPersist => explain_acked(cfg, s),
         PropertyName::Linearizable => explain_linearizable(cfg, s),
         PropertyName::NoDuplicateEffects if holds => {
@@ -244,7 +262,7 @@ pub fn explain(name: PropertyName, cfg: &WorldConfig, s: &WorldState) -> (bool, 
         | PropertyName::HotShardLeavesSlowNode => {
             unreachable!("liveness is a property of cycles, not of a state")
         }
-        PropertyName::SinglePrimary => unreachable!("single_primary is a leader-family property, and the policy refuses replication = \"leader\" until the world runs it"),
+        PropertyName::SinglePrimary => super::leader_display::explain_single_primary(cfg, s),
     };
     (holds, reason)
 }

@@ -133,6 +133,9 @@ pub struct WorldState {
     pub clients: PerClient<ClientState>,
     /// Messages in flight, kept sorted so equal states hash equally.
     pub net: Vec<Envelope>,
+    /// With `replication = "leader"`: the leader family's machines (the failover manager runs
+    /// as coordinator 0, and `coord` is the quorum coordinator as configured, never stepped).
+    pub leader: Option<Arc<super::leader::LeaderActors>>,
     pub env: EnvState,
     pub ghost: Ghost,
 }

@@ -96,11 +96,23 @@ impl PropertyName {
     }
 
     /// The protocol family a property speaks about (`None`: both). A model is checked only for
-    /// the properties of its family: the quorum family has no primaries to count.
+    /// the properties of its family: the quorum family has no primaries to count, and the
+    /// leader family evicts no replica, changes no replica set, keeps no idempotency tokens and
+    /// routes by no write capacity.
     pub fn family(self) -> Option<crate::policy::leader::Replication> {
+        use crate::policy::leader::Replication;
         match self {
-            PropertyName::SinglePrimary => Some(crate::policy::leader::Replication::Leader),
-            _ => None,
+            PropertyName::SinglePrimary => Some(Replication::Leader),
+            PropertyName::NoDuplicateEffects
+            | PropertyName::NoHealthyEviction
+            | PropertyName::ChurnBounded
+            | PropertyName::CapacityRespected
+            | PropertyName::DeadReplaced
+            | PropertyName::HotShardLeavesSlowNode => Some(Replication::Quorum),
+            PropertyName::AckedWritesPersist
+            | PropertyName::Linearizable
+            | PropertyName::Converges
+            | PropertyName::OpsComplete => None,
         }
     }
 

@@ -38,6 +38,9 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
             "key `faults.crash` lists \"{COORDINATOR_NAME}\": with several `[[coordinators]]` a coordinator's crash is not modelled yet (the membership leader's recovery would need its followers' views)"
         ));
     }
+    if family(&raw) == Replication::Leader {
+        leader_world(&raw, &nodes, &clients, &coordinators)?;
+    }
     if raw.slow_compaction_debt_pct > 100 {
         return Err(format!(
             "key `slow_compaction_debt_pct` = {}: a percentage, 0 to 100",
@@ -621,6 +624,41 @@ fn properties(
             out
         }
     })
+}
+
+/// What the timed world runs the leader family with: one coordinator (the failover manager,
+/// which routes every request), finite workloads (the world renames epochs, not operations or
+/// versions, to keep a state space finite), and no write capacities (routing by capacity is the
+/// quorum coordinator's).
+fn leader_world(
+    raw: &RawScenario,
+    nodes: &[NodeSpec],
+    clients: &[ClientSpec],
+    coordinators: &[CoordinatorPlace],
+) -> Result<(), String> {
+    const LEADER: &str = "with `replication = \"leader\"`";
+    if coordinators.len() != 1 {
+        return Err(format!(
+            "key `coordinators`: {} coordinators {LEADER}; the leader family runs one failover manager, which routes every request",
+            coordinators.len()
+        ));
+    }
+    if let Some(c) = clients.iter().position(|c| c.repeat) {
+        return Err(format!(
+            "key `clients[{c}].repeat` = true {LEADER}: leader-family models have finite workloads"
+        ));
+    }
+    if let Some(n) = nodes.iter().position(|n| n.write_capacity_per_tick.is_some()) {
+        return Err(format!(
+            "key `nodes[{n}].write_capacity` {LEADER}: write capacities are routed by the quorum family's coordinator"
+        ));
+    }
+    if let Some(s) = raw.shards.iter().position(|s| s.burst_writes.is_some()) {
+        return Err(format!(
+            "key `shards[{s}].burst_writes` {LEADER}: background load is routed by the quorum family's coordinator"
+        ));
+    }
+    Ok(())
 }
 
 /// The protocol family a model runs: its `[policy]`'s `replication` (every variant runs it).

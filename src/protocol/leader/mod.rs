@@ -92,9 +92,13 @@
 //! timer [`Replica::due`] / [`Manager::due`] lists with `on_timer`, and lets time pass with
 //! `tick` only when `no_timer_due` (every timer is a count of remaining ticks). A crash keeps
 //! what `durable()` returned; a restart is [`Replica::restart`] / [`Manager::recover`]. Every
-//! step's sends and events go to an [`Io`]. Epochs are only compared and counted up by one, so
-//! a driver may renumber all of a state's epochs by the same offset.
+//! step's sends and events go to an [`Io`]. Epochs are only compared and counted up by one
+//! (the manager's, which is the newest of its shard), so a driver may rename all of a state's
+//! epochs by one order-preserving map that keeps 0, the first epoch and an empty log's
+//! (`for_each_epoch` on each machine and message lists them; the timed world renames them to
+//! their ranks so that endless promotions revisit states).
 
+mod epochs;
 mod manager;
 mod replica;
 
