@@ -65,6 +65,7 @@ const POLICY_SOURCES: &[(&str, &str)] = &[
     ("src/protocol/coordinator/requests.rs", include_str!("../../protocol/coordinator/requests.rs")),
     ("src/protocol/coordinator/tests.rs", include_str!("../../protocol/coordinator/tests.rs")),
     ("src/protocol/coordinator/views.rs", include_str!("../../protocol/coordinator/views.rs")),
+    ("src/protocol/leader/epochs.rs", include_str!("../../protocol/leader/epochs.rs")),
     ("src/protocol/leader/manager.rs", include_str!("../../protocol/leader/manager.rs")),
     ("src/protocol/leader/mod.rs", include_str!("../../protocol/leader/mod.rs")),
     ("src/protocol/leader/replica.rs", include_str!("../../protocol/leader/replica.rs")),
