@@ -244,6 +244,7 @@ fn every_library_counterexample_shows_its_violation_at_its_last_state() {
                 "no_healthy_eviction" => "was evicted while up",
                 "churn_bounded" => "membership changes",
                 "no_duplicate_effects" => "second, different version",
+                "single_primary" => "as primary of epoch",
                 _ => "repeat forever",
             };
             assert!(reason.contains(names), "{what}: the reason says why: {reason}");

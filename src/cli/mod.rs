@@ -350,7 +350,7 @@ pub struct DistArgs {
     #[arg(long, value_name = "FILE", requires = "processes")]
     pub hostfile: Option<PathBuf>,
     /// Every worker runs the first BFS levels itself until the frontier has this many states
-    /// per worker, then keeps the ones it owns (default 512; results do not depend on it).
+    /// per worker, then keeps the ones it owns (default 2048; results do not depend on it).
     #[arg(long, value_name = "N", value_parser = check::args::parse_max_states)]
     pub shared_frontier: Option<u64>,
 }

@@ -45,7 +45,7 @@ use timely::worker::Worker;
 /// The shared levels run by every worker stop, by default, once the frontier has this many
 /// states per worker (or the space is exhausted): enough that keeping the states one owns
 /// spreads the work evenly, few enough that the shared levels take no time.
-pub const SHARED_FRONTIER_PER_WORKER: usize = 512;
+pub const SHARED_FRONTIER_PER_WORKER: usize = 2048;
 /// The longest a waiting worker parks before it looks at its channels again.
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// Rows of the graph per message when they are gathered to worker 0.

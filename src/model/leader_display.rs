@@ -311,9 +311,7 @@ pub fn explain_acked(cfg: &WorldConfig, s: &WorldState) -> String {
         let verdict = match leader::primary_in_role(l, k as u8) {
             None => "has not taken the role yet (it serves nothing until it has)",
             Some(p) if p >= *acked => "holds it",
-            Some(_) => {
-                "does NOT hold it, and as primary takes no older epoch's log: the acknowledged write is lost"
-            }
+            Some(_) => "misses it, and as primary takes no older epoch's log: the acknowledged write is lost",
         };
         parts.push(format!(
             "shard {name}: newest acknowledged {}; the manager's primary {} (epoch {}) holds {held} and {verdict}",
