@@ -330,18 +330,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         );
     }
     for (i, c) in s.clients.iter().enumerate() {
-        let phase = match c.phase {
-            ClientPhase::Idle { earliest_ticks, latest_ticks } => {
-                format!("idle (next op in {earliest_ticks}..{latest_ticks} ticks)")
-            }
-            ClientPhase::Waiting { attempt, timeout_ticks } => {
-                format!("waiting (attempt {attempt}, timeout in {timeout_ticks} ticks)")
-            }
-            ClientPhase::Backoff { attempt, earliest_ticks, latest_ticks } => {
-                format!("backing off after attempt {attempt} ({earliest_ticks}..{latest_ticks} ticks)")
-            }
-            ClientPhase::Done => "done".to_string(),
-        };
+        let phase = client_phase(&c.phase);
         // A key partition the checker chose is part of the behaviour: say which.
         let key = match cfg.client_partitions[i].len() {
             1 => String::new(),
@@ -646,4 +635,20 @@ pub fn topology_changes(cfg: &WorldConfig, before: &WorldState, after: &WorldSta
         }
     }
     notes.join("; ")
+}
+
+/// A client's phase as the state display shows it.
+pub(super) fn client_phase(phase: &ClientPhase) -> String {
+    match *phase {
+        ClientPhase::Idle { earliest_ticks, latest_ticks } => {
+            format!("idle (next op in {earliest_ticks}..{latest_ticks} ticks)")
+        }
+        ClientPhase::Waiting { attempt, timeout_ticks } => {
+            format!("waiting (attempt {attempt}, timeout in {timeout_ticks} ticks)")
+        }
+        ClientPhase::Backoff { attempt, earliest_ticks, latest_ticks } => {
+            format!("backing off after attempt {attempt} ({earliest_ticks}..{latest_ticks} ticks)")
+        }
+        ClientPhase::Done => "done".to_string(),
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::display::op_name;
 use super::leader::{self, LeaderActors, LeaderNode, Position, SplitBrain};
-use super::{ClientPhase, WorldConfig, WorldState};
+use super::{WorldConfig, WorldState};
 use crate::config::duration::format_ms;
 use crate::policy::leader::NodeSet;
 use crate::protocol::leader::{LeaderMsg, ManagerTimer, Refusal, ReplicaTimer, Role};
@@ -168,18 +168,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState, l: &LeaderActors) -> String {
     }
     let _ = writeln!(out, "{}: requests in progress: {}", cfg.coordinators[0].name, l.manager.ops.len());
     for (i, c) in s.clients.iter().enumerate() {
-        let phase = match c.phase {
-            ClientPhase::Idle { earliest_ticks, latest_ticks } => {
-                format!("idle (next op in {earliest_ticks}..{latest_ticks} ticks)")
-            }
-            ClientPhase::Waiting { attempt, timeout_ticks } => {
-                format!("waiting (attempt {attempt}, timeout in {timeout_ticks} ticks)")
-            }
-            ClientPhase::Backoff { attempt, earliest_ticks, latest_ticks } => {
-                format!("backing off after attempt {attempt} ({earliest_ticks}..{latest_ticks} ticks)")
-            }
-            ClientPhase::Done => "done".to_string(),
-        };
+        let phase = super::display::client_phase(&c.phase);
         let _ = writeln!(out, "{}: op {} {phase}", cfg.clients[i].name, c.next_op + 1);
     }
     let acked: Vec<String> = l
