@@ -63,6 +63,11 @@ pub enum StoreCommand {
         /// Log every policy decision to this file (JSON lines) for `replicheck conform`.
         #[arg(long)]
         decision_log: Option<PathBuf>,
+        /// Recreate node N's data, which is gone (its node.redb missing, emptied or replaced),
+        /// from its partitions' other replicas before the cluster starts; repeatable. Without
+        /// it such a node is refused: served as it is, it would lose what it acknowledged.
+        #[arg(long = "rebuild-node", value_name = "N")]
+        rebuild_nodes: Vec<crate::policy::NodeId>,
     },
     /// Run a model's environment against the store: its nodes, zones and link latencies (model
     /// ticks scaled to real milliseconds), its fault menu over time, client load, then heal and
@@ -379,6 +384,7 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
             coordinators,
             value_bytes_max,
             decision_log,
+            rebuild_nodes,
         } => {
             let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)
                 .map_err(StoreError::Input)?;
@@ -403,6 +409,7 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
                 load: LoadFacts::default(),
                 membership: None,
                 trace: None,
+                rebuild_nodes,
                 coordinator_zones: vec![0; coordinators],
             };
             up(config, &sourced)

@@ -75,6 +75,9 @@ pub struct ClusterConfig {
     /// Where the coordinator writes its trace (`store::trace`), and model time in real time
     /// (`None`: no trace; one coordinator only: a trace is validated against one).
     pub trace: Option<(PathBuf, u64)>,
+    /// Nodes whose data is gone, to recreate from their partitions' other replicas before the
+    /// cluster starts (`datadir::check_identity` refuses such a node otherwise).
+    pub rebuild_nodes: Vec<NodeId>,
     /// Each coordinator's zone: one entry per coordinator, the first the membership leader.
     /// Coordinator `c` serves clients on `client_addr`'s port + `c` (port 0: any free port).
     pub coordinator_zones: Vec<u8>,
@@ -98,6 +101,7 @@ impl ClusterConfig {
             load: LoadFacts::default(),
             membership: None,
             trace: None,
+            rebuild_nodes: Vec::new(),
             coordinator_zones: vec![0],
         }
     }
@@ -137,6 +141,8 @@ pub struct Cluster {
     /// Kept across a coordinator restart: a breach before it still counts.
     fleet: Arc<crate::store::coordinator::fleet::FleetMeter>,
     /// Released last, once every node is stopped.
+    /// The data directory's (`datadir::check_identity`): a node restarted must still hold it.
+    cluster_id: u64,
     _lock: DirLock,
 }
 
@@ -194,15 +200,55 @@ impl Cluster {
             // Refused before any node starts.
             saved.check(&config.layout, config.node_count, state_file.path()).map_err(StoreError::Input)?;
         }
+        let identity = datadir::check_identity(
+            &config.data_dir,
+            config.node_count,
+            saved.as_ref(),
+            &config.rebuild_nodes,
+        )
+        .map_err(StoreError::Input)?;
+        for &node in &identity.rebuild {
+            let copied = Self::rebuild(&config, saved.as_ref(), node, identity.cluster_id)
+                .map_err(StoreError::Runtime)?;
+            eprintln!("replicheck store: node {node} rebuilt from its partitions' other replicas: {copied} entries copied");
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("coordinator")
             .enable_all()
             .build()
             .map_err(|e| StoreError::Runtime(format!("cannot start the coordinator runtime: {e}")))?;
-        let started =
+        let mut started =
             Self::start_processes(config, runtime, lock, state_file, saved).map_err(StoreError::Runtime)?;
+        started.cluster_id = identity.cluster_id;
         Ok(started)
+    }
+
+    /// Recreate `node`'s database from the other nodes' copies of its partitions: those the saved
+    /// membership or the layout makes it a replica of.
+    fn rebuild(
+        config: &ClusterConfig,
+        saved: Option<&SavedState>,
+        node: NodeId,
+        cluster_id: u64,
+    ) -> Result<u64, String> {
+        let partitions: Vec<u8> = (0..config.layout.shards.len())
+            .filter(|&k| {
+                config.layout.shards[k].replicas.contains(&node)
+                    || saved.is_some_and(|s| s.shards[k].members.iter().any(|m| m.node == node))
+            })
+            .map(|k| k as u8)
+            .collect();
+        let suffixes = config.policy.routing.write_shard_suffixes;
+        let partition_of = |key: &[u8]| config.layout.partition_of(key, suffixes);
+        datadir::rebuild_node(
+            &config.data_dir,
+            config.node_count,
+            node,
+            cluster_id,
+            &partitions,
+            &partition_of,
+        )
     }
 
     /// The nodes, their proxies and the coordinator, once the inputs were checked: what fails
@@ -216,7 +262,7 @@ impl Cluster {
     ) -> Result<Cluster, String> {
         let mut nodes = Vec::new();
         for id in 0..config.node_count {
-            let data_dir = config.data_dir.join(format!("node-{id}"));
+            let data_dir = datadir::node_dir(&config.data_dir, id as NodeId);
             let mut node = NodeProcess {
                 child: None,
                 addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -319,6 +365,7 @@ impl Cluster {
             log,
             trace,
             fleet,
+            cluster_id: 0,
             _lock: lock,
         })
     }
@@ -436,6 +483,15 @@ impl Cluster {
         let process = self.nodes.get_mut(usize::from(node)).ok_or_else(|| format!("no node {node}"))?;
         if process.child.is_some() {
             return Err(format!("node {node} is running"));
+        }
+        match crate::store::node::storage::inspect(&process.data_dir)? {
+            crate::store::node::storage::DataFile::Database { cluster_id: Some(id), .. } if id == self.cluster_id => {}
+            found => {
+                return Err(format!(
+                    "node {node} not restarted: {} no longer holds its data ({found:?}); a replica served from it would lose what it acknowledged",
+                    process.data_dir.join(crate::store::node::storage::DATABASE_FILE).display()
+                ))
+            }
         }
         spawn_node(&config, node, process)
     }

@@ -204,6 +204,12 @@ impl Layout {
         }
     }
 
+    /// The partition `key` is stored on, with `write_shard_suffixes` suffixes per prefix.
+    pub fn partition_of(&self, key: &[u8], write_shard_suffixes: u8) -> u8 {
+        let sharding = routing::KeySharding { partition_count: self.partition_count(), write_shard_suffixes };
+        routing::key_partition(self.prefix_partition(key), routing::key_hash(key), sharding)
+    }
+
     /// Background writes per window on each partition: each prefix's burst over its suffixes.
     pub fn partition_background(&self, write_shard_suffixes: u8) -> Vec<u16> {
         assert!((1..=WRITE_SHARD_SUFFIXES_MAX).contains(&write_shard_suffixes));

@@ -27,7 +27,7 @@ use super::peer::{PeerLinks, PeerMsg};
 use super::state::{SavedMember, SavedShard, SavedState, StateFile};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
-use crate::policy::routing::{self, WriteRoute};
+use crate::policy::routing::WriteRoute;
 use crate::policy::NodeId;
 use crate::protocol::coordinator::{Durable, Timer};
 use crate::protocol::{self, Endpoint, Event, Failure, Msg, Outbox, PerNode};
@@ -651,12 +651,8 @@ impl Shell {
 
     /// The partition `key` is stored on (`routing::key_partition`).
     pub fn partition_of(&self, key: &[u8]) -> u8 {
-        let sharding = routing::KeySharding {
-            partition_count: self.layout.partition_count(),
-            // A reload keeps the suffixes (`machine::with_policy`): no lock needed for them.
-            write_shard_suffixes: self.suffixes,
-        };
-        routing::key_partition(self.layout.prefix_partition(key), routing::key_hash(key), sharding)
+        // A reload keeps the suffixes (`machine::with_policy`): no lock needed for them.
+        self.layout.partition_of(key, self.suffixes)
     }
 
     /// The ack timeout of the policy running now.

@@ -52,6 +52,10 @@ pub struct SavedState {
 }
 
 const STATE_HEADER: &str = "replicheck coordinator state v2";
+/// A version floor above this is refused: versions are u64 and grow by blocks, so a floor
+/// near 2^64 would wrap and later writes would carry versions below the stored ones (and be
+/// dropped as older). 2^62 versions is far more than a data directory can use.
+pub const VERSION_FLOOR_MAX: u64 = 1 << 62;
 /// The format before membership changes were the protocol's: readable unless it saved a
 /// catch-up under way.
 const STATE_HEADER_V1: &str = "replicheck coordinator state v1";
@@ -145,6 +149,13 @@ impl SavedState {
     /// The saved partitions must be the layout's, with `node_count` nodes: a state written for
     /// another cluster would put keys' replicas on the wrong nodes.
     pub fn check(&self, layout: &Layout, node_count: usize, path: &Path) -> Result<(), String> {
+        if self.version_floor > VERSION_FLOOR_MAX {
+            return Err(format!(
+                "{}: version_floor {} is above {VERSION_FLOOR_MAX} (2^62): versions would wrap and later writes be dropped as older; the file is damaged",
+                path.display(),
+                self.version_floor
+            ));
+        }
         let names: Vec<&str> = self.shards.iter().map(|s| s.name.as_str()).collect();
         let expected: Vec<&str> = layout.shards.iter().map(|s| s.name.as_str()).collect();
         if names != expected {
@@ -263,6 +274,11 @@ mod tests {
         assert!(fewer_nodes.contains("names node 3, but there are 3 nodes"), "{fewer_nodes}");
         let other = state().check(&Layout::round_robin(1, 4, 3), 4, file.path()).unwrap_err();
         assert!(other.contains("saved partitions [\"s0\", \"s1\"]"), "{other}");
+        let wraps = SavedState { version_floor: u64::MAX - 5, ..state() };
+        let e = wraps.check(&layout, 4, file.path()).unwrap_err();
+        assert!(e.contains("version_floor 18446744073709551610 is above"), "{e}");
+        let highest = SavedState { version_floor: VERSION_FLOOR_MAX, ..state() };
+        assert_eq!(highest.check(&layout, 4, file.path()), Ok(()));
     }
 
     #[test]

@@ -18,6 +18,11 @@ const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("data");
 /// "max_version" -> the highest version ever stored, so recovery need not scan the data.
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const MAX_VERSION_KEY: &str = "max_version";
+/// "cluster_id" -> the cluster this database belongs to (`cluster::datadir`), written when
+/// the cluster first starts the node: a database without it was created since.
+const CLUSTER_ID_KEY: &str = "cluster_id";
+/// Entries per transaction when a database is rebuilt from another one.
+const COPY_BATCH_ENTRIES: usize = 4096;
 
 /// Writes in one group commit at most: bounds a transaction's size and the wait of the first.
 const BATCH_WRITES_MAX: usize = 512;
@@ -68,28 +73,154 @@ fn db_error(e: impl std::fmt::Display) -> String {
     format!("storage: {e}")
 }
 
+/// A node's database in its data directory.
+pub const DATABASE_FILE: &str = "node.redb";
+
+/// Open `path` (created if missing and `create`), waiting for another process to release it.
+fn open_database(path: &Path, create: bool) -> Result<Database, String> {
+    let waited_max = std::time::Instant::now() + std::time::Duration::from_millis(OPEN_WAIT_MS);
+    loop {
+        let opened = if create { Database::create(path) } else { Database::open(path) };
+        match opened {
+            Ok(db) => return Ok(db),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) if std::time::Instant::now() < waited_max => {
+                std::thread::sleep(std::time::Duration::from_millis(OPEN_RETRY_MS));
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(format!(
+                    "cannot open {}: still in use by another process after {OPEN_WAIT_MS} ms (a node of another `store up`?)",
+                    path.display()
+                ))
+            }
+            Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
+        }
+    }
+}
+
+/// What a node's data directory holds, read while no node serves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataFile {
+    Missing,
+    /// A file of 0 bytes: truncated, never a database redb wrote.
+    Empty,
+    Database {
+        cluster_id: Option<u64>,
+        /// The highest version ever stored (0: nothing was).
+        max_version: u64,
+    },
+}
+
+/// Read what `dir` holds without changing it.
+pub fn inspect(dir: &Path) -> Result<DataFile, String> {
+    let path = dir.join(DATABASE_FILE);
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DataFile::Missing),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Ok(m) if m.len() == 0 => return Ok(DataFile::Empty),
+        Ok(_) => {}
+    }
+    let db = open_database(&path, false)?;
+    let txn = db.begin_read().map_err(db_error)?;
+    let meta = match txn.open_table(META) {
+        Ok(meta) => meta,
+        // Created but never opened by a node: nothing stored, nothing stamped.
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            return Ok(DataFile::Database { cluster_id: None, max_version: 0 })
+        }
+        Err(e) => return Err(format!("{}: {}", path.display(), db_error(e))),
+    };
+    let read = |key: &str| meta.get(key).map(|v| v.map(|v| v.value())).map_err(db_error);
+    Ok(DataFile::Database {
+        cluster_id: read(CLUSTER_ID_KEY)?,
+        max_version: read(MAX_VERSION_KEY)?.unwrap_or(0),
+    })
+}
+
+/// Record that the database in `dir` (created if missing) belongs to `cluster_id`.
+pub fn stamp(dir: &Path, cluster_id: u64) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let db = open_database(&dir.join(DATABASE_FILE), true)?;
+    let txn = db.begin_write().map_err(db_error)?;
+    {
+        txn.open_table(DATA).map_err(db_error)?;
+        let mut meta = txn.open_table(META).map_err(db_error)?;
+        meta.insert(CLUSTER_ID_KEY, cluster_id).map_err(db_error)?;
+    }
+    txn.commit().map_err(db_error)
+}
+
+/// Copy into `to`'s database every entry of `from`'s whose key `keep` accepts, where it is
+/// newer than what `to` holds (as a write would); returns the entries copied. Both databases
+/// are closed when it returns.
+pub fn copy_newer(from: &Path, to: &Path, keep: &dyn Fn(&[u8]) -> bool) -> Result<u64, String> {
+    let source = open_database(&from.join(DATABASE_FILE), false)?;
+    let target = open_database(&to.join(DATABASE_FILE), true)?;
+    let read = source.begin_read().map_err(db_error)?;
+    let table = match read.open_table(DATA) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(db_error(e)),
+    };
+    let mut copied = 0;
+    let mut entries = table.iter().map_err(db_error)?.peekable();
+    while entries.peek().is_some() {
+        let txn = target.begin_write().map_err(db_error)?;
+        {
+            let mut data = txn.open_table(DATA).map_err(db_error)?;
+            let mut batch_max = 0;
+            for entry in entries.by_ref().take(COPY_BATCH_ENTRIES) {
+                let (key, record) = entry.map_err(db_error)?;
+                if !keep(key.value()) {
+                    continue;
+                }
+                let version = decode_record(record.value())?.0;
+                if put_newer(&mut data, key.value(), version, record.value())? == version {
+                    copied += 1;
+                }
+                batch_max = batch_max.max(version);
+            }
+            raise_max_version(&mut txn.open_table(META).map_err(db_error)?, batch_max)?;
+        }
+        txn.commit().map_err(db_error)?;
+    }
+    Ok(copied)
+}
+
+/// Store `record` (at `version`) unless `key` already has that version or a newer one; the
+/// key's version after. Versions order the writes of a key: an older version arriving late (a
+/// retry, a catch-up copy) must not overwrite a newer one.
+fn put_newer(
+    data: &mut redb::Table<&[u8], &[u8]>,
+    key: &[u8],
+    version: u64,
+    record: &[u8],
+) -> Result<u64, String> {
+    let current = match data.get(key).map_err(db_error)? {
+        Some(stored) => decode_record(stored.value())?.0,
+        None => 0,
+    };
+    if version > current {
+        data.insert(key, record).map_err(db_error)?;
+        Ok(version)
+    } else {
+        Ok(current)
+    }
+}
+
+fn raise_max_version(meta: &mut redb::Table<&str, u64>, version: u64) -> Result<(), String> {
+    let stored = meta.get(MAX_VERSION_KEY).map_err(db_error)?.map(|v| v.value()).unwrap_or(0);
+    if version > stored {
+        meta.insert(MAX_VERSION_KEY, version).map_err(db_error)?;
+    }
+    Ok(())
+}
+
 impl Storage {
     /// Open (or create) the database in `dir`. After a crash redb recovers the last committed
     /// transaction, which includes every write that was acked.
     pub fn open(dir: &Path) -> Result<Storage, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let path = dir.join("node.redb");
-        let waited_max = std::time::Instant::now() + std::time::Duration::from_millis(OPEN_WAIT_MS);
-        let db = loop {
-            match Database::create(&path) {
-                Ok(db) => break db,
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) if std::time::Instant::now() < waited_max => {
-                    std::thread::sleep(std::time::Duration::from_millis(OPEN_RETRY_MS));
-                }
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(format!(
-                        "cannot open {}: still in use by another process after {OPEN_WAIT_MS} ms (a node of another `store up`?)",
-                        path.display()
-                    ))
-                }
-                Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
-            }
-        };
+        let db = open_database(&dir.join(DATABASE_FILE), true)?;
         let txn = db.begin_write().map_err(db_error)?;
         let max_version = {
             txn.open_table(DATA).map_err(db_error)?;
@@ -187,26 +318,11 @@ fn commit_batch(db: &Database, batch: &[PendingWrite]) -> Result<(Vec<u64>, u64)
     {
         let mut data = txn.open_table(DATA).map_err(db_error)?;
         for write in batch {
-            let current = match data.get(write.key.as_slice()).map_err(db_error)? {
-                Some(record) => decode_record(record.value())?.0,
-                None => 0,
-            };
-            // Versions order the writes of a key: an older version arriving late (a retry, a
-            // catch-up copy) must not overwrite a newer one.
-            if write.version > current {
-                data.insert(write.key.as_slice(), encode_record(write.version, &write.value).as_slice())
-                    .map_err(db_error)?;
-                versions.push(write.version);
-            } else {
-                versions.push(current);
-            }
+            let record = encode_record(write.version, &write.value);
+            versions.push(put_newer(&mut data, &write.key, write.version, &record)?);
             batch_max = batch_max.max(write.version);
         }
-        let mut meta = txn.open_table(META).map_err(db_error)?;
-        let stored = meta.get(MAX_VERSION_KEY).map_err(db_error)?.map(|v| v.value()).unwrap_or(0);
-        if batch_max > stored {
-            meta.insert(MAX_VERSION_KEY, batch_max).map_err(db_error)?;
-        }
+        raise_max_version(&mut txn.open_table(META).map_err(db_error)?, batch_max)?;
     }
     txn.commit().map_err(db_error)?;
     Ok((versions, batch_max))

@@ -403,6 +403,7 @@ fn run_store(
         layout,
         // The model's membership queue, its update time in milliseconds as every duration.
         trace: traced.then(|| (trace_path.clone(), ms_per_tick)),
+        rebuild_nodes: Vec::new(),
         coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
         membership: Some(config::CoordinatorSpec {
             membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,

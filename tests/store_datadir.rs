@@ -1,0 +1,99 @@
+//! A data directory whose parts do not belong together is refused before any node serves it
+//! (issue 35): a missing `coordinator-state` beside node data, a version floor that would
+//! wrap, a node database emptied or gone; `--rebuild-node` recreates such a node from its
+//! partitions' other replicas.
+
+#[path = "support/store_proc.rs"]
+mod store_proc;
+
+use replicheck::store::coordinator::resp::{Client, Reply};
+use replicheck::store::node::storage::Storage;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use store_proc::StoreProc;
+
+const KEYS: usize = 60;
+
+/// `store up` that is expected to refuse: its exit code and stderr.
+fn refused(data: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_replicheck"))
+        .args(["store", "up", "--port", "0", "--nodes", "3", "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (out.status.code(), stderr)
+}
+
+fn stop(mut up: StoreProc) {
+    up.signal(libc::SIGTERM);
+    assert!(up.wait_exit(Duration::from_secs(20)).success());
+}
+
+/// Node `n`'s copy of every key, read from its database with the cluster stopped.
+fn node_values(data: &Path, n: usize) -> Vec<Option<Vec<u8>>> {
+    let storage = Storage::open(&data.join(format!("node-{n}"))).unwrap();
+    (0..KEYS).map(|i| storage.read(format!("k{i}").as_bytes()).unwrap().1).collect()
+}
+
+#[test]
+fn a_data_directory_that_lost_a_part_is_refused_and_a_wiped_node_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let up = StoreProc::start(&data, 0, &["--nodes", "3"]);
+    let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
+    for i in 0..KEYS {
+        let reply = c.call(&[b"SET", format!("k{i}").as_bytes(), format!("v{i}").as_bytes()]).unwrap();
+        assert_eq!(reply, Reply::Simple("OK".into()), "k{i}");
+    }
+    drop(c);
+    stop(up);
+
+    // The coordinator's state gone while the nodes hold data.
+    let state = data.join("coordinator-state");
+    let saved = std::fs::read_to_string(&state).unwrap();
+    std::fs::remove_file(&state).unwrap();
+    let (code, stderr) = refused(&data, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("{} is missing, but", state.display())), "{stderr}");
+    assert!(stderr.contains("node-0/node.redb holds data (versions up to"), "{stderr}");
+
+    // A version floor that would wrap.
+    let floor = saved.lines().find(|l| l.starts_with("version_floor ")).unwrap();
+    std::fs::write(&state, saved.replace(floor, "version_floor 18446744073709551000")).unwrap();
+    let (code, stderr) = refused(&data, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("version_floor 18446744073709551000 is above"), "{stderr}");
+    std::fs::write(&state, &saved).unwrap();
+
+    // Node 1's database emptied: refused, and a healthy node may not be "rebuilt".
+    let db1 = data.join("node-1").join("node.redb");
+    std::fs::write(&db1, b"").unwrap();
+    let (code, stderr) = refused(&data, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("{} is empty (0 bytes)", db1.display())), "{stderr}");
+    assert!(stderr.contains("start with --rebuild-node 1"), "{stderr}");
+    let (code, stderr) = refused(&data, &["--rebuild-node", "1", "--rebuild-node", "2"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--rebuild-node 2: ") && stderr.contains("holds this cluster's data"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::metadata(&db1).unwrap().len(), 0, "a refused start changes nothing");
+
+    // Rebuilt: node 1 holds every acknowledged value again, and the cluster serves.
+    let up = StoreProc::start(&data, 0, &["--nodes", "3", "--rebuild-node", "1"]);
+    let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
+    assert_eq!(c.get(b"k7").unwrap().as_deref(), Some(&b"v7"[..]));
+    drop(c);
+    stop(up);
+    let expected: Vec<Option<Vec<u8>>> = (0..KEYS).map(|i| Some(format!("v{i}").into_bytes())).collect();
+    assert_eq!(node_values(&data, 1), expected, "node 1 was rebuilt with every key");
+    // Stamped now: it starts without the flag.
+    stop(StoreProc::start(&data, 0, &["--nodes", "3"]));
+}
