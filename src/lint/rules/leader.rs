@@ -147,11 +147,12 @@ fn live_primary_deposed(i: &Input, l: &LeaderPolicy) -> Option<String> {
     let (p, s) = (i.policy, i.scenario?);
     let delay = l.failover_delay_ticks;
     // Hearing from the primary before the failover decides calls it off, so the silence must
-    // outlast the judgement and the delay (a tie may go either way: equal counts).
+    // outlast the judgement and the delay (an answer due in the tick the delay ends is heard
+    // first: unfenced-primary holds at failover_delay = 1s and fails at 900ms).
     if let Some(silence) = worst_silence(i) {
-        if silence.ticks >= p.dead_after_ticks && silence.gap_ticks >= p.dead_after_ticks + delay {
+        if silence.ticks >= p.dead_after_ticks && silence.gap_ticks > p.dead_after_ticks + delay {
             return Some(format!(
-                "a healthy primary may be silent {} (heartbeat_interval = {} and {}), reaching dead_after + failover_delay = {} + {}",
+                "a healthy primary may be silent {} (heartbeat_interval = {} and {}), past dead_after + failover_delay = {} + {}",
                 i.dur(silence.gap_ticks),
                 i.dur(p.heartbeat_interval_ticks),
                 silence.rtt.describe(i),
@@ -162,9 +163,9 @@ fn live_primary_deposed(i: &Input, l: &LeaderPolicy) -> Option<String> {
     }
     if detector::health_after_deadline_miss(p.failure_detection) == Some(Health::Dead) {
         let rtt = worst_round_trip(s);
-        if p.replica_ack_timeout_ticks + delay <= rtt.ticks {
+        if p.replica_ack_timeout_ticks + delay < rtt.ticks {
             return Some(format!(
-                "a request to the primary may take {}, reaching replica_ack_timeout + failover_delay = {} + {}",
+                "a request to the primary may take {}, past replica_ack_timeout + failover_delay = {} + {}",
                 rtt.describe(i),
                 i.dur(p.replica_ack_timeout_ticks),
                 i.dur(delay)
