@@ -317,3 +317,66 @@ pub(in crate::lint) fn failover_never_promotes(i: &Input) -> Vec<String> {
         "{why}: while a primary is down its shard takes no writes, and a client's retries wait for it for as long as it stays down"
     )]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{PolicyPatch, SourcedPolicy};
+
+    fn policy(text: &str) -> Policy {
+        let patch: PolicyPatch = toml::from_str(&format!("replication = \"leader\"\n{text}")).unwrap();
+        SourcedPolicy::new(patch, "p.toml").resolve_ms_any_family().unwrap()
+    }
+
+    fn input(p: &Policy) -> Input<'_> {
+        Input { policy: p, tick_ms: 1, scenario: None, world: None }
+    }
+
+    #[test]
+    fn the_fewest_copies_of_an_acknowledged_write_follow_the_ack_rule() {
+        let fewest = |text: &str| {
+            let p = policy(text);
+            fewest_copies_acked(&p, p.leader.as_ref().unwrap())
+        };
+        assert_eq!(fewest("replication_factor = 3\nacks = \"leader\""), 1);
+        assert_eq!(fewest("replication_factor = 3\nacks = \"all\"\nmin_in_sync = 1"), 3);
+        for min in 1..=3 {
+            assert_eq!(
+                fewest(&format!("replication_factor = 3\nacks = \"in_sync\"\nmin_in_sync = {min}")),
+                min
+            );
+        }
+    }
+
+    #[test]
+    fn only_asynchronous_acks_run_ahead_of_the_in_sync_set() {
+        for (acks, ahead) in [("leader", true), ("in_sync", false), ("all", false)] {
+            let p = policy(&format!("acks = \"{acks}\""));
+            assert_eq!(acks_ahead_of_in_sync(&p, p.leader.as_ref().unwrap()), ahead, "{acks}");
+        }
+    }
+
+    #[test]
+    fn each_unclean_election_is_one_rule_s_finding() {
+        let fired = |text: &str| {
+            let p = policy(text);
+            let i = input(&p);
+            [
+                ("RC022", async_acks_with_failover(&i)),
+                ("RC023", unclean_election_single_copy(&i)),
+                ("RC024", unclean_election_minority(&i)),
+                ("RC027", min_in_sync_one(&i)),
+            ]
+            .into_iter()
+            .filter(|(_, found)| !found.is_empty())
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>()
+        };
+        let unclean = "replication_factor = 3\nunclean_election = true\n";
+        assert_eq!(fired(&format!("{unclean}acks = \"leader\"")), ["RC022"]);
+        assert_eq!(fired(&format!("{unclean}acks = \"in_sync\"\nmin_in_sync = 1")), ["RC023"]);
+        assert_eq!(fired(&format!("{unclean}acks = \"in_sync\"\nmin_in_sync = 2")), ["RC024"]);
+        assert!(fired(&format!("{unclean}acks = \"all\"")).is_empty());
+        assert_eq!(fired("replication_factor = 3\nacks = \"in_sync\"\nmin_in_sync = 1"), ["RC027"]);
+    }
+}
