@@ -842,3 +842,120 @@ fn rules_for_the_missing_links_and_the_do_nothing_properties() {
     assert!(heartbeats("rounds", "3s").message("RC005").contains("a round sees is 3s"));
     assert!(!heartbeats("rounds", "3100ms").has("RC005"));
 }
+
+/// A leader-family policy with keys the quorum rules object to (a minority write quorum, no
+/// read repair, no breaker, retries without tokens): none of them applies to a primary.
+const LEADER: &str = r#"replication = "leader"
+replication_factor = 3
+write_quorum = 1
+read_repair = false
+max_dead_fraction = 1.0
+max_attempts = 3
+backoff = "exponential_jitter"
+backoff_base = "500ms"
+backoff_max = "2s"
+retry_budget = 2
+"#;
+
+/// The quorum family's own rules, none of which may judge a leader policy.
+const QUORUM_ONLY: &[&str] = &[
+    "RC001", "RC002", "RC007", "RC010", "RC011", "RC012", "RC013", "RC014", "RC015", "RC016", "RC017",
+    "RC018", "RC019", "RC020", "RC021",
+];
+
+#[test]
+fn a_leader_policy_lints_without_a_model_and_quorum_rules_stay_silent() {
+    let (_dir, path) = policy_file(&format!("{LEADER}acks = \"leader\"\nfencing = false\n"));
+    let l = lint_path(&path, None);
+    assert_eq!(l.code, Some(0), "static findings are warnings: {}", l.doc);
+    assert_eq!(l.ids(), ["RC022", "RC025"], "{}", l.doc);
+    assert!(l.message("RC022").contains("acks = \"leader\""));
+    assert!(l.message("RC025").contains("fencing = false"));
+    assert_eq!(
+        l.not_run(),
+        ["RC003", "RC005", "RC006"],
+        "only the detector's network rules wait for a model"
+    );
+    // The same keys on a quorum policy do set the quorum rules off.
+    let quorum = lint(&LEADER.replace("replication = \"leader\"\n", ""), None);
+    for id in ["RC001", "RC002", "RC007", "RC010", "RC016"] {
+        assert!(quorum.has(id), "{id} on the quorum policy: {}", quorum.doc);
+    }
+    // Human output names the new rules, and counts only the leader family's.
+    let out = replicheck(&["lint", path.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("warning[RC022] async-acks-with-failover"), "{stdout}");
+    assert!(stdout.contains("warning[RC025] failover-without-fencing"), "{stdout}");
+    assert!(stdout.contains("(10 rules run)"), "13 leader-family rules, 3 need the model: {stdout}");
+}
+
+#[test]
+fn leader_rules_on_both_sides_of_their_bounds() {
+    let leader = |extra: &str| lint(&format!("{LEADER}{extra}"), None);
+    // RC022: only acks that run ahead of the in-sync set.
+    for acks in ["in_sync", "all"] {
+        assert!(!leader(&format!("acks = \"{acks}\"\n")).has("RC022"), "{acks}");
+    }
+    // RC023 (error class) with min_in_sync = 1, RC024 (warning class) above it, neither with
+    // every replica needed; RC027 only with clean elections.
+    let unclean = |acks: &str, min: u8| {
+        leader(&format!("acks = \"{acks}\"\nmin_in_sync = {min}\nunclean_election = true\n"))
+    };
+    assert!(unclean("in_sync", 1).message("RC023").contains("min_in_sync = 1"));
+    assert!(!unclean("in_sync", 1).has("RC024") && !unclean("in_sync", 1).has("RC027"));
+    let two = unclean("in_sync", 2);
+    assert!(!two.has("RC023"), "{}", two.doc);
+    assert!(two.message("RC024").contains("may be on 2 replicas only"), "{}", two.doc);
+    for (acks, min) in [("in_sync", 3), ("all", 1)] {
+        let every = unclean(acks, min);
+        assert!(!every.has("RC023") && !every.has("RC024"), "{acks} {min}: {}", every.doc);
+    }
+    let clean = leader("acks = \"in_sync\"\nmin_in_sync = 1\n");
+    assert!(clean.message("RC027").contains("min_in_sync = 1 and replication_factor = 3"), "{}", clean.doc);
+    assert!(!leader("acks = \"in_sync\"\nmin_in_sync = 2\n").has("RC027"));
+    assert!(!leader("acks = \"all\"\nmin_in_sync = 1\n").has("RC027"), "all waits for every replica");
+    // RC026 without a model: the detector's dead time (coupled: replica_ack_timeout, 2s).
+    assert!(leader("replica_lag_timeout = \"2s\"\n").message("RC026").contains("replica_ack_timeout = 2s"));
+    assert!(!leader("replica_lag_timeout = \"2001ms\"\n").has("RC026"));
+    // RC028: no follower at all; RC022 and RC025 then have no failover to speak of.
+    let one = LEADER.replace("replication_factor = 3", "replication_factor = 1\nread_quorum = 1");
+    let alone = lint(&format!("{one}acks = \"leader\"\nfencing = false\n"), None);
+    assert!(alone.message("RC028").contains("replication_factor = 1"), "{}", alone.doc);
+    assert!(!alone.has("RC022") && !alone.has("RC025"), "{}", alone.doc);
+}
+
+#[test]
+fn leader_models_lint_with_their_links_and_the_quorum_rules_stay_silent() {
+    // With the model: a follower in the same zone as n1 (100ms links) lags at 200ms, not 300ms.
+    const UNCLEAN: &str = "models/in-sync-unclean.toml";
+    let lag = |t: &str| lint(&format!("replica_lag_timeout = \"{t}\"\n"), Some(UNCLEAN));
+    assert!(lag("200ms")
+        .message("RC026")
+        .contains("the worst replication round trip, 200ms, between n1 (zone a) and n2 (zone a)"));
+    assert!(!lag("300ms").has("RC026"));
+    // RC025 says whether the model deposes a live primary: the 1.4s silence over the degraded
+    // a<->c link against dead_after (400ms) + failover_delay.
+    const UNFENCED: &str = "models/unfenced-primary.toml";
+    let delay = |d: &str| lint(&format!("failover_delay = \"{d}\"\n"), Some(UNFENCED));
+    assert!(delay("900ms").message("RC025").contains("a healthy primary may be silent 1400ms"));
+    assert!(delay("1s").message("RC025").contains("no latency or fault of the menu"));
+    // failover_cross_zone = false with the follower in another region: no failover, so no
+    // asynchronous loss (RC022) but a primary down for good stops writes (RC028).
+    const ASYNC: &str = "models/async-failover.toml";
+    let no_failover = lint("failover_cross_zone = false\n", Some(ASYNC));
+    assert!(!no_failover.has("RC022") && no_failover.has("RC028"), "{}", no_failover.doc);
+    assert!(lint("", Some(ASYNC)).has("RC022"));
+    // The detector rules speak of failover, not eviction; the quorum rules say nothing.
+    for model in [ASYNC, UNCLEAN, UNFENCED] {
+        let l = lint("", Some(model));
+        for id in QUORUM_ONLY {
+            assert!(!l.has(id), "{id} on {model}: {}", l.doc);
+        }
+        for f in l.doc["findings"].as_array().unwrap() {
+            assert!(!f["message"].as_str().unwrap().contains("evict"), "{model}: {f}");
+        }
+    }
+    assert!(lint("", Some(UNFENCED))
+        .message("RC005")
+        .contains("a primary declared dead is failed over while it is alive"));
+}

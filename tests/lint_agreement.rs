@@ -282,3 +282,121 @@ fn lint_errors_are_violations_and_violations_are_lint_errors() {
     assert!(stale.is_empty(), "README.md lists cases no policy here produces: {stale:?}");
     assert!(confirmed > 0 && refuted > 0, "the points reach both sides of the rules' bounds");
 }
+
+/// One leader-family case: the policy over the model's [policy] (a library variant's keys, or
+/// a point beside a bound), the rules lint must report as errors, the properties the checker
+/// must find violated, and rules that must be there as warnings.
+struct LeaderCase {
+    model: &'static str,
+    policy: &'static str,
+    errors: &'static [&'static str],
+    violated: &'static [&'static str],
+    warnings: &'static [&'static str],
+}
+
+/// Every variant of the three leader models (the policy is the variant's, as the model file
+/// writes it) and points on either side of RC025's and RC026's bounds. The verdicts are the
+/// models' declared ones, measured.
+fn leader_cases() -> Vec<LeaderCase> {
+    const ASYNC: &str = "models/async-failover.toml";
+    const UNCLEAN: &str = "models/in-sync-unclean.toml";
+    const UNFENCED: &str = "models/unfenced-primary.toml";
+    let case =
+        |model, policy, errors, violated, warnings| LeaderCase { model, policy, errors, violated, warnings };
+    vec![
+        case(ASYNC, "", &["RC022"], &["acked_writes_persist", "linearizable"], &[]),
+        // semi-sync: min_in_sync = 1 is only a warning, and every property holds.
+        case(ASYNC, "acks = \"in_sync\"\nmin_in_sync = 1\n", &[], &[], &["RC027"]),
+        // no-auto-failover: nothing lost, but a primary that never returns stops the writes.
+        case(ASYNC, "failover_cross_zone = false\n", &["RC028"], &["ops_complete"], &[]),
+        case(UNCLEAN, "", &["RC023"], &["acked_writes_persist", "linearizable"], &[]),
+        // min-in-sync-2-clean.
+        case(UNCLEAN, "min_in_sync = 2\nunclean_election = false\n", &[], &[], &[]),
+        // The follower lags out at the 200ms round trip: writes are refused, nothing is lost.
+        case(
+            UNCLEAN,
+            "min_in_sync = 2\nunclean_election = false\nreplica_lag_timeout = \"200ms\"\n",
+            &[],
+            &[],
+            &["RC026"],
+        ),
+        case(UNFENCED, "", &["RC022", "RC025"], &["acked_writes_persist", "single_primary"], &[]),
+        // fencing: asynchronous acks stay a candidate the checker refutes in this model.
+        case(UNFENCED, "fencing = true\n", &[], &[], &["RC022"]),
+        // A failover delay the 1.4s silence outlasts deposes the live primary; one it does not,
+        // never (the checker agrees on both sides).
+        case(UNFENCED, "failover_delay = \"900ms\"\n", &["RC022", "RC025"], &["acked_writes_persist"], &[]),
+        case(UNFENCED, "failover_delay = \"1s\"\n", &[], &[], &["RC022", "RC025"]),
+    ]
+}
+
+#[test]
+fn leader_models_lint_errors_are_the_checkers_violations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (i, c) in leader_cases().iter().enumerate() {
+        let file = dir.path().join(format!("leader-{i}.toml"));
+        std::fs::write(&file, c.policy).unwrap();
+        let file = file.to_str().unwrap();
+        let what = format!("{} with {{{}}}", c.model, c.policy.trim().replace('\n', ", "));
+        let check = json(&["check", c.model, "--policy", file, "--format", "json", "-q"]);
+        let run = &check["runs"][0];
+        assert_eq!(run["complete"], true, "{what}: the check completes");
+        let violated: BTreeSet<String> = run["properties"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["found"] == "violated")
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect();
+        let expected: BTreeSet<String> = c.violated.iter().map(|p| p.to_string()).collect();
+        if violated != expected {
+            failures.push(format!("{what}: the checker finds {violated:?} violated, expected {expected:?}"));
+        }
+        let lint = json(&["lint", file, "--model", c.model, "--format", "json", "-q"]);
+        assert_eq!(
+            lint["checked"]["unique_states"], run["unique_states"],
+            "{what}: lint explored the same space"
+        );
+        let with = |severity: &str| -> BTreeSet<String> {
+            findings(&lint)
+                .iter()
+                .filter(|f| f["severity"] == severity)
+                .map(|f| f["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let errors = with("error");
+        let expected_errors: BTreeSet<String> = c.errors.iter().map(|id| id.to_string()).collect();
+        if errors != expected_errors {
+            failures.push(format!("{what}: lint errors {errors:?}, expected {expected_errors:?}"));
+        }
+        let warnings = with("warning");
+        for id in c.warnings {
+            if !warnings.contains(*id) {
+                failures.push(format!("{what}: no warning {id} (warnings: {warnings:?})"));
+            }
+        }
+        // Each error is backed by a property the checker found violated, and each violation
+        // by an error of a named rule (RC000 would be in `errors` above).
+        for f in findings(&lint).iter().filter(|f| f["severity"] == "error") {
+            let backed = f["checker"]["violated"].as_array().cloned().unwrap_or_default();
+            if backed.is_empty() || backed.iter().any(|p| !violated.contains(p.as_str().unwrap())) {
+                failures.push(format!(
+                    "{what}: lint error {} on {backed:?}, not what the checker finds",
+                    f["id"]
+                ));
+            }
+        }
+        for p in &violated {
+            let flagged = findings(&lint).iter().any(|f| {
+                f["severity"] == "error"
+                    && f["checker"]["violated"].as_array().is_some_and(|v| v.iter().any(|q| q == p.as_str()))
+            });
+            if !flagged {
+                failures
+                    .push(format!("{what}: the checker finds {p} violated and lint reports no error for it"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+}

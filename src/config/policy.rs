@@ -440,11 +440,17 @@ impl SourcedPolicy {
         self.resolve_within(tick_ms, node_count, u64::from(TICKS_MAX))
     }
 
-    /// Resolve without a scenario, for the store and `replicheck lint` without `--model`: every
-    /// duration in milliseconds (a 1ms tick) with no tick limit, and room for the largest
-    /// replication factor. Every other check of `resolve` applies.
+    /// Resolve without a scenario, for the store: every duration in milliseconds (a 1ms tick)
+    /// with no tick limit, and room for the largest replication factor. Every other check of
+    /// `resolve` applies.
     pub fn resolve_ms(&self) -> Result<Policy, String> {
         self.refuse_unrun_family(self.resolve_within(1, NODE_COUNT_MAX, u64::from(u32::MAX))?)
+    }
+
+    /// [`SourcedPolicy::resolve_ms`] for either family: `replicheck lint` without `--model`
+    /// judges a leader-family policy too (it runs nothing).
+    pub fn resolve_ms_any_family(&self) -> Result<Policy, String> {
+        self.resolve_within(1, NODE_COUNT_MAX, u64::from(u32::MAX))
     }
 
     /// The leader family's machines (`protocol::leader`) run in the timed world, but the store

@@ -29,6 +29,7 @@ pub use table::{CHECKER_VIOLATION, RULES};
 use crate::config::duration::format_ms;
 use crate::config::{self, ConfigError, Found, Policy, PropertyName, Scenario, SourcedPolicy};
 use crate::model::WorldConfig;
+use crate::policy::leader::Replication;
 use crate::policy::Ticks;
 use std::path::{Path, PathBuf};
 
@@ -78,7 +79,28 @@ pub struct Rule {
     pub explanation: &'static str,
     /// The rule compares the policy with the environment, so it runs only with a model.
     pub needs_model: bool,
+    /// The protocol families whose policies it judges.
+    pub families: Families,
     check: fn(&Input) -> Vec<String>,
+}
+
+/// Which protocol families a rule is about: quorums, eviction, read repair and routing by
+/// capacity are the quorum family's; the detector and client retries are both families'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Families {
+    Both,
+    Quorum,
+    Leader,
+}
+
+impl Families {
+    pub fn contains(self, family: Replication) -> bool {
+        match self {
+            Families::Both => true,
+            Families::Quorum => family == Replication::Quorum,
+            Families::Leader => family == Replication::Leader,
+        }
+    }
 }
 
 /// One problem found by one rule.
@@ -157,6 +179,8 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Rules that need a model and were given none.
     pub not_run: Vec<&'static Rule>,
+    /// Rules about the other protocol family than the policy's (not run, and not listed).
+    pub other_family: usize,
 }
 
 impl Report {
@@ -221,8 +245,12 @@ impl Report {
 
 /// Run every rule. Rules that need a model are listed in `not_run` when there is none.
 pub fn lint(input: &Input) -> Report {
-    let mut report = Report { findings: Vec::new(), not_run: Vec::new() };
+    let mut report = Report { findings: Vec::new(), not_run: Vec::new(), other_family: 0 };
     for rule in RULES {
+        if !rule.families.contains(input.policy.replication()) {
+            report.other_family += 1;
+            continue;
+        }
         if rule.needs_model && input.scenario.is_none() {
             report.not_run.push(rule);
             continue;
@@ -274,7 +302,7 @@ pub fn lint_file(policy_path: &Path, model: Option<&Path>) -> Result<Linted, Con
     let sourced = config::load_policy(policy_path)?;
     let report = match model {
         None => {
-            let policy = sourced.resolve_ms().map_err(|m| ConfigError::new(policy_path, m))?;
+            let policy = sourced.resolve_ms_any_family().map_err(|m| ConfigError::new(policy_path, m))?;
             lint(&Input { policy: &policy, tick_ms: 1, scenario: None, world: None })
         }
         Some(model) => {

@@ -72,7 +72,7 @@ impl Linted {
             "\n{} error(s), {} warning(s) ({} rules run)",
             r.errors(),
             r.warnings(),
-            RULES.len() - r.not_run.len()
+            RULES.len() - r.not_run.len() - r.other_family
         );
         out
     }

@@ -10,7 +10,9 @@ use crate::policy::routing::{self, BackendLoad, Placement, UploadPlanner};
 use crate::policy::{coordinator_load, quorum, NodeId, Ticks};
 use std::fmt::Write as _;
 
+mod leader;
 mod load;
+pub(super) use leader::*;
 pub(super) use load::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -122,6 +124,20 @@ fn evicts(p: &Policy) -> bool {
     p.eviction.enabled
 }
 
+/// A node declared dead costs something: the quorum family evicts it (when eviction is on),
+/// the leader family fails it over when it is a primary (the leader family evicts nobody).
+fn acts_on_death(p: &Policy) -> bool {
+    p.leader.is_some() || evicts(p)
+}
+
+/// What follows a healthy node's wrongful death, in the family's terms.
+fn death_consequence(p: &Policy) -> &'static str {
+    match p.leader {
+        Some(_) => "declared dead, and a primary declared dead is failed over while it is alive",
+        None => "declared dead and evicted",
+    }
+}
+
 /// A failed attempt is retried at all: `max_attempts` above 1 and a budget above 0.
 fn retries(p: &Policy) -> bool {
     matches!(retry::after_failure(&p.retry, 1, 0), RetryDecision::RetryAfter { .. })
@@ -159,24 +175,27 @@ pub(super) fn read_write_quorums_disjoint(i: &Input) -> Vec<String> {
 
 pub(super) fn ack_deadline_within_round_trip(i: &Input) -> Vec<String> {
     let (p, Some(s)) = (i.policy, i.scenario) else { return vec![] };
-    // Only a detector that takes a missed deadline as death turns slowness into eviction.
-    if detector::health_after_deadline_miss(p.failure_detection) != Some(Health::Dead) || !evicts(p) {
+    // Only a detector that takes a missed deadline as death turns slowness into eviction (or,
+    // for a primary, into a failover).
+    if detector::health_after_deadline_miss(p.failure_detection) != Some(Health::Dead) || !acts_on_death(p) {
         return vec![];
     }
     let rtt = worst_round_trip(s);
     // A reply arriving on the tick the deadline fires may be handled after it: equal is too short.
     if p.replica_ack_timeout_ticks <= rtt.ticks {
         return vec![format!(
-            "replica_ack_timeout = {} is not above {}, and failure detection is coupled: a replica that is slow but up misses the deadline, is declared dead and is evicted",
+            "replica_ack_timeout = {} is not above {}, and failure detection is coupled: a replica that is slow but up misses the deadline and is {}",
             i.dur(p.replica_ack_timeout_ticks),
-            rtt.describe(i)
+            rtt.describe(i),
+            death_consequence(p)
         )];
     }
     // A lost request or ack misses every deadline, however long.
     match lossy_link(s) {
         Some(link) => vec![format!(
-            "failure detection is coupled and {link}: a lost request or ack misses the deadline whatever replica_ack_timeout is ({}), and the replica, up and reachable, is declared dead and evicted",
-            i.dur(p.replica_ack_timeout_ticks)
+            "failure detection is coupled and {link}: a lost request or ack misses the deadline whatever replica_ack_timeout is ({}), and the replica, up and reachable, is {}",
+            i.dur(p.replica_ack_timeout_ticks),
+            death_consequence(p)
         )],
         None => vec![],
     }
@@ -184,7 +203,7 @@ pub(super) fn ack_deadline_within_round_trip(i: &Input) -> Vec<String> {
 
 pub(super) fn detection_within_request_deadline(i: &Input) -> Vec<String> {
     let p = i.policy;
-    if p.failure_detection != FailureDetection::Independent || !evicts(p) {
+    if p.failure_detection != FailureDetection::Independent || !acts_on_death(p) {
         return vec![];
     }
     // What the detector concludes about a node silent for one request deadline; each
@@ -226,7 +245,7 @@ struct Silence {
 
 fn worst_silence(i: &Input) -> Option<Silence> {
     let (p, Some(s)) = (i.policy, i.scenario) else { return None };
-    if p.failure_detection != FailureDetection::Independent || !evicts(p) {
+    if p.failure_detection != FailureDetection::Independent || !acts_on_death(p) {
         return None;
     }
     let mut worst: Option<Silence> = None;
@@ -288,7 +307,7 @@ pub(super) fn dead_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {
     {
         return vec![];
     }
-    vec![silence_message(i, "dead_after", p.dead_after_ticks, &silence, "declared dead and evicted")]
+    vec![silence_message(i, "dead_after", p.dead_after_ticks, &silence, death_consequence(p))]
 }
 
 pub(super) fn suspect_after_within_heartbeat_round_trip(i: &Input) -> Vec<String> {

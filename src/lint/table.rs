@@ -1,7 +1,7 @@
 //! The rule table: each rule's id, severity, origin and explanation, and its check.
 
 use super::rules::*;
-use super::{Rule, Severity};
+use super::{Families, Rule, Severity};
 
 const ACK_TIMEOUT_INCIDENT: &str = "docs/incidents.md#ack-timeout-eviction-storm";
 const REBALANCER_INCIDENT: &str = "docs/incidents.md#rebalancer-compaction-oscillation";
@@ -17,6 +17,7 @@ pub static RULES: &[Rule] = &[
         origin: "minority write quorums (Dynamo-style W = 1, Cassandra consistency level ONE); models/basic-quorum.toml variant write-quorum-1",
         explanation: "A write is acknowledged once write_quorum replicas stored it. When write_quorum is at most half of replication_factor, two write quorums need not share a replica, so the two sides of a partition can both acknowledge writes, and the replicas holding an acknowledged write can all fail or be replaced while the rest of the replica set never saw it (with an odd replication factor, that is a minority of the replicas, a failure a quorum system is meant to survive). The acknowledged write is then gone from every read quorum: acked_writes_persist. This is the classic hazard of Dynamo-style minority write quorums; models/basic-quorum.toml's write-quorum-1 variant is a counterexample.",
         needs_model: false,
+        families: Families::Quorum,
         check: write_quorum_minority,
     },
     Rule {
@@ -28,6 +29,7 @@ pub static RULES: &[Rule] = &[
         origin: "Dynamo-style partial quorums (R + W <= N: eventual consistency only; Bailis et al., Probabilistically Bounded Staleness)",
         explanation: "A strong read asks read_quorum replicas and returns the newest version among their answers. Only when write_quorum + read_quorum exceeds replication_factor does every read quorum overlap every write quorum; otherwise a read that starts after a write was acknowledged can be answered entirely by replicas that have not stored it yet and return the older value, so the clients' history is not linearizable, and the acknowledged write is not visible to every read quorum (acked_writes_persist). This is the partial-quorum configuration of Dynamo-style stores (R + W <= N), which only promises eventual consistency.",
         needs_model: false,
+        families: Families::Quorum,
         check: read_write_quorums_disjoint,
     },
     Rule {
@@ -39,6 +41,7 @@ pub static RULES: &[Rule] = &[
         origin: ACK_TIMEOUT_INCIDENT,
         explanation: "With failure_detection = \"coupled\", a replica that misses a request's ack deadline is declared dead and evicted. The deadline runs at the coordinator from sending the request to receiving the ack, so it covers a round trip; if it is not above the worst round trip between the coordinator and any node (twice the worst one-way latency of their link, the fault menu's degradations included), a replica that is merely slow, up and reachable is evicted, and each eviction costs a membership update and a copy. That is the ack-timeout eviction storm (docs/incidents.md#ack-timeout-eviction-storm): a 2s deadline cut to 500ms met 300-700ms cross-zone latency. A link whose messages may be lost (the postmortem's packet loss) is the same at any deadline: a lost request or ack is a miss. It protects no_healthy_eviction, churn_bounded downstream, converges (under endless load each wrongful eviction is followed by the next: a storm), and dead_replaced: the catch-up copy that replaces a dead replica runs against the same deadline, so a copy that cannot finish in time reruns and the dead replica stays in the replica set. Needs --model, for the links and the fault menu.",
         needs_model: true,
+        families: Families::Both,
         check: ack_deadline_within_round_trip,
     },
     Rule {
@@ -50,6 +53,7 @@ pub static RULES: &[Rule] = &[
         origin: ACK_TIMEOUT_INCIDENT,
         explanation: "Independent failure detection exists to separate \"slow\" from \"failed\": the request deadline (replica_ack_timeout) may be aggressive because missing it costs one retry, while the silence after which a node is suspect or dead (suspect_after, dead_after) decides about evictions and must be patient. A threshold that is not above the request deadline declares a node suspect or dead as soon as a single request would have timed out, which re-creates the coupling the postmortem of docs/incidents.md#ack-timeout-eviction-storm removed (its first action item: separate request acknowledgement deadlines from failure-detection thresholds). It protects no_healthy_eviction; RC005 checks the thresholds against the environment itself.",
         needs_model: false,
+        families: Families::Both,
         check: detection_within_request_deadline,
     },
     Rule {
@@ -61,6 +65,7 @@ pub static RULES: &[Rule] = &[
         origin: "docs/incidents.md#ack-timeout-eviction-storm; heartbeat detectors with timeouts inside the normal heartbeat gap (why phi-accrual detectors adapt to observed round trips)",
         explanation: "Under independent detection the coordinator pings every node each heartbeat_interval and declares a node dead once it has been silent for dead_after. A healthy, reachable node can be silent for up to heartbeat_interval plus the worst round trip (the next ping goes out one interval later and its pong may take the slowest round trip the links and the fault menu allow), so a dead_after that is not above that bound evicts healthy nodes whenever the network is slow: the ack-timeout incident again (docs/incidents.md#ack-timeout-eviction-storm), by way of heartbeats. On a link that may lose messages each lost ping or pong adds an interval of silence: one lost heartbeat must not be a death. The bound depends on when the detector looks (health_check, docs/reference.md#when-a-node-is-judged): checked continuously, as a lease expires, it sees the whole silence; judged at heartbeat rounds only, it sees the silence at the last round before the pong arrives, a whole number of intervals (the coordinator's start counts as hearing from every node, and its first round is one interval later). With 1s heartbeats and a 1.4s worst round trip, continuous needs dead_after above 2.4s, rounds above 2s. It protects no_healthy_eviction, churn_bounded downstream, and converges. Needs --model, for the links and the fault menu.",
         needs_model: true,
+        families: Families::Both,
         check: dead_after_within_heartbeat_round_trip,
     },
     Rule {
@@ -72,6 +77,7 @@ pub static RULES: &[Rule] = &[
         origin: "docs/incidents.md#ack-timeout-eviction-storm",
         explanation: "As RC005, for suspect_after: a healthy node's normal silence (up to heartbeat_interval plus the worst round trip) makes it suspect. Nothing is evicted on suspicion alone, so this is a warning, but a detector whose suspicion fires on ordinary latency carries no information, and anything built on suspicion (routing around suspects, hedged requests, an operator's dashboard) reacts to slowness as to failure, the confusion at the root of docs/incidents.md#ack-timeout-eviction-storm. It protects no_healthy_eviction. Needs --model.",
         needs_model: true,
+        families: Families::Both,
         check: suspect_after_within_heartbeat_round_trip,
     },
     Rule {
@@ -83,6 +89,7 @@ pub static RULES: &[Rule] = &[
         origin: ACK_TIMEOUT_INCIDENT,
         explanation: "Many nodes looking dead at once is more likely a network event (a degraded link, a partition) than independent failures, and evicting them all at once floods the coordinator with membership updates and the network with copies, the feedback loop that turned a link degradation into a multi-region outage in docs/incidents.md#ack-timeout-eviction-storm. max_dead_fraction is the correlated-eviction circuit breaker the postmortem asked for: while more than that share of the nodes looks dead, nothing is evicted. At 1.0 it never trips. It protects churn_bounded (and limits the damage of any false death, no_healthy_eviction).",
         needs_model: false,
+        families: Families::Quorum,
         check: eviction_without_circuit_breaker,
     },
     Rule {
@@ -94,6 +101,7 @@ pub static RULES: &[Rule] = &[
         origin: "docs/incidents.md#hot-partition-retry-storm and docs/incidents.md#ack-timeout-eviction-storm (fixed-interval retries); the thundering herd that exponential backoff with jitter prevents",
         explanation: "Clients that fail together (a throttled partition, a timed-out quorum) and wait a fixed time retry together, so every retry wave arrives as synchronised as the failure that caused it and meets the same overload: a retry storm. Jitter spreads the retries over a window; the rule asks the retry policy for every retry's window and fires when none has any width (backoff = \"fixed\", or exponential_jitter with backoff_base = backoff_max, or with a single retry, whose window is [backoff_base, backoff_base]). The hot-partition incident (docs/incidents.md#hot-partition-retry-storm) was four layers of such retries compounding, and in docs/incidents.md#ack-timeout-eviction-storm fixed-interval clients added load during recovery. It protects ops_complete and capacity_respected.",
         needs_model: false,
+        families: Families::Both,
         check: retries_without_jitter,
     },
     Rule {
@@ -105,6 +113,7 @@ pub static RULES: &[Rule] = &[
         origin: "docs/incidents.md#hot-partition-retry-storm; retry budgets (Google SRE book, Handling Overload)",
         explanation: "Without a retry_budget a client retries every failed attempt up to max_attempts, however many are failing: when the cause is overload (a hot partition at its write capacity, a saturated coordinator), retries multiply the offered load by up to max_attempts exactly when there is no capacity for it, and the work never completes. A budget caps the retries a client spends over all its operations, so a persistent failure degrades into errors instead of a storm. The hot-partition incident (docs/incidents.md#hot-partition-retry-storm) is the example; its fix added a budget. It protects ops_complete and capacity_respected.",
         needs_model: false,
+        families: Families::Both,
         check: retries_without_budget,
     },
     Rule {
@@ -116,6 +125,7 @@ pub static RULES: &[Rule] = &[
         origin: ACK_TIMEOUT_INCIDENT,
         explanation: "A client that times out cannot tell a write that failed from a write that was applied and whose response was lost; if it retries, the coordinator sequences the retry as a new write and the effect is applied twice. Idempotency tokens let the coordinator recognise the retry and reuse the first attempt's version. In docs/incidents.md#ack-timeout-eviction-storm clients without tokens created duplicate application-level transactions. It protects no_duplicate_effects.",
         needs_model: false,
+        families: Families::Quorum,
         check: retries_without_idempotency,
     },
     Rule {
@@ -127,6 +137,7 @@ pub static RULES: &[Rule] = &[
         origin: REBALANCER_INCIDENT,
         explanation: "A rebalancer that scores targets by disk use alone cannot see compaction debt: a node with free disk and a deep compaction backlog looks like the best target, receives a hot shard, falls behind under its write amplification, looks overloaded, and sheds the shard back to where it came from. That is the oscillation of docs/incidents.md#rebalancer-compaction-oscillation, where hot shards moved back and forth for hours. The rule asks the scoring to place a hot shard between an empty disk with 100% compaction debt and a fuller one with none. scoring = \"disk_and_compaction\" with a compaction_debt_max excludes such targets. It protects converges, churn_bounded downstream, and hot_shard_leaves_slow_node (a hot shard sent to a slow node).",
         needs_model: false,
+        families: Families::Quorum,
         check: rebalancer_blind_to_compaction,
     },
     Rule {
@@ -138,6 +149,7 @@ pub static RULES: &[Rule] = &[
         origin: REBALANCER_INCIDENT,
         explanation: "A shard that just moved should rest before it may move again; without a cooldown a mistaken move is undone at the next rebalance and redone at the one after, one membership change per interval for as long as the conditions last (docs/incidents.md#rebalancer-compaction-oscillation). A cooldown_backoff is meant to make repeated moves of the same shard ever rarer, but the cooldown is capped at the larger of cooldown_max and move_cooldown, so with cooldown_max not above move_cooldown the backoff does nothing. The rule asks the cooldown schedule for the first two cooldowns. A cooldown alone only slows an oscillation (the model's cooldown-only variant still violates converges); it bounds churn. It protects churn_bounded and, with compaction-aware scoring, converges.",
         needs_model: false,
+        families: Families::Quorum,
         check: rebalancer_cooldown,
     },
     Rule {
@@ -149,6 +161,7 @@ pub static RULES: &[Rule] = &[
         origin: ROUTING_INCIDENT,
         explanation: "Sorted placement sends each write to the first backend that is up in preference order, without asking whether it has room. When the backends that sort first are nearly full, they receive a very large share of the writes and run out of resources while others idle: the Cloud Storage outage of docs/incidents.md#capacity-routing-bypass, where a traffic-sorting optimisation bypassed capacity-aware routing for 12 hours. The rule asks placement to choose among two full backends that sort first and an idle large one. placement = \"capacity_aware\" spills past spill_threshold and sheds load rather than overload anyone. It protects capacity_respected.",
         needs_model: false,
+        families: Families::Quorum,
         check: sorted_placement,
     },
     Rule {
@@ -160,6 +173,7 @@ pub static RULES: &[Rule] = &[
         origin: ROUTING_INCIDENT,
         explanation: "The smallest-first upload planner packs uploads onto the smallest backends whatever placement says, so reverting placement alone does not restore capacity-aware routing: in docs/incidents.md#capacity-routing-bypass an incomplete rollback of an upload-planner feature overloaded a few smaller backends again the next day, for another five hours. The rule asks the router to place a write among two full small backends and an idle large one. A rollback is complete when both placement and upload_planner are \"capacity_aware\". It protects capacity_respected.",
         needs_model: false,
+        families: Families::Quorum,
         check: upload_planner_bypass,
     },
     Rule {
@@ -171,6 +185,7 @@ pub static RULES: &[Rule] = &[
         origin: "docs/incidents.md#hot-partition-retry-storm",
         explanation: "A partition takes at most partition_write_capacity (and no more than its share of table_write_capacity), however much the table has: raising the table's capacity does not lift it. All keys of one prefix land on one partition unless write_shard_suffixes spreads them, so a burst on one prefix (a promotion's cohort) that reaches the cap leaves no room for any other write there: every write is throttled, and naive retries turn that into a retry storm. This is the 47-minute payments outage of docs/incidents.md#hot-partition-retry-storm; write sharding with 16 suffixes ended it. The rule spreads each shard's burst_writes over the suffixes as the model does and names the fewest suffixes that leave room. Write sharding spreads keys; it does not keep two customers apart: where the burst leaves room, the rule also adds the clients whose keys may land on the partition (a key hash of \"any\" lands anywhere), one write each in a tick. It protects capacity_respected and ops_complete. Needs --model, for the bursts and the partitions.",
         needs_model: true,
+        families: Families::Quorum,
         check: hot_prefix_over_partition_capacity,
     },
     Rule {
@@ -182,6 +197,7 @@ pub static RULES: &[Rule] = &[
         origin: "read repair in Dynamo-style quorum stores (ABD's write-back phase); models/basic-quorum.toml variant no-read-repair",
         explanation: "A strong read returns the newest version its read quorum holds. While a write is still in progress that version may be on fewer replicas than a write quorum; a read that returns it without writing it back first (read_repair = false) can be followed by a read whose quorum misses those replicas and returns the older value: the new value was seen and then lost from view, and no order of the operations explains both reads. Writing the value back to a write quorum before answering (the write-back phase of the ABD register, read repair in Dynamo-style stores) closes the gap; so does reading every replica. models/basic-quorum.toml's no-read-repair variant is a counterexample. It protects linearizable.",
         needs_model: false,
+        families: Families::Quorum,
         check: reads_without_repair,
     },
     Rule {
@@ -193,6 +209,7 @@ pub static RULES: &[Rule] = &[
         origin: "coordinator restarts that forget membership changes; models/coordinator-restart.toml variant membership-in-memory",
         explanation: "Evictions and moves change which nodes hold a shard. If the coordinator keeps those changes in memory only (durable_membership = false), a coordinator that restarts starts again from the configured replica sets: it writes to and reads from nodes that were evicted or moved away and may never have received the writes acknowledged since, so an acknowledged write is missing from every read quorum and reads go back in time. Persisting each change before it takes effect (as the store's state file does) makes a restart resume with the replica sets it had. models/coordinator-restart.toml's membership-in-memory variant is a counterexample. It protects acked_writes_persist and linearizable.",
         needs_model: false,
+        families: Families::Quorum,
         check: membership_in_memory,
     },
     Rule {
@@ -204,6 +221,7 @@ pub static RULES: &[Rule] = &[
         origin: "never replacing a dead replica (the do-nothing policy every safety property passes); tests/data/dead-replaced.toml",
         explanation: "Every safety property holds for a policy that never evicts anyone: nothing healthy is evicted, nothing churns. But a replica that crashed for good then stays in its replica set, which runs one failure short of its replication factor for ever, and the next failure loses the quorum. The rule asks the policy whether one crashed replica can be replaced: eviction must be enabled and allowed (max_concurrent_evictions above 0), the breaker must let one dead node in the cluster through, and the detector must be able to find it dead. Coupled detection finds a node dead only when a request to it misses its deadline, so a replica of a shard whose traffic stops is never found; independent detection (heartbeats) finds it. With --model the rule also asks the model: a replacement needs a node with a replica slot free (replica_slots), and a join needs its copies (the coordinator asks a source, the source sends to the replacement, which acks: three one-way trips at the least) to land before join_timeout abandons it; a timeout no longer than the fastest such join abandons every join. It protects dead_replaced.",
         needs_model: false,
+        families: Families::Quorum,
         check: dead_replica_never_replaced,
     },
     Rule {
@@ -215,6 +233,7 @@ pub static RULES: &[Rule] = &[
         origin: REBALANCER_INCIDENT,
         explanation: "A node deep in compaction debt that hosts a hot shard falls behind and serves it slowly; only a move ends that. With the rebalancer off nothing moves, and with it on the shard still stays when the rebalancer finds no target: every other node is over disk_high_watermark after the move, or over compaction_debt_max. The rule takes the model's initial replica sets, disk use and debt and asks the rebalancer for its move With debt as node state, any host of a hot shard may become slow: the rule flags the rebalancer being off, and a hot shard whose endless writers add debt faster than one node compacts it (each writer's fastest cycle, its round trips and shortest think time, against compaction_debt_drain). Then the debt follows the shard: a move makes the next node slow, so the moves never end, and staying keeps it slow. It protects hot_shard_leaves_slow_node and converges. Needs --model.",
         needs_model: true,
+        families: Families::Quorum,
         check: hot_shard_stays_on_slow_node,
     },
     Rule {
@@ -226,6 +245,7 @@ pub static RULES: &[Rule] = &[
         origin: ACK_TIMEOUT_INCIDENT,
         explanation: "A coordinator whose own control-plane work (membership updates, catch-up copies) queues ahead of requests delays them while their ack deadlines run. Under coupled detection a request that waited behind the backlog and then took a slow round trip misses its deadline, and the miss evicts a healthy replica, whose eviction is more backlog: the feedback loop of docs/incidents.md#ack-timeout-eviction-storm (\"this feedback loop overloaded cluster coordinators\"). Its remedy pauses changes while the coordinator's load is above coordinator_load_ceiling; the rule asks coordinator_load for the wait behind the most work that does not pause them and adds the worst round trip, and names the largest ceiling that keeps the sum below the deadline. Waiting before re-replicating is the other remedy (docs/incidents.md's re-mirroring storm): a replica blamed for a miss had its request sent before the deadline, so its late reply arrives within a round trip of it, and a down_out_interval above the worst round trip keeps it in its place; the rule is silent then. It protects no_healthy_eviction and converges. Needs --model, for [coordinator] work_per_tick and the links.",
         needs_model: true,
+        families: Families::Quorum,
         check: coordinator_backlog_within_deadline,
     },
     Rule {
@@ -237,7 +257,92 @@ pub static RULES: &[Rule] = &[
         origin: ROUTING_INCIDENT,
         explanation: "Capacity-aware placement sends a write to a backend that stays under spill_threshold, as far as the router knows; a router knows the load from outside the store and the writes it placed itself, not what other routers placed in the same instant. With several routers each may take a backend's last free slots, and the backend is offered more than it ingests. The rule lets each router place the writes of its writing clients in one tick, one at a time, as placement does (under spill_threshold where a backend stays under it; past it everywhere, on the least full backend that still admits one, up to its whole capacity), and adds up what the routers put on each backend with the outside load. A lower spill_threshold leaves headroom for the others only while some backend stays under it: backends so small that one write passes the threshold are filled to capacity by each router at any threshold. The model's capacity-routing-two-routers shows 100% over-committed and 80% holding at its scope. It protects capacity_respected. Needs --model, for the coordinators and the backends.",
         needs_model: true,
+        families: Families::Quorum,
         check: routers_overcommit_a_backend,
+    },
+    Rule {
+        id: "RC022",
+        name: "async-acks-with-failover",
+        severity: Severity::Error,
+        what: "leader family: acks = \"leader\" (asynchronous replication) with automatic failover (a follower a failover may promote)",
+        protects: &["acked_writes_persist", "linearizable"],
+        origin: "failovers of asynchronously replicated primaries (MySQL with Orchestrator, PostgreSQL with Patroni); models/async-failover.toml",
+        explanation: "With acks = \"leader\" the primary acknowledges a write as soon as it stored it, before any follower holds it. When the primary is judged dead (crashed, or only cut off for a moment) the failover manager promotes a follower, and a follower that had not received the write yet becomes primary without it: the acknowledged write is gone, and when the old primary rejoins it adopts the new primary's log and drops it too. A read after the failover returns the older value. The rule asks the acknowledgement rule whether a write held by the primary alone is acknowledged while every follower is in sync, and (with --model) the promotion rules whether any shard's failover can promote someone: with failover_cross_zone = false and every follower in another zone, failover never happens and nothing acknowledged is lost (writes wait for the primary instead: RC028). Semi-synchronous replication (acks = \"in_sync\") waits for the in-sync followers. models/async-failover.toml's default is a counterexample. It protects acked_writes_persist and linearizable.",
+        needs_model: false,
+        families: Families::Leader,
+        check: async_acks_with_failover,
+    },
+    Rule {
+        id: "RC023",
+        name: "unclean-election-after-one-copy",
+        severity: Severity::Error,
+        what: "leader family: unclean_election = true while an acknowledged write may be on the primary alone (acks = \"in_sync\" with min_in_sync = 1)",
+        protects: &["acked_writes_persist", "linearizable"],
+        origin: "Kafka's min.insync.replicas = 1 with unclean.leader.election.enable; models/in-sync-unclean.toml",
+        explanation: "A follower that lags for replica_lag_timeout leaves the in-sync set; with min_in_sync = 1 the primary, alone in the set, goes on acknowledging writes that no other replica holds. If the primary then fails, a clean election has no one to promote, but an unclean election (unclean_election = true) promotes a follower outside the in-sync set, which lacks those writes: they are lost after a single failure, and reads return older values. This is Kafka's classic data loss with min.insync.replicas = 1 and unclean leader election. The rule asks the acknowledgement rule for the fewest replicas an acknowledged write may be on. min_in_sync = 2 refuses writes instead of acknowledging them alone, and unclean_election = false blocks the promotion (the shard then waits for an in-sync replica). models/in-sync-unclean.toml's default is a counterexample. It protects acked_writes_persist and linearizable.",
+        needs_model: false,
+        families: Families::Leader,
+        check: unclean_election_single_copy,
+    },
+    Rule {
+        id: "RC024",
+        name: "unclean-election",
+        severity: Severity::Warning,
+        what: "leader family: unclean_election = true while an acknowledged write may be on fewer than every replica (acks = \"in_sync\" with min_in_sync below replication_factor)",
+        protects: &["acked_writes_persist", "linearizable"],
+        origin: "unclean leader election (Kafka's unclean.leader.election.enable)",
+        explanation: "An unclean election promotes a replica outside the in-sync set when no in-sync replica answers. With acks = \"in_sync\" an acknowledged write is on every member of the in-sync set, and the set may shrink to min_in_sync members; when all of them fail, the replica an unclean election promotes may never have had the write. With min_in_sync at 2 or more that needs as many failures, so this is a warning (RC023 is the single-failure case, an error once the checker confirms it): it is the trade of availability for durability that unclean elections make explicit. With acks = \"all\" every acknowledged write is on every replica and the rule is silent. It protects acked_writes_persist and linearizable.",
+        needs_model: false,
+        families: Families::Leader,
+        check: unclean_election_minority,
+    },
+    Rule {
+        id: "RC025",
+        name: "failover-without-fencing",
+        severity: Severity::Error,
+        what: "leader family: fencing = false with automatic failover; with --model, says whether the model's latencies and fault menu can make a live primary look dead (silence against dead_after + failover_delay, a deadline against the worst round trip, a cut)",
+        protects: &["single_primary", "acked_writes_persist"],
+        origin: "split brain after a failover without fencing (Redis Sentinel, failover scripts without STONITH or epochs); models/unfenced-primary.toml",
+        explanation: "A failover decides that the primary is dead from silence or missed deadlines, which a slow link or a short cut produce as well as a crash: the old primary may be alive. Epochs fence it: replicas refuse writes and appends from an older epoch, and the manager refuses results produced in one. With fencing = false nothing is refused, so a deposed primary that has not heard of the promotion takes the writes already on their way to it, in its old epoch, and the manager relays their acknowledgements after the new primary acknowledged writes of its own: two primaries served the shard (single_primary), and a write the deposed primary acknowledged is not in the new primary's log, which the old primary adopts once it learns of the new epoch (acked_writes_persist). With --model the rule says how the model can make a live primary look dead: a healthy primary's longest silence (heartbeat_interval and the worst round trip, the fault menu's degradations included) longer than dead_after + failover_delay (hearing from it before the failover decides calls it off), a request deadline within the worst round trip or a lossy link under coupled detection, or a cut of a replica's zone. models/unfenced-primary.toml's default is a counterexample. It protects single_primary and acked_writes_persist.",
+        needs_model: false,
+        families: Families::Leader,
+        check: failover_without_fencing,
+    },
+    Rule {
+        id: "RC026",
+        name: "lag-timeout-within-replication-round-trip",
+        severity: Severity::Warning,
+        what: "leader family: replica_lag_timeout not above the worst primary-follower round trip (with --model, the fault menu's degradations included; without, the detector's own dead time stands in for it)",
+        protects: &["acked_writes_persist", "ops_complete"],
+        origin: "in-sync sets that shrink on ordinary latency (Kafka's replica.lag.time.max.ms); docs/incidents.md#ack-timeout-eviction-storm (slow is not failed)",
+        explanation: "A follower is behind from the moment the primary stores a write until the append reached it and its answer came back: a round trip between primary and follower. A replica_lag_timeout that is not above the worst such round trip drops a follower that is healthy and merely slow from the in-sync set, the in-sync analogue of the ack-timeout eviction storm (docs/incidents.md#ack-timeout-eviction-storm): with acks = \"in_sync\" and min_in_sync = 1 the primary then acknowledges writes alone (one failure from loss), with a larger min_in_sync it refuses writes, and a follower out of sync is no candidate for a clean promotion. With --model the bound is the worst round trip between two replicas of a shard (any may be primary), the fault menu's degradations included; without a model, the time the detector itself gives a node before taking it for dead (dead_after, or replica_ack_timeout under coupled detection) stands in for it, a heuristic. It protects acked_writes_persist and ops_complete.",
+        needs_model: false,
+        families: Families::Leader,
+        check: lag_timeout_within_replication_round_trip,
+    },
+    Rule {
+        id: "RC027",
+        name: "min-in-sync-one",
+        severity: Severity::Warning,
+        what: "leader family: acks = \"in_sync\" with min_in_sync = 1 and replication_factor above 1 (clean elections)",
+        protects: &["acked_writes_persist"],
+        origin: "Kafka's min.insync.replicas = 1; MySQL semi-synchronous replication falling back to asynchronous",
+        explanation: "With acks = \"in_sync\" the primary waits for every member of the in-sync set, but a follower that lags for replica_lag_timeout leaves the set, and with min_in_sync = 1 the primary alone is enough: it goes on acknowledging writes that are on one replica only (MySQL's semi-synchronous replication falling back to asynchronous). With clean elections nothing is promoted that lacks them, but the primary's disk is then the only copy, and the shard waits for that replica to return. min_in_sync = 2 refuses such writes instead. A warning: the checker confirms a loss only with a promotion that may skip the in-sync set (RC023) or a lost disk. It protects acked_writes_persist.",
+        needs_model: false,
+        families: Families::Leader,
+        check: min_in_sync_one,
+    },
+    Rule {
+        id: "RC028",
+        name: "failover-never-promotes",
+        severity: Severity::Error,
+        what: "leader family: a dead primary is never failed over (no follower, or failover_cross_zone = false with every follower in another zone; with --model, only where a primary can crash or be cut off)",
+        protects: &["ops_complete"],
+        origin: "failover disabled across regions (manual failover); models/async-failover.toml variant no-auto-failover",
+        explanation: "Turning automatic failover off (here: failover_cross_zone = false where every follower is in another zone than its primary, or no follower at all) keeps every acknowledged write, but a primary that crashes for good or stays cut off takes its shard's writes with it: nothing is promoted, and clients retry for as long as the primary stays down. That may be the right trade (an operator promotes by hand), but it is one: availability for a crash is then the operator's. The rule asks the promotion rules whether any shard's first failover can promote someone, with every follower answering and in sync; with --model it only fires where the fault menu can crash or cut off a primary. models/async-failover.toml's no-auto-failover variant is a counterexample. It protects ops_complete.",
+        needs_model: false,
+        families: Families::Leader,
+        check: failover_never_promotes,
     },
 ];
 
@@ -252,5 +357,6 @@ pub static CHECKER_VIOLATION: Rule = Rule {
     origin: "replicheck check: lint's rules are bounds, the checker explores every behaviour of the model",
     explanation: "The static rules are cheap bounds over the policy and the model's links; they cannot see what depends on the interleaving of events (a read racing a write, a retry meeting a late reply, a membership change during a fault). With --model, lint explores the model under the policy as `replicheck check --policy` does; a property it finds violated that no rule's finding protects is reported here, so that lint never passes a policy the checker rejects. Run `replicheck check MODEL --policy POLICY` for the counterexample, and open it in the explorer.",
     needs_model: true,
+    families: Families::Both,
     check: |_| Vec::new(),
 };
