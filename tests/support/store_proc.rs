@@ -45,14 +45,16 @@ impl StoreProc {
     }
 
     fn try_start(data_dir: &Path, port: u16, args: &[&str]) -> Result<StoreProc, String> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
-            .args(["store", "up", "--port", &port.to_string(), "--data-dir"])
-            .arg(data_dir)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run replicheck store up");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_replicheck"));
+        command.args(["store", "up", "--port", &port.to_string(), "--data-dir"]).arg(data_dir).args(args);
+        StoreProc::start_command(command)
+    }
+
+    /// `command` runs `store up` (perhaps through a wrapper that execs it); waits for its
+    /// client port, or returns its exit status and stderr.
+    pub fn start_command(mut command: Command) -> Result<StoreProc, String> {
+        let mut child =
+            command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run replicheck store up");
         let mut errors = BufReader::new(child.stderr.take().unwrap());
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let deadline = Instant::now() + Duration::from_millis(START_LIMIT_MS);

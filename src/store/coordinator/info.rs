@@ -45,6 +45,9 @@ pub struct Observed {
     /// Nodes this coordinator evicted as dead and has not taken back since (INFO's
     /// `role=evicted`); a restarted coordinator starts with none.
     pub evicted: Vec<bool>,
+    /// Each node's last failure reply (a storage error) and when it came: a request that then
+    /// fails names it instead of "no reply".
+    pub node_errors: Vec<Option<(String, Instant)>>,
 }
 
 /// An enum as the policy files and INFO spell it (`coupled`, `no_replacement`).

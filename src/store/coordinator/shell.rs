@@ -21,7 +21,7 @@
 
 use super::info::{config_name, Counters, Observed};
 use super::layout::Layout;
-use super::link::NodeLink;
+use super::link::{LinkError, NodeLink};
 use super::machine::{StoreData, TOKENS_MAX};
 use super::peer::{PeerLinks, PeerMsg};
 use super::state::{SavedMember, SavedShard, SavedState, StateFile};
@@ -153,6 +153,7 @@ impl Shell {
             last_suppressed: None,
             membership_epoch: saved.as_ref().map_or(0, |s| s.membership_epoch),
             evicted: vec![false; node_count],
+            node_errors: vec![None; node_count],
         };
         let peer_addrs = &peering.addrs[..];
         let peers = (peer_addrs.len() > 1).then(|| PeerLinks::start(me, peer_addrs));
@@ -447,9 +448,10 @@ impl Shell {
                 if matches!(why, Failure::Throttled(_)) {
                     bump(&c.writes_throttled);
                 }
-                let Inner { waiting, machine, .. } = inner;
+                let Inner { waiting, machine, observed, .. } = inner;
                 if let Some(w) = waiting.get_mut(&op) {
-                    w.why = Some(self.failure_text(cfg, w.kind, w.shard, why, machine));
+                    w.why =
+                        Some(self.failure_text(cfg, w.kind, w.shard, why, machine, &observed.node_errors));
                 }
             }
             Event::ReadRepairStarted { .. } => bump(&c.read_repairs),
@@ -564,6 +566,7 @@ impl Shell {
         shard: u8,
         why: Failure,
         machine: &Machine,
+        node_errors: &[Option<(String, Instant)>],
     ) -> String {
         let timeout = cfg.policy.replica_ack_timeout_ticks;
         let window_ms = self.layout.window_ms;
@@ -595,8 +598,20 @@ impl Shell {
                 unreachable!("an admitted write is not refused")
             }
             Failure::Deadline { answered, needed, missing, repairing } => {
-                let silent: Vec<String> =
-                    (0..8).filter(|n| missing & (1 << n) != 0).map(|n| format!("node {n}")).collect();
+                // A failure reply since this request was sent is why that node did not ack; the
+                // deadline fires one ack timeout after the send, give or take a clock tick.
+                let recent = Duration::from_millis(2 * u64::from(timeout));
+                let failed_now = |n: usize| match node_errors.get(n) {
+                    Some(Some((why, at))) if at.elapsed() <= recent => Some(why.clone()),
+                    _ => None,
+                };
+                let (mut silent, mut failed) = (Vec::new(), Vec::new());
+                for n in (0..8).filter(|n| missing & (1 << n) != 0) {
+                    match failed_now(n) {
+                        Some(why) => failed.push(format!("node {n}: {why}")),
+                        None => silent.push(format!("node {n}")),
+                    }
+                }
                 let (what, answers) = match (kind, repairing) {
                     (_, true) => ("read repair failed: write", "acks"),
                     (OpKind::Write, false) => ("write", "acks"),
@@ -609,9 +624,13 @@ impl Shell {
                 } else {
                     ""
                 };
+                let mut causes = failed;
+                if !silent.is_empty() {
+                    causes.push(format!("no reply before the deadline from {}", silent.join(", ")));
+                }
                 format!(
-                    "{what} quorum not reached: {answered} of {needed} {answers} within replica_ack_timeout {timeout} ms (no reply before the deadline from {}){unknown}",
-                    silent.join(", ")
+                    "{what} quorum not reached: {answered} of {needed} {answers} within replica_ack_timeout {timeout} ms ({}){unknown}",
+                    causes.join("; ")
                 )
             }
         }
@@ -690,8 +709,16 @@ impl Shell {
         }
         tokio::spawn(async move {
             let deadline = sent_at + reply_wait(ack_timeout);
-            let Ok(reply) = shell.links[usize::from(n)].request(request, deadline).await else {
-                return; // lost
+            let reply = match shell.links[usize::from(n)].request(request, deadline).await {
+                Ok(reply) => reply,
+                Err(LinkError::Node(why)) => {
+                    // The node is up but could not do it (its disk is full): for the protocol
+                    // a lost reply; the request's error names the cause.
+                    shell.heard(n, sent_at, ack_timeout);
+                    shell.lock().observed.node_errors[usize::from(n)] = Some((why, Instant::now()));
+                    return;
+                }
+                Err(_) => return, // lost
             };
             if shell.drop_late_replies && sent_at.elapsed() > ack_timeout {
                 return;

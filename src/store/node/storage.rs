@@ -9,8 +9,10 @@ use super::wire::StoredValue;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::ops::Bound;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, RwLock};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// key -> (version: 8 bytes big-endian, flag: 1 = value / 0 = tombstone, value bytes).
@@ -30,6 +32,11 @@ const BATCH_WRITES_MAX: usize = 512;
 /// that was just killed is still exiting when the next one starts.
 const OPEN_WAIT_MS: u64 = 10_000;
 const OPEN_RETRY_MS: u64 = 20;
+/// After a failed commit the database is closed and opened again at most this often, on the
+/// next write: a full disk fails writes at once, and they succeed again once space returns.
+const REOPEN_RETRY_MS: u64 = 200;
+/// A storage failure is logged once per cause in this interval, with how many were not.
+const FAILURE_LOG_INTERVAL_MS: u64 = 10_000;
 
 struct PendingWrite {
     key: Vec<u8>,
@@ -40,9 +47,88 @@ struct PendingWrite {
 
 #[derive(Clone)]
 pub struct Storage {
-    db: Arc<Database>,
+    db: Arc<Handle>,
     writes: mpsc::Sender<PendingWrite>,
     max_version: Arc<AtomicU64>,
+}
+
+/// The open database, or why it is closed. redb refuses every operation after an I/O error
+/// (a full disk) until the database is opened again, so the writer closes it when a commit
+/// fails and opens it again later: the node recovers by itself when the cause goes away.
+struct Handle {
+    path: PathBuf,
+    db: RwLock<Result<Arc<Database>, String>>,
+}
+
+impl Handle {
+    fn get(&self) -> Result<Arc<Database>, String> {
+        self.db.read().expect("database lock").clone()
+    }
+
+    fn close(&self, cause: String) {
+        *self.db.write().expect("database lock") = Err(cause);
+    }
+
+    /// Open it again if closed; `Err(cause)` if that fails (a read may still hold the old
+    /// handle for a moment: the next attempt gets it).
+    fn reopen(&self) -> Result<Arc<Database>, String> {
+        let mut slot = self.db.write().expect("database lock");
+        if let Ok(db) = &*slot {
+            return Ok(Arc::clone(db));
+        }
+        let db = match Database::create(&self.path) {
+            Ok(db) => Arc::new(db),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => return slot.clone(),
+            Err(e) => {
+                *slot = Err(cause(&e));
+                return slot.clone();
+            }
+        };
+        *slot = Ok(Arc::clone(&db));
+        Ok(db)
+    }
+}
+
+/// What a storage error says, in the words an operator looks for.
+fn cause(e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    if text.contains("No space left on device") {
+        "storage: no space left on device".into()
+    } else {
+        format!("storage: {text}")
+    }
+}
+
+/// Logs each storage failure cause once per interval, and the recovery.
+#[derive(Default)]
+struct FailureLog {
+    /// cause -> (last logged, failures since not logged).
+    logged: std::collections::HashMap<String, (Instant, u64)>,
+}
+
+impl FailureLog {
+    fn failed(&mut self, path: &Path, why: &str) {
+        let now = Instant::now();
+        let interval = Duration::from_millis(FAILURE_LOG_INTERVAL_MS);
+        match self.logged.get_mut(why) {
+            Some((at, quiet)) if now.duration_since(*at) < interval => *quiet += 1,
+            Some((at, quiet)) => {
+                eprintln!("replicheck store node: {}: {why}: writes fail until it is fixed ({quiet} more failures since the last report)", path.display());
+                (*at, *quiet) = (now, 0);
+            }
+            None => {
+                eprintln!("replicheck store node: {}: {why}: writes fail until it is fixed", path.display());
+                self.logged.insert(why.to_string(), (now, 0));
+            }
+        }
+    }
+
+    fn recovered(&mut self, path: &Path) {
+        if !self.logged.is_empty() {
+            eprintln!("replicheck store node: {}: storage works again: writes resume", path.display());
+            self.logged.clear();
+        }
+    }
 }
 
 fn encode_record(version: u64, value: &StoredValue) -> Vec<u8> {
@@ -70,7 +156,7 @@ fn decode_record(bytes: &[u8]) -> Result<(u64, StoredValue), String> {
 }
 
 fn db_error(e: impl std::fmt::Display) -> String {
-    format!("storage: {e}")
+    cause(&e)
 }
 
 /// A node's database in its data directory.
@@ -229,7 +315,7 @@ impl Storage {
             stored.unwrap_or(0)
         };
         txn.commit().map_err(db_error)?;
-        let db = Arc::new(db);
+        let db = Arc::new(Handle { path: dir.join(DATABASE_FILE), db: RwLock::new(Ok(Arc::new(db))) });
         let max_version = Arc::new(AtomicU64::new(max_version));
         let (writes, queue) = mpsc::channel();
         let (thread_db, thread_max) = (Arc::clone(&db), Arc::clone(&max_version));
@@ -251,7 +337,7 @@ impl Storage {
     }
 
     pub fn read(&self, key: &[u8]) -> Result<(u64, StoredValue), String> {
-        let txn = self.db.begin_read().map_err(db_error)?;
+        let txn = self.db.get()?.begin_read().map_err(db_error)?;
         let table = txn.open_table(DATA).map_err(db_error)?;
         match table.get(key).map_err(db_error)? {
             Some(record) => decode_record(record.value()),
@@ -269,7 +355,7 @@ impl Storage {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, u64, StoredValue)>, String> {
-        let txn = self.db.begin_read().map_err(db_error)?;
+        let txn = self.db.get()?.begin_read().map_err(db_error)?;
         let table = txn.open_table(DATA).map_err(db_error)?;
         let start = match after {
             Some(key) => Bound::Excluded(key),
@@ -285,7 +371,9 @@ impl Storage {
     }
 }
 
-fn group_commit_loop(db: &Database, max_version: &AtomicU64, queue: &mpsc::Receiver<PendingWrite>) {
+fn group_commit_loop(handle: &Handle, max_version: &AtomicU64, queue: &mpsc::Receiver<PendingWrite>) {
+    let mut log = FailureLog::default();
+    let mut last_reopen = Instant::now();
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         while batch.len() < BATCH_WRITES_MAX {
@@ -294,16 +382,33 @@ fn group_commit_loop(db: &Database, max_version: &AtomicU64, queue: &mpsc::Recei
                 Err(_) => break,
             }
         }
-        match commit_batch(db, &batch) {
+        let db = match handle.get() {
+            Ok(db) => Ok(db),
+            Err(why) if last_reopen.elapsed() < Duration::from_millis(REOPEN_RETRY_MS) => Err(why),
+            Err(_) => {
+                last_reopen = Instant::now();
+                handle.reopen()
+            }
+        };
+        let committed = db.and_then(|db| {
+            let committed = commit_batch(&db, &batch);
+            drop(db);
+            // Closed, so that the next attempt opens it afresh (redb refuses every operation
+            // after an I/O error until then).
+            committed.inspect_err(|why| handle.close(why.clone()))
+        });
+        match committed {
             Ok((versions, batch_max)) => {
+                log.recovered(&handle.path);
                 max_version.fetch_max(batch_max, Ordering::SeqCst);
                 for (write, version) in batch.into_iter().zip(versions) {
                     let _ = write.done.send(Ok(version));
                 }
             }
-            Err(message) => {
+            Err(why) => {
+                log.failed(&handle.path, &why);
                 for write in batch {
-                    let _ = write.done.send(Err(message.clone()));
+                    let _ = write.done.send(Err(why.clone()));
                 }
             }
         }

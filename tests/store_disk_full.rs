@@ -1,0 +1,103 @@
+//! A full disk (issue 35): a write that cannot be stored fails with the cause, naming the
+//! node, and the nodes recover by themselves once space returns; nothing acknowledged is lost.
+//!
+//! The store runs in a private mount namespace on a small tmpfs (`unshare -m`, as root); the
+//! test fills and frees that filesystem through `/proc/PID/root`. Where namespaces or mounts
+//! are not allowed the test skips, unless REPLICHECK_REQUIRE_MOUNT is set.
+
+#[path = "support/store_proc.rs"]
+mod store_proc;
+
+use replicheck::store::coordinator::resp::{Client, Reply};
+use std::io::Write;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use store_proc::StoreProc;
+
+const WRAPPER: &str =
+    "#!/bin/sh\nmount -t tmpfs -o size=\"$1\" tmpfs \"$2\" || exit 97\nshift 2\nexec \"$@\"\n";
+const ACKED_KEYS: usize = 20;
+
+fn set(c: &mut Client, key: &str, value: &[u8]) -> Reply {
+    c.call(&[b"SET", key.as_bytes(), value]).unwrap()
+}
+
+#[test]
+fn a_full_disk_fails_writes_with_the_cause_and_the_store_recovers_when_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let wrapper = dir.path().join("wrap.sh");
+    std::fs::write(&wrapper, WRAPPER).unwrap();
+    let mut command = Command::new("unshare");
+    command
+        .args(["-m", "--propagation", "private", "sh"])
+        .arg(&wrapper)
+        .arg("16m")
+        .arg(&mnt)
+        .arg(env!("CARGO_BIN_EXE_replicheck"))
+        .args(["store", "up", "--port", "0", "--nodes", "3", "--data-dir"])
+        .arg(mnt.join("data"));
+    let up = match StoreProc::start_command(command) {
+        Ok(up) => up,
+        Err(why) if std::env::var_os("REPLICHECK_REQUIRE_MOUNT").is_none() => {
+            eprintln!("skipped: cannot run the store on a private tmpfs here: {why}");
+            return;
+        }
+        Err(why) => panic!("cannot run the store on a private tmpfs: {why}"),
+    };
+    // The store's view of the small filesystem.
+    let seen =
+        std::path::PathBuf::from(format!("/proc/{}/root", up.pid())).join(mnt.strip_prefix("/").unwrap());
+    let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
+    for i in 0..ACKED_KEYS {
+        assert_eq!(set(&mut c, &format!("k{i}"), format!("v{i}").as_bytes()), Reply::Simple("OK".into()));
+    }
+
+    // Fill it.
+    let filler = seen.join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    drop(file);
+
+    // Writes now fail, each saying why.
+    let big = vec![b'x'; 8 * 1024];
+    let mut failure = None;
+    for i in 0..400 {
+        match set(&mut c, &format!("big{i}"), &big) {
+            Reply::Simple(_) => continue,
+            Reply::Error(e) => {
+                failure = Some(e);
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let failure = failure.expect("a write fails on a full disk");
+    assert!(failure.contains("write quorum not reached"), "{failure}");
+    assert!(
+        failure.contains("node 0: storage: no space left on device")
+            || failure.contains("node 1: storage: no space left on device")
+            || failure.contains("node 2: storage: no space left on device"),
+        "the error names the node and the cause: {failure}"
+    );
+
+    // Space returns: writes succeed again without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    let freed = Instant::now();
+    loop {
+        match set(&mut c, "after", b"space") {
+            Reply::Simple(ok) if ok == "OK" => break,
+            other => assert!(
+                freed.elapsed() < Duration::from_secs(20),
+                "writes still fail after space returned: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for i in 0..ACKED_KEYS {
+        assert_eq!(c.get(format!("k{i}").as_bytes()).unwrap(), Some(format!("v{i}").into_bytes()), "k{i}");
+    }
+    assert_eq!(c.get(b"after").unwrap(), Some(b"space".to_vec()));
+}
