@@ -14,7 +14,7 @@ fn cluster(dir: &tempfile::TempDir, value_bytes_max: usize) -> Cluster {
         policy,
         dir.path().to_path_buf(),
     );
-    config.value_bytes_max = value_bytes_max;
+    config.clients.value_bytes_max = value_bytes_max;
     Cluster::start(config).expect("cluster starts")
 }
 

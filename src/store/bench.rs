@@ -56,7 +56,8 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut cluster_config =
         ClusterConfig::local(config.binary.clone(), config.node_count, config.policy.clone(), dir.clone());
-    cluster_config.value_bytes_max = cluster_config.value_bytes_max.max(config.value_size_bytes);
+    cluster_config.clients.value_bytes_max =
+        cluster_config.clients.value_bytes_max.max(config.value_size_bytes);
     let cluster = Cluster::start(cluster_config).map_err(|e| e.to_string())?;
     let result = drive(cluster.client_addr(), config);
     drop(cluster);

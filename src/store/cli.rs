@@ -3,6 +3,7 @@
 use crate::config::{self, Policy, SourcedPolicy};
 use crate::store::bench::BenchConfig;
 use crate::store::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use crate::store::coordinator::clients::{self, ClientLimits};
 use crate::store::coordinator::layout::{Layout, LoadFacts, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
 use crate::store::StoreError;
 use clap::Subcommand;
@@ -57,9 +58,21 @@ pub enum StoreCommand {
         /// others propose evictions to it and learn each change from it (docs/reference.md#several-coordinators).
         #[arg(long, default_value = "1")]
         coordinators: usize,
-        /// Largest value (and any argument) a client may send, in bytes.
+        /// Largest value (and any argument) a client may send, in bytes (at least 64).
         #[arg(long, default_value_t = VALUE_BYTES_MAX_DEFAULT)]
         value_bytes_max: usize,
+        /// Open client connections at most; one more is answered "max number of clients
+        /// reached" and closed.
+        #[arg(long, default_value_t = clients::CONNECTIONS_MAX_DEFAULT)]
+        connections_max: usize,
+        /// Close a client connection that neither sends nor reads its replies for this long
+        /// ("5m", "30s"; "0s": never).
+        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+        idle_timeout: Duration,
+        /// Request bytes read but not yet executed, over all client connections; the
+        /// connection that would pass it is answered "busy" and closed.
+        #[arg(long, default_value_t = clients::REQUEST_BYTES_MAX_DEFAULT)]
+        request_bytes_max: usize,
         /// Log every policy decision to this file (JSON lines) for `replicheck conform`.
         #[arg(long)]
         decision_log: Option<PathBuf>,
@@ -383,9 +396,19 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
             port,
             coordinators,
             value_bytes_max,
+            connections_max,
+            idle_timeout,
+            request_bytes_max,
             decision_log,
             rebuild_nodes,
         } => {
+            let clients = ClientLimits {
+                value_bytes_max,
+                connections_max,
+                idle_timeout_ms: u64::try_from(idle_timeout.as_millis()).unwrap_or(u64::MAX),
+                request_bytes_max,
+            };
+            clients.check().map_err(StoreError::Input)?;
             let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)
                 .map_err(StoreError::Input)?;
             let backends = BackendFlags { write_capacity, base_load, replica_slots };
@@ -403,7 +426,7 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
                 policy,
                 data_dir,
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                value_bytes_max,
+                clients,
                 decision_log,
                 proxy_seed: 0,
                 load: LoadFacts::default(),

@@ -25,6 +25,7 @@ pub mod proxy;
 
 use crate::config::Policy;
 use crate::policy::NodeId;
+use crate::store::coordinator::clients::ClientLimits;
 use crate::store::coordinator::layout::{Layout, LoadFacts};
 use crate::store::coordinator::peer::Peering;
 use crate::store::coordinator::state::{SavedState, StateFile};
@@ -58,7 +59,8 @@ pub struct ClusterConfig {
     pub data_dir: PathBuf,
     /// Where clients connect; port 0 picks a free port (see `client_addr`).
     pub client_addr: SocketAddr,
-    pub value_bytes_max: usize,
+    /// What client connections may hold: argument size, connections, idle time, request bytes.
+    pub clients: ClientLimits,
     /// Seed of the proxies' random draws (latency, loss), for repeatable fault runs.
     pub proxy_seed: u64,
     /// Where the coordinator logs every policy decision (JSON lines, for `replicheck
@@ -95,7 +97,7 @@ impl ClusterConfig {
             policy,
             data_dir,
             client_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
+            clients: ClientLimits::default(),
             proxy_seed: 0,
             decision_log: None,
             load: LoadFacts::default(),
@@ -564,7 +566,7 @@ fn start_coordinator(
             config.policy.clone(),
             addrs,
             &config.node_zones,
-            config.value_bytes_max,
+            config.clients.clone(),
             log.clone(),
             config.load.clone(),
             config.layout.clone(),

@@ -4,8 +4,9 @@
 //! reply.
 //!
 //! The coordinator's room, below the cluster that starts it and above the nodes it talks to:
-//! this server; [`resp`] (the RESP it speaks, and the client side of it); [`shell`] (drives
-//! the protocol's machine with sockets, a clock and the state file); [`machine`] (the store's
+//! this server; [`clients`] (client connections and their limits); [`resp`] (the RESP it
+//! speaks, and the client side of it); [`shell`] (drives the protocol's machine with sockets,
+//! a clock and the state file); [`machine`] (the store's
 //! instantiation of the protocol's data and scenario); [`layout`] (the partitions, capacities
 //! and load facts it is started with); [`state`] (its state file); [`info`] (what INFO counts);
 //! [`link`] (its connection to a node); [`peer`] (coordinator<->coordinator); [`fleet`] (the
@@ -20,6 +21,7 @@
 //! when fewer hold it. Failure detection, eviction through the membership queue, the catch-up
 //! copy, the rebalancer and what is saved before a change takes effect are the protocol's.
 
+pub mod clients;
 pub mod fleet;
 pub mod info;
 pub mod layout;
@@ -35,6 +37,7 @@ use crate::policy::NodeId;
 use crate::store::decision::DecisionLog;
 use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue};
 use crate::store::trace::TraceWriter;
+use clients::{ClientLimits, ClientStats};
 use info::{config_name, Counters};
 use layout::Layout;
 use layout::LoadFacts;
@@ -47,8 +50,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 /// Every node must answer the first heartbeat within this, so that the version counter starts
@@ -57,8 +59,6 @@ const STARTUP_TIMEOUT_MS: u64 = 10_000;
 /// With a saved version floor, how long a restarting coordinator probes the nodes (a down
 /// node is not waited for: the floor already covers the versions used before).
 const RESTART_PROBE_MS: u64 = 1_000;
-/// Client connections read at most this much ahead of the command being executed.
-const CLIENT_BUFFER_SLACK_BYTES: usize = 64 * 1024;
 
 /// The membership queue of `store up`: one change per partition may wait, applied at once.
 pub fn membership_default(partitions: usize) -> CoordinatorSpec {
@@ -78,7 +78,8 @@ type JoinView = (NodeId, NodeId, bool);
 
 pub struct Coordinator {
     shell: Arc<Shell>,
-    value_bytes_max: usize,
+    limits: ClientLimits,
+    clients: ClientStats,
     /// Set when the coordinator crashes: its listener and client connections close.
     stopped: tokio::sync::watch::Sender<bool>,
 }
@@ -98,7 +99,7 @@ impl Coordinator {
         policy: Policy,
         node_addrs: &[SocketAddr],
         node_zones: &[u8],
-        value_bytes_max: usize,
+        limits: ClientLimits,
         log: DecisionLog,
         load: LoadFacts,
         layout: Layout,
@@ -107,6 +108,7 @@ impl Coordinator {
         trace: Option<TraceWriter>,
         peering: Peering,
     ) -> Result<Arc<Coordinator>, String> {
+        limits.check()?;
         load.check(node_addrs.len())?;
         layout.check(node_addrs.len(), policy.replication_factor)?;
         let rf = usize::from(policy.replication_factor);
@@ -173,7 +175,7 @@ impl Coordinator {
             };
             tokio::spawn(peer::serve(listener, peering.addrs.len(), deliver, stopped.subscribe()));
         }
-        Ok(Arc::new(Coordinator { shell, value_bytes_max, stopped }))
+        Ok(Arc::new(Coordinator { shell, limits, clients: ClientStats::default(), stopped }))
     }
 
     /// SET or DEL (`value` = None): a new version, or the token's version for a retry.
@@ -344,6 +346,19 @@ impl Coordinator {
             get(&c.moves),
             next_version,
         );
+        let (k, l) = (&self.clients, &self.limits);
+        let _ = write!(
+            out,
+            "\r\n# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nrejected_connections:{}\r\nclient_request_bytes:{}\r\nrequest_bytes_max:{}\r\nclients_refused_busy:{}\r\nidle_timeout_ms:{}\r\nclients_closed_idle:{}\r\n",
+            k.connected.load(Ordering::Relaxed),
+            l.connections_max,
+            get(&k.rejected),
+            k.request_bytes.load(Ordering::Relaxed),
+            l.request_bytes_max,
+            get(&k.refused_busy),
+            l.idle_timeout_ms,
+            get(&k.closed_idle),
+        );
         out
     }
 
@@ -398,78 +413,12 @@ impl Coordinator {
         }
     }
 
-    /// Accept clients until the listener fails.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        let mut stopped = self.stopped.subscribe();
-        loop {
-            let stream = tokio::select! {
-                _ = stopped.wait_for(|s| *s) => return,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(_) => return,
-                },
-            };
-            let _ = stream.set_nodelay(true);
-            let (coordinator, mut stopped) = (Arc::clone(&self), self.stopped.subscribe());
-            tokio::spawn(async move {
-                // A crash drops the connection wherever the command was.
-                tokio::select! {
-                    _ = stopped.wait_for(|s| *s) => {}
-                    _ = coordinator.serve_client(stream) => {}
-                }
-            });
-        }
-    }
-
     /// Crash: nothing more is decided, saved, sent or answered (what was saved stays, what
     /// is on the wire still arrives), the listener and every client connection close. A new
     /// coordinator may then start on the same data directory.
     pub fn crash(&self) {
         self.shell.crash();
         self.stopped.send_replace(true);
-    }
-
-    async fn serve_client(self: Arc<Self>, mut stream: TcpStream) {
-        let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
-        let mut chunk = vec![0u8; 16 * 1024];
-        loop {
-            // Execute every complete command in the buffer, answering in order.
-            let mut out = Vec::new();
-            let mut close = false;
-            loop {
-                match resp::parse_command(&buf, self.value_bytes_max) {
-                    Ok(Some((args, used))) => {
-                        buf.drain(..used);
-                        if args.is_empty() {
-                            continue;
-                        }
-                        let (reply, quit) = self.execute(&args).await;
-                        out.extend_from_slice(&reply);
-                        if quit {
-                            close = true;
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        out.extend_from_slice(&e.reply());
-                        close = true;
-                        break;
-                    }
-                }
-            }
-            if !out.is_empty() && stream.write_all(&out).await.is_err() {
-                return;
-            }
-            if close {
-                return;
-            }
-            debug_assert!(buf.len() <= self.value_bytes_max + CLIENT_BUFFER_SLACK_BYTES);
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
     }
 
     /// One command's reply, and whether the connection ends after it.

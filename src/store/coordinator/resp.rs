@@ -24,7 +24,7 @@ impl RespError {
         match self {
             RespError::Protocol(why) => error(&format!("Protocol error: {why}")),
             RespError::TooLarge { bytes, limit_bytes } => error(&format!(
-                "value of {bytes} bytes exceeds the limit of {limit_bytes} bytes (value_bytes_max)"
+                "argument of {bytes} bytes exceeds the limit of {limit_bytes} bytes (value_bytes_max bounds every key and value)"
             )),
         }
     }

@@ -61,7 +61,8 @@ use crate::policy::detector::FailureDetection;
 use crate::policy::routing;
 use crate::policy::NodeId;
 use crate::store::cluster::proxy::{Proxy, ProxyHandle};
-use crate::store::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
+use crate::store::cluster::{Cluster, ClusterConfig};
+use crate::store::coordinator::clients::ClientLimits;
 use crate::store::coordinator::layout::{Layout, LoadFacts};
 use crate::store::coordinator::resp;
 use crate::store::decision::{EventLine, LogLine};
@@ -396,7 +397,7 @@ fn run_store(
         policy: policy.clone(),
         data_dir: dir.path.join("data"),
         client_addr: "127.0.0.1:0".parse().expect("an address"),
-        value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
+        clients: ClientLimits::default(),
         decision_log: Some(log_path.clone()),
         proxy_seed: req.seed,
         load: load_facts(scenario),
