@@ -38,7 +38,7 @@ use crate::store::decision::DecisionLog;
 use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue};
 use crate::store::trace::TraceWriter;
 use clients::{ClientLimits, ClientStats};
-use info::{config_name, Counters};
+use info::config_name;
 use layout::Layout;
 use layout::LoadFacts;
 use link::{LinkError, NodeLink};
@@ -59,6 +59,10 @@ const STARTUP_TIMEOUT_MS: u64 = 10_000;
 /// With a saved version floor, how long a restarting coordinator probes the nodes (a down
 /// node is not waited for: the floor already covers the versions used before).
 const RESTART_PROBE_MS: u64 = 1_000;
+/// How often a stalled coordinator tries to restart from its state file.
+const STALL_RETRY_MS: u64 = 1_000;
+/// A restart that keeps failing is logged at most this often.
+const STALL_LOG_INTERVAL_MS: u64 = 10_000;
 
 /// The membership queue of `store up`: one change per partition may wait, applied at once.
 pub fn membership_default(partitions: usize) -> CoordinatorSpec {
@@ -73,11 +77,92 @@ pub fn membership_default(partitions: usize) -> CoordinatorSpec {
     }
 }
 
+/// What a coordinator alone needs to start a new machine after a stall.
+struct Restart {
+    node_addrs: Vec<SocketAddr>,
+    state_file: StateFile,
+    log: DecisionLog,
+    trace: Option<TraceWriter>,
+    zone: u8,
+    fleet: Arc<fleet::FleetMeter>,
+}
+
+/// The highest version any node stores, asked by heartbeat. With a saved version floor every
+/// version used before is below it: a node that is down (the coordinator restarts after a
+/// crash) need not be waited for.
+async fn max_stored_version(links: &[Arc<NodeLink>], floor_saved: bool) -> Result<u64, String> {
+    let wait_ms = if floor_saved { RESTART_PROBE_MS } else { STARTUP_TIMEOUT_MS };
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    let mut max_version = 0;
+    for (node, link) in links.iter().enumerate() {
+        // A node may still be starting: retry until the deadline.
+        let reply = loop {
+            match link.request(NodeRequest::Heartbeat, deadline).await {
+                Ok(reply) => break Some(reply),
+                Err(LinkError::Deadline) if floor_saved => break None,
+                Err(LinkError::Deadline) => {
+                    return Err(format!(
+                        "node {node} at {} did not answer within {STARTUP_TIMEOUT_MS} ms",
+                        link.addr()
+                    ))
+                }
+                Err(_) if floor_saved && Instant::now() >= deadline => break None,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let Some(reply) = reply else { continue };
+        match reply {
+            NodeReply::Alive { max_version: v, .. } => max_version = max_version.max(v),
+            other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
+        }
+    }
+    Ok(max_version)
+}
+
+/// Restart a coordinator alone whose machine stalled (its state could not be saved) from
+/// its state file, as soon as that can be written again; until then it answers every request
+/// with the stall's cause.
+async fn supervise(
+    coordinator: std::sync::Weak<Coordinator>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut last_logged: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(Duration::from_millis(STALL_RETRY_MS)) => {}
+        }
+        let Some(c) = coordinator.upgrade() else { return };
+        if c.shell().stalled().is_none() {
+            continue;
+        }
+        match c.restart_after_stall().await {
+            Ok(()) => {
+                eprintln!("replicheck store: the coordinator's state can be saved again: restarted from it");
+                last_logged = None;
+            }
+            Err(e) => {
+                let interval = Duration::from_millis(STALL_LOG_INTERVAL_MS);
+                if last_logged.is_none_or(|at| at.elapsed() >= interval) {
+                    eprintln!("replicheck store: the coordinator is still stalled (retrying every {STALL_RETRY_MS} ms): {e}");
+                    last_logged = Some(Instant::now());
+                }
+            }
+        }
+    }
+}
+
 /// A join as INFO shows it: (replacement, leaving node, is a move).
 type JoinView = (NodeId, NodeId, bool);
 
 pub struct Coordinator {
-    shell: Arc<Shell>,
+    /// The machine's shell; replaced when a coordinator alone restarts after a stall.
+    shell: std::sync::RwLock<Arc<Shell>>,
+    /// What a coordinator alone needs to restart itself from its state file after a stall
+    /// (`None` with several coordinators: the leader's recovery needs its followers' views).
+    restart: Option<Restart>,
+    /// Restarts after a stall (INFO's `stall_restarts`).
+    stall_restarts: AtomicU64,
     limits: ClientLimits,
     clients: ClientStats,
     /// Set when the coordinator crashes: its listener and client connections close.
@@ -126,34 +211,7 @@ impl Coordinator {
             saved.check(&layout, node_addrs.len(), file.path())?;
         }
         let links: Vec<Arc<NodeLink>> = node_addrs.iter().map(|a| Arc::new(NodeLink::new(*a))).collect();
-        // With a saved version floor every version used before is below it: a node that is
-        // down (the coordinator restarts after a crash) need not be waited for.
-        let floor_saved = matches!(&state, Some((_, Some(_))));
-        let wait_ms = if floor_saved { RESTART_PROBE_MS } else { STARTUP_TIMEOUT_MS };
-        let deadline = Instant::now() + Duration::from_millis(wait_ms);
-        let mut max_version = 0;
-        for (node, link) in links.iter().enumerate() {
-            // A node may still be starting: retry until the deadline.
-            let reply = loop {
-                match link.request(NodeRequest::Heartbeat, deadline).await {
-                    Ok(reply) => break Some(reply),
-                    Err(LinkError::Deadline) if floor_saved => break None,
-                    Err(LinkError::Deadline) => {
-                        return Err(format!(
-                            "node {node} at {} did not answer within {STARTUP_TIMEOUT_MS} ms",
-                            link.addr()
-                        ))
-                    }
-                    Err(_) if floor_saved && Instant::now() >= deadline => break None,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                }
-            };
-            let Some(reply) = reply else { continue };
-            match reply {
-                NodeReply::Alive { max_version: v, .. } => max_version = max_version.max(v),
-                other => return Err(format!("node {node}: unexpected heartbeat reply {other:?}")),
-            }
-        }
+        let max_version = max_stored_version(&links, matches!(&state, Some((_, Some(_))))).await?;
         let cfg = machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
         let (state_file, saved) = match state {
             // Only the leader keeps the state file: the others learn every change from it.
@@ -161,6 +219,17 @@ impl Coordinator {
             None => (None, None),
         };
         let me = peering.me;
+        let restart = match (&state_file, peering.addrs.len() <= 1) {
+            (Some(file), true) => Some(Restart {
+                node_addrs: node_addrs.to_vec(),
+                state_file: file.clone(),
+                log: log.clone(),
+                trace: trace.clone(),
+                zone: peering.zones[0],
+                fleet: Arc::clone(&peering.fleet),
+            }),
+            _ => None,
+        };
         let shell = Shell::new(cfg, me, &peering, layout, links, state_file, saved, max_version, log, trace)?;
         shell.start_clock();
         let stopped = tokio::sync::watch::Sender::new(false);
@@ -175,7 +244,53 @@ impl Coordinator {
             };
             tokio::spawn(peer::serve(listener, peering.addrs.len(), deliver, stopped.subscribe()));
         }
-        Ok(Arc::new(Coordinator { shell, limits, clients: ClientStats::default(), stopped }))
+        let coordinator = Arc::new(Coordinator {
+            shell: std::sync::RwLock::new(shell),
+            restart,
+            stall_restarts: AtomicU64::new(0),
+            limits,
+            clients: ClientStats::default(),
+            stopped,
+        });
+        if coordinator.restart.is_some() {
+            tokio::spawn(supervise(Arc::downgrade(&coordinator), coordinator.stopped.subscribe()));
+        }
+        Ok(coordinator)
+    }
+
+    /// The shell running now.
+    fn shell(&self) -> Arc<Shell> {
+        Arc::clone(&self.shell.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Start a new machine from the state file, as after a crash, if it can be written again.
+    async fn restart_after_stall(&self) -> Result<(), String> {
+        let r = self.restart.as_ref().expect("only a coordinator alone restarts itself");
+        let old = self.shell();
+        let saved = r.state_file.load().map_err(|e| e.to_string())?;
+        let links: Vec<Arc<NodeLink>> = r.node_addrs.iter().map(|a| Arc::new(NodeLink::new(*a))).collect();
+        let max_version = max_stored_version(&links, saved.is_some()).await?;
+        let peering = Peering { fleet: Arc::clone(&r.fleet), ..Peering::alone(r.zone) };
+        let cfg = (*old.cfg()).clone();
+        let shell = Shell::new(
+            cfg,
+            0,
+            &peering,
+            old.layout.clone(),
+            links,
+            Some(r.state_file.clone()),
+            saved,
+            max_version,
+            r.log.clone(),
+            r.trace.clone(),
+        )?;
+        if *self.stopped.borrow() {
+            return Ok(()); // crashed meanwhile: nothing runs any more
+        }
+        shell.start_clock();
+        *self.shell.write().unwrap_or_else(|p| p.into_inner()) = shell;
+        self.stall_restarts.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// SET or DEL (`value` = None): a new version, or the token's version for a retry.
@@ -185,17 +300,17 @@ impl Coordinator {
         value: StoredValue,
         token: Option<&[u8]>,
     ) -> Result<(), String> {
-        self.shell.request(OpKind::Write, key, value, token).await.map(|_| ())
+        self.shell().request(OpKind::Write, key, value, token).await.map(|_| ())
     }
 
     /// A quorum read (with read repair).
     pub async fn read(self: &Arc<Self>, key: &[u8]) -> Result<StoredValue, String> {
-        self.shell.request(OpKind::Read, key, None, None).await
+        self.shell().request(OpKind::Read, key, None, None).await
     }
 
     /// Partition `shard`'s members, and the replacement joining it (if any) as `(node, false)`.
     pub fn replica_set(&self, shard: u8) -> Vec<(NodeId, bool)> {
-        self.shell.machine(|m| {
+        self.shell().machine(|m| {
             let v = &m.shards[usize::from(shard)];
             v.members
                 .iter()
@@ -207,24 +322,21 @@ impl Coordinator {
 
     /// The partition `key` is stored on (`routing::key_partition`).
     pub fn partition_of(&self, key: &[u8]) -> u8 {
-        self.shell.partition_of(key)
-    }
-
-    pub fn counters(&self) -> &Counters {
-        &self.shell.counters
+        self.shell().partition_of(key)
     }
 
     /// Run `policy` (durations in milliseconds) from now on, keeping what the coordinator
     /// knows: the rollout step of a model, played on the store.
     pub fn reload(&self, policy: Policy) -> Result<(), String> {
-        self.shell.reload(policy)?;
-        self.shell.counters.policy_reloads.fetch_add(1, Ordering::Relaxed);
+        let shell = self.shell();
+        shell.reload(policy)?;
+        shell.counters.policy_reloads.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// The INFO reply's text.
     pub fn info(&self) -> String {
-        let sh = &self.shell;
+        let sh = &self.shell();
         let cfg = sh.cfg();
         let p = &cfg.policy;
         let c = &sh.counters;
@@ -242,6 +354,13 @@ impl Coordinator {
             "# Replication\r\nreplication_factor:{}\r\nwrite_quorum:{}\r\nread_quorum:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{}\r\nmembership_epoch:{}\r\n",
             p.replication_factor, p.write_quorum, p.read_quorum, p.replica_ack_timeout_ticks, config_name(&p.failure_detection),
             epoch
+        );
+        let stalled = sh.stalled();
+        let _ = write!(
+            out,
+            "state_file:{}\r\nstall_restarts:{}\r\n",
+            stalled.as_deref().unwrap_or("ok"),
+            self.stall_restarts.load(Ordering::Relaxed)
         );
         let role = if sh.me == 0 { "leader" } else { "follower" };
         let _ = write!(
@@ -365,7 +484,7 @@ impl Coordinator {
     /// INFO's routing section: placement, capacities per window, and per partition and
     /// backend the most writes offered in one window (background load included).
     fn write_routing_info(&self, out: &mut String) {
-        let sh = &self.shell;
+        let sh = &self.shell();
         let cfg = sh.cfg();
         let r = &cfg.policy.routing;
         let cap = |c: Option<u16>| c.map_or("unlimited".to_string(), |c| c.to_string());
@@ -417,7 +536,7 @@ impl Coordinator {
     /// is on the wire still arrives), the listener and every client connection close. A new
     /// coordinator may then start on the same data directory.
     pub fn crash(&self) {
-        self.shell.crash();
+        self.shell().crash();
         self.stopped.send_replace(true);
     }
 

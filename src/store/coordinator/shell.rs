@@ -62,6 +62,8 @@ struct Waiting {
 struct Inner {
     /// The coordinator crashed: no step runs any more (a restart is a new shell).
     crashed: bool,
+    /// Why it stopped by itself: a step's state could not be saved.
+    stalled: Option<String>,
     /// The scenario and the policy the machine runs: replaced whole by a policy reload, under
     /// the lock, so every step runs one policy from start to end.
     cfg: Arc<Resolved>,
@@ -167,6 +169,7 @@ impl Shell {
             state_file,
             inner: Mutex::new(Inner {
                 crashed: false,
+                stalled: None,
                 cfg: Arc::new(cfg),
                 machine,
                 waiting: HashMap::new(),
@@ -200,6 +203,11 @@ impl Shell {
         let mut inner = self.lock();
         inner.crashed = true;
         inner.waiting.clear();
+    }
+
+    /// Why the machine stopped by itself (its state could not be saved), if it did.
+    pub fn stalled(&self) -> Option<String> {
+        self.lock().stalled.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -307,8 +315,8 @@ impl Shell {
         });
     }
 
-    /// One step of the machine: `f` under the lock, then what must be persisted, then the
-    /// sends.
+    /// One step of the machine: `f` under the lock, then what must be persisted, then its
+    /// events and sends.
     fn step(self: &Arc<Self>, f: impl FnOnce(&mut Machine, &Resolved, &mut Outbox<StoreData>)) {
         self.step_with(|inner, cfg, io| f(&mut inner.machine, cfg, io));
     }
@@ -323,12 +331,33 @@ impl Shell {
             }
             let cfg = Arc::clone(&inner.cfg);
             f(&mut inner, &cfg, &mut out);
+            if let Err(e) = self.persist(&mut inner, &cfg) {
+                // The machine has taken a step whose state cannot be made durable, so nothing
+                // it decided may take effect: it stops here, as a crash before the save (the
+                // server restarts it from the state file once that can be written). Every
+                // waiting client is answered; no node is judged by a machine that stopped.
+                let why = format!("coordinator stalled: cannot save its state: {e}");
+                eprintln!("replicheck store: {why}; nothing it decided since its last save is sent, and it restarts from that save once it can write there again");
+                inner.crashed = true;
+                inner.stalled = Some(why.clone());
+                for (_, mut w) in inner.waiting.drain() {
+                    let unknown = if w.kind == OpKind::Write {
+                        "; outcome unknown: the write may still have been applied"
+                    } else {
+                        ""
+                    };
+                    w.why = Some(format!("{why}{unknown}"));
+                    replies.push((w, false, None));
+                }
+                drop(inner);
+                for (w, ok, value) in replies {
+                    self.reply(w, ok, value);
+                }
+                return;
+            }
+            // Only a step that took effect is reported.
             for event in out.events.drain(..) {
                 self.observe(&mut inner, &cfg, event);
-            }
-            if let Err(e) = self.persist(&mut inner, &cfg) {
-                eprintln!("replicheck store: cannot save the coordinator's state, nothing is sent: {e}");
-                return;
             }
             self.note_peaks(&mut inner, &cfg);
             let m = &inner.machine;
@@ -665,7 +694,7 @@ impl Shell {
             inner.waiting.insert(op, Waiting { kind, shard, token, reply: tx, why: None });
             inner.machine.on_msg(cfg, Endpoint::Client(0), msg, io);
         });
-        rx.await.unwrap_or_else(|_| Err("the coordinator stopped".into()))
+        rx.await.unwrap_or_else(|_| Err(self.stalled().unwrap_or_else(|| "the coordinator stopped".into())))
     }
 
     /// The partition `key` is stored on (`routing::key_partition`).
