@@ -430,3 +430,42 @@ fn a_coordinator_crash_in_the_fault_menu_restarts_it_from_what_it_saved() {
         assert_eq!(property_row(&report, property)[1], "holds", "{property}:\n{report}");
     }
 }
+
+#[test]
+fn an_interrupted_run_heals_checks_and_reports_what_ran_and_leaves_no_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("TMPDIR", tmp.path())
+        .args([
+            "store",
+            "run",
+            "models/basic-quorum.toml",
+            "--duration",
+            "60s",
+            "--model-verdicts",
+            "declared",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run replicheck");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: kill(2) on the child this test started.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let report = text(&out);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "took {:?} after SIGTERM",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(3), "{report}");
+    assert!(report.contains("INTERRUPTED by a signal"), "{report}");
+    assert!(report.contains("operations: "), "{report}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -21,14 +21,19 @@ pub const EXIT_FORCED: i32 = 130;
 /// Catch SIGINT and SIGTERM: the first sets [`STOP`] (exploration ends after the level in
 /// hand and the partial report is printed), a second exits at once with [`EXIT_FORCED`].
 pub fn stop_on_interrupt() -> Result<(), String> {
-    ctrlc::set_handler(|| {
+    stop_on_interrupt_saying(
+        "replicheck: interrupted: stopping after the current level to report what was found \
+         (interrupt again to quit at once)",
+    )
+}
+
+/// As [`stop_on_interrupt`], printing `message` at the first signal.
+pub fn stop_on_interrupt_saying(message: &'static str) -> Result<(), String> {
+    ctrlc::set_handler(move || {
         if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
             STOP.store(true, Ordering::SeqCst);
             clear();
-            eprintln!(
-                "replicheck: interrupted: stopping after the current level to report what was found \
-                 (interrupt again to quit at once)"
-            );
+            eprintln!("{message}");
         } else {
             std::process::exit(EXIT_FORCED);
         }

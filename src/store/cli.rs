@@ -374,6 +374,11 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
                 rollout_order,
                 binary: this_binary()?,
             };
+            crate::check::terminal::stop_on_interrupt_saying(
+                "replicheck store run: interrupted: stopping the load, healing the store and checking what ran \
+                 (interrupt again to quit at once, leaving its temporary directory)",
+            )
+            .map_err(StoreError::Runtime)?;
             let mut out = String::new();
             let result = crate::store::run::run(&request, check_model, &mut out);
             print!("{out}");

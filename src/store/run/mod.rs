@@ -95,6 +95,8 @@ const FAULT_STAGGER_PERMILLE: u64 = 50;
 const HEAL_PERMILLE: u64 = 650;
 /// A run lasts at most this long, so a typo cannot keep a test machine busy for hours.
 pub const DURATION_MS_MAX: u64 = 600_000;
+/// How often a run's waits look for an interrupt (SIGINT, SIGTERM).
+const INTERRUPT_POLL_MS: u64 = 50;
 /// Drop probability on a lossy link while the `drop` fault is on.
 const DROP_PERMILLE: u16 = 150;
 /// Search steps per key for the linearizability check.
@@ -470,15 +472,31 @@ fn run_store(
     let stop = Arc::new(AtomicBool::new(false));
     let load_thread = std::thread::Builder::new()
         .name("store-run-load".into())
-        .spawn(move || client::run_load(&load, &clients_log, epoch, stop))
+        .spawn({
+            let stop = Arc::clone(&stop);
+            move || client::run_load(&load, &clients_log, epoch, stop)
+        })
         .map_err(|e| format!("cannot start the load: {e}"))?;
     let rollout_times_ms = rollout.map_or(Vec::new(), |r| r.times_ms(duration_ms));
     let faults = rig.faults.clone();
-    let (steps, heal_at_ms) =
+    let (steps, mut heal_at_ms) =
         timeline(scenario, &faults, duration_ms, ms_per_tick, req.seed, &rollout_times_ms)?;
     let mut started_ms: Vec<(Fault, u64)> = Vec::new();
+    let mut healed = false;
     for (at_ms, step) in steps {
-        sleep_until(&rig, at_ms);
+        if !sleep_until(&rig, at_ms) {
+            // SIGINT or SIGTERM: the load stops, the store heals, and what ran is checked.
+            rig.event(
+                "INTERRUPTED by a signal: the load stops, the store heals, and what ran is checked".into(),
+            );
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            if !healed {
+                heal_at_ms = rig.now_ms();
+                rig.heal()?;
+            }
+            break;
+        }
+        healed |= matches!(step, Step::Heal);
         match (step, rollout) {
             (Step::Fault(fault), _) => {
                 rig.apply(&fault)?;
@@ -492,6 +510,13 @@ fn run_store(
             (Step::Rollout(i), Some(r)) => r.apply(&mut rig, i)?,
             (Step::Rollout(_), None) => unreachable!("a rollout step without a rollout"),
         }
+    }
+    // The load runs to its end unless interrupted.
+    while !load_thread.is_finished() {
+        if crate::check::terminal::interrupted() {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        std::thread::sleep(Duration::from_millis(INTERRUPT_POLL_MS));
     }
     let load = load_thread.join().map_err(|_| "the load thread panicked".to_string())??;
     rig.event(format!("load stopped after {} operations", load.history.len()));
@@ -545,10 +570,17 @@ fn load_facts(scenario: &Scenario) -> LoadFacts {
     }
 }
 
-fn sleep_until(rig: &Rig, at_ms: u64) {
-    let now = rig.now_ms();
-    if at_ms > now {
-        std::thread::sleep(Duration::from_millis(at_ms - now));
+/// Sleep until `at_ms` into the run; `false` at once if the run is interrupted.
+fn sleep_until(rig: &Rig, at_ms: u64) -> bool {
+    loop {
+        if crate::check::terminal::interrupted() {
+            return false;
+        }
+        let now = rig.now_ms();
+        if at_ms <= now {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis((at_ms - now).min(INTERRUPT_POLL_MS)));
     }
 }
 
@@ -663,12 +695,19 @@ impl Drop for ScratchDir {
 }
 
 /// 1 if the store violated a property the model says holds (a store bug, or an environment
-/// outside the model's scope), else 0. The reverse (the model found a violation this one run
-/// did not hit) is expected of a single schedule and is not a failure.
+/// outside the model's scope); else 3 if the run was interrupted (it covers less than was
+/// asked), else 0. The reverse (the model found a violation this one run did not hit) is
+/// expected of a single schedule and is not a failure.
 pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
     let broken =
         model.iter().any(|(p, m)| *m == Found::Holds && outcome.verdict(*p) == Some(Found::Violated));
-    u8::from(broken)
+    if broken {
+        1
+    } else if crate::check::terminal::interrupted() {
+        3
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
