@@ -122,3 +122,31 @@ fn acked_writes_survive_a_crash_of_every_node() {
         assert_eq!(reply, bulk(&format!("v{last}")), "key k{k}");
     }
 }
+
+#[test]
+fn a_token_names_one_write_so_another_value_under_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy_path = dir.path().join("policy.toml");
+    std::fs::write(&policy_path, "idempotency_tokens = true\n").unwrap();
+    let policy = store_policy(Some(&policy_path), None, 3).unwrap();
+    let config = ClusterConfig::local(
+        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
+        3,
+        policy,
+        dir.path().join("data"),
+    );
+    let cluster = Cluster::start(config).expect("cluster starts");
+    let mut c = Client::connect(cluster.client_addr()).unwrap();
+    assert_eq!(c.call(&[b"SET", b"t", b"first", b"TOKEN", b"tok-1"]).unwrap(), ok());
+    assert_eq!(c.call(&[b"SET", b"t", b"second"]).unwrap(), ok());
+    // The retry (same value) is acked and does not overwrite the newer write.
+    assert_eq!(c.call(&[b"SET", b"t", b"first", b"TOKEN", b"tok-1"]).unwrap(), ok());
+    assert_eq!(c.call(&[b"GET", b"t"]).unwrap(), bulk("second"));
+    // Another value under the same token is refused, not acked and dropped.
+    let reply = c.call(&[b"SET", b"t", b"third", b"TOKEN", b"tok-1"]).unwrap();
+    assert!(is_error(&reply, "token tok-1 was first used with another value"), "{reply:?}");
+    assert_eq!(c.call(&[b"GET", b"t"]).unwrap(), bulk("second"));
+    // The same token on another key is another write.
+    assert_eq!(c.call(&[b"SET", b"u", b"third", b"TOKEN", b"tok-1"]).unwrap(), ok());
+    assert_eq!(c.call(&[b"GET", b"u"]).unwrap(), bulk("third"));
+}

@@ -72,6 +72,9 @@ struct Inner {
     /// The version each token's write was first replicated at (observed, not decided: a
     /// retry replicated at another version is a duplicate effect), at most `TOKENS_MAX`.
     token_versions: HashMap<(Vec<u8>, Vec<u8>), u64>,
+    /// A digest of the value each token's write was first asked with, at most `TOKENS_MAX`:
+    /// a token names one write, so the same token with another value is refused.
+    token_values: HashMap<(Vec<u8>, Vec<u8>), u64>,
     /// What the state file holds (replica sets and version floors), as the machine and as
     /// written.
     saved: Option<Durable<StoreData>>,
@@ -174,6 +177,7 @@ impl Shell {
                 machine,
                 waiting: HashMap::new(),
                 token_versions: HashMap::new(),
+                token_values: HashMap::new(),
                 saved: None,
                 last_saved: saved.clone(),
                 observed,
@@ -673,6 +677,9 @@ impl Shell {
         value: StoredValue,
         token: Option<&[u8]>,
     ) -> Result<StoredValue, String> {
+        if let (OpKind::Write, Some(token)) = (kind, token) {
+            self.check_token(token, key, &value)?;
+        }
         let op = self.next_op.fetch_add(1, Ordering::Relaxed);
         let shard = self.partition_of(key);
         let (tx, rx) = oneshot::channel();
@@ -695,6 +702,34 @@ impl Shell {
             inner.machine.on_msg(cfg, Endpoint::Client(0), msg, io);
         });
         rx.await.unwrap_or_else(|_| Err(self.stalled().unwrap_or_else(|| "the coordinator stopped".into())))
+    }
+
+    /// With idempotency tokens a retry reuses its first attempt's version, so a token sent
+    /// again with another value would be acknowledged and never stored: refused instead.
+    fn check_token(&self, token: &[u8], key: &[u8], value: &StoredValue) -> Result<(), String> {
+        use std::hash::{Hash, Hasher};
+        let mut inner = self.lock();
+        if !inner.cfg.policy.retry.idempotency_tokens {
+            return Ok(()); // the token is ignored
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        value.hash(&mut hasher);
+        let digest = hasher.finish();
+        let id = (token.to_vec(), key.to_vec());
+        if inner.token_values.len() >= TOKENS_MAX && !inner.token_values.contains_key(&id) {
+            inner.token_values.clear();
+        }
+        match inner.token_values.entry(id) {
+            std::collections::hash_map::Entry::Occupied(first) if *first.get() != digest => Err(format!(
+                "token {} was first used with another value for this key: a token names one write (a retry sends the same value; a new write needs a new token)",
+                String::from_utf8_lossy(token)
+            )),
+            std::collections::hash_map::Entry::Occupied(_) => Ok(()),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(digest);
+                Ok(())
+            }
+        }
     }
 
     /// The partition `key` is stored on (`routing::key_partition`).
