@@ -213,12 +213,17 @@ impl StateFile {
     }
 
     /// `None`: no state saved yet (a new directory, or one from before the state was kept).
-    /// A file that cannot be read is a runtime failure; one that does not parse is bad input
+    /// A file that cannot be read is a runtime failure; one that is not text or does not parse
+    /// is bad input
     /// (a data directory written by something else: the user picks another or clears it).
     pub fn load(&self) -> Result<Option<SavedState>, StoreError> {
         match std::fs::read_to_string(&self.path) {
             Ok(text) => SavedState::parse(&text, &self.path).map(Some).map_err(StoreError::Input),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            // Not text, or not a file: damaged like a file that does not parse (exit 2).
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::IsADirectory) => {
+                Err(StoreError::Input(format!("{}: damaged: {e}", self.path.display())))
+            }
             Err(e) => Err(StoreError::Runtime(format!("cannot read {}: {e}", self.path.display()))),
         }
     }
@@ -298,5 +303,13 @@ mod tests {
         assert!(e.contains("line 6: a catch-up under way saved by an older replicheck"), "{e}");
         std::fs::write(file.path(), "partition s0 epoch 0\n").unwrap();
         assert!(file.load().unwrap_err().to_string().contains("line 1: expected"));
+        // Every kind of damage is bad input (exit 2), whatever it is.
+        for damage in [&b"partition s0 epoch 0\n"[..], b"\xff\xfe", b""] {
+            std::fs::write(file.path(), damage).unwrap();
+            assert!(matches!(file.load(), Err(StoreError::Input(_))), "{damage:?}");
+        }
+        std::fs::remove_file(file.path()).unwrap();
+        std::fs::create_dir(file.path()).unwrap();
+        assert!(matches!(file.load(), Err(StoreError::Input(_))), "a directory");
     }
 }
