@@ -188,6 +188,21 @@ fn completions_for_each_shell_and_the_man_page() {
     let out = replicheck(&["man", "nope"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no command \"nope\""));
+    // A subcommand's page, however it is named; its flags are on it.
+    for args in [&["man", "store up"][..], &["man", "store", "up"], &["man", "store-up"]] {
+        let page = stdout(&replicheck(args));
+        assert!(
+            page.contains(".TH replicheck-store-up 1") && page.contains("rebuild\\-node"),
+            "{args:?}: {page}"
+        );
+    }
+    let out = replicheck(&["man", "store", "down"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no command \"down\" in \"store\" (commands: up, run, bench)"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// Start a check of a model big enough to still be exploring (about 4M states, one thread),

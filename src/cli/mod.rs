@@ -303,8 +303,9 @@ pub enum Command {
     /// Print the man page (roff) on stdout: `replicheck man > replicheck.1`, or one command's
     /// page: `replicheck man check > replicheck-check.1`.
     Man {
-        /// A command (default: the page of replicheck itself, listing every command).
-        command: Option<String>,
+        /// A command, or a command and its subcommand (`store up`, `history check`; default:
+        /// the page of replicheck itself, listing every command).
+        command: Vec<String>,
     },
 }
 
@@ -567,7 +568,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             clap_complete::generate(shell, &mut cmd, "replicheck", &mut std::io::stdout());
             Ok(0)
         }
-        Command::Man { command } => man(command.as_deref()),
+        Command::Man { command } => man(&command),
         Command::Prove { paths, verify, out, threads, quiet } => {
             let interactive = std::io::stderr().is_terminal() && !quiet;
             let run = RunArgs {

@@ -221,7 +221,9 @@ impl StateFile {
             Ok(text) => SavedState::parse(&text, &self.path).map(Some).map_err(StoreError::Input),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             // Not text, or not a file: damaged like a file that does not parse (exit 2).
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::IsADirectory) => {
+            Err(e)
+                if matches!(e.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::IsADirectory) =>
+            {
                 Err(StoreError::Input(format!("{}: damaged: {e}", self.path.display())))
             }
             Err(e) => Err(StoreError::Runtime(format!("cannot read {}: {e}", self.path.display()))),
