@@ -489,7 +489,21 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Check { paths, policy, variant, set, format, run, sim, shard, dist, quiet } => {
             check_command(paths, (policy, variant, set), format, run, sim, shard, dist, quiet)
         }
-        Command::Store { command } => Ok(crate::store::cli::run(command, &model_verdicts)?),
+        Command::Store { command } => {
+            // `store run` stops early on SIGINT/SIGTERM and reports what ran; `store up`
+            // handles its own signals (it stops the cluster).
+            let interrupt = if matches!(command, crate::store::cli::StoreCommand::Run { .. }) {
+                crate::check::terminal::stop_on_interrupt_saying(
+                    "replicheck store run: interrupted: stopping the load, healing the store and checking what ran \
+                     (interrupt again to quit at once, leaving its temporary directory)",
+                )
+                .map_err(|m| ConfigError::new(std::path::Path::new("store run"), m))?;
+                Some(&crate::check::terminal::STOP)
+            } else {
+                None
+            };
+            Ok(crate::store::cli::run(command, &model_verdicts, interrupt)?)
+        }
         Command::Explore { model, variant, policy, rollout_from, rollback, set, addr } => {
             let rollout = rollout_from.map(|from| (from, rollback));
             explore(&model, variant, policy.as_deref(), rollout, &set, &addr)

@@ -331,7 +331,13 @@ fn stop_on_panic() {
 
 /// Run a store command. `check_model` explores a model for `store run --model-verdicts
 /// check` (see [`crate::store::run::ModelChecker`]).
-pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) -> Result<u8, StoreError> {
+/// `interrupt`: set by the first SIGINT or SIGTERM (the caller's handler); `store run` then
+/// stops early and reports what ran.
+pub fn run(
+    command: StoreCommand,
+    check_model: crate::store::run::ModelChecker,
+    interrupt: Option<&'static std::sync::atomic::AtomicBool>,
+) -> Result<u8, StoreError> {
     stop_on_panic();
     match command {
         StoreCommand::Node { id, listen, data_dir } => {
@@ -373,12 +379,8 @@ pub fn run(command: StoreCommand, check_model: crate::store::run::ModelChecker) 
                 faults,
                 rollout_order,
                 binary: this_binary()?,
+                interrupt,
             };
-            crate::check::terminal::stop_on_interrupt_saying(
-                "replicheck store run: interrupted: stopping the load, healing the store and checking what ran \
-                 (interrupt again to quit at once, leaving its temporary directory)",
-            )
-            .map_err(StoreError::Runtime)?;
             let mut out = String::new();
             let result = crate::store::run::run(&request, check_model, &mut out);
             print!("{out}");

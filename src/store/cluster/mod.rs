@@ -41,8 +41,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 
-/// Default limit on a value (and on any argument of a client command).
-pub const VALUE_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
+pub use crate::store::coordinator::clients::VALUE_BYTES_MAX_DEFAULT;
 
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {

@@ -26,6 +26,8 @@ pub const CLIENT_BUFFER_SLACK_BYTES: usize = 64 * 1024;
 const REPLY_FLUSH_BYTES: usize = 64 * 1024;
 /// How long a connection closed after an error is drained of what the client still sends.
 const LINGER_MS: u64 = 1_000;
+/// Default limit on a value (and on any argument of a client command).
+pub const VALUE_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
 /// The smallest `value_bytes_max`: every argument is bounded by it, command names included.
 pub const VALUE_BYTES_MAX_MIN: usize = 64;
 
@@ -49,7 +51,7 @@ pub struct ClientLimits {
 impl Default for ClientLimits {
     fn default() -> ClientLimits {
         ClientLimits {
-            value_bytes_max: super::super::cluster::VALUE_BYTES_MAX_DEFAULT,
+            value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
             connections_max: CONNECTIONS_MAX_DEFAULT,
             idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
             request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,

@@ -135,6 +135,8 @@ pub struct RunRequest {
     pub rollout_order: Vec<String>,
     /// The `replicheck` executable that runs the nodes.
     pub binary: PathBuf,
+    /// Set when the run is interrupted (SIGINT, SIGTERM): it stops early and reports what ran.
+    pub interrupt: Option<&'static AtomicBool>,
 }
 
 /// Explores a model for `store run --model-verdicts check`: the model file, and the policy
@@ -166,6 +168,8 @@ pub struct Event {
 /// What the run measured.
 #[derive(Clone, Debug, Default)]
 pub struct RunOutcome {
+    /// A signal stopped the run before its end: it covers less than was asked.
+    pub interrupted: bool,
     /// The run played a rollout (its coordinators reloaded policies at moments of its own).
     pub rollout: bool,
     pub ops: usize,
@@ -484,7 +488,7 @@ fn run_store(
     let mut started_ms: Vec<(Fault, u64)> = Vec::new();
     let mut healed = false;
     for (at_ms, step) in steps {
-        if !sleep_until(&rig, at_ms) {
+        if !sleep_until(&rig, at_ms, req.interrupt) {
             // SIGINT or SIGTERM: the load stops, the store heals, and what ran is checked.
             rig.event(
                 "INTERRUPTED by a signal: the load stops, the store heals, and what ran is checked".into(),
@@ -513,7 +517,7 @@ fn run_store(
     }
     // The load runs to its end unless interrupted.
     while !load_thread.is_finished() {
-        if crate::check::terminal::interrupted() {
+        if interrupted(req.interrupt) {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         std::thread::sleep(Duration::from_millis(INTERRUPT_POLL_MS));
@@ -544,6 +548,7 @@ fn run_store(
     }
     outcome.history_files = write_history_files(&load, &finals, req, !outcome.not_linearizable.is_empty())?;
     outcome.events = std::mem::take(&mut rig.events);
+    outcome.interrupted = interrupted(req.interrupt);
     outcome.faults_over_at_ms = rig.faults_over_at_ms;
     outcome.rollout = rollout.is_some();
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
@@ -571,9 +576,9 @@ fn load_facts(scenario: &Scenario) -> LoadFacts {
 }
 
 /// Sleep until `at_ms` into the run; `false` at once if the run is interrupted.
-fn sleep_until(rig: &Rig, at_ms: u64) -> bool {
+fn sleep_until(rig: &Rig, at_ms: u64, interrupt: Option<&AtomicBool>) -> bool {
     loop {
-        if crate::check::terminal::interrupted() {
+        if interrupted(interrupt) {
             return false;
         }
         let now = rig.now_ms();
@@ -694,6 +699,10 @@ impl Drop for ScratchDir {
     }
 }
 
+fn interrupted(interrupt: Option<&AtomicBool>) -> bool {
+    interrupt.is_some_and(|i| i.load(std::sync::atomic::Ordering::SeqCst))
+}
+
 /// 1 if the store violated a property the model says holds (a store bug, or an environment
 /// outside the model's scope); else 3 if the run was interrupted (it covers less than was
 /// asked), else 0. The reverse (the model found a violation this one run did not hit) is
@@ -703,7 +712,7 @@ pub fn exit_code(outcome: &RunOutcome, model: &[(PropertyName, Found)]) -> u8 {
         model.iter().any(|(p, m)| *m == Found::Holds && outcome.verdict(*p) == Some(Found::Violated));
     if broken {
         1
-    } else if crate::check::terminal::interrupted() {
+    } else if outcome.interrupted {
         3
     } else {
         0

@@ -43,6 +43,7 @@ fn history_files_are_edn_and_a_picture_of_the_anomaly() {
         faults: Vec::new(),
         rollout_order: Vec::new(),
         binary: "replicheck".into(),
+        interrupt: None,
     };
     let lines = super::write_history_files(&load, &[], &req, true).unwrap();
     assert_eq!(lines.len(), 2, "{lines:?}");
