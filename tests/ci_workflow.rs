@@ -55,7 +55,9 @@ fn parse_workflow(text: &str) -> (Vec<(String, String)>, Vec<Step>) {
             let run = run.trim();
             let script = if run == "|" {
                 let mut block = Vec::new();
-                while i < lines.len() && (lines[i].trim().is_empty() || lines[i].len() - lines[i].trim_start().len() > indent) {
+                while i < lines.len()
+                    && (lines[i].trim().is_empty() || lines[i].len() - lines[i].trim_start().len() > indent)
+                {
                     block.push(lines[i].get(indent + 2..).unwrap_or(""));
                     i += 1;
                 }
@@ -122,14 +124,16 @@ impl Repo {
             command.env("BASE_SHA", sha);
         }
         let out = command.output().expect("bash runs");
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         (out.status.code().unwrap_or(-1), text)
     }
 }
 
 fn repo() -> Repo {
     let (env, steps) = parse_workflow(&std::fs::read_to_string(WORKFLOW).expect("the workflow"));
-    let repo = Repo { dir: tempfile::tempdir().unwrap(), runner_temp: tempfile::tempdir().unwrap(), env, steps };
+    let repo =
+        Repo { dir: tempfile::tempdir().unwrap(), runner_temp: tempfile::tempdir().unwrap(), env, steps };
     repo.git(&["init", "-q"]);
     let models = repo.env.iter().find(|(k, _)| k == "MODELS").expect("MODELS in env").1.clone();
     let model = std::fs::read_to_string(Path::new("tests/data/small-quorum.toml")).unwrap();
@@ -171,7 +175,10 @@ fn the_workflow_runs_in_a_repository_of_only_models_and_policies() {
     let head = repo.commit("weaken prod");
     let (code, out) = repo.step("policy-change", "Lint and compare changed policies", Some(&base));
     assert_eq!(code, 1, "the regression fails the job:\n{out}");
-    assert!(out.contains("::group::policies/prod.toml") && out.contains("::group::policies/new.toml"), "{out}");
+    assert!(
+        out.contains("::group::policies/prod.toml") && out.contains("::group::policies/new.toml"),
+        "{out}"
+    );
     assert!(!out.contains("old.toml"), "a deleted policy has nothing to check:\n{out}");
     assert!(out.contains("acked_writes_persist"), "the regression is named:\n{out}");
 

@@ -56,6 +56,8 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut cluster_config =
         ClusterConfig::local(config.binary.clone(), config.node_count, config.policy.clone(), dir.clone());
+    // As `store up` runs: no fault controls on the links.
+    cluster_config.link_proxies = false;
     cluster_config.clients.value_bytes_max =
         cluster_config.clients.value_bytes_max.max(config.value_size_bytes);
     let cluster = Cluster::start(cluster_config).map_err(|e| e.to_string())?;

@@ -436,6 +436,8 @@ pub fn run(
                 clients,
                 decision_log,
                 proxy_seed: 0,
+                // Nothing sets faults on `store up`'s links: the coordinator dials its nodes.
+                link_proxies: false,
                 load: LoadFacts::default(),
                 membership: None,
                 trace: None,
@@ -504,7 +506,7 @@ fn up(config: ClusterConfig, sourced: &SourcedPolicy) -> Result<u8, StoreError> 
     for node in 0..cluster.node_count() {
         let node = node as u8;
         let pid = cluster.node_pid(node).map_or("?".to_string(), |p| p.to_string());
-        println!("  node {node}: {} pid {pid} (coordinator link via proxy)", cluster.node_addr(node));
+        println!("  node {node}: {} pid {pid}", cluster.node_addr(node));
     }
     let set: Vec<String> = sourced.patch.describe().into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
     if set.is_empty() {

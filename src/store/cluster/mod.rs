@@ -62,6 +62,11 @@ pub struct ClusterConfig {
     pub clients: ClientLimits,
     /// Seed of the proxies' random draws (latency, loss), for repeatable fault runs.
     pub proxy_seed: u64,
+    /// Whether each coordinator-to-node link goes through a proxy whose faults can be set
+    /// (`proxy`, `store run`'s fault menu). Without them (`store up`, `store bench`) a
+    /// coordinator dials its nodes directly: one hop and two thread hand-offs fewer per
+    /// message.
+    pub link_proxies: bool,
     /// Where the coordinator logs every policy decision (JSON lines, for `replicheck
     /// conform`); `None`: not logged.
     pub decision_log: Option<PathBuf>,
@@ -98,6 +103,7 @@ impl ClusterConfig {
             client_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             clients: ClientLimits::default(),
             proxy_seed: 0,
+            link_proxies: true,
             decision_log: None,
             load: LoadFacts::default(),
             membership: None,
@@ -114,8 +120,16 @@ struct NodeProcess {
     addr: SocketAddr,
     data_dir: PathBuf,
     /// Each coordinator's link to this node goes through one of these (a plain relay until
-    /// faults are set through its handle), coordinator `c`'s through `proxies[c]`.
+    /// faults are set through its handle), coordinator `c`'s through `proxies[c]`; none
+    /// without `link_proxies`.
     proxies: Vec<Proxy>,
+}
+
+impl NodeProcess {
+    /// Where coordinator `c` dials this node: its proxy, or the node itself.
+    fn link_addr(&self, c: usize) -> SocketAddr {
+        self.proxies.get(c).map_or(self.addr, Proxy::addr)
+    }
 }
 
 impl Drop for NodeProcess {
@@ -271,7 +285,8 @@ impl Cluster {
                 proxies: Vec::new(),
             };
             spawn_node(&config, id as NodeId, &mut node)?;
-            for c in 0..config.coordinator_zones.len() as u64 {
+            let proxied = if config.link_proxies { config.coordinator_zones.len() as u64 } else { 0 };
+            for c in 0..proxied {
                 let seed = config.proxy_seed.wrapping_add(id as u64).wrapping_add(c << 32);
                 let proxy = Proxy::start_seeded(node.addr, seed)
                     .map_err(|e| format!("cannot start the proxy for node {id}: {e}"))?;
@@ -319,7 +334,7 @@ impl Cluster {
         let (mut coordinators, mut client_addrs) = (Vec::new(), Vec::new());
         let fleet = Arc::new(crate::store::coordinator::fleet::FleetMeter::new(count));
         for (c, listener) in listeners.into_iter().enumerate() {
-            let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.proxies[c].addr()).collect();
+            let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.link_addr(c)).collect();
             let peering = Peering {
                 me: c as u8,
                 zones: config.coordinator_zones.clone(),
@@ -402,7 +417,9 @@ impl Cluster {
 
     /// The fault controls of coordinator `c`'s link to `node`.
     pub fn proxy_of(&self, c: u8, node: NodeId) -> ProxyHandle {
-        self.nodes[usize::from(node)].proxies[usize::from(c)].handle()
+        let proxies = &self.nodes[usize::from(node)].proxies;
+        assert!(!proxies.is_empty(), "a cluster started without link proxies has no fault controls");
+        proxies[usize::from(c)].handle()
     }
 
     /// The fault controls of coordinator `c`'s link to coordinator `d` (`None` for `c == d`
@@ -436,7 +453,7 @@ impl Cluster {
         }
         self.coordinators[0].crash();
         let runtime = self.runtime.as_ref().ok_or("the cluster is stopped")?;
-        let addrs: Vec<SocketAddr> = self.nodes.iter().map(|n| n.proxies[0].addr()).collect();
+        let addrs: Vec<SocketAddr> = self.nodes.iter().map(|n| n.link_addr(0)).collect();
         let state_file = StateFile::in_dir(&self.config.data_dir);
         let saved = state_file.load().map_err(|e| e.to_string())?;
         let zone = self.config.coordinator_zones[0];

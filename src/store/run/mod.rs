@@ -406,6 +406,7 @@ fn run_store(
         clients: ClientLimits::default(),
         decision_log: Some(log_path.clone()),
         proxy_seed: req.seed,
+        link_proxies: true,
         load: load_facts(scenario),
         layout,
         // The model's membership queue, its update time in milliseconds as every duration.
