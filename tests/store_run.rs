@@ -70,6 +70,11 @@ fn incident_evicts_healthy_replicas_and_fixed_evicts_none() {
     assert!(number_after(&report, "deadline misses taken as death: ") >= 1, "{report}");
     assert!(healthy_evictions(&report) >= 1, "{report}");
     assert!(report.contains("evict n2 -> n4 in s1: healthy"), "{report}");
+    // The store's own messages give the model's name beside its 0-based node number.
+    assert!(
+        report.contains("eviction of node 1 (n2) from partition s1 requested, replacement node 3 (n4)"),
+        "{report}"
+    );
     assert_eq!(property_row(&report, "no_healthy_eviction")[1..3], ["violated", "violated"], "{report}");
     assert_eq!(number_after(&report, "acked writes lost: "), 0, "{report}");
     // Evictions the policy asked for, less those a full membership queue dropped, are the

@@ -55,11 +55,22 @@ pub struct Layout {
     pub node_base_load_per_window: Vec<u16>,
     /// Replicas each node can hold at most, or empty: unlimited (`replica_slots`).
     pub node_replica_slots: Vec<Option<u8>>,
+    /// Each node's name in the model the store plays (`n2`), or empty: a node is its number.
+    pub node_names: Vec<String>,
 }
 
 impl Layout {
     /// A breach as INFO shows it; `at_ms: None` for one by background load alone (in every
     /// window from the start).
+    /// How the store's messages name node `n`: `node 1`, or with the model's name beside the
+    /// store's 0-based number, `node 1 (n2)`.
+    pub fn node(&self, n: NodeId) -> String {
+        match self.node_names.get(usize::from(n)) {
+            Some(name) => format!("node {n} ({name})"),
+            None => format!("node {n}"),
+        }
+    }
+
     pub fn describe_breach(&self, b: CapacityBreach, at_ms: Option<u128>) -> String {
         let unit = match (b.unit, at_ms) {
             (CapacityUnit::Partition(p), None) => {
@@ -96,6 +107,7 @@ impl Layout {
             node_write_capacity_per_window: Vec::new(),
             node_base_load_per_window: Vec::new(),
             node_replica_slots: Vec::new(),
+            node_names: Vec::new(),
         }
     }
 
@@ -142,6 +154,7 @@ impl Layout {
             },
             node_base_load_per_window: scenario.nodes.iter().map(|n| n.base_load_per_tick).collect(),
             node_replica_slots: scenario.nodes.iter().map(|n| n.replica_slots).collect(),
+            node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
         })
     }
 
@@ -277,6 +290,14 @@ impl LoadFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_is_named_by_its_number_and_the_models_name_if_it_has_one() {
+        let mut layout = Layout::round_robin(1, 3, 3);
+        assert_eq!(layout.node(1), "node 1");
+        layout.node_names = vec!["n1".into(), "n2".into(), "n3".into()];
+        assert_eq!(layout.node(1), "node 1 (n2)");
+    }
 
     #[test]
     fn round_robin_spreads_partitions_over_the_nodes() {

@@ -493,10 +493,10 @@ impl Shell {
                 inner.observed.last_suppressed = None;
                 let what = if u.is_move { "move" } else { "eviction" };
                 eprintln!(
-                    "replicheck store: {what} of node {} from partition {} requested, replacement node {}",
-                    u.evicted,
+                    "replicheck store: {what} of {} from partition {} requested, replacement {}",
+                    self.layout.node(u.evicted),
                     name(u.shard),
-                    u.replacement
+                    self.layout.node(u.replacement)
                 );
                 self.log_event(format!(
                     "change_requested shard={} evicted={} replacement={} move={}",
@@ -507,8 +507,8 @@ impl Shell {
                 // Requested and lost at once: INFO counts the changes taken on.
                 (if u.is_move { &c.moves } else { &c.evictions }).fetch_sub(1, Ordering::Relaxed);
                 eprintln!(
-                    "replicheck store: the membership queue is full: node {} stays in partition {}",
-                    u.evicted,
+                    "replicheck store: the membership queue is full: {} stays in partition {}",
+                    self.layout.node(u.evicted),
                     name(u.shard)
                 );
                 self.log_event(format!("change_rejected shard={} evicted={}", u.shard, u.evicted));
@@ -524,9 +524,9 @@ impl Shell {
                     inner.observed.evicted[usize::from(u.evicted)] = true;
                 }
                 eprintln!(
-                    "replicheck store: node {} replaced node {} in partition {}",
-                    u.replacement,
-                    u.evicted,
+                    "replicheck store: {} replaced {} in partition {}",
+                    self.layout.node(u.replacement),
+                    self.layout.node(u.evicted),
                     name(u.shard)
                 );
                 self.log_event(format!(
@@ -537,10 +537,10 @@ impl Shell {
             Event::ChangeAbandoned(u) => {
                 bump(&c.joins_abandoned);
                 eprintln!(
-                    "replicheck store: node {} did not catch up in time: the change of partition {} is abandoned, node {} stays",
-                    u.replacement,
+                    "replicheck store: {} did not catch up in time: the change of partition {} is abandoned, {} stays",
+                    self.layout.node(u.replacement),
                     name(u.shard),
-                    u.evicted
+                    self.layout.node(u.evicted)
                 );
                 self.log_event(format!(
                     "change_abandoned shard={} evicted={} replacement={}",
@@ -641,8 +641,8 @@ impl Shell {
                 let (mut silent, mut failed) = (Vec::new(), Vec::new());
                 for n in (0..8).filter(|n| missing & (1 << n) != 0) {
                     match failed_now(n) {
-                        Some(why) => failed.push(format!("node {n}: {why}")),
-                        None => silent.push(format!("node {n}")),
+                        Some(why) => failed.push(format!("{}: {why}", self.layout.node(n as NodeId))),
+                        None => silent.push(self.layout.node(n as NodeId)),
                     }
                 }
                 let (what, answers) = match (kind, repairing) {
@@ -832,7 +832,11 @@ impl Shell {
                 let ack = Msg::CopyAck { shard, from: source };
                 self.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(to), ack, io));
             }
-            Err(e) => eprintln!("replicheck store: catch-up copy of node {source} to node {to}: {e}"),
+            Err(e) => eprintln!(
+                "replicheck store: catch-up copy of {} to {}: {e}",
+                self.layout.node(source),
+                self.layout.node(to)
+            ),
         }
     }
 
