@@ -75,3 +75,29 @@ fn generated_cas_histories_get_their_known_verdicts() {
     let page = std::fs::read_to_string(&html).expect("the picture");
     assert_eq!(page.matches(r#"id="unplaced""#).count(), 1, "the stale read is marked");
 }
+
+/// `history generate --format cas-register` writes what the tests generate, for users'
+/// own checkers; refused options are named.
+#[test]
+fn history_generate_writes_cas_register_histories() {
+    let dir = tempfile::tempdir().unwrap();
+    let run =
+        |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_replicheck")).args(args).output().expect("runs");
+    for (stale, verdict) in [(false, 0), (true, 1)] {
+        let file = dir.path().join(format!("cas-{stale}.edn"));
+        let mut args =
+            vec!["history", "generate", "--format", "cas-register", "--clients", "8", "--ops", "300"];
+        args.extend(["--crashes", "2", "--seed", "3", "-o", file.to_str().unwrap()]);
+        if stale {
+            args.push("--stale-read");
+        }
+        assert!(run(&args).status.success());
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text, generate(&Spec { clients: 8, ops: 300, crashes: 2, stale_read: stale, seed: 3 }));
+        let checked = run(&["history", "check", file.to_str().unwrap()]);
+        assert_eq!(checked.status.code(), Some(verdict), "{}", String::from_utf8_lossy(&checked.stdout));
+    }
+    let out = run(&["history", "generate", "--format", "cas-register", "--keys", "2", "-o", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--keys and --hot-percent do not apply"));
+}

@@ -64,9 +64,14 @@ pub enum HistoryCommand {
     /// construction: many clients, overlapping operations, crashed clients with open
     /// operations and, with --stale-read, one late stale read that makes it not linearizable.
     Generate {
-        /// Where to write it (kv EDN with :time).
+        /// Where to write it (EDN with :time).
         #[arg(short, long)]
         output: PathBuf,
+        /// `kv` (maps of gets, puts and appends on `--keys` keys) or `cas-register` (Knossos's
+        /// reads, writes and cas on one register starting at 0; `--keys` and `--hot-percent`
+        /// do not apply).
+        #[arg(long, value_enum, default_value = "kv")]
+        format: GeneratedFormat,
         #[arg(long, default_value_t = 40)]
         clients: usize,
         #[arg(long, default_value_t = 2000)]
@@ -85,6 +90,13 @@ pub enum HistoryCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+}
+
+/// What `history generate` writes.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum GeneratedFormat {
+    Kv,
+    CasRegister,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -205,9 +217,39 @@ pub fn run(command: HistoryCommand) -> Result<u8, ConfigError> {
         HistoryCommand::Bench { dir, runs, threads, no_generated } => {
             bench(&dir, runs.max(1), threads, !no_generated)
         }
-        HistoryCommand::Generate { output, clients, ops, keys, hot_percent, crashes, stale_read, seed } => {
-            let spec = generate::Spec { clients, ops, keys, hot_percent, crashes, stale_read, seed };
-            let text = generate::to_edn(&generate::generate(&spec));
+        HistoryCommand::Generate {
+            output,
+            format,
+            clients,
+            ops,
+            keys,
+            hot_percent,
+            crashes,
+            stale_read,
+            seed,
+        } => {
+            let text = match format {
+                GeneratedFormat::Kv => {
+                    let spec = generate::Spec { clients, ops, keys, hot_percent, crashes, stale_read, seed };
+                    generate::to_edn(&generate::generate(&spec))
+                }
+                GeneratedFormat::CasRegister => {
+                    if keys != 1 || hot_percent != 0 {
+                        return Err(ConfigError::new(
+                            &output,
+                            "--format cas-register: one register, so --keys and --hot-percent do not apply"
+                                .to_string(),
+                        ));
+                    }
+                    super::knossos::generate(&super::knossos::Spec {
+                        clients,
+                        ops,
+                        crashes,
+                        stale_read,
+                        seed,
+                    })
+                }
+            };
             std::fs::write(&output, text)
                 .map_err(|e| ConfigError::new(&output, format!("cannot write: {e}")))?;
             Ok(0)
