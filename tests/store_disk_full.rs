@@ -10,9 +10,7 @@ mod store_proc;
 
 use replicheck::store::coordinator::resp::{Client, Reply};
 use std::io::Write;
-use std::process::Command;
 use std::time::{Duration, Instant};
-use store_proc::StoreProc;
 
 const WRAPPER: &str =
     "#!/bin/sh\nmount -t tmpfs -o size=\"$1\" tmpfs \"$2\" || exit 97\nshift 2\nexec \"$@\"\n";
@@ -27,28 +25,17 @@ fn a_full_disk_fails_writes_with_the_cause_and_the_store_recovers_when_space_ret
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let wrapper = dir.path().join("wrap.sh");
-    std::fs::write(&wrapper, WRAPPER).unwrap();
-    let mut command = Command::new("unshare");
-    command
-        .args(["-m", "--propagation", "private", "sh"])
-        .arg(&wrapper)
-        .arg("16m")
-        .arg(&mnt)
-        .arg(env!("CARGO_BIN_EXE_replicheck"))
-        .args(["store", "up", "--port", "0", "--nodes", "3", "--data-dir"])
-        .arg(mnt.join("data"));
-    let up = match StoreProc::start_command(command) {
-        Ok(up) => up,
-        Err(why) if std::env::var_os("REPLICHECK_REQUIRE_MOUNT").is_none() => {
-            eprintln!("skipped: cannot run the store on a private tmpfs here: {why}");
-            return;
-        }
-        Err(why) => panic!("cannot run the store on a private tmpfs: {why}"),
+    let data = mnt.join("data");
+    let Some(up) = store_proc::start_in_private_mounts(
+        dir.path(),
+        WRAPPER,
+        &["16m".as_ref(), mnt.as_os_str()],
+        &["--nodes".as_ref(), "3".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
+    ) else {
+        return;
     };
     // The store's view of the small filesystem.
-    let seen =
-        std::path::PathBuf::from(format!("/proc/{}/root", up.pid())).join(mnt.strip_prefix("/").unwrap());
+    let seen = store_proc::seen_by(up.pid(), &mnt);
     let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
     for i in 0..ACKED_KEYS {
         assert_eq!(set(&mut c, &format!("k{i}"), format!("v{i}").as_bytes()), Reply::Simple("OK".into()));

@@ -13,9 +13,7 @@ mod store_proc;
 
 use replicheck::store::coordinator::resp::{Client, Reply};
 use std::io::Write;
-use std::process::Command;
 use std::time::{Duration, Instant};
-use store_proc::StoreProc;
 
 const NODES: usize = 4;
 const ACKED_KEYS: usize = 20;
@@ -53,30 +51,25 @@ fn a_coordinator_that_cannot_save_answers_with_the_cause_and_restarts_when_it_ca
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
-    let wrapper = dir.path().join("wrap.sh");
-    std::fs::write(&wrapper, WRAPPER).unwrap();
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, POLICY).unwrap();
-    let mut command = Command::new("unshare");
-    command
-        .args(["-m", "--propagation", "private", "sh"])
-        .arg(&wrapper)
-        .arg(&data)
-        .arg(env!("CARGO_BIN_EXE_replicheck"))
-        .args(["store", "up", "--port", "0", "--nodes", &NODES.to_string(), "--policy"])
-        .arg(&policy)
-        .arg("--data-dir")
-        .arg(&data);
-    let up = match StoreProc::start_command(command) {
-        Ok(up) => up,
-        Err(why) if std::env::var_os("REPLICHECK_REQUIRE_MOUNT").is_none() => {
-            eprintln!("skipped: cannot run the store on a private tmpfs here: {why}");
-            return;
-        }
-        Err(why) => panic!("cannot run the store on a private tmpfs: {why}"),
+    let nodes = NODES.to_string();
+    let Some(up) = store_proc::start_in_private_mounts(
+        dir.path(),
+        WRAPPER,
+        &[data.as_os_str()],
+        &[
+            "--nodes".as_ref(),
+            nodes.as_ref(),
+            "--policy".as_ref(),
+            policy.as_os_str(),
+            "--data-dir".as_ref(),
+            data.as_os_str(),
+        ],
+    ) else {
+        return;
     };
-    let seen =
-        std::path::PathBuf::from(format!("/proc/{}/root", up.pid())).join(data.strip_prefix("/").unwrap());
+    let seen = store_proc::seen_by(up.pid(), &data);
     let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
     c.set_timeout(Some(Duration::from_secs(10))).unwrap();
     for i in 0..ACKED_KEYS {

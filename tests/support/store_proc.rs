@@ -176,3 +176,32 @@ pub fn free_port_run(count: u16) -> u16 {
         }
     }
 }
+
+/// `store up STORE_ARGS...` in a private mount namespace, after `script` (a shell script run
+/// with `script_args`, then `exec "$@"`) mounted what it needs: `None` (and a note) where
+/// namespaces or mounts are not allowed, unless REPLICHECK_REQUIRE_MOUNT is set.
+pub fn start_in_private_mounts(
+    dir: &Path,
+    script: &str,
+    script_args: &[&std::ffi::OsStr],
+    store_args: &[&std::ffi::OsStr],
+) -> Option<StoreProc> {
+    let wrapper = dir.join("wrap.sh");
+    std::fs::write(&wrapper, script).unwrap();
+    let mut command = Command::new("unshare");
+    command.args(["-m", "--propagation", "private", "sh"]).arg(&wrapper).args(script_args);
+    command.arg(env!("CARGO_BIN_EXE_replicheck")).args(["store", "up", "--port", "0"]).args(store_args);
+    match StoreProc::start_command(command) {
+        Ok(up) => Some(up),
+        Err(why) if std::env::var_os("REPLICHECK_REQUIRE_MOUNT").is_none() => {
+            eprintln!("skipped: cannot run the store on a private tmpfs here: {why}");
+            None
+        }
+        Err(why) => panic!("cannot run the store on a private tmpfs: {why}"),
+    }
+}
+
+/// `path` as the process `pid` sees it (through its mount namespace).
+pub fn seen_by(pid: u32, path: &Path) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/proc/{pid}/root")).join(path.strip_prefix("/").unwrap())
+}
