@@ -97,3 +97,73 @@ fn a_data_directory_that_lost_a_part_is_refused_and_a_wiped_node_rebuilt() {
     // Stamped now: it starts without the flag.
     stop(StoreProc::start(&data, 0, &["--nodes", "3"]));
 }
+
+/// Two stores on one host: once a node of cluster A died, its port may be handed to a node of
+/// cluster B, where A's coordinator dials node 1 again. A neither writes there nor reads from
+/// there (every connection starts with a hello naming the node and the cluster), so B's data
+/// stays B's and A's reads stay A's.
+#[test]
+fn a_node_address_taken_by_another_clusters_node_is_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    // Cluster B writes `shared` often: its version there is far above A's.
+    let data_b = dir.path().join("b");
+    let up = StoreProc::start(&data_b, 0, &["--nodes", "3"]);
+    let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
+    for i in 0..50 {
+        assert_eq!(
+            c.call(&[b"SET", b"shared", format!("b{i}").as_bytes()]).unwrap(),
+            Reply::Simple("OK".into())
+        );
+    }
+    drop(c);
+    stop(up);
+
+    let data_a = dir.path().join("a");
+    let up = StoreProc::start(&data_a, 0, &["--nodes", "3"]);
+    let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
+    assert_eq!(c.call(&[b"SET", b"shared", b"a"]).unwrap(), Reply::Simple("OK".into()));
+    store_proc::signal_pid(up.node_pids[1], libc::SIGKILL);
+    // B's node 1 on the address A's node 1 had.
+    let mut impostor = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_replicheck"))
+            .args(["store", "node", "--id", "1", "--listen", &up.node_addrs[1].to_string(), "--data-dir"])
+            .arg(data_b.join("node-1"))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(impostor.0.stdout.take().unwrap()), &mut line)
+        .unwrap();
+    assert!(line.starts_with("listening "), "{line:?}");
+    // Heartbeats dial it meanwhile; writes and reads go on with nodes 0 and 2.
+    std::thread::sleep(Duration::from_millis(1500));
+    for i in 0..20 {
+        let key = format!("only-a{i}");
+        assert_eq!(c.call(&[b"SET", key.as_bytes(), b"x"]).unwrap(), Reply::Simple("OK".into()));
+        assert_eq!(c.call(&[b"GET", b"shared"]).unwrap(), Reply::Bulk(Some(b"a".to_vec())), "A's own value");
+    }
+    drop(c);
+    drop(impostor);
+    stop(up);
+
+    let b_node = Storage::open(&data_b.join("node-1")).unwrap();
+    assert_eq!(b_node.read(b"shared").unwrap().1, Some(b"b49".to_vec()), "B's value untouched");
+    for i in 0..20 {
+        assert_eq!(
+            b_node.read(format!("only-a{i}").as_bytes()).unwrap().1,
+            None,
+            "A wrote only-a{i} into B's node"
+        );
+    }
+}
+
+/// A process of the test's own, never left running (a failed assertion included).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -66,7 +66,7 @@ fn a_dead_member_is_replaced_by_the_spare_after_a_catch_up_copy() {
     assert!(info.contains(",role=member,") && !info.contains(",role=spare,"), "{info}");
     // The replacement holds every key on its own disk, before any read could repair it.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let link = NodeLink::new(cluster.node_addr(3));
+    let link = NodeLink::new(cluster.node_addr(3), cluster.cluster_id(), 3);
     for i in 0..300u32 {
         let read = NodeRequest::Read { key: format!("k{i}").into_bytes() };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);

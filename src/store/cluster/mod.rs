@@ -27,6 +27,7 @@ use crate::config::Policy;
 use crate::policy::NodeId;
 use crate::store::coordinator::clients::ClientLimits;
 use crate::store::coordinator::layout::{Layout, LoadFacts};
+use crate::store::coordinator::link::NodeAddrs;
 use crate::store::coordinator::peer::Peering;
 use crate::store::coordinator::state::{SavedState, StateFile};
 use crate::store::coordinator::Coordinator;
@@ -155,9 +156,10 @@ pub struct Cluster {
     trace: Option<TraceWriter>,
     /// Kept across a coordinator restart: a breach before it still counts.
     fleet: Arc<crate::store::coordinator::fleet::FleetMeter>,
-    /// Released last, once every node is stopped.
-    /// The data directory's (`datadir::check_identity`): a node restarted must still hold it.
+    /// The data directory's (`datadir::check_identity`): a node restarted must still hold it,
+    /// and every link's hello names it.
     cluster_id: u64,
+    /// Released last, once every node is stopped.
     _lock: DirLock,
 }
 
@@ -233,10 +235,8 @@ impl Cluster {
             .enable_all()
             .build()
             .map_err(|e| StoreError::Runtime(format!("cannot start the coordinator runtime: {e}")))?;
-        let mut started =
-            Self::start_processes(config, runtime, lock, state_file, saved).map_err(StoreError::Runtime)?;
-        started.cluster_id = identity.cluster_id;
-        Ok(started)
+        Self::start_processes(config, runtime, lock, state_file, saved, identity.cluster_id)
+            .map_err(StoreError::Runtime)
     }
 
     /// Recreate `node`'s database from the other nodes' copies of its partitions: those the saved
@@ -274,6 +274,7 @@ impl Cluster {
         lock: DirLock,
         state_file: StateFile,
         saved: Option<SavedState>,
+        cluster_id: u64,
     ) -> Result<Cluster, String> {
         let mut nodes = Vec::new();
         for id in 0..config.node_count {
@@ -334,7 +335,7 @@ impl Cluster {
         let (mut coordinators, mut client_addrs) = (Vec::new(), Vec::new());
         let fleet = Arc::new(crate::store::coordinator::fleet::FleetMeter::new(count));
         for (c, listener) in listeners.into_iter().enumerate() {
-            let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.link_addr(c)).collect();
+            let addrs = NodeAddrs { cluster_id, addrs: nodes.iter().map(|n| n.link_addr(c)).collect() };
             let peering = Peering {
                 me: c as u8,
                 zones: config.coordinator_zones.clone(),
@@ -381,7 +382,7 @@ impl Cluster {
             log,
             trace,
             fleet,
-            cluster_id: 0,
+            cluster_id,
             _lock: lock,
         })
     }
@@ -405,6 +406,12 @@ impl Cluster {
     }
 
     /// The address node `node` listens on.
+    /// The data directory's cluster id, which every node's database is stamped with (a link
+    /// to a node says it in its hello).
+    pub fn cluster_id(&self) -> u64 {
+        self.cluster_id
+    }
+
     pub fn node_addr(&self, node: NodeId) -> SocketAddr {
         self.nodes[usize::from(node)].addr
     }
@@ -453,7 +460,10 @@ impl Cluster {
         }
         self.coordinators[0].crash();
         let runtime = self.runtime.as_ref().ok_or("the cluster is stopped")?;
-        let addrs: Vec<SocketAddr> = self.nodes.iter().map(|n| n.link_addr(0)).collect();
+        let addrs = NodeAddrs {
+            cluster_id: self.cluster_id,
+            addrs: self.nodes.iter().map(|n| n.link_addr(0)).collect(),
+        };
         let state_file = StateFile::in_dir(&self.config.data_dir);
         let saved = state_file.load().map_err(|e| e.to_string())?;
         let zone = self.config.coordinator_zones[0];
@@ -568,7 +578,7 @@ impl Drop for Cluster {
 fn start_coordinator(
     config: &ClusterConfig,
     runtime: &tokio::runtime::Runtime,
-    addrs: &[SocketAddr],
+    addrs: &NodeAddrs,
     client_addr: SocketAddr,
     log: &DecisionLog,
     trace: Option<TraceWriter>,

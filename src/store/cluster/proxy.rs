@@ -372,10 +372,13 @@ fn spawn_direction(
                 shared.counters.chunks_partitioned.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
+            // Draws only where there is something to draw: the seeded sequence then starts with
+            // the first fault, whatever the connections exchanged before it.
             let (lost, delay_ms) = {
                 let mut rng = lock(&shared.rng);
                 let lost = faults.drop_permille > 0 && rng.random_range(0..1000u16) < faults.drop_permille;
-                (lost, rng.random_range(faults.latency_lo_ms..=faults.latency_hi_ms))
+                let (lo, hi) = (faults.latency_lo_ms, faults.latency_hi_ms);
+                (lost, if lo < hi { rng.random_range(lo..=hi) } else { lo })
             };
             if lost {
                 shared.counters.chunks_dropped.fetch_add(1, Ordering::Relaxed);

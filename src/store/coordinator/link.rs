@@ -2,6 +2,12 @@
 //! once, matched to replies by id. A broken connection fails every request waiting on it and
 //! is re-dialled by the next request.
 //!
+//! Every connection starts with a hello naming the node and the cluster the link expects
+//! (`NodeRequest::Hello`): a node's address can belong to another process once the node died
+//! (the kernel hands its port to the next program that asks, perhaps a node of another
+//! cluster on the same host), and a coordinator that wrote to or read from that process would
+//! mix two clusters' data. A refused hello is an unreachable node, and says why.
+//!
 //! Every frame the node sends is proof of life, whether or not a request still waits for it:
 //! a reply after its request's deadline is not given to the caller (it gave up), but it still
 //! reaches the link's listener (`on_heard`) and its round trip is measured, as the models
@@ -117,16 +123,43 @@ struct Connection {
     broken: Arc<AtomicBool>,
 }
 
+/// Where a coordinator finds its nodes, and the cluster they must belong to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAddrs {
+    /// The data directory's cluster id (`DIR/cluster-id`), stamped into every node's database.
+    pub cluster_id: u64,
+    /// Where node `n` is dialled (the node, or the proxy in front of it), by node number.
+    pub addrs: Vec<SocketAddr>,
+}
+
+impl NodeAddrs {
+    /// One link per node, each expecting that node of this cluster.
+    pub fn links(&self) -> Vec<Arc<NodeLink>> {
+        let ids = 0..=u8::MAX;
+        self.addrs
+            .iter()
+            .zip(ids)
+            .map(|(&addr, n)| Arc::new(NodeLink::new(addr, self.cluster_id, n)))
+            .collect()
+    }
+}
+
 pub struct NodeLink {
     /// Where the coordinator dials: the node itself, or the proxy in front of it.
     addr: Mutex<SocketAddr>,
+    /// Who must answer there: the hello every connection starts with.
+    cluster_id: u64,
+    node_id: u8,
+    /// A refused hello was logged (reset by the next accepted one): logged once, not per dial.
+    refusal_logged: AtomicBool,
     next_id: AtomicU64,
     connection: AsyncMutex<Option<Connection>>,
     shared: Arc<Shared>,
 }
 
 impl NodeLink {
-    pub fn new(addr: SocketAddr) -> NodeLink {
+    /// A link to node `node_id` of cluster `cluster_id` at `addr`.
+    pub fn new(addr: SocketAddr, cluster_id: u64, node_id: u8) -> NodeLink {
         let measured = Measured {
             created: Instant::now(),
             last_frame: None,
@@ -137,6 +170,9 @@ impl NodeLink {
         };
         NodeLink {
             addr: Mutex::new(addr),
+            cluster_id,
+            node_id,
+            refusal_logged: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             connection: AsyncMutex::new(None),
             shared: Arc::new(Shared { listener: OnceLock::new(), measured: Mutex::new(measured) }),
@@ -215,9 +251,23 @@ impl NodeLink {
     }
 
     async fn dial(&self) -> Result<Connection, LinkError> {
-        let stream =
-            TcpStream::connect(self.addr()).await.map_err(|e| LinkError::Unreachable(e.to_string()))?;
+        let addr = self.addr();
+        let mut stream = TcpStream::connect(addr).await.map_err(|e| LinkError::Unreachable(e.to_string()))?;
         let _ = stream.set_nodelay(true);
+        match self.hello(&mut stream).await {
+            Ok(()) => {}
+            Err(HelloFailed::Broken(why)) => return Err(LinkError::Unreachable(why)),
+            Err(HelloFailed::NotTheNode(why)) => {
+                if !self.refusal_logged.swap(true, Ordering::SeqCst) {
+                    eprintln!(
+                        "replicheck store: {addr}, where node {} is dialled, is not that node: {why}; nothing is sent there until it is",
+                        self.node_id
+                    );
+                }
+                return Err(LinkError::Unreachable(format!("not node {}: {why}", self.node_id)));
+            }
+        }
+        self.refusal_logged.store(false, Ordering::SeqCst);
         let (mut reader, mut writer) = stream.into_split();
         let pending: Pending = Arc::default();
         let broken = Arc::new(AtomicBool::new(false));
@@ -256,6 +306,41 @@ impl NodeLink {
     }
 }
 
+impl NodeLink {
+    /// Say whom this link expects, and wait for that node's answer. The caller's deadline
+    /// bounds it, as it bounds the dial.
+    async fn hello(&self, stream: &mut TcpStream) -> Result<(), HelloFailed> {
+        let hello = NodeRequest::Hello { cluster_id: self.cluster_id, node_id: self.node_id };
+        let (mut reader, mut writer) = stream.split();
+        let sent = writer.write_all(&wire::encode_frame(&Frame { id: 0, body: hello })).await;
+        sent.map_err(|e| HelloFailed::Broken(format!("hello not sent: {e}")))?;
+        match wire::read_frame::<NodeReply, _>(&mut reader).await {
+            Ok(Some(Frame { body: NodeReply::Alive { node_id, .. }, .. })) if node_id == self.node_id => {
+                Ok(())
+            }
+            Ok(Some(Frame { body: NodeReply::Failed { message }, .. })) => {
+                Err(HelloFailed::NotTheNode(message))
+            }
+            Ok(Some(Frame { body, .. })) => {
+                Err(HelloFailed::NotTheNode(format!("it answered the hello with {body:?}")))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Err(HelloFailed::NotTheNode(format!("it does not speak the node protocol ({e})")))
+            }
+            Ok(None) => Err(HelloFailed::Broken("the connection closed at the hello".into())),
+            Err(e) => Err(HelloFailed::Broken(format!("the hello got no answer: {e}"))),
+        }
+    }
+}
+
+/// Why a connection's hello failed.
+enum HelloFailed {
+    /// The connection broke (the node may be dying): an unreachable node, nothing more.
+    Broken(String),
+    /// Something answered that is not the node this link expects.
+    NotTheNode(String),
+}
+
 /// Keep at most `UNANSWERED_KEPT_MAX` requests nobody waits for, forgetting the oldest.
 fn forget_oldest_unanswered(pending: &mut BTreeMap<u64, Sent>) {
     if pending.len() <= UNANSWERED_KEPT_MAX {
@@ -276,7 +361,7 @@ mod tests {
     use std::time::Duration;
     use tokio::net::TcpListener;
 
-    /// A node that answers every heartbeat after `delay_ms`.
+    /// Node 1 of cluster 7: answers the hello at once and every heartbeat after `delay_ms`.
     async fn slow_node(delay_ms: u64) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -286,8 +371,11 @@ mod tests {
             let writer = Arc::new(AsyncMutex::new(writer));
             while let Ok(Some(frame)) = wire::read_frame::<NodeRequest, _>(&mut reader).await {
                 let writer = Arc::clone(&writer);
+                let hello = matches!(frame.body, NodeRequest::Hello { cluster_id: 7, node_id: 1 });
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                    if !hello {
+                        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                    }
                     let reply = Frame { id: frame.id, body: NodeReply::Alive { node_id: 1, max_version: 0 } };
                     let _ = writer.lock().await.write_all(&wire::encode_frame(&reply)).await;
                 });
@@ -298,7 +386,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reply_after_the_deadline_fails_the_request_but_is_heard() {
-        let link = NodeLink::new(slow_node(150).await);
+        let link = NodeLink::new(slow_node(150).await, 7, 1);
         let heard = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&heard);
         assert!(link.on_heard(move || {
@@ -322,6 +410,47 @@ mod tests {
         assert!(matches!(link.request(NodeRequest::Heartbeat, deadline).await, Ok(NodeReply::Alive { .. })));
         assert_eq!(heard.load(Ordering::SeqCst), 3);
         assert!(!link.on_heard(|| {}), "one listener");
+    }
+
+    /// Another process on a node's old address: whatever it is, the link sends it nothing but
+    /// the hello, and the request fails as unreachable with its answer.
+    #[tokio::test]
+    async fn a_process_that_is_not_the_node_gets_only_the_hello() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let seen_tx = seen_tx.clone();
+                tokio::spawn(async move {
+                    let (mut reader, mut writer) = stream.split();
+                    while let Ok(Some(frame)) = wire::read_frame::<NodeRequest, _>(&mut reader).await {
+                        let _ = seen_tx.send(frame.body);
+                        // Node 2 of cluster 8 (a real node refuses; this one even says yes).
+                        let reply =
+                            Frame { id: frame.id, body: NodeReply::Alive { node_id: 2, max_version: 0 } };
+                        let _ = writer.write_all(&wire::encode_frame(&reply)).await;
+                    }
+                });
+            }
+        });
+        let link = NodeLink::new(addr, 7, 1);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let read = NodeRequest::Read { key: b"k".to_vec() };
+        match link.request(read.clone(), deadline).await {
+            Err(LinkError::Unreachable(why)) => assert!(why.contains("node_id: 2"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Dialled again for the next request, and refused again.
+        assert!(matches!(link.request(read, deadline).await, Err(LinkError::Unreachable(_))));
+        drop(link);
+        let mut bodies = Vec::new();
+        while let Ok(Some(body)) = tokio::time::timeout(Duration::from_millis(200), seen.recv()).await {
+            bodies.push(body);
+        }
+        let hello = NodeRequest::Hello { cluster_id: 7, node_id: 1 };
+        assert_eq!(bodies, vec![hello.clone(), hello]);
     }
 
     #[test]

@@ -41,12 +41,11 @@ use clients::{ClientLimits, ClientStats};
 use info::config_name;
 use layout::Layout;
 use layout::LoadFacts;
-use link::{LinkError, NodeLink};
+use link::{LinkError, NodeAddrs, NodeLink};
 use peer::Peering;
 use shell::Shell;
 use state::{SavedState, StateFile};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,7 +78,7 @@ pub fn membership_default(partitions: usize) -> CoordinatorSpec {
 
 /// What a coordinator alone needs to start a new machine after a stall.
 struct Restart {
-    node_addrs: Vec<SocketAddr>,
+    nodes: NodeAddrs,
     state_file: StateFile,
     log: DecisionLog,
     trace: Option<TraceWriter>,
@@ -170,7 +169,8 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// Connect to every node (each link dials `node_addrs[i]`: the node, or its proxy), learn
+    /// Connect to every node (each link dials `nodes.addrs[i]`, the node or its proxy, and
+    /// talks only to node `i` of cluster `nodes.cluster_id` there), learn
     /// the highest stored version, and start the protocol's coordinator. Each partition of
     /// `layout` starts with its listed replicas; a node in no replica set is a spare. Node `i`
     /// is in zone `node_zones[i]`; `membership` is the membership queue (its capacity and the
@@ -182,7 +182,7 @@ impl Coordinator {
     #[allow(clippy::too_many_arguments)]
     pub async fn start(
         policy: Policy,
-        node_addrs: &[SocketAddr],
+        nodes: &NodeAddrs,
         node_zones: &[u8],
         limits: ClientLimits,
         log: DecisionLog,
@@ -194,6 +194,7 @@ impl Coordinator {
         peering: Peering,
     ) -> Result<Arc<Coordinator>, String> {
         limits.check()?;
+        let node_addrs = &nodes.addrs;
         load.check(node_addrs.len())?;
         layout.check(node_addrs.len(), policy.replication_factor)?;
         let rf = usize::from(policy.replication_factor);
@@ -210,7 +211,7 @@ impl Coordinator {
         if let Some((file, Some(saved))) = &state {
             saved.check(&layout, node_addrs.len(), file.path())?;
         }
-        let links: Vec<Arc<NodeLink>> = node_addrs.iter().map(|a| Arc::new(NodeLink::new(*a))).collect();
+        let links = nodes.links();
         let max_version = max_stored_version(&links, matches!(&state, Some((_, Some(_))))).await?;
         let cfg = machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
         let (state_file, saved) = match state {
@@ -221,7 +222,7 @@ impl Coordinator {
         let me = peering.me;
         let restart = match (&state_file, peering.addrs.len() <= 1) {
             (Some(file), true) => Some(Restart {
-                node_addrs: node_addrs.to_vec(),
+                nodes: nodes.clone(),
                 state_file: file.clone(),
                 log: log.clone(),
                 trace: trace.clone(),
@@ -268,7 +269,7 @@ impl Coordinator {
         let r = self.restart.as_ref().expect("only a coordinator alone restarts itself");
         let old = self.shell();
         let saved = r.state_file.load().map_err(|e| e.to_string())?;
-        let links: Vec<Arc<NodeLink>> = r.node_addrs.iter().map(|a| Arc::new(NodeLink::new(*a))).collect();
+        let links = r.nodes.links();
         let max_version = max_stored_version(&links, saved.is_some()).await?;
         let peering = Peering { fleet: Arc::clone(&r.fleet), ..Peering::alone(r.zone) };
         let cfg = (*old.cfg()).clone();

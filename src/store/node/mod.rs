@@ -58,6 +58,22 @@ async fn bind_with_retry(listen: SocketAddr) -> Result<TcpListener, String> {
 
 async fn serve_connection(node_id: u8, storage: Storage, stream: TcpStream) {
     let (mut reader, mut writer) = stream.into_split();
+    // The caller first says whom it expects: anyone who dialled this address for another
+    // node (its port was free, this node took it) is refused before it reads or writes.
+    let (id, refusal) = match wire::read_frame::<NodeRequest, _>(&mut reader).await {
+        Ok(Some(Frame { id, body: NodeRequest::Hello { cluster_id, node_id: expected } })) => {
+            (id, refusal(node_id, storage.cluster_id(), expected, cluster_id))
+        }
+        Ok(Some(frame)) => (frame.id, Some("a connection to a node starts with a hello".to_string())),
+        _ => return,
+    };
+    let body = match refusal.clone() {
+        None => NodeReply::Alive { node_id, max_version: storage.max_version() },
+        Some(message) => NodeReply::Failed { message },
+    };
+    if wire::write_frame(&mut writer, &Frame { id, body }).await.is_err() || refusal.is_some() {
+        return;
+    }
     let (replies, mut outbox) = mpsc::channel::<Frame<NodeReply>>(REPLIES_QUEUED_MAX);
     let sender = tokio::spawn(async move {
         while let Some(frame) = outbox.recv().await {
@@ -78,6 +94,16 @@ async fn serve_connection(node_id: u8, storage: Storage, stream: TcpStream) {
     let _ = sender.await;
 }
 
+/// Why this node (`me`, stamped with `stamped`) is not whom a hello expects, if it is not. A
+/// database never stamped (a node run by hand) answers for any cluster.
+fn refusal(me: u8, stamped: Option<u64>, expected: u8, cluster_id: u64) -> Option<String> {
+    let cluster_differs = stamped.is_some_and(|id| id != cluster_id);
+    (expected != me || cluster_differs).then(|| {
+        let mine = stamped.map_or("an unstamped database".to_string(), |id| format!("cluster {id:016x}"));
+        format!("this is node {me} of {mine}, not node {expected} of cluster {cluster_id:016x}")
+    })
+}
+
 async fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> NodeReply {
     let result = match request {
         NodeRequest::Replicate { key, version, value } => {
@@ -90,6 +116,27 @@ async fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> NodeRep
         NodeRequest::Scan { after, limit } => storage
             .scan(after.as_deref(), limit.min(SCAN_ENTRIES_MAX) as usize)
             .map(|entries| NodeReply::Entries { entries }),
+        NodeRequest::Hello { .. } => Err("a hello comes once, first".to_string()),
     };
     result.unwrap_or_else(|message| NodeReply::Failed { message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal;
+
+    #[test]
+    fn a_hello_for_another_node_or_cluster_is_refused() {
+        assert_eq!(refusal(1, Some(0xab), 1, 0xab), None);
+        let other_node = refusal(2, Some(0xab), 1, 0xab).expect("another node");
+        assert_eq!(
+            other_node,
+            "this is node 2 of cluster 00000000000000ab, not node 1 of cluster 00000000000000ab"
+        );
+        let other_cluster = refusal(1, Some(0xcd), 1, 0xab).expect("another cluster");
+        assert!(other_cluster.contains("of cluster 00000000000000cd, not node 1"), "{other_cluster}");
+        // A node run by hand on a database no cluster stamped answers for any cluster.
+        assert_eq!(refusal(1, None, 1, 0xab), None);
+        assert!(refusal(1, None, 0, 0xab).unwrap().contains("node 1 of an unstamped database"));
+    }
 }

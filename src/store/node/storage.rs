@@ -50,6 +50,9 @@ pub struct Storage {
     db: Arc<Handle>,
     writes: mpsc::Sender<PendingWrite>,
     max_version: Arc<AtomicU64>,
+    /// The cluster stamped into the database when it opened (`None`: never stamped, a node
+    /// run by hand outside a cluster's data directory).
+    cluster_id: Option<u64>,
 }
 
 /// The open database, or why it is closed. redb refuses every operation after an I/O error
@@ -308,11 +311,12 @@ impl Storage {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let db = open_database(&dir.join(DATABASE_FILE), true)?;
         let txn = db.begin_write().map_err(db_error)?;
-        let max_version = {
+        let (max_version, cluster_id) = {
             txn.open_table(DATA).map_err(db_error)?;
             let meta = txn.open_table(META).map_err(db_error)?;
             let stored = meta.get(MAX_VERSION_KEY).map_err(db_error)?.map(|v| v.value());
-            stored.unwrap_or(0)
+            let cluster_id = meta.get(CLUSTER_ID_KEY).map_err(db_error)?.map(|v| v.value());
+            (stored.unwrap_or(0), cluster_id)
         };
         txn.commit().map_err(db_error)?;
         let db = Arc::new(Handle { path: dir.join(DATABASE_FILE), db: RwLock::new(Ok(Arc::new(db))) });
@@ -323,7 +327,12 @@ impl Storage {
             .name("group-commit".into())
             .spawn(move || group_commit_loop(&thread_db, &thread_max, &queue))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
-        Ok(Storage { db, writes, max_version })
+        Ok(Storage { db, writes, max_version, cluster_id })
+    }
+
+    /// The cluster this database belongs to, as stamped when it opened.
+    pub fn cluster_id(&self) -> Option<u64> {
+        self.cluster_id
     }
 
     /// Store `value` at `version` unless the key already has that version or a newer one;

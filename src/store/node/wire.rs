@@ -37,6 +37,14 @@ pub enum NodeRequest {
         after: Option<Vec<u8>>,
         limit: u32,
     },
+    /// The first frame on every connection: who the caller expects to reach. A node that is
+    /// not `node_id` of cluster `cluster_id` answers `Failed` and closes the connection, so a
+    /// coordinator whose node's address now belongs to another process (a port taken again
+    /// after the node died) never reads or writes someone else's data. Answered `Alive`.
+    Hello {
+        cluster_id: u64,
+        node_id: u8,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +82,7 @@ const REQ_REPLICATE: u8 = 1;
 const REQ_READ: u8 = 2;
 const REQ_HEARTBEAT: u8 = 3;
 const REQ_SCAN: u8 = 4;
+const REQ_HELLO: u8 = 5;
 const REP_STORED: u8 = 11;
 const REP_VALUE: u8 = 12;
 const REP_ALIVE: u8 = 13;
@@ -167,6 +176,11 @@ impl Wire for NodeRequest {
                 put_value(out, after);
                 out.extend_from_slice(&limit.to_be_bytes());
             }
+            NodeRequest::Hello { cluster_id, node_id } => {
+                out.push(REQ_HELLO);
+                out.extend_from_slice(&cluster_id.to_be_bytes());
+                out.push(*node_id);
+            }
         }
     }
 
@@ -181,6 +195,7 @@ impl Wire for NodeRequest {
             REQ_READ => NodeRequest::Read { key: r.bytes("key")? },
             REQ_HEARTBEAT => NodeRequest::Heartbeat,
             REQ_SCAN => NodeRequest::Scan { after: r.value("scan start")?, limit: r.u32("scan limit")? },
+            REQ_HELLO => NodeRequest::Hello { cluster_id: r.u64("cluster id")?, node_id: r.u8("node id")? },
             _ => return Err(malformed("unknown request tag")),
         };
         r.finish()?;
@@ -302,6 +317,7 @@ mod tests {
         roundtrip(NodeRequest::Read { key: vec![0, 255] });
         roundtrip(NodeRequest::Heartbeat);
         roundtrip(NodeRequest::Scan { after: Some(b"a".to_vec()), limit: 3 });
+        roundtrip(NodeRequest::Hello { cluster_id: 0x0123_4567_89ab_cdef, node_id: 3 });
         roundtrip(NodeReply::Stored { version: 9 });
         roundtrip(NodeReply::Value { version: 0, value: None });
         roundtrip(NodeReply::Alive { node_id: 2, max_version: 11 });
