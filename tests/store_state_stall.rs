@@ -118,6 +118,12 @@ fn a_coordinator_that_cannot_save_answers_with_the_cause_and_restarts_when_it_ca
     }
     assert!(info_line(&mut c, "stall_restarts").parse::<u64>().unwrap() >= 1);
     assert_eq!(info_line(&mut c, "state_file"), "ok");
+    // INFO's counts go on across the restart: the writes acked before the stall still count.
+    let acked: u64 = info_line(&mut c, "writes_acked").parse().unwrap();
+    assert!(
+        acked > ACKED_KEYS as u64,
+        "writes_acked {acked} after {ACKED_KEYS} acked before the stall and one after"
+    );
     for i in 0..ACKED_KEYS {
         assert_eq!(c.get(format!("k{i}").as_bytes()).unwrap(), Some(format!("v{i}").into_bytes()), "k{i}");
     }

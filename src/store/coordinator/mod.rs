@@ -231,7 +231,8 @@ impl Coordinator {
             }),
             _ => None,
         };
-        let shell = Shell::new(cfg, me, &peering, layout, links, state_file, saved, max_version, log, trace)?;
+        let shell =
+            Shell::new(cfg, me, &peering, layout, links, state_file, saved, max_version, log, trace, None)?;
         shell.start_clock();
         let stopped = tokio::sync::watch::Sender::new(false);
         if let Some(listener) = peering.listener {
@@ -284,6 +285,7 @@ impl Coordinator {
             max_version,
             r.log.clone(),
             r.trace.clone(),
+            Some(Arc::clone(&old.counters)),
         )?;
         if *self.stopped.borrow() {
             return Ok(()); // crashed meanwhile: nothing runs any more

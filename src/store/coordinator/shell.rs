@@ -99,7 +99,8 @@ pub struct Shell {
     state_file: Option<StateFile>,
     inner: Mutex<Inner>,
     next_op: AtomicU64,
-    pub counters: Counters,
+    /// Shared with the shell a stall restart replaces, so INFO's counts go on.
+    pub counters: Arc<Counters>,
     pub started: Instant,
     log: DecisionLog,
     trace: Option<TraceWriter>,
@@ -125,7 +126,9 @@ impl Shell {
         max_stored_version: u64,
         log: DecisionLog,
         trace: Option<TraceWriter>,
+        counters: Option<Arc<Counters>>,
     ) -> Result<Arc<Shell>, String> {
+        let fresh_counters = counters.is_none();
         let fresh: Machine = protocol::Coordinator::new(&cfg, me);
         let mut durable = fresh.durable(&cfg);
         if let Some(saved) = &saved {
@@ -183,14 +186,14 @@ impl Shell {
                 observed,
             }),
             next_op: AtomicU64::new(1),
-            counters: Counters::default(),
+            counters: counters.unwrap_or_default(),
             started: now,
             log,
             trace,
             drop_late_replies: std::env::var(SHELL_FAULT_ENV).is_ok_and(|v| v == "drop_late_replies"),
             fleet: Arc::clone(&peering.fleet),
         });
-        if shell.observed(|o| o.first_breach.is_some()) {
+        if fresh_counters && shell.observed(|o| o.first_breach.is_some()) {
             shell.counters.capacity_breaches.fetch_add(1, Ordering::Relaxed);
         }
         // What the machine starts from is saved before any client is served.
