@@ -30,6 +30,12 @@ fn refused(data: &Path, extra: &[&str]) -> (Option<i32>, String) {
     (out.status.code(), stderr)
 }
 
+/// SET `key` to `value`, which must be acknowledged.
+fn set_ok(c: &mut Client, key: &str, value: &str) {
+    let reply = c.call(&[b"SET", key.as_bytes(), value.as_bytes()]).unwrap();
+    assert_eq!(reply, Reply::Simple("OK".into()), "SET {key} {value}");
+}
+
 fn stop(mut up: StoreProc) {
     up.signal(libc::SIGTERM);
     assert!(up.wait_exit(Duration::from_secs(20)).success());
@@ -48,8 +54,7 @@ fn a_data_directory_that_lost_a_part_is_refused_and_a_wiped_node_rebuilt() {
     let up = StoreProc::start(&data, 0, &["--nodes", "3"]);
     let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
     for i in 0..KEYS {
-        let reply = c.call(&[b"SET", format!("k{i}").as_bytes(), format!("v{i}").as_bytes()]).unwrap();
-        assert_eq!(reply, Reply::Simple("OK".into()), "k{i}");
+        set_ok(&mut c, &format!("k{i}"), &format!("v{i}"));
     }
     drop(c);
     stop(up);
@@ -110,10 +115,7 @@ fn a_node_address_taken_by_another_clusters_node_is_not_used() {
     let up = StoreProc::start(&data_b, 0, &["--nodes", "3"]);
     let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
     for i in 0..50 {
-        assert_eq!(
-            c.call(&[b"SET", b"shared", format!("b{i}").as_bytes()]).unwrap(),
-            Reply::Simple("OK".into())
-        );
+        set_ok(&mut c, "shared", &format!("b{i}"));
     }
     drop(c);
     stop(up);
@@ -121,7 +123,7 @@ fn a_node_address_taken_by_another_clusters_node_is_not_used() {
     let data_a = dir.path().join("a");
     let up = StoreProc::start(&data_a, 0, &["--nodes", "3"]);
     let mut c = Client::connect_timeout(up.addr, Duration::from_secs(10)).unwrap();
-    assert_eq!(c.call(&[b"SET", b"shared", b"a"]).unwrap(), Reply::Simple("OK".into()));
+    set_ok(&mut c, "shared", "a");
     store_proc::signal_pid(up.node_pids[1], libc::SIGKILL);
     // B's node 1 on the address A's node 1 had.
     let mut impostor = KillOnDrop(
@@ -140,7 +142,7 @@ fn a_node_address_taken_by_another_clusters_node_is_not_used() {
     std::thread::sleep(Duration::from_millis(1500));
     for i in 0..20 {
         let key = format!("only-a{i}");
-        assert_eq!(c.call(&[b"SET", key.as_bytes(), b"x"]).unwrap(), Reply::Simple("OK".into()));
+        set_ok(&mut c, &key, "x");
         assert_eq!(c.call(&[b"GET", b"shared"]).unwrap(), Reply::Bulk(Some(b"a".to_vec())), "A's own value");
     }
     drop(c);

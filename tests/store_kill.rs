@@ -8,16 +8,17 @@
 
 #[path = "support/linearizable.rs"]
 mod linearizable;
+#[path = "support/local_cluster.rs"]
+mod local_cluster;
+use local_cluster::local_config;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replicheck::lincheck::register::{RegisterInput, RegisterOutput};
 use replicheck::lincheck::Operation;
-use replicheck::store::cli::store_policy;
-use replicheck::store::cluster::{Cluster, ClusterConfig};
+use replicheck::store::cluster::Cluster;
 use replicheck::store::coordinator::resp::Client;
 use replicheck::store::decision::DecisionLog;
 use replicheck::store::run::client::{run_load, Input, LoadConfig, Outcome};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,15 +41,8 @@ fn killed_nodes_lose_no_acked_write_and_history_is_linearizable() {
     // retry is a new write with a new version, so a first attempt that reached one node can
     // take effect, be overwritten, and take effect again when retried: a duplicate effect, not
     // linearizable (seen with seed 20261130). With tokens the retry reuses its version.
-    let policy_path = dir.path().join("policy.toml");
-    std::fs::write(&policy_path, "idempotency_tokens = true\n").unwrap();
-    let policy = store_policy(Some(&policy_path), None, 3).unwrap();
-    let config = ClusterConfig::local(
-        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
-        3,
-        policy.clone(),
-        dir.path().into(),
-    );
+    let config = local_config(dir.path(), "idempotency_tokens = true\n", 3, dir.path().into());
+    let policy = config.policy.clone();
     let mut cluster = Cluster::start(config).expect("cluster starts");
 
     let load = LoadConfig {

@@ -6,6 +6,10 @@ use replicheck::store::cluster::{Cluster, ClusterConfig};
 use replicheck::store::coordinator::resp::{Client, Reply};
 use std::path::PathBuf;
 
+#[path = "support/local_cluster.rs"]
+mod local_cluster;
+use local_cluster::local_config;
+
 fn cluster(dir: &tempfile::TempDir, value_bytes_max: usize) -> Cluster {
     let policy = store_policy(None, None, 3).expect("default policy");
     let mut config = ClusterConfig::local(
@@ -126,15 +130,7 @@ fn acked_writes_survive_a_crash_of_every_node() {
 #[test]
 fn a_token_names_one_write_so_another_value_under_it_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let policy_path = dir.path().join("policy.toml");
-    std::fs::write(&policy_path, "idempotency_tokens = true\n").unwrap();
-    let policy = store_policy(Some(&policy_path), None, 3).unwrap();
-    let config = ClusterConfig::local(
-        PathBuf::from(env!("CARGO_BIN_EXE_replicheck")),
-        3,
-        policy,
-        dir.path().join("data"),
-    );
+    let config = local_config(dir.path(), "idempotency_tokens = true\n", 3, dir.path().join("data"));
     let cluster = Cluster::start(config).expect("cluster starts");
     let mut c = Client::connect(cluster.client_addr()).unwrap();
     assert_eq!(c.call(&[b"SET", b"t", b"first", b"TOKEN", b"tok-1"]).unwrap(), ok());

@@ -22,6 +22,7 @@
 //! copy, the rebalancer and what is saved before a change takes effect are the protocol's.
 
 pub mod clients;
+mod failure;
 pub mod fleet;
 pub mod info;
 pub mod layout;
@@ -31,6 +32,7 @@ pub mod peer;
 pub mod resp;
 pub mod shell;
 pub mod state;
+mod tokens;
 
 use crate::config::{CoordinatorSpec, OpKind, Policy};
 use crate::policy::NodeId;

@@ -19,15 +19,16 @@
 //! The machine sits behind one mutex: each input (a client's command, a node's reply, a tick)
 //! is one step under it, so steps are atomic as the model's actions are.
 
+use super::failure::failure_text;
 use super::info::{config_name, Counters, Observed};
 use super::layout::Layout;
 use super::link::{LinkError, NodeLink};
-use super::machine::{StoreData, TOKENS_MAX};
+use super::machine::StoreData;
 use super::peer::{PeerLinks, PeerMsg};
 use super::state::{SavedMember, SavedShard, SavedState, StateFile};
+use super::tokens::{TokenId, Tokens};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
-use crate::policy::routing::WriteRoute;
 use crate::policy::NodeId;
 use crate::protocol::coordinator::{Durable, Timer};
 use crate::protocol::{self, Endpoint, Event, Failure, Msg, Outbox, PerNode};
@@ -53,7 +54,7 @@ struct Waiting {
     kind: OpKind,
     shard: u8,
     /// A write's token and key (for the duplicate-effect observation).
-    token: Option<(Vec<u8>, Vec<u8>)>,
+    token: Option<TokenId>,
     reply: oneshot::Sender<Result<StoredValue, String>>,
     /// Why it failed, as the client reads it (from the machine's event).
     why: Option<String>,
@@ -69,12 +70,8 @@ struct Inner {
     cfg: Arc<Resolved>,
     machine: Machine,
     waiting: HashMap<u64, Waiting>,
-    /// The version each token's write was first replicated at (observed, not decided: a
-    /// retry replicated at another version is a duplicate effect), at most `TOKENS_MAX`.
-    token_versions: HashMap<(Vec<u8>, Vec<u8>), u64>,
-    /// A digest of the value each token's write was first asked with, at most `TOKENS_MAX`:
-    /// a token names one write, so the same token with another value is refused.
-    token_values: HashMap<(Vec<u8>, Vec<u8>), u64>,
+    /// Each token's first value and first replicated version.
+    tokens: Tokens,
     /// What the state file holds (replica sets and version floors), as the machine and as
     /// written.
     saved: Option<Durable<StoreData>>,
@@ -179,8 +176,7 @@ impl Shell {
                 cfg: Arc::new(cfg),
                 machine,
                 waiting: HashMap::new(),
-                token_versions: HashMap::new(),
-                token_values: HashMap::new(),
+                tokens: Tokens::default(),
                 saved: None,
                 last_saved: saved.clone(),
                 observed,
@@ -486,8 +482,15 @@ impl Shell {
                 }
                 let Inner { waiting, machine, observed, .. } = inner;
                 if let Some(w) = waiting.get_mut(&op) {
-                    w.why =
-                        Some(self.failure_text(cfg, w.kind, w.shard, why, machine, &observed.node_errors));
+                    w.why = Some(failure_text(
+                        &self.layout,
+                        cfg,
+                        w.kind,
+                        w.shard,
+                        why,
+                        machine,
+                        &observed.node_errors,
+                    ));
                 }
             }
             Event::ReadRepairStarted { .. } => bump(&c.read_repairs),
@@ -593,85 +596,6 @@ impl Shell {
         let _ = w.reply.send(result);
     }
 
-    /// Why a request failed, for its client; a throttled write's counts are read from the
-    /// machine in the step that refused it.
-    fn failure_text(
-        &self,
-        cfg: &Resolved,
-        kind: OpKind,
-        shard: u8,
-        why: Failure,
-        machine: &Machine,
-        node_errors: &[Option<(String, Instant)>],
-    ) -> String {
-        let timeout = cfg.policy.replica_ack_timeout_ticks;
-        let window_ms = self.layout.window_ms;
-        let offered = |unit: String, offered: u16, capacity: Option<u16>| {
-            let capacity = capacity.map_or("unlimited".to_string(), |c| c.to_string());
-            format!("throttled: {unit} was offered {offered} writes in this {window_ms} ms window, capacity {capacity}")
-        };
-        match why {
-            Failure::Throttled(WriteRoute::PartitionThrottled) => {
-                let p = usize::from(shard);
-                offered(
-                    format!("partition {}", self.layout.shards[p].name),
-                    machine.background[p].saturating_add(machine.partition_load[p]),
-                    cfg.partition_capacity_per_tick,
-                )
-            }
-            Failure::Throttled(WriteRoute::BackendThrottled { backend }) => {
-                let b = usize::from(backend);
-                offered(
-                    format!("ingest backend node {backend}"),
-                    cfg.nodes[b].base_load_per_tick.saturating_add(machine.backend_load[b]),
-                    cfg.nodes[b].write_capacity_per_tick,
-                )
-            }
-            Failure::Throttled(WriteRoute::Shed) => {
-                "throttled: no ingest backend has room in this window (write shed)".into()
-            }
-            Failure::Throttled(WriteRoute::Admitted { .. }) => {
-                unreachable!("an admitted write is not refused")
-            }
-            Failure::Deadline { answered, needed, missing, repairing } => {
-                // A failure reply since this request was sent is why that node did not ack; the
-                // deadline fires one ack timeout after the send, give or take a clock tick.
-                let recent = Duration::from_millis(2 * u64::from(timeout));
-                let failed_now = |n: usize| match node_errors.get(n) {
-                    Some(Some((why, at))) if at.elapsed() <= recent => Some(why.clone()),
-                    _ => None,
-                };
-                let (mut silent, mut failed) = (Vec::new(), Vec::new());
-                for n in (0..8).filter(|n| missing & (1 << n) != 0) {
-                    match failed_now(n) {
-                        Some(why) => failed.push(format!("{}: {why}", self.layout.node(n as NodeId))),
-                        None => silent.push(self.layout.node(n as NodeId)),
-                    }
-                }
-                let (what, answers) = match (kind, repairing) {
-                    (_, true) => ("read repair failed: write", "acks"),
-                    (OpKind::Write, false) => ("write", "acks"),
-                    (OpKind::Read, false) => ("read", "replies"),
-                };
-                // Members that did not answer may still apply the write: the client must not
-                // take the error for "not written".
-                let unknown = if kind == OpKind::Write && !repairing {
-                    "; outcome unknown: the write may still have been applied"
-                } else {
-                    ""
-                };
-                let mut causes = failed;
-                if !silent.is_empty() {
-                    causes.push(format!("no reply before the deadline from {}", silent.join(", ")));
-                }
-                format!(
-                    "{what} quorum not reached: {answered} of {needed} {answers} within replica_ack_timeout {timeout} ms ({}){unknown}",
-                    causes.join("; ")
-                )
-            }
-        }
-    }
-
     /// Submit a client request and wait for its response.
     pub async fn request(
         self: &Arc<Self>,
@@ -681,7 +605,11 @@ impl Shell {
         token: Option<&[u8]>,
     ) -> Result<StoredValue, String> {
         if let (OpKind::Write, Some(token)) = (kind, token) {
-            self.check_token(token, key, &value)?;
+            let mut inner = self.lock();
+            // Without idempotency tokens the token is ignored.
+            if inner.cfg.policy.retry.idempotency_tokens {
+                inner.tokens.check_value(token, key, &value)?;
+            }
         }
         let op = self.next_op.fetch_add(1, Ordering::Relaxed);
         let shard = self.partition_of(key);
@@ -705,34 +633,6 @@ impl Shell {
             inner.machine.on_msg(cfg, Endpoint::Client(0), msg, io);
         });
         rx.await.unwrap_or_else(|_| Err(self.stalled().unwrap_or_else(|| "the coordinator stopped".into())))
-    }
-
-    /// With idempotency tokens a retry reuses its first attempt's version, so a token sent
-    /// again with another value would be acknowledged and never stored: refused instead.
-    fn check_token(&self, token: &[u8], key: &[u8], value: &StoredValue) -> Result<(), String> {
-        use std::hash::{Hash, Hasher};
-        let mut inner = self.lock();
-        if !inner.cfg.policy.retry.idempotency_tokens {
-            return Ok(()); // the token is ignored
-        }
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        value.hash(&mut hasher);
-        let digest = hasher.finish();
-        let id = (token.to_vec(), key.to_vec());
-        if inner.token_values.len() >= TOKENS_MAX && !inner.token_values.contains_key(&id) {
-            inner.token_values.clear();
-        }
-        match inner.token_values.entry(id) {
-            std::collections::hash_map::Entry::Occupied(first) if *first.get() != digest => Err(format!(
-                "token {} was first used with another value for this key: a token names one write (a retry sends the same value; a new write needs a new token)",
-                String::from_utf8_lossy(token)
-            )),
-            std::collections::hash_map::Entry::Occupied(_) => Ok(()),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(digest);
-                Ok(())
-            }
-        }
     }
 
     /// The partition `key` is stored on (`routing::key_partition`).
@@ -884,15 +784,11 @@ fn reply_wait(ack_timeout: Duration) -> Duration {
     (ack_timeout * REPLY_WAIT_ACK_TIMEOUTS).max(Duration::from_millis(REPLY_WAIT_MIN_MS))
 }
 
-/// A write with a token replicated at `version`: a token seen before at another version means
-/// the write takes effect twice (the policy keeps no idempotency tokens, or forgot this one).
+/// A write with a token replicated at `version`: logged if its token was first replicated at
+/// another version (a duplicate effect).
 fn observe_token(inner: &mut Inner, op: u64, version: u64, log: &DecisionLog) {
     let Some(token) = inner.waiting.get(&op).and_then(|w| w.token.clone()) else { return };
-    if inner.token_versions.len() >= TOKENS_MAX && !inner.token_versions.contains_key(&token) {
-        inner.token_versions.clear();
-    }
-    let first = *inner.token_versions.entry(token).or_insert(version);
-    if first != version {
+    if let Some(first) = inner.tokens.replicated(token, version) {
         log.event(&format!("duplicate_effect first_version={first} version={version}"));
     }
 }
