@@ -113,9 +113,10 @@ fn store_rooms() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("coordinator", &["node"][..]),
         ("cluster", &["coordinator", "node"][..]),
         ("run", &["cluster", "coordinator", "node"][..]),
+        ("leader", &["cluster", "coordinator", "node"][..]),
         ("decision", &[][..]),
         ("trace", &[][..]),
-        ("cli", &["run", "cluster", "coordinator", "node", "bench"][..]),
+        ("cli", &["run", "cluster", "coordinator", "node", "bench", "leader"][..]),
         ("bench", &["cluster", "coordinator", "node"][..]),
         ("mod", &[][..]),
     ])

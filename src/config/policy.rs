@@ -457,13 +457,13 @@ impl SourcedPolicy {
         self.resolve_within(1, NODE_COUNT_MAX, u64::from(u32::MAX))
     }
 
-    /// The leader family's machines (`protocol::leader`) run in the timed world, but the store
-    /// does not run them yet: a policy asking the store for them is refused rather than run as
-    /// the quorum family.
+    /// The leader family's machines (`protocol::leader`) run in the timed world and under
+    /// `store up --replication leader`, but not under the store's other commands: a policy
+    /// asking them for it is refused rather than run as the quorum family.
     fn refuse_unrun_family(&self, policy: Policy) -> Result<Policy, String> {
         if policy.replication() == Replication::Leader {
             return Err(format!(
-                "{}: key `replication` = \"leader\": the store does not run the leader family yet (the model checker does: `replicheck check` with a model)",
+                "{}: key `replication` = \"leader\": only `store up` runs the leader family in the store (`store run`, `store bench` and CONFIG SET policy do not yet); the model checker does: `replicheck check` with a model",
                 self.origin("replication")
             ));
         }

@@ -1,10 +1,13 @@
 //! `replicheck store ...`: start a local cluster, run one node (internal), measure.
 
 use crate::config::{self, Policy, SourcedPolicy};
+use crate::policy::leader::Replication;
+use crate::policy::NodeId;
 use crate::store::bench::BenchConfig;
 use crate::store::cluster::{Cluster, ClusterConfig, VALUE_BYTES_MAX_DEFAULT};
 use crate::store::coordinator::clients::{self, ClientLimits};
 use crate::store::coordinator::layout::{Layout, LoadFacts, PARTITIONS_MAX, WINDOW_MS_DEFAULT};
+use crate::store::leader::cluster::{LeaderCluster, LeaderConfig};
 use crate::store::StoreError;
 use clap::Subcommand;
 use std::net::SocketAddr;
@@ -28,6 +31,11 @@ pub enum StoreCommand {
         /// Overrides the policy's replication_factor.
         #[arg(long)]
         replication_factor: Option<u8>,
+        /// The protocol family (default: the policy's `replication`, else quorum). `leader`: a
+        /// primary per partition replicates to its followers, and the coordinator fails over
+        /// (docs/reference.md#the-leader-family).
+        #[arg(long, value_parser = ["quorum", "leader"])]
+        replication: Option<String>,
         /// Partitions, each with its own replica set (partition i on nodes i, i+1, ...); a
         /// key's prefix (before `:`) picks its partition: `s2:x` is on s2, other prefixes hash.
         #[arg(long, default_value = "1")]
@@ -81,6 +89,14 @@ pub enum StoreCommand {
         /// it such a node is refused: served as it is, it would lose what it acknowledged.
         #[arg(long = "rebuild-node", value_name = "N")]
         rebuild_nodes: Vec<crate::policy::NodeId>,
+    },
+    /// A leader-family storage node, as `store up --replication leader` starts it.
+    #[command(hide = true)]
+    LeaderNode {
+        #[arg(long)]
+        id: crate::policy::NodeId,
+        #[arg(long)]
+        data_dir: PathBuf,
     },
     /// Run a model's environment against the store: its nodes, zones and link latencies (model
     /// ticks scaled to real milliseconds), its fault menu over time, client load, then heal and
@@ -390,10 +406,16 @@ pub fn run(
         StoreCommand::Bench { value_size, concurrency, duration, nodes, policy } => {
             bench(value_size, concurrency, &duration, nodes, policy.as_deref())
         }
+        StoreCommand::LeaderNode { id, data_dir } => {
+            crate::store::leader::node::run(id, &data_dir)
+                .map_err(|e| StoreError::Runtime(format!("node {id}: {e}")))?;
+            Ok(0)
+        }
         StoreCommand::Up {
             nodes,
             policy,
             replication_factor,
+            replication,
             partitions,
             zones,
             write_capacity,
@@ -416,6 +438,50 @@ pub fn run(
                 request_bytes_max,
             };
             clients.check().map_err(StoreError::Input)?;
+            let policy_family = match &policy {
+                Some(path) => config::load_policy(path)?.patch.replication,
+                None => None,
+            };
+            let leader = match replication.as_deref() {
+                Some("leader") => true,
+                Some(_) if policy_family == Some(Replication::Leader) => {
+                    return Err(StoreError::Input(format!(
+                        "--replication quorum: {} sets replication = \"leader\"",
+                        policy.as_deref().unwrap_or(Path::new("")).display()
+                    )))
+                }
+                Some(_) => false,
+                None => policy_family == Some(Replication::Leader),
+            };
+            if leader {
+                let unsupported = [
+                    ("--coordinators", coordinators != 1),
+                    ("--write-capacity", !write_capacity.is_empty()),
+                    ("--base-load", !base_load.is_empty()),
+                    ("--replica-slots", !replica_slots.is_empty()),
+                    ("--decision-log", decision_log.is_some()),
+                    ("--rebuild-node", !rebuild_nodes.is_empty()),
+                ];
+                if let Some((flag, _)) = unsupported.iter().find(|(_, set)| *set) {
+                    return Err(StoreError::Input(format!(
+                        "{flag}: not with replication = \"leader\" (one coordinator, the failover manager, routes every request; capacities, decision logs and rebuilds are the quorum family's)"
+                    )));
+                }
+                let config = LeaderConfig {
+                    binary: this_binary()?,
+                    node_count: nodes,
+                    node_zones: zone_indices(&zones, nodes).map_err(StoreError::Input)?,
+                    partitions,
+                    replication_factor,
+                    policy_file: policy,
+                    data_dir: data_dir.unwrap_or_else(|| {
+                        std::env::temp_dir().join(format!("replicheck-store-{}", std::process::id()))
+                    }),
+                    client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                    clients,
+                };
+                return up_leader(config);
+            }
             let (policy, sourced) = store_policy_sourced(policy.as_deref(), replication_factor, nodes)
                 .map_err(StoreError::Input)?;
             let backends = BackendFlags { write_capacity, base_load, replica_slots };
@@ -520,7 +586,38 @@ fn up(config: ClusterConfig, sourced: &SourcedPolicy) -> Result<u8, StoreError> 
         println!("  coordinator {c} (a follower of coordinator 0's membership): client port {port}");
     }
     println!("Ctrl-C (or SIGTERM, SIGHUP) stops the cluster; pid {}.", std::process::id());
-    let signal = stop.wait(&mut cluster);
+    let signal = stop.wait(|| cluster.reap_exited());
+    cluster.stop();
+    println!("replicheck store: stopped ({signal})");
+    Ok(0)
+}
+
+/// `store up --replication leader`: until a signal, as `up`.
+fn up_leader(config: LeaderConfig) -> Result<u8, StoreError> {
+    let mut stop = StopSignals::install().map_err(StoreError::Runtime)?;
+    let (nodes, partitions) = (config.node_count, config.partitions);
+    let mut cluster = LeaderCluster::start(config)?;
+    let addr = cluster.client_addr();
+    println!(
+        "replicheck store: {nodes} nodes, {partitions} partition(s), replication = \"leader\", data in {}",
+        cluster.data_dir().display()
+    );
+    for node in 0..cluster.node_count() {
+        let node = node as NodeId;
+        let pid = cluster.node_pid(node).map_or("?".to_string(), |p| p.to_string());
+        println!("  node {node}: {} pid {pid}", cluster.node_addr(node));
+    }
+    let lp = cluster.config().policy.leader.expect("the leader family's policy");
+    println!(
+        "policy: acks = {}, min_in_sync = {}, fencing = {}, unclean_election = {} (INFO shows every partition's epoch, primary and in-sync set)",
+        crate::store::coordinator::info::config_name(&lp.acks),
+        lp.min_in_sync,
+        lp.fencing,
+        lp.unclean_election
+    );
+    println!("client port {}: connect with `redis-cli -p {}`", addr.port(), addr.port());
+    println!("Ctrl-C (or SIGTERM, SIGHUP) stops the cluster; pid {}.", std::process::id());
+    let signal = stop.wait(|| cluster.reap_exited());
     cluster.stop();
     println!("replicheck store: stopped ({signal})");
     Ok(0)
@@ -561,7 +658,10 @@ impl StopSignals {
 
     /// Until a signal comes; meanwhile node processes that exit are reaped (and reported), so
     /// none is left a zombie. Returns the signal's name.
-    fn wait(&mut self, cluster: &mut Cluster) -> &'static str {
+    fn wait(
+        &mut self,
+        mut reap_exited: impl FnMut() -> Vec<(NodeId, std::process::ExitStatus)>,
+    ) -> &'static str {
         let signals = &mut self.signals;
         self.runtime.block_on(async {
             let mut reap = tokio::time::interval(Duration::from_millis(REAP_INTERVAL_MS));
@@ -570,7 +670,7 @@ impl StopSignals {
                 tokio::select! {
                     name = received => return name,
                     _ = reap.tick() => {
-                        for (node, status) in cluster.reap_exited() {
+                        for (node, status) in reap_exited() {
                             eprintln!("replicheck store: node {node} exited ({status}); it stays down until the next `store up`");
                         }
                     }

@@ -24,6 +24,7 @@ pub mod cli;
 pub mod cluster;
 pub mod coordinator;
 pub mod decision;
+pub mod leader;
 pub mod node;
 pub mod run;
 pub mod trace;

@@ -17,6 +17,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 
+/// A leader-family cluster's description (`store::leader::Spec`): a directory that has one is
+/// refused by the quorum family's `store up`, and one with the quorum family's files by the
+/// leader family's.
+pub const LEADER_SPEC_FILE: &str = "leader.json";
+
 /// The directory's lock, released when dropped or when the process dies (flock), so a
 /// crashed holder never leaves it locked.
 pub struct DirLock {

@@ -209,6 +209,13 @@ impl Cluster {
             )));
         }
         let lock = DirLock::acquire(&config.data_dir).map_err(StoreError::Runtime)?;
+        let leader_spec = config.data_dir.join(datadir::LEADER_SPEC_FILE);
+        if leader_spec.exists() {
+            return Err(StoreError::Input(format!(
+                "{}: this data directory holds a leader-family cluster; start it with `store up --replication leader`, or give a quorum cluster its own directory",
+                leader_spec.display()
+            )));
+        }
         datadir::check_layout(&config.data_dir, &config.layout, config.policy.routing.write_shard_suffixes)
             .map_err(StoreError::Input)?;
         let state_file = StateFile::in_dir(&config.data_dir);
@@ -618,7 +625,7 @@ fn start_coordinator(
         Ok::<_, String>((coordinator, listener))
     })?;
     let client_addr = listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
-    runtime.spawn(Arc::clone(&coordinator).serve(listener));
+    runtime.spawn(crate::store::coordinator::clients::serve(Arc::clone(&coordinator), listener));
     Ok((coordinator, client_addr))
 }
 
@@ -655,7 +662,7 @@ fn spawn_node(config: &ClusterConfig, id: NodeId, node: &mut NodeProcess) -> Res
 /// The node gets SIGKILL when the thread that spawned it ends (the whole `store up`, killed
 /// or not), so no node outlives its coordinator holding its redb lock.
 #[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut Command) {
+pub fn die_with_parent(command: &mut Command) {
     use std::os::unix::process::CommandExt;
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated after the fork.
@@ -674,4 +681,4 @@ fn die_with_parent(command: &mut Command) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
+pub fn die_with_parent(_command: &mut Command) {}

@@ -13,7 +13,7 @@
 //!   still sending (a value over the limit) reads the error instead of a reset.
 
 use super::resp;
-use super::Coordinator;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,139 +135,149 @@ enum End {
     Quit,
 }
 
-impl Coordinator {
-    /// Accept clients until the listener fails or the coordinator crashes.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        let mut stopped = self.stopped.subscribe();
-        loop {
-            let stream = tokio::select! {
-                _ = stopped.wait_for(|s| *s) => return,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(_) => return,
-                },
-            };
-            let _ = stream.set_nodelay(true);
-            let stats = &self.clients;
-            if stats.connected.fetch_add(1, Ordering::SeqCst) >= self.limits.connections_max {
-                stats.connected.fetch_sub(1, Ordering::SeqCst);
-                stats.rejected.fetch_add(1, Ordering::Relaxed);
-                // Redis's words; written without waiting: a full socket just loses them.
-                let _ = stream.try_write(&resp::error("max number of clients reached"));
-                continue;
+/// What answers RESP clients: the quorum family's coordinator or the leader family's manager.
+/// The connection handling (limits, pipelining, idle and busy answers) is this file's, once.
+pub trait RespService: Send + Sync + Sized + 'static {
+    fn limits(&self) -> &ClientLimits;
+    fn client_stats(&self) -> &ClientStats;
+    /// Becomes `true` when the service crashes: its listener and connections close.
+    fn stopped(&self) -> tokio::sync::watch::Receiver<bool>;
+    /// Execute one command (`args` is not empty): its reply, and whether the connection ends.
+    fn execute(self: Arc<Self>, args: Vec<Vec<u8>>) -> impl Future<Output = (Vec<u8>, bool)> + Send;
+}
+
+/// Accept clients until the listener fails or the service crashes.
+pub async fn serve<S: RespService>(service: Arc<S>, listener: TcpListener) {
+    let mut stopped = service.stopped();
+    loop {
+        let stream = tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => return,
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let stats = service.client_stats();
+        if stats.connected.fetch_add(1, Ordering::SeqCst) >= service.limits().connections_max {
+            stats.connected.fetch_sub(1, Ordering::SeqCst);
+            stats.rejected.fetch_add(1, Ordering::Relaxed);
+            // Redis's words; written without waiting: a full socket just loses them.
+            let _ = stream.try_write(&resp::error("max number of clients reached"));
+            continue;
+        }
+        let (service, mut stopped) = (Arc::clone(&service), service.stopped());
+        tokio::spawn(async move {
+            // A crash drops the connection wherever the command was.
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => {}
+                _ = serve_client(service, stream) => {}
             }
-            let (coordinator, mut stopped) = (Arc::clone(&self), self.stopped.subscribe());
-            tokio::spawn(async move {
-                // A crash drops the connection wherever the command was.
-                tokio::select! {
-                    _ = stopped.wait_for(|s| *s) => {}
-                    _ = coordinator.serve_client(stream) => {}
-                }
-            });
+        });
+    }
+}
+
+async fn serve_client<S: RespService>(service: Arc<S>, mut stream: TcpStream) {
+    let mut held = Held { stats: service.client_stats(), request_bytes: 0 };
+    let end = converse(&service, &mut stream, &mut held).await;
+    drop(held);
+    match end {
+        End::Gone => {}
+        End::Quit => {
+            let _ = stream.shutdown().await;
+        }
+        End::AfterError => {
+            // Closing with unread bytes resets the connection, and the client (still
+            // sending a value over the limit) would never read the error.
+            let _ = stream.shutdown().await;
+            let mut sink = vec![0u8; 16 * 1024];
+            let _ = tokio::time::timeout(Duration::from_millis(LINGER_MS), async {
+                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+            })
+            .await;
         }
     }
+}
 
-    async fn serve_client(self: Arc<Self>, mut stream: TcpStream) {
-        let mut held = Held { stats: &self.clients, request_bytes: 0 };
-        let end = self.converse(&mut stream, &mut held).await;
-        drop(held);
-        match end {
-            End::Gone => {}
-            End::Quit => {
-                let _ = stream.shutdown().await;
-            }
-            End::AfterError => {
-                // Closing with unread bytes resets the connection, and the client (still
-                // sending a value over the limit) would never read the error.
-                let _ = stream.shutdown().await;
-                let mut sink = vec![0u8; 16 * 1024];
-                let _ = tokio::time::timeout(Duration::from_millis(LINGER_MS), async {
-                    while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-                })
-                .await;
-            }
-        }
-    }
-
-    /// Execute commands as they arrive, answering in order, until the connection ends.
-    async fn converse(self: &Arc<Self>, stream: &mut TcpStream, held: &mut Held<'_>) -> End {
-        let limits = &self.limits;
-        let idle = (limits.idle_timeout_ms > 0).then(|| Duration::from_millis(limits.idle_timeout_ms));
-        let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
-        let mut chunk = vec![0u8; 16 * 1024];
-        let mut out = Vec::new();
+/// Execute commands as they arrive, answering in order, until the connection ends.
+async fn converse<S: RespService>(service: &Arc<S>, stream: &mut TcpStream, held: &mut Held<'_>) -> End {
+    let limits = service.limits();
+    let stats = service.client_stats();
+    let idle = (limits.idle_timeout_ms > 0).then(|| Duration::from_millis(limits.idle_timeout_ms));
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut out = Vec::new();
+    loop {
+        // Execute every complete command in the buffer.
         loop {
-            // Execute every complete command in the buffer.
-            loop {
-                match resp::parse_command(&buf, limits.value_bytes_max) {
-                    Ok(Some((args, used))) => {
-                        buf.drain(..used);
-                        held.hold(buf.len(), usize::MAX);
-                        if args.is_empty() {
-                            continue;
-                        }
-                        let (reply, quit) = self.execute(&args).await;
-                        out.extend_from_slice(&reply);
-                        if quit {
-                            return match write(stream, &out, idle).await {
-                                Ok(()) => End::Quit,
-                                Err(end) => self.ended(end),
-                            };
-                        }
-                        if out.len() >= REPLY_FLUSH_BYTES {
-                            if let Err(end) = write(stream, &out, idle).await {
-                                return self.ended(end);
-                            }
-                            out.clear();
-                        }
+            match resp::parse_command(&buf, limits.value_bytes_max) {
+                Ok(Some((args, used))) => {
+                    buf.drain(..used);
+                    held.hold(buf.len(), usize::MAX);
+                    if args.is_empty() {
+                        continue;
                     }
-                    Ok(None) => break,
-                    Err(e) => {
-                        out.extend_from_slice(&e.reply());
+                    let (reply, quit) = Arc::clone(service).execute(args).await;
+                    out.extend_from_slice(&reply);
+                    if quit {
                         return match write(stream, &out, idle).await {
-                            Ok(()) => End::AfterError,
-                            Err(end) => self.ended(end),
+                            Ok(()) => End::Quit,
+                            Err(end) => ended(stats, end),
                         };
                     }
+                    if out.len() >= REPLY_FLUSH_BYTES {
+                        if let Err(end) = write(stream, &out, idle).await {
+                            return ended(stats, end);
+                        }
+                        out.clear();
+                    }
                 }
-            }
-            if !out.is_empty() {
-                if let Err(end) = write(stream, &out, idle).await {
-                    return self.ended(end);
+                Ok(None) => break,
+                Err(e) => {
+                    out.extend_from_slice(&e.reply());
+                    return match write(stream, &out, idle).await {
+                        Ok(()) => End::AfterError,
+                        Err(end) => ended(stats, end),
+                    };
                 }
-                out.clear();
-            }
-            debug_assert!(buf.len() <= limits.value_bytes_max + CLIENT_BUFFER_SLACK_BYTES);
-            let read = match idle {
-                Some(idle) => match tokio::time::timeout(idle, stream.read(&mut chunk)).await {
-                    Ok(read) => read,
-                    Err(_) => return self.ended(Stall::Idle),
-                },
-                None => stream.read(&mut chunk).await,
-            };
-            match read {
-                Ok(0) | Err(_) => return End::Gone,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-            if !held.hold(buf.len(), limits.request_bytes_max) {
-                held.hold(0, usize::MAX);
-                self.clients.refused_busy.fetch_add(1, Ordering::Relaxed);
-                let busy = resp::error(&format!(
-                    "busy: client requests in memory exceed {} bytes (request_bytes_max); retry later",
-                    limits.request_bytes_max
-                ));
-                let _ = write(stream, &busy, idle).await;
-                return End::AfterError;
             }
         }
+        if !out.is_empty() {
+            if let Err(end) = write(stream, &out, idle).await {
+                return ended(stats, end);
+            }
+            out.clear();
+        }
+        debug_assert!(buf.len() <= limits.value_bytes_max + CLIENT_BUFFER_SLACK_BYTES);
+        let read = match idle {
+            Some(idle) => match tokio::time::timeout(idle, stream.read(&mut chunk)).await {
+                Ok(read) => read,
+                Err(_) => return ended(stats, Stall::Idle),
+            },
+            None => stream.read(&mut chunk).await,
+        };
+        match read {
+            Ok(0) | Err(_) => return End::Gone,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if !held.hold(buf.len(), limits.request_bytes_max) {
+            held.hold(0, usize::MAX);
+            stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+            let busy = resp::error(&format!(
+                "busy: client requests in memory exceed {} bytes (request_bytes_max); retry later",
+                limits.request_bytes_max
+            ));
+            let _ = write(stream, &busy, idle).await;
+            return End::AfterError;
+        }
     }
+}
 
-    fn ended(&self, stall: Stall) -> End {
-        if matches!(stall, Stall::Idle) {
-            self.clients.closed_idle.fetch_add(1, Ordering::Relaxed);
-        }
-        End::Gone
+fn ended(stats: &ClientStats, stall: Stall) -> End {
+    if matches!(stall, Stall::Idle) {
+        stats.closed_idle.fetch_add(1, Ordering::Relaxed);
     }
+    End::Gone
 }
 
 /// Why writing or reading stopped.

@@ -152,6 +152,8 @@ fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), Str
         ("membership_update_time", membership.membership_update_ticks),
         ("down_out_interval", p.recovery.down_out_interval_ticks),
         ("join_timeout", p.recovery.join_timeout_ticks.unwrap_or(0)),
+        ("replica_lag_timeout", p.leader.as_ref().map_or(0, |l| l.replica_lag_timeout_ticks)),
+        ("failover_delay", p.leader.as_ref().map_or(0, |l| l.failover_delay_ticks)),
         (
             "recovery_backoff_max",
             match p.recovery.copy_retry {

@@ -652,3 +652,21 @@ fn config_get(names: &[Vec<u8>]) -> Vec<u8> {
     }
     resp::array(&items)
 }
+
+impl clients::RespService for Coordinator {
+    fn limits(&self) -> &ClientLimits {
+        &self.limits
+    }
+
+    fn client_stats(&self) -> &ClientStats {
+        &self.clients
+    }
+
+    fn stopped(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopped.subscribe()
+    }
+
+    async fn execute(self: Arc<Self>, args: Vec<Vec<u8>>) -> (Vec<u8>, bool) {
+        Coordinator::execute(&self, &args).await
+    }
+}

@@ -1,0 +1,274 @@
+//! A local leader-family cluster: the data directory's spec and policy, the node processes and
+//! the manager, as `store up --replication leader` and the tests run them.
+
+use super::manager::{self, ManagerHost};
+use super::{policy_of, Spec, POLICY_FILE};
+use crate::config::Resolved;
+use crate::policy::NodeId;
+use crate::protocol::leader::Manager;
+use crate::store::cluster::datadir::{node_dir, DirLock};
+use crate::store::cluster::die_with_parent;
+use crate::store::coordinator::clients::ClientLimits;
+use crate::store::coordinator::state::write_durably;
+use crate::store::StoreError;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+/// What `store up --replication leader` starts.
+#[derive(Clone, Debug)]
+pub struct LeaderConfig {
+    /// The replicheck binary the node processes run.
+    pub binary: PathBuf,
+    pub node_count: usize,
+    pub node_zones: Vec<u8>,
+    pub partitions: usize,
+    pub replication_factor: Option<u8>,
+    /// The policy file (`replication` is taken as "leader" whatever it says).
+    pub policy_file: Option<PathBuf>,
+    pub data_dir: PathBuf,
+    pub client_addr: SocketAddr,
+    pub clients: ClientLimits,
+}
+
+pub struct LeaderCluster {
+    spec: Spec,
+    data_dir: PathBuf,
+    binary: PathBuf,
+    cfg: Resolved,
+    nodes: Vec<Option<Child>>,
+    manager: Arc<ManagerHost>,
+    client_addr: SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+    _lock: DirLock,
+}
+
+/// A free port on 127.0.0.1 now (the process that binds it later may find it taken: then its
+/// bind retries, and a hello keeps it from talking to whoever took it).
+fn free_addr() -> Result<SocketAddr, String> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+impl LeaderCluster {
+    pub fn start(config: LeaderConfig) -> Result<LeaderCluster, StoreError> {
+        let input = StoreError::Input;
+        let n = config.node_count;
+        if n == 0 || n > crate::policy::NODE_COUNT_MAX {
+            return Err(input(format!("--nodes {n}: must be 1 to {}", crate::policy::NODE_COUNT_MAX)));
+        }
+        let max = crate::store::coordinator::layout::PARTITIONS_MAX;
+        if config.partitions == 0 || config.partitions > max {
+            return Err(input(format!("--partitions {}: must be 1 to {max}", config.partitions)));
+        }
+        if config.node_zones.len() != n {
+            return Err(input(format!(
+                "{} zones for --nodes {n}: one zone per node",
+                config.node_zones.len()
+            )));
+        }
+        // The user's file is checked where the user wrote it, before it is copied.
+        let user_policy = config.policy_file.clone().unwrap_or_default();
+        let policy = policy_of(&user_policy, config.replication_factor)
+            .and_then(|sourced| sourced.resolve_ms_any_family())
+            .map_err(input)?;
+        if usize::from(policy.replication_factor) > n {
+            return Err(input(format!(
+                "replication_factor {} exceeds --nodes {n}",
+                policy.replication_factor
+            )));
+        }
+        let dir = &config.data_dir;
+        let lock = DirLock::acquire(dir).map_err(StoreError::Runtime)?;
+        for quorum_file in ["coordinator-state", "layout"] {
+            if dir.join(quorum_file).exists() {
+                return Err(input(format!(
+                    "{}: this data directory holds a quorum-family cluster (its {quorum_file}); a leader cluster needs its own directory",
+                    dir.display()
+                )));
+            }
+        }
+        let (spec, created) = match Spec::load(dir).map_err(input)? {
+            Some(spec) => {
+                let same = spec.node_count() == n
+                    && spec.partitions == config.partitions
+                    && spec.replication_factor == config.replication_factor
+                    && spec.node_zones == config.node_zones;
+                if !same {
+                    return Err(input(format!(
+                        "{}: this leader cluster was created with {} nodes (zones {:?}), {} partition(s) and replication factor {}; start it with the same",
+                        Spec::path(dir).display(),
+                        spec.node_count(),
+                        spec.node_zones,
+                        spec.partitions,
+                        spec.replication_factor.map_or("from its policy".to_string(), |rf| rf.to_string()),
+                    )));
+                }
+                let state = dir.join(manager::STATE_FILE);
+                if !state.exists() {
+                    return Err(input(format!(
+                        "{}: missing beside {}: the epochs and primaries the cluster reached are gone, and replicas would refuse a coordinator that starts again from epoch 0",
+                        state.display(),
+                        Spec::path(dir).display()
+                    )));
+                }
+                (spec, false)
+            }
+            None => {
+                let nodes = (0..n)
+                    .map(|_| free_addr())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(StoreError::Runtime)?;
+                let spec = Spec {
+                    cluster_id: rand::random(),
+                    partitions: config.partitions,
+                    replication_factor: config.replication_factor,
+                    node_zones: config.node_zones.clone(),
+                    nodes,
+                    manager: free_addr().map_err(StoreError::Runtime)?,
+                };
+                (spec, true)
+            }
+        };
+        let text = match &config.policy_file {
+            Some(path) => {
+                std::fs::read(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?
+            }
+            None => Vec::new(),
+        };
+        write_durably(&dir.join(POLICY_FILE), &text).map_err(StoreError::Runtime)?;
+        let (cfg, _) = spec.config(dir).map_err(input)?;
+        if created {
+            // The first start: epoch 0 is written before any node can hear of it, and the spec
+            // last, so that a start cut short before it begins anew.
+            let state = dir.join(manager::STATE_FILE);
+            manager::save_state(&state, &Manager::<super::LeaderData>::new(&cfg).durable())
+                .map_err(StoreError::Runtime)?;
+            spec.save(dir).map_err(StoreError::Runtime)?;
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("coordinator")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Runtime(format!("cannot start the coordinator runtime: {e}")))?;
+        let (manager, client_addr) = runtime
+            .block_on(ManagerHost::start(&spec, dir, config.clients.clone(), config.client_addr))
+            .map_err(StoreError::Runtime)?;
+        let mut cluster = LeaderCluster {
+            spec,
+            data_dir: dir.clone(),
+            binary: config.binary,
+            cfg,
+            nodes: (0..n).map(|_| None).collect(),
+            manager,
+            client_addr,
+            runtime: Some(runtime),
+            _lock: lock,
+        };
+        for node in 0..n {
+            cluster.restart(node as NodeId).map_err(StoreError::Runtime)?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client_addr
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn node_addr(&self, node: NodeId) -> SocketAddr {
+        self.spec.nodes[usize::from(node)]
+    }
+
+    pub fn node_pid(&self, node: NodeId) -> Option<u32> {
+        self.nodes[usize::from(node)].as_ref().map(|c| c.id())
+    }
+
+    pub fn config(&self) -> &Resolved {
+        &self.cfg
+    }
+
+    pub fn info(&self) -> String {
+        self.manager.info()
+    }
+
+    /// SIGKILL node `node`.
+    pub fn kill(&mut self, node: NodeId) -> Result<(), String> {
+        if let Some(mut child) = self.nodes[usize::from(node)].take() {
+            child.kill().map_err(|e| format!("cannot kill node {node}: {e}"))?;
+            let _ = child.wait();
+        }
+        Ok(())
+    }
+
+    /// Start node `node`'s process (again), on its address and data.
+    pub fn restart(&mut self, node: NodeId) -> Result<(), String> {
+        self.kill(node)?;
+        let child = spawn_node(&self.binary, &self.data_dir, node)?;
+        self.nodes[usize::from(node)] = Some(child);
+        Ok(())
+    }
+
+    /// Node processes that exited on their own since the last call.
+    pub fn reap_exited(&mut self) -> Vec<(NodeId, std::process::ExitStatus)> {
+        let mut exited = Vec::new();
+        for (n, slot) in self.nodes.iter_mut().enumerate() {
+            if let Some(status) = slot.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                exited.push((n as NodeId, status));
+                *slot = None;
+            }
+        }
+        exited
+    }
+
+    /// Stop the manager and every node.
+    pub fn stop(&mut self) {
+        self.manager.crash();
+        for n in 0..self.nodes.len() {
+            let _ = self.kill(n as NodeId);
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+impl Drop for LeaderCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Spawn `store leader-node` and wait for its `listening ADDR` line.
+fn spawn_node(binary: &Path, data_dir: &Path, id: NodeId) -> Result<Child, String> {
+    let mut command = Command::new(binary);
+    command
+        .args(["store", "leader-node", "--id", &id.to_string(), "--data-dir"])
+        .arg(data_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    die_with_parent(&mut command);
+    let mut child =
+        command.spawn().map_err(|e| format!("cannot start node {id} ({}): {e}", binary.display()))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    let read = BufReader::new(stdout).read_line(&mut line);
+    if matches!(read, Ok(n) if n > 0) && line.starts_with("listening ") {
+        return Ok(child);
+    }
+    let _ = child.kill();
+    let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+    Err(format!("node {id} did not start ({status}; its data: {})", node_dir(data_dir, id).display()))
+}

@@ -1,0 +1,557 @@
+//! The leader family's coordinator: the failover manager's machine, stepped by one task, and
+//! the RESP front end that turns each client command into a request to it. The manager's
+//! durable state (per partition: epoch, primary, confirmed in-sync set) is written to
+//! `DIR/manager-state` before any send of the step that changed it, so no replica hears of an
+//! epoch the manager could forget.
+
+use super::mesh::{self, Mesh};
+use super::{LeaderData, Spec};
+use crate::config::{OpKind, Resolved};
+use crate::policy::detector::Health;
+use crate::policy::leader::NodeSet;
+use crate::policy::NodeId;
+use crate::protocol::leader::{
+    LeaderEvent, LeaderFailure, Manager, ManagerDurable, ManagerTimer, Refusal, RouteDurable,
+};
+use crate::protocol::{Endpoint, Event, Msg, Outbox};
+use crate::store::coordinator::clients::{self, ClientLimits, ClientStats, RespService};
+use crate::store::coordinator::info::config_name;
+use crate::store::coordinator::layout::Layout;
+use crate::store::coordinator::resp;
+use crate::store::coordinator::state::write_durably;
+use crate::store::node::wire::StoredValue;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub const STATE_FILE: &str = "manager-state";
+/// Client requests waiting for the machine's task at most; the connections wait beyond it.
+const REQUESTS_QUEUED_MAX: usize = 4096;
+const INBOX_MAX: usize = 4096;
+
+/// One partition's durable route, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct RouteRecord {
+    epoch: u64,
+    primary: NodeId,
+    in_sync: NodeSet,
+    in_sync_seq: u8,
+}
+
+/// The manager's state file: its routes, or `None` if there is none yet.
+pub fn load_state(path: &Path, partitions: usize) -> Result<Option<ManagerDurable<LeaderData>>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let records: Vec<RouteRecord> = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{}: not a manager's state: {e}", path.display()))?;
+    if records.len() != partitions {
+        return Err(format!(
+            "{}: holds {} partitions, the cluster has {partitions}",
+            path.display(),
+            records.len()
+        ));
+    }
+    Ok(Some(ManagerDurable {
+        shards: records
+            .into_iter()
+            .map(|r| RouteDurable {
+                epoch: r.epoch,
+                primary: r.primary,
+                in_sync: r.in_sync,
+                in_sync_seq: r.in_sync_seq,
+            })
+            .collect(),
+    }))
+}
+
+pub fn save_state(path: &Path, durable: &ManagerDurable<LeaderData>) -> Result<(), String> {
+    let records: Vec<RouteRecord> = durable
+        .shards
+        .iter()
+        .map(|r| RouteRecord {
+            epoch: r.epoch,
+            primary: r.primary,
+            in_sync: r.in_sync,
+            in_sync_seq: r.in_sync_seq,
+        })
+        .collect();
+    write_durably(path, &serde_json::to_vec(&records).expect("records serialize"))
+}
+
+/// A client's command on its way to the machine.
+struct ClientRequest {
+    kind: OpKind,
+    key: Vec<u8>,
+    value: StoredValue,
+    reply: oneshot::Sender<Result<StoredValue, String>>,
+}
+
+/// What INFO shows, refreshed after every step.
+#[derive(Default)]
+struct View {
+    /// Per partition: epoch, primary, confirmed in-sync set, a failover under way.
+    routes: Vec<(u64, NodeId, NodeSet, bool)>,
+    health: Vec<Health>,
+}
+
+#[derive(Default)]
+struct Counters {
+    writes_acked: AtomicU64,
+    writes_failed: AtomicU64,
+    reads_ok: AtomicU64,
+    reads_failed: AtomicU64,
+    promotions: AtomicU64,
+    unclean_promotions: AtomicU64,
+    failovers_blocked: AtomicU64,
+    stale_refused: AtomicU64,
+    /// Writes acknowledged in an epoch older than one that had acknowledged a write already:
+    /// a deposed primary's (`single_primary` violated; fencing keeps it from happening).
+    late_epoch_acks: AtomicU64,
+}
+
+pub struct ManagerHost {
+    cfg: Resolved,
+    layout: Layout,
+    requests: mpsc::Sender<ClientRequest>,
+    limits: ClientLimits,
+    clients: ClientStats,
+    stopped: watch::Sender<bool>,
+    view: Mutex<View>,
+    counters: Counters,
+    started: tokio::time::Instant,
+}
+
+impl ManagerHost {
+    /// Start the manager of the cluster in `data_dir` (from its state file, which must exist)
+    /// and its client listener on `client_addr`; returns where clients connect.
+    pub async fn start(
+        spec: &Spec,
+        data_dir: &Path,
+        limits: ClientLimits,
+        client_addr: SocketAddr,
+    ) -> Result<(Arc<ManagerHost>, SocketAddr), String> {
+        limits.check()?;
+        let (cfg, layout) = spec.config(data_dir)?;
+        let state_path = data_dir.join(STATE_FILE);
+        let durable = load_state(&state_path, spec.partitions)?.ok_or_else(|| {
+            format!("{}: missing (a leader cluster writes it when first created)", state_path.display())
+        })?;
+        let machine = Manager::<LeaderData>::recover(&cfg, &durable);
+        let mesh_listener = bind_with_retry(spec.manager).await?;
+        let client_listener = bind_with_retry(client_addr).await?;
+        let client_addr = client_listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
+        let (requests, requests_rx) = mpsc::channel(REQUESTS_QUEUED_MAX);
+        let host = Arc::new(ManagerHost {
+            cfg: cfg.clone(),
+            layout,
+            requests,
+            limits,
+            clients: ClientStats::default(),
+            stopped: watch::Sender::new(false),
+            view: Mutex::new(View::default()),
+            counters: Counters::default(),
+            started: tokio::time::Instant::now(),
+        });
+        let (inbox_tx, inbox) = mpsc::channel(INBOX_MAX);
+        tokio::spawn(mesh::listen(mesh_listener, Endpoint::LEADER, spec.cluster_id, inbox_tx));
+        let addrs = spec.clone();
+        let mesh = Mesh::new(Endpoint::LEADER, spec.cluster_id, move |e| addrs.addr(e));
+        let stepper = Stepper {
+            host: Arc::clone(&host),
+            cfg,
+            machine,
+            mesh,
+            state_path,
+            saved: durable,
+            waiting: HashMap::new(),
+            failures: HashMap::new(),
+            acked_epoch: vec![0; spec.partitions],
+            next_op: 1,
+        };
+        tokio::spawn(stepper.run(inbox, requests_rx));
+        tokio::spawn(clients::serve(Arc::clone(&host), client_listener));
+        Ok((host, client_addr))
+    }
+
+    async fn request(&self, kind: OpKind, key: &[u8], value: StoredValue) -> Result<StoredValue, String> {
+        let (reply, answer) = oneshot::channel();
+        let request = ClientRequest { kind, key: key.to_vec(), value, reply };
+        if self.requests.send(request).await.is_err() {
+            return Err("the coordinator stopped".into());
+        }
+        answer.await.unwrap_or_else(|_| Err("the coordinator stopped before the request was answered".into()))
+    }
+
+    async fn execute_command(self: Arc<Self>, args: Vec<Vec<u8>>) -> (Vec<u8>, bool) {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        let reply = match (name.as_str(), args.len()) {
+            ("PING", 1) => resp::simple("PONG"),
+            ("PING", 2) => resp::bulk(Some(&args[1])),
+            ("GET", 2) => match self.request(OpKind::Read, &args[1], None).await {
+                Ok(value) => {
+                    self.counters.reads_ok.fetch_add(1, Ordering::Relaxed);
+                    resp::bulk(value.as_deref())
+                }
+                Err(e) => {
+                    self.counters.reads_failed.fetch_add(1, Ordering::Relaxed);
+                    resp::error(&e)
+                }
+            },
+            ("SET", 3) => match self.request(OpKind::Write, &args[1], Some(args[2].clone())).await {
+                Ok(_) => {
+                    self.counters.writes_acked.fetch_add(1, Ordering::Relaxed);
+                    resp::simple("OK")
+                }
+                Err(e) => {
+                    self.counters.writes_failed.fetch_add(1, Ordering::Relaxed);
+                    resp::error(&e)
+                }
+            },
+            ("SET", n) if n > 3 => resp::error(
+                "syntax error: SET key value (the leader family takes no TOKEN: its primary keeps no token table)",
+            ),
+            ("INFO", 1 | 2) => resp::bulk(Some(self.info().as_bytes())),
+            ("COMMAND", _) => resp::array(&[]),
+            ("QUIT", 1) => return (resp::simple("OK"), true),
+            ("PING" | "GET" | "SET" | "INFO" | "QUIT", _) => {
+                resp::error(&format!("wrong number of arguments for '{}' command", name.to_lowercase()))
+            }
+            ("DEL" | "CONFIG", _) => resp::error(&format!(
+                "'{}' is not served with replication = \"leader\" (SET, GET, INFO, PING, QUIT are)",
+                name.to_lowercase()
+            )),
+            _ => resp::error(&format!("unknown command '{}'", String::from_utf8_lossy(&args[0]))),
+        };
+        (reply, false)
+    }
+
+    /// The INFO reply's text.
+    pub fn info(&self) -> String {
+        let p = &self.cfg.policy;
+        let lp = p.leader.as_ref().expect("the leader family's policy");
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let c = &self.counters;
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "# Server\r\nreplicheck_version:{}\r\nuptime_in_seconds:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            self.started.elapsed().as_secs()
+        );
+        let _ = write!(
+            out,
+            "# Replication\r\nreplication:leader\r\nreplication_factor:{}\r\nacks:{}\r\nmin_in_sync:{}\r\nreplica_lag_timeout_ms:{}\r\nunclean_election:{}\r\nfencing:{}\r\nread_from:{}\r\nreplica_ack_timeout_ms:{}\r\nfailure_detection:{}\r\nfailover_delay_ms:{}\r\n",
+            p.replication_factor,
+            config_name(&lp.acks),
+            lp.min_in_sync,
+            lp.replica_lag_timeout_ticks,
+            lp.unclean_election,
+            lp.fencing,
+            config_name(&lp.read_from),
+            p.replica_ack_timeout_ticks,
+            config_name(&p.failure_detection),
+            lp.failover_delay_ticks,
+        );
+        let view = self.view.lock().expect("no panic holds the view");
+        for (i, &(epoch, primary, in_sync, failover)) in view.routes.iter().enumerate() {
+            let members: Vec<String> =
+                (0..8).filter(|n| in_sync & (1 << n) != 0).map(|n| n.to_string()).collect();
+            let _ = write!(
+                out,
+                "partition_{}:epoch={epoch},primary={primary},in_sync={},failover={}\r\n",
+                self.layout.shards[i].name,
+                members.join("|"),
+                if failover { "under_way" } else { "none" }
+            );
+        }
+        for (n, h) in view.health.iter().enumerate() {
+            let _ = write!(out, "node_{n}:{}\r\n", config_name(h));
+        }
+        drop(view);
+        let _ = write!(
+            out,
+            "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\npromotions:{}\r\nunclean_promotions:{}\r\nfailovers_blocked:{}\r\nstale_refused:{}\r\nlate_epoch_acks:{}\r\n",
+            get(&c.writes_acked),
+            get(&c.writes_failed),
+            get(&c.reads_ok),
+            get(&c.reads_failed),
+            get(&c.promotions),
+            get(&c.unclean_promotions),
+            get(&c.failovers_blocked),
+            get(&c.stale_refused),
+            get(&c.late_epoch_acks),
+        );
+        let s = &self.clients;
+        let _ = write!(
+            out,
+            "\r\n# Clients\r\nconnected_clients:{}\r\nrejected_connections:{}\r\n",
+            s.connected.load(Ordering::Relaxed),
+            get(&s.rejected)
+        );
+        out
+    }
+
+    /// Stop serving: the listener and every client connection close.
+    pub fn crash(&self) {
+        self.stopped.send_replace(true);
+    }
+}
+
+impl RespService for ManagerHost {
+    fn limits(&self) -> &ClientLimits {
+        &self.limits
+    }
+
+    fn client_stats(&self) -> &ClientStats {
+        &self.clients
+    }
+
+    fn stopped(&self) -> watch::Receiver<bool> {
+        self.stopped.subscribe()
+    }
+
+    async fn execute(self: Arc<Self>, args: Vec<Vec<u8>>) -> (Vec<u8>, bool) {
+        self.execute_command(args).await
+    }
+}
+
+async fn bind_with_retry(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
+    let mut last_error = String::new();
+    for _ in 0..50 {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("cannot listen on {addr}: {last_error}"))
+}
+
+/// The task that owns the machine: every step, then its persistence, then its sends.
+struct Stepper {
+    host: Arc<ManagerHost>,
+    cfg: Resolved,
+    machine: Manager<LeaderData>,
+    mesh: Mesh,
+    state_path: PathBuf,
+    saved: ManagerDurable<LeaderData>,
+    /// Client requests waiting for their response, by op.
+    waiting: HashMap<u64, (OpKind, oneshot::Sender<Result<StoredValue, String>>)>,
+    /// Why a request failed, from this step's events, until its response goes out.
+    failures: HashMap<u64, LeaderFailure>,
+    /// Per partition, the newest epoch in which a write was acknowledged.
+    acked_epoch: Vec<u64>,
+    next_op: u64,
+}
+
+impl Stepper {
+    async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>,
+        mut requests: mpsc::Receiver<ClientRequest>,
+    ) {
+        let mut out = Outbox::default();
+        // Whoever it recovered is told its role when next heard from; the view starts now.
+        self.refresh_view();
+        let start = tokio::time::Instant::now();
+        let mut ticks_done: u128 = 0;
+        let mut clock = tokio::time::interval(Duration::from_millis(1));
+        clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut stopped = self.host.stopped.subscribe();
+        let mut due: Vec<ManagerTimer<u64>> = Vec::new();
+        loop {
+            let stepped = tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return,
+                received = inbox.recv() => {
+                    let Some((src, msg)) = received else { return };
+                    self.machine.on_msg(&self.cfg, src, msg, &mut out);
+                    self.finish(&mut out)
+                }
+                request = requests.recv() => {
+                    let Some(r) = request else { return };
+                    let op = self.next_op;
+                    self.next_op += 1;
+                    let shard = self.host.layout.partition_of(&r.key, self.cfg.policy.routing.write_shard_suffixes);
+                    self.waiting.insert(op, (r.kind, r.reply));
+                    let msg = Msg::Request { op, attempt: 0, kind: r.kind, shard, key: r.key, value: r.value, token: () };
+                    self.machine.on_msg(&self.cfg, Endpoint::Client(0), msg, &mut out);
+                    self.finish(&mut out)
+                }
+                _ = clock.tick() => {
+                    let now = start.elapsed().as_millis();
+                    let mut result = Ok(());
+                    while ticks_done < now && result.is_ok() {
+                        loop {
+                            due.clear();
+                            self.machine.due(&self.cfg, &mut due);
+                            if due.is_empty() || result.is_err() {
+                                break;
+                            }
+                            for &timer in &due {
+                                self.machine.on_timer(&self.cfg, timer, &mut out);
+                                result = self.finish(&mut out);
+                                if result.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        if result.is_ok() {
+                            self.machine.tick(&self.cfg);
+                            ticks_done += 1;
+                        }
+                    }
+                    result
+                }
+            };
+            if let Err(e) = stepped {
+                // Nothing the failed step decided was sent; the manager stops rather than act
+                // on state it could not keep (`store up` on the directory starts it again).
+                eprintln!("replicheck store: the coordinator stops: {e}");
+                for (_, (_, reply)) in self.waiting.drain() {
+                    let _ = reply.send(Err(format!("the coordinator stopped: {e}")));
+                }
+                self.host.crash();
+                return;
+            }
+        }
+    }
+
+    /// After a step: persist what it changed, then act on its events and sends.
+    fn finish(&mut self, out: &mut Outbox<LeaderData>) -> Result<(), String> {
+        let durable = self.machine.durable();
+        if durable != self.saved {
+            save_state(&self.state_path, &durable)?;
+            self.saved = durable;
+        }
+        for event in out.events.drain(..) {
+            self.observe(event);
+        }
+        for (dst, msg) in out.sends.drain(..) {
+            match (dst, msg) {
+                (Endpoint::Client(_), Msg::Response { op, ok, value, .. }) => {
+                    let Some((kind, reply)) = self.waiting.remove(&op) else { continue };
+                    let why = self.failures.remove(&op);
+                    let _ = reply.send(if ok { Ok(value) } else { Err(self.failure_text(kind, op, why)) });
+                }
+                (Endpoint::Client(_), other) => {
+                    unreachable!("a client is sent only responses, not {other:?}")
+                }
+                (dst, msg) => self.mesh.send(dst, msg),
+            }
+        }
+        self.refresh_view();
+        Ok(())
+    }
+
+    fn observe(&mut self, event: Event<LeaderData>) {
+        let Event::Leader(e) = event else { return };
+        let c = &self.host.counters;
+        let name = |shard: u8| self.host.layout.shards[usize::from(shard)].name.clone();
+        match e {
+            LeaderEvent::RequestFailed { op, why } => {
+                self.failures.insert(op, why);
+            }
+            LeaderEvent::Promoted { shard, old, new, epoch, clean } => {
+                c.promotions.fetch_add(1, Ordering::Relaxed);
+                if !clean {
+                    c.unclean_promotions.fetch_add(1, Ordering::Relaxed);
+                }
+                let how =
+                    if clean { "from the in-sync set" } else { "UNCLEAN: from outside the in-sync set" };
+                eprintln!(
+                    "replicheck store: partition {}: node {new} promoted in place of node {old}, epoch {epoch} ({how})",
+                    name(shard)
+                );
+            }
+            LeaderEvent::FailoverStarted { shard, primary } => {
+                eprintln!(
+                    "replicheck store: partition {}: primary node {primary} judged dead; failover started",
+                    name(shard)
+                );
+            }
+            LeaderEvent::FailoverCalledOff { shard, primary } => {
+                eprintln!(
+                    "replicheck store: partition {}: primary node {primary} heard from again; failover called off",
+                    name(shard)
+                );
+            }
+            LeaderEvent::FailoverBlocked { shard, primary, why } => {
+                c.failovers_blocked.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "replicheck store: partition {}: no replica to promote in place of node {primary} ({}); it takes no writes until one is",
+                    name(shard),
+                    config_name(&why)
+                );
+            }
+            LeaderEvent::StaleRefused { .. } => {
+                c.stale_refused.fetch_add(1, Ordering::Relaxed);
+            }
+            LeaderEvent::WriteAcked { shard, node, epoch, version } => {
+                let newest = &mut self.acked_epoch[usize::from(shard)];
+                if epoch < *newest {
+                    c.late_epoch_acks.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "replicheck store: partition {}: single_primary violated: node {node} acknowledged a write (version {version}) in epoch {epoch}, after epoch {newest} acknowledged one (a deposed primary's write, let through with fencing = false)",
+                        name(shard)
+                    );
+                }
+                *newest = (*newest).max(epoch);
+            }
+            LeaderEvent::InSyncChanged { .. } | LeaderEvent::WriteAccepted { .. } => {}
+        }
+    }
+
+    fn failure_text(&self, kind: OpKind, op: u64, why: Option<LeaderFailure>) -> String {
+        let what = if kind == OpKind::Write { "write" } else { "read" };
+        // A write that reached a primary may be stored, and kept by the next one.
+        let maybe = if kind == OpKind::Write { "; the write may or may not have taken effect" } else { "" };
+        match why {
+            Some(LeaderFailure::Refused(Refusal::Deposed)) => {
+                format!("{what} failed: its primary was deposed before the write was acknowledged{maybe}")
+            }
+            Some(LeaderFailure::Refused(r)) => {
+                let reason = match r {
+                    Refusal::NotPrimary => {
+                        "the replica asked is not the partition's primary (a failover is under way)"
+                    }
+                    Refusal::StaleEpoch => "fencing: the request's epoch is older than the replica's",
+                    Refusal::NotEnoughInSync => "fewer replicas in sync than min_in_sync",
+                    Refusal::Busy => "the primary has too many writes waiting for acks",
+                    Refusal::Deposed => unreachable!("matched above"),
+                };
+                let applied = if kind == OpKind::Write { "; the write was not applied" } else { "" };
+                format!("{what} refused: {reason}{applied}")
+            }
+            Some(LeaderFailure::Deadline) => format!(
+                "{what} failed: no answer within replica_ack_timeout ({} ms){maybe}",
+                self.cfg.policy.replica_ack_timeout_ticks
+            ),
+            Some(LeaderFailure::StaleResult) => {
+                format!(
+                    "{what} failed: fencing: its answer came from an older epoch than the partition's{maybe}"
+                )
+            }
+            None => format!("{what} {op} failed{maybe}"),
+        }
+    }
+
+    fn refresh_view(&self) {
+        let mut view = self.host.view.lock().expect("no panic holds the view");
+        view.routes = self
+            .machine
+            .shards
+            .iter()
+            .map(|r| (r.epoch, r.primary, r.in_sync, r.failover.is_some()))
+            .collect();
+        view.health = self.machine.health.to_vec();
+    }
+}

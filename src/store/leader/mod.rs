@@ -1,0 +1,157 @@
+//! The leader family's store: `store up --replication leader`. The same machines the models
+//! check (`protocol::leader`: a [`Replica`](crate::protocol::leader::Replica) per storage node,
+//! the failover [`Manager`](crate::protocol::leader::Manager) in the coordinator) run over
+//! real sockets, real time and redb:
+//!
+//! - every storage node is its own process (`store leader-node`, so that SIGKILL is real)
+//!   running its replica machine: as primary of a partition it orders the writes and sends
+//!   them to its followers itself, node to node (`node`);
+//! - the coordinator runs the manager: it routes each client request to the partition's
+//!   primary, judges nodes by the policy's detector and promotes a follower in a new epoch
+//!   when a primary is judged dead (`manager`);
+//! - every machine's messages travel as frames between processes (`mesh`); a message to a
+//!   process that is down is dropped, as a crash drops what is in flight in the model;
+//! - what a machine persists (a replica's data, epoch, role and in-sync set; the manager's
+//!   epochs, primaries and in-sync sets) is durable before the step that changed it sends
+//!   anything (`replica_db`, `manager`), which is the machines' contract.
+//!
+//! A data directory holds `leader.json` (the cluster's fixed facts: id, nodes, partitions,
+//! addresses), `leader-policy.toml` (the policy the processes run), `manager-state` and
+//! `node-N/replica.redb`; a quorum-family directory is refused and the reverse.
+
+pub mod cluster;
+mod manager;
+mod mesh;
+pub mod node;
+mod replica_db;
+
+use crate::config::{PolicyPatch, Resolved, SourcedPolicy};
+use crate::policy::leader::Replication;
+use crate::protocol::{Data, Endpoint, Stored};
+use crate::store::coordinator::layout::Layout;
+use crate::store::coordinator::machine;
+use crate::store::node::wire::StoredValue;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The leader store's data: byte-string keys and values, 64-bit versions and epochs, and a
+/// catch-up that carries a partition's keys whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaderData;
+
+impl Data for LeaderData {
+    type Op = u64;
+    type Key = Vec<u8>;
+    type Value = StoredValue;
+    type Version = u64;
+    type Epoch = u64;
+    /// The leader family keeps no token table (the policy refuses `idempotency_tokens`).
+    type Token = ();
+    type TokenId = ();
+    type Snapshot = Vec<(Vec<u8>, Stored<LeaderData>)>;
+
+    fn client(_op: u64) -> u8 {
+        0
+    }
+
+    fn token_id(_op: u64, _key: &Vec<u8>, _token: &()) -> Option<()> {
+        None
+    }
+}
+
+/// What every process of a leader cluster agrees on, fixed for the directory's life
+/// (`DIR/leader.json`); the policy they run is `DIR/leader-policy.toml` beside it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    pub cluster_id: u64,
+    pub partitions: usize,
+    /// Over the policy file's `replication_factor`, as `--replication-factor` said.
+    pub replication_factor: Option<u8>,
+    /// One per node.
+    pub node_zones: Vec<u8>,
+    /// Where each node's replica listens for its messages.
+    pub nodes: Vec<SocketAddr>,
+    /// Where the manager listens for the replicas' messages.
+    pub manager: SocketAddr,
+}
+
+pub const SPEC_FILE: &str = crate::store::cluster::datadir::LEADER_SPEC_FILE;
+pub const POLICY_FILE: &str = "leader-policy.toml";
+
+impl Spec {
+    pub fn path(data_dir: &Path) -> PathBuf {
+        data_dir.join(SPEC_FILE)
+    }
+
+    /// The directory's spec, if it has one.
+    pub fn load(data_dir: &Path) -> Result<Option<Spec>, String> {
+        let path = Spec::path(data_dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| format!("{}: not a leader cluster's description: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    pub fn save(&self, data_dir: &Path) -> Result<(), String> {
+        let bytes = serde_json::to_vec_pretty(self).expect("a spec serializes");
+        crate::store::coordinator::state::write_durably(&Spec::path(data_dir), &bytes)
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Where `to` listens for machine messages.
+    pub fn addr(&self, to: Endpoint) -> Option<SocketAddr> {
+        match to {
+            Endpoint::Node(n) => self.nodes.get(usize::from(n)).copied(),
+            Endpoint::Coordinator(0) => Some(self.manager),
+            Endpoint::Coordinator(_) | Endpoint::Client(_) => None,
+        }
+    }
+
+    /// The policy (`DIR/leader-policy.toml` with the spec's overrides, the leader family) and
+    /// the scenario every process of the cluster runs, with a 1 ms tick.
+    pub fn config(&self, data_dir: &Path) -> Result<(Resolved, Layout), String> {
+        let sourced = policy_of(&data_dir.join(POLICY_FILE), self.replication_factor)?;
+        let policy = sourced.resolve_ms_any_family()?;
+        let node_count = self.node_count();
+        if usize::from(policy.replication_factor) > node_count {
+            return Err(format!(
+                "replication_factor {} exceeds --nodes {node_count}",
+                policy.replication_factor
+            ));
+        }
+        let layout = Layout::round_robin(self.partitions, node_count, policy.replication_factor);
+        layout.check(node_count, policy.replication_factor)?;
+        let resolved = machine::resolved(
+            &policy,
+            &self.node_zones,
+            &layout,
+            &crate::store::coordinator::layout::LoadFacts::default(),
+            &crate::store::coordinator::membership_default(self.partitions),
+            &[0],
+        )?;
+        Ok((resolved, layout))
+    }
+}
+
+/// The policy file at `path` (or the defaults where there is none) with `replication_factor`
+/// overridden and the leader family chosen, as `store up --replication leader` runs it.
+pub fn policy_of(path: &Path, replication_factor: Option<u8>) -> Result<SourcedPolicy, String> {
+    let mut sourced = if path.exists() {
+        crate::config::load_policy(path).map_err(|e| e.to_string())?
+    } else {
+        SourcedPolicy::default()
+    };
+    if let Some(rf) = replication_factor {
+        let patch = PolicyPatch { replication_factor: Some(rf), ..Default::default() };
+        sourced = sourced.then(&SourcedPolicy::new(patch, "--replication-factor"));
+    }
+    let leader = PolicyPatch { replication: Some(Replication::Leader), ..Default::default() };
+    Ok(sourced.then(&SourcedPolicy::new(leader, "--replication")))
+}

@@ -1,0 +1,138 @@
+//! A leader-family storage node: its own OS process (`replicheck store leader-node --id N
+//! --data-dir DIR`) running node N's replica machine on the cluster's spec and policy. It
+//! listens where the spec says, prints `listening ADDR` once it does, and runs until killed.
+//!
+//! Time: the machine counts 1 ms ticks; every millisecond of real time the node fires the
+//! timers that are due, then lets one tick pass, as the timed world does per tick.
+
+use super::mesh::{self, Mesh};
+use super::replica_db::ReplicaDb;
+use super::{LeaderData, Spec};
+use crate::config::Resolved;
+use crate::policy::NodeId;
+use crate::protocol::leader::{LeaderEvent, Replica, ReplicaTimer};
+use crate::protocol::{Endpoint, Event, Outbox};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// Messages received and not yet stepped at most; the connections wait beyond it.
+const INBOX_MAX: usize = 4096;
+
+/// Run node `me` of the cluster in `data_dir` until killed.
+pub fn run(me: NodeId, data_dir: &Path) -> Result<(), String> {
+    let spec = Spec::load(data_dir)?.ok_or_else(|| {
+        format!("{}: no leader cluster here (`store up --replication leader` makes one)", data_dir.display())
+    })?;
+    let (cfg, _) = spec.config(data_dir)?;
+    let listen = spec
+        .addr(Endpoint::Node(me))
+        .ok_or_else(|| format!("node {me}: the cluster has {} nodes", spec.node_count()))?;
+    let node_dir = crate::store::cluster::datadir::node_dir(data_dir, me);
+    let db = ReplicaDb::open(&node_dir, spec.cluster_id, spec.partitions)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener = bind_with_retry(listen).await?;
+        let local = listener.local_addr().map_err(|e| format!("listener: {e}"))?;
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "listening {local}")
+            .and_then(|_| stdout.flush())
+            .map_err(|e| format!("stdout: {e}"))?;
+        let (inbox_tx, inbox) = mpsc::channel(INBOX_MAX);
+        tokio::spawn(mesh::listen(listener, Endpoint::Node(me), spec.cluster_id, inbox_tx));
+        let addrs = spec.clone();
+        let mesh = Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.addr(e));
+        NodeLoop { me, cfg, db, mesh, stale_logged: Default::default() }.run(inbox).await
+    })
+}
+
+/// A restarted node binds the address it had; the port can stay busy for a moment.
+async fn bind_with_retry(listen: std::net::SocketAddr) -> Result<TcpListener, String> {
+    let mut last_error = String::new();
+    for _ in 0..50 {
+        match TcpListener::bind(listen).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("cannot listen on {listen}: {last_error}"))
+}
+
+struct NodeLoop {
+    me: NodeId,
+    cfg: Resolved,
+    db: ReplicaDb,
+    mesh: Mesh,
+    /// Fencing refusals logged, once per partition and epoch.
+    stale_logged: std::collections::BTreeSet<(u8, u64)>,
+}
+
+impl NodeLoop {
+    async fn run(mut self, mut inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>) -> Result<(), String> {
+        let mut out = Outbox::default();
+        let mut replica = match self.db.durable().cloned() {
+            Some(durable) => Replica::restart(&self.cfg, self.me, &durable, &self.db, &mut out),
+            None => Replica::<LeaderData>::new(&self.cfg, self.me),
+        };
+        self.finish(&replica, &mut out)?;
+        let start = tokio::time::Instant::now();
+        let mut ticks_done: u128 = 0;
+        let mut clock = tokio::time::interval(Duration::from_millis(1));
+        clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut due: Vec<ReplicaTimer> = Vec::new();
+        loop {
+            tokio::select! {
+                received = inbox.recv() => {
+                    let Some((src, msg)) = received else { return Ok(()) };
+                    replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
+                    self.finish(&replica, &mut out)?;
+                }
+                _ = clock.tick() => {
+                    let now = start.elapsed().as_millis();
+                    while ticks_done < now {
+                        loop {
+                            due.clear();
+                            replica.due(&mut due);
+                            if due.is_empty() {
+                                break;
+                            }
+                            for &timer in &due {
+                                replica.on_timer(&self.cfg, &self.db, timer, &mut out);
+                                self.finish(&replica, &mut out)?;
+                            }
+                        }
+                        replica.tick();
+                        ticks_done += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a step: persist what it changed, then send what it sent.
+    fn finish(&mut self, replica: &Replica<LeaderData>, out: &mut Outbox<LeaderData>) -> Result<(), String> {
+        self.db.commit(&replica.durable()).map_err(|e| {
+            format!("node {}: cannot persist a step (nothing it decided was sent): {e}", self.me)
+        })?;
+        for (dst, msg) in out.sends.drain(..) {
+            self.mesh.send(dst, msg);
+        }
+        for event in out.events.drain(..) {
+            let Event::Leader(LeaderEvent::StaleRefused { shard, epoch, own, .. }) = event else { continue };
+            if self.stale_logged.insert((shard, epoch)) {
+                eprintln!(
+                    "replicheck store: node {}: refused a message of partition s{shard}'s epoch {epoch}, older than its epoch {own} (fencing)",
+                    self.me
+                );
+            }
+        }
+        Ok(())
+    }
+}

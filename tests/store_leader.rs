@@ -1,0 +1,360 @@
+//! The leader family's store (`store up --replication leader`), as a user runs it: node
+//! processes running the replica machine, the coordinator running the failover manager.
+//!
+//! - A primary's node SIGKILLed: the manager promotes an in-sync follower in a new epoch, and
+//!   every write acknowledged before is read back through the new primary.
+//! - 20 cycles of SIGKILL on the primary's node, another node and the coordinator (`store up`,
+//!   whose nodes die with it), under load: every key's history, with final reads, is
+//!   linearizable (seed printed; rerun with `REPLICHECK_KILL_SEED=<seed>`).
+//! - A primary frozen (SIGSTOP) with a write on its way, deposed, then thawed: with fencing
+//!   its late ack is refused; with `fencing = false` the coordinator lets it through and
+//!   reports `single_primary` violated.
+
+#[path = "support/store_proc.rs"]
+mod store_proc;
+
+#[path = "support/linearizable.rs"]
+mod linearizable;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use replicheck::lincheck::register::{RegisterInput, RegisterOutput};
+use replicheck::lincheck::Operation;
+use replicheck::store::coordinator::resp::{Client, ClientError};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use store_proc::{free_port, signal_pid, StoreProc};
+
+const POLICY: &str = r#"
+replication = "leader"
+replication_factor = 3
+acks = "in_sync"
+min_in_sync = 2
+replica_lag_timeout = "500ms"
+failure_detection = "independent"
+heartbeat_interval = "100ms"
+suspect_after = "300ms"
+dead_after = "400ms"
+replica_ack_timeout = "1s"
+"#;
+/// A request's reply wait: longer than the ack timeout, so a timeout means a crash.
+const REQUEST_TIMEOUT_MS: u64 = 3_000;
+
+fn info(addr: SocketAddr) -> String {
+    Client::connect_timeout(addr, Duration::from_secs(2)).and_then(|mut c| c.info()).unwrap_or_default()
+}
+
+/// `partition_s0:epoch=E,primary=P,...` from INFO.
+fn route(info: &str, partition: &str) -> Option<(u64, usize)> {
+    let line = info.lines().find_map(|l| l.strip_prefix(&format!("partition_{partition}:")))?;
+    let field = |name: &str| {
+        line.split(',').find_map(|f| f.strip_prefix(&format!("{name}="))).and_then(|v| v.parse().ok())
+    };
+    Some((field("epoch")?, field("primary")? as usize))
+}
+
+fn stat(info: &str, name: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn start(dir: &std::path::Path, policy: &str, port: u16, extra: &[&str]) -> StoreProc {
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, policy).unwrap();
+    let mut args = vec!["--nodes", "3", "--policy", path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    StoreProc::start(&dir.join("data"), port, &args)
+}
+
+#[test]
+fn a_killed_primary_is_replaced_by_an_in_sync_follower_that_has_every_acked_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = start(dir.path(), POLICY, 0, &[]);
+    let mut c = Client::connect_timeout(up.addr, Duration::from_secs(5)).unwrap();
+    for i in 0..50 {
+        c.set(format!("k{i}").as_bytes(), format!("v{i}").as_bytes(), None).unwrap();
+    }
+    assert_eq!(route(&info(up.addr), "s0"), Some((0, 0)), "node 0 is the first primary");
+    signal_pid(up.node_pids[0], libc::SIGKILL);
+    wait_until(Duration::from_secs(10), "promotion", || {
+        route(&info(up.addr), "s0").is_some_and(|(e, p)| e == 1 && p != 0)
+    });
+    let mut c = Client::connect_timeout(up.addr, Duration::from_secs(5)).unwrap();
+    for i in 0..50 {
+        assert_eq!(c.get(format!("k{i}").as_bytes()).unwrap(), Some(format!("v{i}").into_bytes()), "k{i}");
+    }
+    // Two replicas in sync are left: min_in_sync = 2 still takes writes.
+    c.set(b"after", b"failover", None).unwrap();
+    assert_eq!(c.get(b"after").unwrap(), Some(b"failover".to_vec()));
+    let info = info(up.addr);
+    assert_eq!(stat(&info, "promotions"), 1, "{info}");
+    assert!(info.contains("node_0:dead"), "{info}");
+    // A token is refused: the primary keeps no token table.
+    let refused = c.call(&[b"SET", b"a", b"1", b"TOKEN", b"t"]);
+    assert!(format!("{refused:?}").contains("no TOKEN"), "{refused:?}");
+}
+
+type History = Vec<(String, Operation<RegisterInput, RegisterOutput>)>;
+const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+/// One client: a write or a read at a time, on a random key, until `stop`. A write without an
+/// OK is of unknown outcome; a failed read has no effect and is not recorded.
+fn client_loop(client: u64, addr: SocketAddr, epoch: Instant, seed: u64, stop: &AtomicBool) -> History {
+    let mut rng = StdRng::seed_from_u64(seed ^ (client + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut history = Vec::new();
+    let mut conn: Option<Client> = None;
+    let mut writes: u64 = 0;
+    let now_ns = || epoch.elapsed().as_nanos() as u64;
+    while !stop.load(Ordering::Relaxed) {
+        let c = match &mut conn {
+            Some(c) => c,
+            None => match Client::connect_timeout(addr, Duration::from_millis(REQUEST_TIMEOUT_MS)) {
+                Ok(c) => conn.insert(c),
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            },
+        };
+        let key = KEYS[rng.random_range(0..KEYS.len())];
+        let call_ns = now_ns();
+        if rng.random_bool(0.5) {
+            writes += 1;
+            let value = ((client + 1) << 32) | writes;
+            let result = c.set(key.as_bytes(), value.to_string().as_bytes(), None);
+            let done = result.is_ok().then(now_ns);
+            if !matches!(result, Ok(()) | Err(ClientError::Server(_))) {
+                conn = None;
+            }
+            let output = done.map(|_| RegisterOutput::WriteOk);
+            let input = RegisterInput::Write(Some(value));
+            history.push((key.to_string(), Operation { client, call_ns, return_ns: done, input, output }));
+        } else {
+            match c.get(key.as_bytes()) {
+                Ok(bytes) => {
+                    let read = bytes.map(|b| String::from_utf8(b).unwrap().parse::<u64>().unwrap());
+                    let op = Operation {
+                        client,
+                        call_ns,
+                        return_ns: Some(now_ns()),
+                        input: RegisterInput::Read,
+                        output: Some(RegisterOutput::Read(read)),
+                    };
+                    history.push((key.to_string(), op));
+                }
+                Err(ClientError::Server(_)) => {}
+                Err(_) => conn = None,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..4)));
+    }
+    history
+}
+
+#[test]
+fn primary_node_and_coordinator_kills_lose_no_acked_write_and_history_is_linearizable() {
+    let seed: u64 =
+        std::env::var("REPLICHECK_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261203);
+    println!("store_leader seed {seed} (rerun with REPLICHECK_KILL_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let started = Instant::now();
+    let mut up = start(dir.path(), POLICY, port, &[]);
+    let addr = up.addr;
+    let epoch = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let history = Arc::new(Mutex::new(History::new()));
+    let clients: Vec<_> = (0..4u64)
+        .map(|client| {
+            let (stop, history) = (Arc::clone(&stop), Arc::clone(&history));
+            std::thread::spawn(move || {
+                let mine = client_loop(client, addr, epoch, seed, &stop);
+                history.lock().unwrap().extend(mine);
+            })
+        })
+        .collect();
+    let (mut node_kills, mut primary_kills, mut promotions) = (0, 0, 0);
+    for cycle in 0..20 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(100..400)));
+        // Two cycles in three kill the primary's node, and wait for the failover (or not);
+        // one in three of those kills a second node, which leaves one replica: writes are
+        // refused (min_in_sync = 2) until the coordinator's restart brings every node back.
+        if rng.random_range(0..3) > 0 {
+            let Some((epoch_before, primary)) = route(&info(addr), "s0") else { continue };
+            signal_pid(up.node_pids[primary], libc::SIGKILL);
+            (node_kills, primary_kills) = (node_kills + 1, primary_kills + 1);
+            if rng.random_bool(0.7) {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while Instant::now() < deadline
+                    && route(&info(addr), "s0").is_none_or(|(e, _)| e == epoch_before)
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+            }
+            if rng.random_range(0..3) == 0 {
+                let other = (primary + rng.random_range(1..3)) % 3;
+                signal_pid(up.node_pids[other], libc::SIGKILL);
+                node_kills += 1;
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+            }
+        }
+        promotions += stat(&info(addr), "promotions");
+        up.signal(libc::SIGKILL);
+        up.wait_exit(Duration::from_secs(10));
+        up = start(dir.path(), POLICY, port, &[]);
+        assert_eq!(up.addr, addr, "cycle {cycle}: the same client port");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let final_route = route(&info(addr), "s0").unwrap();
+    println!(
+        "20 coordinator kills, {node_kills} node kills ({primary_kills} primaries), {promotions} promotions, now epoch {} on node {}, {:?}",
+        final_route.0,
+        final_route.1,
+        started.elapsed()
+    );
+    assert!(promotions >= 5, "the failovers are what this test is about: {promotions} promotions");
+    let mut history = std::mem::take(&mut *history.lock().unwrap());
+    let mut reader = Client::connect_timeout(addr, Duration::from_secs(10)).unwrap();
+    for key in KEYS {
+        let call_ns = epoch.elapsed().as_nanos() as u64;
+        // Right after a start the manager may still be telling the replicas their roles.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let value = loop {
+            match reader.get(key.as_bytes()) {
+                Ok(value) => break value,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("final read of {key}: {e}; again");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("final read of {key}: {e}"),
+            }
+        };
+        let read = value.map(|b| String::from_utf8(b).unwrap().parse::<u64>().unwrap());
+        let op = Operation {
+            client: u64::MAX,
+            call_ns,
+            return_ns: Some(epoch.elapsed().as_nanos() as u64),
+            input: RegisterInput::Read,
+            output: Some(RegisterOutput::Read(read)),
+        };
+        history.push((key.to_string(), op));
+    }
+    let acked = history.iter().filter(|(_, op)| op.output == Some(RegisterOutput::WriteOk)).count();
+    let unknown = history.iter().filter(|(_, op)| op.return_ns.is_none()).count();
+    println!("{} operations: {acked} acked writes, {unknown} of unknown outcome", history.len());
+    assert!(acked >= 200, "too little load to mean anything: {acked} acked writes");
+    linearizable::assert_every_key_linearizable(seed, history);
+}
+
+/// Node 0 (the first primary) frozen with a write on its way to it; once node 1 is promoted
+/// and has acked a write of its own, node 0 thaws and takes the first write as the primary of
+/// epoch 0 (it has not heard of epoch 1 yet, unless node 1's append of the second write
+/// reaches it first: then it has, and the attempt is tried again). Returns the first write's
+/// outcome and INFO at the end.
+fn deposed_primary_acks(fencing: bool) -> Option<(Result<(), String>, String)> {
+    let policy = format!(
+        r#"
+replication = "leader"
+replication_factor = 2
+acks = "leader"
+fencing = {fencing}
+failure_detection = "independent"
+heartbeat_interval = "100ms"
+suspect_after = "300ms"
+dead_after = "300ms"
+replica_ack_timeout = "10s"
+replica_lag_timeout = "10s"
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let up = start(dir.path(), &policy, 0, &[]);
+    let addr = up.addr;
+    let mut c = Client::connect_timeout(addr, Duration::from_secs(5)).unwrap();
+    c.set(b"k", b"first", None).unwrap();
+    signal_pid(up.node_pids[0], libc::SIGSTOP);
+    let late = std::thread::spawn(move || {
+        let mut c = Client::connect_timeout(addr, Duration::from_secs(5)).unwrap();
+        c.set_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.set(b"k", b"late", None).map_err(|e| e.to_string())
+    });
+    wait_until(Duration::from_secs(10), "promotion of node 1", || route(&info(addr), "s0") == Some((1, 1)));
+    c.set(b"k", b"new", None).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    signal_pid(up.node_pids[0], libc::SIGCONT);
+    let outcome = late.join().unwrap();
+    let info = info(addr);
+    // Node 0 learned of epoch 1 before the write (node 1's append came first): no late ack
+    // was possible in this attempt.
+    let refused_as_follower = outcome.as_ref().is_err_and(|e| e.contains("not the partition's primary"));
+    (!refused_as_follower).then_some((outcome, info))
+}
+
+fn first_decisive(fencing: bool) -> (Result<(), String>, String) {
+    (0..5)
+        .find_map(|_| deposed_primary_acks(fencing))
+        .expect("in 5 attempts the deposed primary took the write first once")
+}
+
+#[test]
+fn without_fencing_a_deposed_primarys_late_ack_gets_through_and_is_reported() {
+    let (outcome, info) = first_decisive(false);
+    assert_eq!(outcome, Ok(()), "acked by the deposed primary:\n{info}");
+    assert_eq!(stat(&info, "late_epoch_acks"), 1, "{info}");
+}
+
+#[test]
+fn with_fencing_a_deposed_primarys_late_ack_is_refused() {
+    let (outcome, info) = first_decisive(true);
+    let error = outcome.expect_err("fenced");
+    assert!(error.contains("fencing"), "{error}");
+    assert_eq!(stat(&info, "late_epoch_acks"), 0, "{info}");
+}
+
+/// `store up` on `data` with `args` that must refuse to start: its exit code and stderr.
+fn refused(data: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .args(["store", "up", "--port", "0", "--data-dir"])
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_leader_directory_and_a_quorum_directory_refuse_each_other_and_unsupported_flags_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (leader, quorum) = (dir.path().join("leader"), dir.path().join("quorum"));
+    drop(StoreProc::start(&leader, 0, &["--nodes", "3", "--replication", "leader"]));
+    drop(StoreProc::start(&quorum, 0, &["--nodes", "3"]));
+    let (code, stderr) = refused(&leader, &["--nodes", "3"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("leader.json: this data directory holds a leader-family cluster"), "{stderr}");
+    let (code, stderr) = refused(&quorum, &["--nodes", "3", "--replication", "leader"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("holds a quorum-family cluster"), "{stderr}");
+    let (code, stderr) = refused(&leader, &["--nodes", "4", "--replication", "leader"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("was created with 3 nodes"), "{stderr}");
+    let (code, stderr) =
+        refused(&dir.path().join("new"), &["--replication", "leader", "--coordinators", "2"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--coordinators: not with replication = \"leader\""), "{stderr}");
+}
