@@ -117,7 +117,7 @@ fn store_rooms() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("decision", &[][..]),
         ("trace", &[][..]),
         ("cli", &["run", "cluster", "coordinator", "node", "bench", "leader"][..]),
-        ("bench", &["cluster", "coordinator", "node"][..]),
+        ("bench", &["cluster", "coordinator", "node", "leader"][..]),
         ("mod", &[][..]),
     ])
 }

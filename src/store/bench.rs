@@ -3,6 +3,7 @@
 use crate::config::Policy;
 use crate::store::cluster::{Cluster, ClusterConfig};
 use crate::store::coordinator::resp::{Client, Reply};
+use crate::store::leader::cluster::{LeaderCluster, LeaderConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +22,9 @@ pub struct BenchConfig {
     pub value_size_bytes: usize,
     pub concurrency: usize,
     pub duration: Duration,
+    /// `Some(policy file)`: the leader family (`store up --replication leader`) with that
+    /// policy (or the defaults); `None`: the quorum family with `policy`.
+    pub leader: Option<Option<PathBuf>>,
 }
 
 #[derive(Clone, Debug)]
@@ -54,6 +58,27 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
     }
     let dir = std::env::temp_dir().join(format!("replicheck-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    if let Some(policy_file) = &config.leader {
+        let cluster = LeaderCluster::start(LeaderConfig {
+            binary: config.binary.clone(),
+            node_count: config.node_count,
+            node_zones: vec![0; config.node_count],
+            partitions: 1,
+            replication_factor: None,
+            policy_file: policy_file.clone(),
+            data_dir: dir.clone(),
+            client_addr: "127.0.0.1:0".parse().expect("an address"),
+            clients: crate::store::coordinator::clients::ClientLimits {
+                value_bytes_max: crate::store::cluster::VALUE_BYTES_MAX_DEFAULT.max(config.value_size_bytes),
+                ..Default::default()
+            },
+        })
+        .map_err(|e| e.to_string())?;
+        let result = drive(cluster.client_addr(), config);
+        drop(cluster);
+        let _ = std::fs::remove_dir_all(&dir);
+        return result;
+    }
     let mut cluster_config =
         ClusterConfig::local(config.binary.clone(), config.node_count, config.policy.clone(), dir.clone());
     // As `store up` runs: no fault controls on the links.

@@ -174,6 +174,9 @@ pub enum StoreCommand {
         /// A policy file; default: replication_factor 3, write_quorum 2.
         #[arg(long)]
         policy: Option<PathBuf>,
+        /// The protocol family, as for `store up` (default: the policy's, else quorum).
+        #[arg(long, value_parser = ["quorum", "leader"])]
+        replication: Option<String>,
     },
     /// (internal) One storage node; `store up` spawns these.
     #[command(hide = true)]
@@ -403,8 +406,9 @@ pub fn run(
             let (outcome, model) = result?;
             Ok(crate::store::run::exit_code(&outcome, &model))
         }
-        StoreCommand::Bench { value_size, concurrency, duration, nodes, policy } => {
-            bench(value_size, concurrency, &duration, nodes, policy.as_deref())
+        StoreCommand::Bench { value_size, concurrency, duration, nodes, policy, replication } => {
+            let leader = leader_family(replication.as_deref(), policy.as_deref())?;
+            bench(value_size, concurrency, &duration, nodes, policy.as_deref(), leader)
         }
         StoreCommand::LeaderNode { id, data_dir } => {
             crate::store::leader::node::run(id, &data_dir)
@@ -438,21 +442,7 @@ pub fn run(
                 request_bytes_max,
             };
             clients.check().map_err(StoreError::Input)?;
-            let policy_family = match &policy {
-                Some(path) => config::load_policy(path)?.patch.replication,
-                None => None,
-            };
-            let leader = match replication.as_deref() {
-                Some("leader") => true,
-                Some(_) if policy_family == Some(Replication::Leader) => {
-                    return Err(StoreError::Input(format!(
-                        "--replication quorum: {} sets replication = \"leader\"",
-                        policy.as_deref().unwrap_or(Path::new("")).display()
-                    )))
-                }
-                Some(_) => false,
-                None => policy_family == Some(Replication::Leader),
-            };
+            let leader = leader_family(replication.as_deref(), policy.as_deref())?;
             if leader {
                 let unsupported = [
                     ("--coordinators", coordinators != 1),
@@ -515,6 +505,23 @@ pub fn run(
     }
 }
 
+/// Whether `--replication` (or else the policy file's `replication`) asks for the leader family.
+fn leader_family(flag: Option<&str>, policy: Option<&Path>) -> Result<bool, StoreError> {
+    let policy_family = match policy {
+        Some(path) => config::load_policy(path)?.patch.replication,
+        None => None,
+    };
+    match flag {
+        Some("leader") => Ok(true),
+        Some(_) if policy_family == Some(Replication::Leader) => Err(StoreError::Input(format!(
+            "--replication quorum: {} sets replication = \"leader\"",
+            policy.unwrap_or(Path::new("")).display()
+        ))),
+        Some(_) => Ok(false),
+        None => Ok(policy_family == Some(Replication::Leader)),
+    }
+}
+
 /// The running replicheck binary: node processes are started from it.
 fn this_binary() -> Result<PathBuf, StoreError> {
     std::env::current_exe()
@@ -527,10 +534,18 @@ fn bench(
     concurrency: usize,
     duration: &str,
     nodes: usize,
-    policy: Option<&Path>,
+    policy_file: Option<&Path>,
+    leader: bool,
 ) -> Result<u8, StoreError> {
     let duration = config::Dur::parse(duration).map_err(|e| StoreError::Input(format!("--duration: {e}")))?;
-    let policy = store_policy(policy, None, nodes).map_err(StoreError::Input)?;
+    // The leader cluster resolves its policy file itself (and names it in its errors).
+    let policy = if leader {
+        crate::store::leader::policy_of(policy_file.unwrap_or(Path::new("")), None)
+            .and_then(|sourced| sourced.resolve_ms_any_family())
+    } else {
+        store_policy(policy_file, None, nodes)
+    }
+    .map_err(StoreError::Input)?;
     let config = BenchConfig {
         binary: this_binary()?,
         node_count: nodes,
@@ -538,10 +553,19 @@ fn bench(
         value_size_bytes: value_size,
         concurrency,
         duration: Duration::from_millis(duration.ms),
+        leader: leader.then(|| policy_file.map(Path::to_path_buf)),
+    };
+    let acks = match &policy.leader {
+        Some(l) => format!(
+            "replication leader, acks {}, min_in_sync {}",
+            crate::store::coordinator::info::config_name(&l.acks),
+            l.min_in_sync
+        ),
+        None => format!("write_quorum {}", policy.write_quorum),
     };
     println!(
-        "store bench: {nodes} nodes, replication_factor {}, write_quorum {}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
-        policy.replication_factor, policy.write_quorum, duration.text
+        "store bench: {nodes} nodes, replication_factor {}, {acks}, fsync on, {value_size}-byte values, {concurrency} connections, {}",
+        policy.replication_factor, duration.text
     );
     let r = crate::store::bench::run(&config).map_err(StoreError::Runtime)?;
     println!("  writes:      {} acked, {} errors in {:.1} s", r.writes, r.errors, r.elapsed.as_secs_f64());

@@ -20,6 +20,9 @@ use tokio::sync::mpsc;
 
 /// Messages received and not yet stepped at most; the connections wait beyond it.
 const INBOX_MAX: usize = 4096;
+/// Messages stepped before one commit at most (group commit: what arrived during the last
+/// fsync shares the next one).
+const BATCH_STEPS_MAX: usize = 256;
 
 /// Run node `me` of the cluster in `data_dir` until killed.
 pub fn run(me: NodeId, data_dir: &Path) -> Result<(), String> {
@@ -92,7 +95,16 @@ impl NodeLoop {
                 received = inbox.recv() => {
                     let Some((src, msg)) = received else { return Ok(()) };
                     replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
-                    self.finish(&replica, &mut out)?;
+                    // What is already waiting is stepped too, and committed with it: the sends
+                    // of every step wait for that one commit.
+                    let mut sends = Vec::new();
+                    self.take_step(&mut out, &mut sends);
+                    for _ in 1..BATCH_STEPS_MAX {
+                        let Ok((src, msg)) = inbox.try_recv() else { break };
+                        replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
+                        self.take_step(&mut out, &mut sends);
+                    }
+                    self.finish_batch(&replica, sends)?;
                 }
                 _ = clock.tick() => {
                     let now = start.elapsed().as_millis();
@@ -118,12 +130,29 @@ impl NodeLoop {
 
     /// After a step: persist what it changed, then send what it sent.
     fn finish(&mut self, replica: &Replica<LeaderData>, out: &mut Outbox<LeaderData>) -> Result<(), String> {
+        let mut sends = Vec::new();
+        self.take_step(out, &mut sends);
+        self.finish_batch(replica, sends)
+    }
+
+    /// After steps whose sends are `sends`: persist what they changed, then send.
+    fn finish_batch(
+        &mut self,
+        replica: &Replica<LeaderData>,
+        sends: Vec<(Endpoint, mesh::LeaderMsg)>,
+    ) -> Result<(), String> {
         self.db.commit(&replica.durable()).map_err(|e| {
             format!("node {}: cannot persist a step (nothing it decided was sent): {e}", self.me)
         })?;
-        for (dst, msg) in out.sends.drain(..) {
+        for (dst, msg) in sends {
             self.mesh.send(dst, msg);
         }
+        Ok(())
+    }
+
+    /// A step's outputs: its sends kept for after the commit, its events logged.
+    fn take_step(&mut self, out: &mut Outbox<LeaderData>, sends: &mut Vec<(Endpoint, mesh::LeaderMsg)>) {
+        sends.extend(out.sends.drain(..));
         for event in out.events.drain(..) {
             let Event::Leader(LeaderEvent::StaleRefused { shard, epoch, own, .. }) = event else { continue };
             if self.stale_logged.insert((shard, epoch)) {
@@ -133,6 +162,5 @@ impl NodeLoop {
                 );
             }
         }
-        Ok(())
     }
 }
