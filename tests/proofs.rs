@@ -243,3 +243,26 @@ fn the_policy_code_hash_covers_every_policy_file() {
         "POLICY_SOURCES in src/check/proofs.rs must list every file of src/policy/ and src/protocol/"
     );
 }
+
+/// `prove --memory-max`: a run cut short by the memory bound is incomplete (exit 3), and its
+/// certificate records no verdict as held.
+#[test]
+fn prove_stops_at_the_memory_bound_and_says_so() {
+    let ws = Workspace::new();
+    let out = ws.run(&["prove", MODEL, "--out", "proofs", "--memory-max", "1M"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("INCOMPLETE: a run was cut short by a limit (states or memory)"), "{stdout}");
+    let certs: Vec<String> = std::fs::read_dir(ws.path("proofs/small-quorum"))
+        .expect("certificates written")
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(!certs.is_empty());
+    for cert in &certs {
+        assert!(
+            cert.contains("complete = false") && cert.contains("memory bound of 1 MiB reached"),
+            "{cert}"
+        );
+        assert!(!cert.contains("found = \"holds\""), "{cert}");
+    }
+}

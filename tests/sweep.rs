@@ -199,6 +199,22 @@ fn shards_partition_the_points() {
     assert_eq!(union, expected);
 }
 
+/// The memory bound cuts a point short as the state bound does (a 1 MiB bound is below what
+/// the process already holds: the first level does not fit).
+#[test]
+fn a_point_over_the_memory_bound_is_incomplete() {
+    let (code, doc) =
+        json(&[ACK, "--variant", "incident", "--vary", "replica_ack_timeout=1s", "--memory-max", "1M"]);
+    assert_eq!(code, 3, "{doc}");
+    let point = &doc["checked"][0];
+    assert_eq!(point["complete"], false, "{point}");
+    assert!(point["verdicts"].as_object().unwrap().values().all(|v| v != "holds"), "{point}");
+    let out = replicheck(&["sweep", ACK, "--vary", "replica_ack_timeout=1s", "--memory-max", "lots"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--memory-max") && stderr.contains("lots"), "{stderr}");
+}
+
 /// A point cut short by a limit is incomplete, never "holds", and the sweep exits 3.
 #[test]
 fn a_point_cut_short_is_incomplete() {

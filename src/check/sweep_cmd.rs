@@ -69,6 +69,10 @@ pub struct SweepArgs {
     /// Explorer address (HOST:PORT) used in counterexample links.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000", value_parser = super::args::parse_addr)]
     pub addr: String,
+    /// Stop a point's exploration, incomplete (exit 3), before it would take resident memory
+    /// past this size, e.g. "16G" or "512M" (default: 80% of the machine's memory).
+    #[arg(long, value_name = "SIZE", value_parser = crate::engine::memory::parse_size)]
+    pub memory_max: Option<u64>,
     /// No progress line or per-point lines on stderr (the report and errors are still
     /// printed).
     #[arg(long, short)]
@@ -83,6 +87,7 @@ fn run_options(args: &SweepArgs, interactive: bool) -> RunOptions {
         progress: if interactive { Some(super::terminal::update) } else { None },
         explorer_addr: args.addr.clone(),
         stop: None,
+        memory_max_bytes: args.memory_max.or_else(crate::engine::memory::default_limit_bytes),
         ..RunOptions::default()
     }
 }

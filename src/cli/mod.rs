@@ -229,6 +229,11 @@ pub enum Command {
         /// Worker threads, 1 to 1024 (default: all cores; results do not depend on it).
         #[arg(long, value_parser = check::args::threads_parser())]
         threads: Option<usize>,
+        /// Stop a run, incomplete (exit 3; its certificate records verdicts as unknown),
+        /// before it would take resident memory past this size, e.g. "16G" or "512M"
+        /// (default: 80% of the machine's memory).
+        #[arg(long, value_name = "SIZE", value_parser = engine::memory::parse_size)]
+        memory_max: Option<u64>,
         /// No progress line or per-certificate lines on stderr (the report and errors are
         /// still printed).
         #[arg(long, short)]
@@ -583,13 +588,13 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
             Ok(0)
         }
         Command::Man { command } => man(&command),
-        Command::Prove { paths, verify, out, threads, quiet } => {
+        Command::Prove { paths, verify, out, threads, memory_max, quiet } => {
             let interactive = std::io::stderr().is_terminal() && !quiet;
             let run = RunArgs {
                 threads,
                 max_states: None,
                 addr: RunOptions::default().explorer_addr,
-                memory_max: None,
+                memory_max,
                 reduce: crate::model::Reduction::None,
             };
             let opts = run_options(run, interactive, false);

@@ -67,7 +67,7 @@ impl ProveReport {
                 "FAIL: a verdict differs from the model's declared expectation (see the certificates' [verdicts]; `replicheck check` shows the counterexamples)\n",
             ),
             3 => out.push_str(
-                "INCOMPLETE: a run was cut short by a state limit; its certificates record verdicts as unknown\n",
+                "INCOMPLETE: a run was cut short by a limit (states or memory); its certificates record verdicts as unknown\n",
             ),
             _ => {}
         }
