@@ -358,3 +358,98 @@ fn a_leader_directory_and_a_quorum_directory_refuse_each_other_and_unsupported_f
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--coordinators: not with replication = \"leader\""), "{stderr}");
 }
+
+mod links {
+    //! Link faults between the machines (every link through a proxy, as `store run` sets them).
+    use super::{route, stat};
+    use replicheck::protocol::Endpoint;
+    use replicheck::store::coordinator::clients::ClientLimits;
+    use replicheck::store::coordinator::resp::Client;
+    use replicheck::store::leader::cluster::{LeaderCluster, LeaderConfig};
+    use std::time::{Duration, Instant};
+
+    fn cluster(dir: &std::path::Path, policy: &str) -> LeaderCluster {
+        let policy_file = dir.join("policy.toml");
+        std::fs::write(&policy_file, policy).unwrap();
+        LeaderCluster::start(LeaderConfig {
+            binary: env!("CARGO_BIN_EXE_replicheck").into(),
+            node_count: 3,
+            node_zones: vec![0; 3],
+            partitions: 1,
+            replication_factor: None,
+            policy_file: Some(policy_file),
+            data_dir: dir.join("data"),
+            client_addr: "127.0.0.1:0".parse().unwrap(),
+            clients: ClientLimits::default(),
+            link_proxy_seed: Some(7),
+        })
+        .unwrap()
+    }
+
+    fn wait_info(c: &LeaderCluster, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = c.info();
+            if done(&info) {
+                return info;
+            }
+            assert!(Instant::now() < deadline, "no {what} within 10 s:\n{info}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn in_sync(info: &str) -> String {
+        let line = info.lines().find(|l| l.starts_with("partition_s0:")).unwrap();
+        line.split(',').find_map(|f| f.strip_prefix("in_sync=")).unwrap().to_string()
+    }
+
+    /// The primary cut off from the coordinator (both ways) while it still reaches its
+    /// followers: the coordinator promotes a follower in epoch 1; once the cut heals, the old
+    /// primary learns the new epoch, follows and catches up (it is in sync again, and a second
+    /// failover onto it keeps every acknowledged write).
+    #[test]
+    fn a_primary_cut_off_from_the_coordinator_is_replaced_and_comes_back_as_a_follower() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = cluster(dir.path(), super::POLICY);
+        let mut client = Client::connect_timeout(c.client_addr(), Duration::from_secs(5)).unwrap();
+        client.set(b"before", b"1", None).unwrap();
+        c.set_partitioned(Endpoint::LEADER, Endpoint::Node(0), true);
+        let info = wait_info(&c, "promotion", |i| route(i, "s0").is_some_and(|(e, p)| e == 1 && p != 0));
+        let (_, new_primary) = route(&info, "s0").unwrap();
+        client.set(b"during", b"2", None).unwrap();
+        c.set_partitioned(Endpoint::LEADER, Endpoint::Node(0), false);
+        wait_info(&c, "node 0 back in sync", |i| i.contains("node_0:alive") && in_sync(i).contains('0'));
+        client.set(b"after", b"3", None).unwrap();
+        c.kill(new_primary as u8).unwrap();
+        wait_info(&c, "second promotion", |i| route(i, "s0").is_some_and(|(e, _)| e == 2));
+        let mut client = Client::connect_timeout(c.client_addr(), Duration::from_secs(5)).unwrap();
+        for (k, v) in [("before", "1"), ("during", "2"), ("after", "3")] {
+            assert_eq!(client.get(k.as_bytes()).unwrap(), Some(v.as_bytes().to_vec()), "{k}");
+        }
+        assert_eq!(stat(&c.info(), "promotions"), 2);
+    }
+
+    /// A follower cut off from its primary leaves the in-sync set once it has been behind for
+    /// `replica_lag_timeout`, and writes go on with the two left (`min_in_sync = 2`); healed,
+    /// it catches up and is in sync again.
+    #[test]
+    fn a_follower_cut_off_from_its_primary_leaves_the_in_sync_set_and_rejoins() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cluster(dir.path(), super::POLICY);
+        let mut client = Client::connect_timeout(c.client_addr(), Duration::from_secs(5)).unwrap();
+        client.set(b"k", b"1", None).unwrap();
+        assert_eq!(in_sync(&c.info()), "0|1|2");
+        c.set_partitioned(Endpoint::Node(0), Endpoint::Node(2), true);
+        // The write waits for node 2 until it leaves the set (500 ms), then is acked.
+        let sent = Instant::now();
+        client.set(b"k", b"2", None).unwrap();
+        assert!(sent.elapsed() >= Duration::from_millis(400), "acked in {:?}", sent.elapsed());
+        assert_eq!(in_sync(&c.info()), "0|1");
+        c.set_partitioned(Endpoint::Node(0), Endpoint::Node(2), false);
+        // A lagging follower catches up from the primary's next append (the protocol sends
+        // none without a write).
+        client.set(b"k", b"3", None).unwrap();
+        wait_info(&c, "node 2 back in sync", |i| in_sync(i) == "0|1|2");
+        assert_eq!(route(&c.info(), "s0"), Some((0, 0)), "no failover: the primary was never cut off");
+    }
+}

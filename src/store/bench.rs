@@ -72,6 +72,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
                 value_bytes_max: crate::store::cluster::VALUE_BYTES_MAX_DEFAULT.max(config.value_size_bytes),
                 ..Default::default()
             },
+            link_proxy_seed: None,
         })
         .map_err(|e| e.to_string())?;
         let result = drive(cluster.client_addr(), config);

@@ -469,6 +469,7 @@ pub fn run(
                     }),
                     client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
                     clients,
+                    link_proxy_seed: None,
                 };
                 return up_leader(config);
             }

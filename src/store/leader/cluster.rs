@@ -6,8 +6,10 @@ use super::{policy_of, Spec, POLICY_FILE};
 use crate::config::Resolved;
 use crate::policy::NodeId;
 use crate::protocol::leader::Manager;
+use crate::protocol::Endpoint;
 use crate::store::cluster::datadir::{node_dir, DirLock};
 use crate::store::cluster::die_with_parent;
+use crate::store::cluster::proxy::{Proxy, ProxyHandle};
 use crate::store::coordinator::clients::ClientLimits;
 use crate::store::coordinator::state::write_durably;
 use crate::store::StoreError;
@@ -31,6 +33,10 @@ pub struct LeaderConfig {
     pub data_dir: PathBuf,
     pub client_addr: SocketAddr,
     pub clients: ClientLimits,
+    /// Every link between two machines (nodes and the manager, each direction) through a
+    /// fault-injecting proxy seeded from this, as tests and `store run` need; `None` for
+    /// `store up`.
+    pub link_proxy_seed: Option<u64>,
 }
 
 pub struct LeaderCluster {
@@ -42,6 +48,8 @@ pub struct LeaderCluster {
     manager: Arc<ManagerHost>,
     client_addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
+    /// By (from, to), where links go through proxies.
+    proxies: Vec<((Endpoint, Endpoint), Proxy)>,
     _lock: DirLock,
 }
 
@@ -91,7 +99,7 @@ impl LeaderCluster {
                 )));
             }
         }
-        let (spec, created) = match Spec::load(dir).map_err(input)? {
+        let (mut spec, created) = match Spec::load(dir).map_err(input)? {
             Some(spec) => {
                 let same = spec.node_count() == n
                     && spec.partitions == config.partitions
@@ -129,6 +137,7 @@ impl LeaderCluster {
                     node_zones: config.node_zones.clone(),
                     nodes,
                     manager: free_addr().map_err(StoreError::Runtime)?,
+                    routes: Vec::new(),
                 };
                 (spec, true)
             }
@@ -141,6 +150,26 @@ impl LeaderCluster {
         };
         write_durably(&dir.join(POLICY_FILE), &text).map_err(StoreError::Runtime)?;
         let (cfg, _) = spec.config(dir).map_err(input)?;
+        let mut proxies = Vec::new();
+        if let Some(seed) = config.link_proxy_seed {
+            let ends: Vec<Endpoint> =
+                (0..n as NodeId).map(Endpoint::Node).chain([Endpoint::LEADER]).collect();
+            for (i, &from) in ends.iter().enumerate() {
+                for (j, &to) in ends.iter().enumerate().filter(|&(j, _)| j != i) {
+                    let upstream = spec.addr(to).expect("every node and the manager listen");
+                    let proxy = Proxy::start_seeded(upstream, seed ^ ((i * 16 + j) as u64))
+                        .map_err(|e| StoreError::Runtime(format!("cannot start a link proxy: {e}")))?;
+                    proxies.push(((from, to), proxy));
+                }
+            }
+        }
+        spec.routes = proxies
+            .iter()
+            .map(|&((from, to), ref proxy)| super::Route { from, to, via: proxy.addr() })
+            .collect();
+        if !created {
+            spec.save(dir).map_err(StoreError::Runtime)?;
+        }
         if created {
             // The first start: epoch 0 is written before any node can hear of it, and the spec
             // last, so that a start cut short before it begins anew.
@@ -167,6 +196,7 @@ impl LeaderCluster {
             manager,
             client_addr,
             runtime: Some(runtime),
+            proxies,
             _lock: lock,
         };
         for node in 0..n {
@@ -189,6 +219,20 @@ impl LeaderCluster {
 
     pub fn node_pid(&self, node: NodeId) -> Option<u32> {
         self.nodes[usize::from(node)].as_ref().map(|c| c.id())
+    }
+
+    /// The fault controls of the link from `from` to `to`, if links go through proxies.
+    pub fn link(&self, from: Endpoint, to: Endpoint) -> Option<ProxyHandle> {
+        self.proxies.iter().find(|(k, _)| *k == (from, to)).map(|(_, p)| p.handle())
+    }
+
+    /// Both directions between `a` and `b` cut (`true`) or healed.
+    pub fn set_partitioned(&self, a: Endpoint, b: Endpoint, partitioned: bool) {
+        for (from, to) in [(a, b), (b, a)] {
+            if let Some(link) = self.link(from, to) {
+                link.set_partitioned(partitioned);
+            }
+        }
     }
 
     pub fn config(&self) -> &Resolved {

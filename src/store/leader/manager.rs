@@ -164,7 +164,7 @@ impl ManagerHost {
         let (inbox_tx, inbox) = mpsc::channel(INBOX_MAX);
         tokio::spawn(mesh::listen(mesh_listener, Endpoint::LEADER, spec.cluster_id, inbox_tx));
         let addrs = spec.clone();
-        let mesh = Mesh::new(Endpoint::LEADER, spec.cluster_id, move |e| addrs.addr(e));
+        let mesh = Mesh::new(Endpoint::LEADER, spec.cluster_id, move |e| addrs.route(Endpoint::LEADER, e));
         let stepper = Stepper {
             host: Arc::clone(&host),
             cfg,

@@ -77,13 +77,27 @@ fn encode<T: Serialize>(body: &T, out: &mut Vec<u8>) {
     frame(&serde_json::to_vec(body).expect("messages serialize"), out);
 }
 
+/// A connection to a receiver, and whether the receiver closed it: a receiver never writes, so
+/// anything readable is its end. Knowing it before writing keeps the first message after a
+/// receiver's restart, or after a link is cut and healed, from going into a dead socket.
+struct Conn {
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Conn {
+    fn open(&self) -> bool {
+        !self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// Deliver `rx`'s messages to `hello.to` at `addr`, dialling again after a failure.
 async fn run_link(hello: Hello, addr: Option<SocketAddr>, mut rx: mpsc::Receiver<LeaderMsg>) {
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<Conn> = None;
     let mut batch = Vec::new();
     while let Some(first) = rx.recv().await {
         let Some(addr) = addr else { continue };
-        if conn.is_none() {
+        if !conn.as_ref().is_some_and(Conn::open) {
             conn = dial(addr, hello).await;
             if conn.is_none() {
                 // Unreachable: what waits for it now is as lost as a crash loses it.
@@ -99,21 +113,29 @@ async fn run_link(hello: Hello, addr: Option<SocketAddr>, mut rx: mpsc::Receiver
                 Err(_) => break,
             }
         }
-        let stream = conn.as_mut().expect("dialled");
-        if stream.write_all(&batch).await.is_err() {
+        let c = conn.as_mut().expect("dialled");
+        if c.writer.write_all(&batch).await.is_err() {
             conn = None;
         }
     }
 }
 
-async fn dial(addr: SocketAddr, hello: Hello) -> Option<TcpStream> {
+async fn dial(addr: SocketAddr, hello: Hello) -> Option<Conn> {
     let connect = tokio::time::timeout(Duration::from_millis(DIAL_TIMEOUT_MS), TcpStream::connect(addr));
-    let mut stream = connect.await.ok()?.ok()?;
+    let stream = connect.await.ok()?.ok()?;
     let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = stream.into_split();
     let mut bytes = Vec::new();
     encode(&hello, &mut bytes);
-    stream.write_all(&bytes).await.ok()?;
-    Some(stream)
+    writer.write_all(&bytes).await.ok()?;
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = Arc::clone(&closed);
+    tokio::spawn(async move {
+        let mut byte = [0u8; 1];
+        let _ = reader.read(&mut byte).await;
+        watch.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    Some(Conn { writer, closed })
 }
 
 /// Accept connections for `me` and hand every message to `inbox` with its sender, until the

@@ -74,6 +74,18 @@ pub struct Spec {
     pub nodes: Vec<SocketAddr>,
     /// Where the manager listens for the replicas' messages.
     pub manager: SocketAddr,
+    /// Links that go through a fault-injecting proxy (tests, `store run`): a sender dials
+    /// `via` instead of the receiver. Written at every start (none for `store up`).
+    #[serde(default)]
+    pub routes: Vec<Route>,
+}
+
+/// The link from `from` to `to` goes through `via`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    pub from: Endpoint,
+    pub to: Endpoint,
+    pub via: SocketAddr,
 }
 
 pub const SPEC_FILE: &str = crate::store::cluster::datadir::LEADER_SPEC_FILE;
@@ -103,6 +115,14 @@ impl Spec {
 
     pub fn node_count(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// Where `from` sends its messages for `to`: the link's proxy, or where `to` listens.
+    pub fn route(&self, from: Endpoint, to: Endpoint) -> Option<SocketAddr> {
+        match self.routes.iter().find(|r| r.from == from && r.to == to) {
+            Some(r) => Some(r.via),
+            None => self.addr(to),
+        }
     }
 
     /// Where `to` listens for machine messages.

@@ -50,7 +50,8 @@ pub fn run(me: NodeId, data_dir: &Path) -> Result<(), String> {
         let (inbox_tx, inbox) = mpsc::channel(INBOX_MAX);
         tokio::spawn(mesh::listen(listener, Endpoint::Node(me), spec.cluster_id, inbox_tx));
         let addrs = spec.clone();
-        let mesh = Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.addr(e));
+        let mesh =
+            Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.route(Endpoint::Node(me), e));
         NodeLoop { me, cfg, db, mesh, stale_logged: Default::default() }.run(inbox).await
     })
 }
