@@ -453,3 +453,24 @@ mod links {
         assert_eq!(route(&c.info(), "s0"), Some((0, 0)), "no failover: the primary was never cut off");
     }
 }
+
+/// The replication factor is where the data is: a policy file that changes it is refused
+/// before anything starts (the replicas would not be the ones the data is on).
+#[test]
+fn a_policy_that_changes_the_replication_factor_of_a_leader_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = |rf: u8| {
+        let path = dir.path().join(format!("rf{rf}.toml"));
+        std::fs::write(&path, format!("replication = \"leader\"\nreplication_factor = {rf}\n")).unwrap();
+        path
+    };
+    let (rf3, rf2) = (policy(3), policy(2));
+    let data = dir.path().join("data");
+    drop(StoreProc::start(&data, 0, &["--nodes", "3", "--policy", rf3.to_str().unwrap()]));
+    let (code, stderr) = refused(&data, &["--nodes", "3", "--policy", rf2.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("rf2.toml: key `replication_factor` = 2: gives the partitions the replicas [[0, 1]]; this cluster was created with [[0, 1, 2]]"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let up = StoreProc::start(&data, 0, &["--nodes", "3", "--policy", rf3.to_str().unwrap()]);
+    assert!(route(&info(up.addr), "s0").is_some_and(|(epoch, _)| epoch == 0), "nothing failed over");
+}

@@ -463,7 +463,7 @@ impl SourcedPolicy {
     fn refuse_unrun_family(&self, policy: Policy) -> Result<Policy, String> {
         if policy.replication() == Replication::Leader {
             return Err(format!(
-                "{}: key `replication` = \"leader\": only `store up` runs the leader family in the store (`store run`, `store bench` and CONFIG SET policy do not yet); the model checker does: `replicheck check` with a model",
+                "{}: key `replication` = \"leader\": in the store only `store up` and `store bench` run the leader family (`store run` and CONFIG SET policy do not yet); the model checker does: `replicheck check` with a model",
                 self.origin("replication")
             ));
         }

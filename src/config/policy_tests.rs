@@ -81,7 +81,7 @@ fn the_store_refuses_the_leader_family_and_the_model_runs_it() {
     ] {
         assert_eq!(
             resolved.unwrap_err(),
-            "p.toml: key `replication` = \"leader\": only `store up` runs the leader family in the store (`store run`, `store bench` and CONFIG SET policy do not yet); the model checker does: `replicheck check` with a model"
+            "p.toml: key `replication` = \"leader\": in the store only `store up` and `store bench` run the leader family (`store run` and CONFIG SET policy do not yet); the model checker does: `replicheck check` with a model"
         );
     }
     let model = sourced("replication = \"leader\"").resolve_for_model(100, 3).expect("the model runs it");

@@ -80,15 +80,10 @@ impl LeaderCluster {
         }
         // The user's file is checked where the user wrote it, before it is copied.
         let user_policy = config.policy_file.clone().unwrap_or_default();
-        let policy = policy_of(&user_policy, config.replication_factor)
-            .and_then(|sourced| sourced.resolve_ms_any_family())
-            .map_err(input)?;
-        if usize::from(policy.replication_factor) > n {
-            return Err(input(format!(
-                "replication_factor {} exceeds --nodes {n}",
-                policy.replication_factor
-            )));
-        }
+        let sourced = policy_of(&user_policy, config.replication_factor).map_err(input)?;
+        let policy = sourced.resolve_ms_any_family().map_err(input)?;
+        let layout =
+            super::layout_of(&sourced, policy.replication_factor, config.partitions, n).map_err(input)?;
         let dir = &config.data_dir;
         let lock = DirLock::acquire(dir).map_err(StoreError::Runtime)?;
         for quorum_file in ["coordinator-state", "layout"] {
@@ -115,6 +110,15 @@ impl LeaderCluster {
                         spec.replication_factor.map_or("from its policy".to_string(), |rf| rf.to_string()),
                     )));
                 }
+                let replicas = super::replica_sets(&layout);
+                if replicas != spec.replicas {
+                    return Err(input(format!(
+                        "{}: key `replication_factor` = {}: gives the partitions the replicas {replicas:?}; this cluster was created with {:?} (its data is there): start it with the replication factor it was created with",
+                        sourced.origin("replication_factor"),
+                        policy.replication_factor,
+                        spec.replicas
+                    )));
+                }
                 let state = dir.join(manager::STATE_FILE);
                 if !state.exists() {
                     return Err(input(format!(
@@ -137,6 +141,7 @@ impl LeaderCluster {
                     node_zones: config.node_zones.clone(),
                     nodes,
                     manager: free_addr().map_err(StoreError::Runtime)?,
+                    replicas: super::replica_sets(&layout),
                     routes: Vec::new(),
                 };
                 (spec, true)

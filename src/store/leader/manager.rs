@@ -34,6 +34,8 @@ pub const STATE_FILE: &str = "manager-state";
 /// Client requests waiting for the machine's task at most; the connections wait beyond it.
 const REQUESTS_QUEUED_MAX: usize = 4096;
 const INBOX_MAX: usize = 4096;
+/// How often a coordinator that could not save its state tries again.
+const STALL_RETRY_MS: u64 = 200;
 
 /// One partition's durable route, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +130,10 @@ pub struct ManagerHost {
     view: Mutex<View>,
     counters: Counters,
     started: tokio::time::Instant,
+    /// Why the coordinator cannot save its state now, while it cannot (INFO's `state_file`).
+    stalled: Mutex<Option<String>>,
+    /// Stalls so far (INFO's `stall_restarts`: each ends in a restart from the state file).
+    stalls: AtomicU64,
 }
 
 impl ManagerHost {
@@ -160,6 +166,8 @@ impl ManagerHost {
             view: Mutex::new(View::default()),
             counters: Counters::default(),
             started: tokio::time::Instant::now(),
+            stalled: Mutex::new(None),
+            stalls: AtomicU64::new(0),
         });
         let (inbox_tx, inbox) = mpsc::channel(INBOX_MAX);
         tokio::spawn(mesh::listen(mesh_listener, Endpoint::LEADER, spec.cluster_id, inbox_tx));
@@ -217,7 +225,7 @@ impl ManagerHost {
                 }
             },
             ("SET", n) if n > 3 => resp::error(
-                "syntax error: SET key value (the leader family takes no TOKEN: its primary keeps no token table)",
+                "syntax error: SET key value (no options; the leader family takes no TOKEN either: its primary keeps no token table)",
             ),
             ("INFO", 1 | 2) => resp::bulk(Some(self.info().as_bytes())),
             ("COMMAND", _) => resp::array(&[]),
@@ -260,6 +268,13 @@ impl ManagerHost {
             p.replica_ack_timeout_ticks,
             config_name(&p.failure_detection),
             lp.failover_delay_ticks,
+        );
+        let stalled = self.stalled.lock().expect("no panic holds it").clone();
+        let _ = write!(
+            out,
+            "state_file:{}\r\nstall_restarts:{}\r\n",
+            stalled.map_or("ok".to_string(), |why| format!("cannot save its state: {why}")),
+            get(&self.stalls)
         );
         let view = self.view.lock().expect("no panic holds the view");
         for (i, &(epoch, primary, in_sync, failover)) in view.routes.iter().enumerate() {
@@ -362,7 +377,7 @@ impl Stepper {
         let mut out = Outbox::default();
         // Whoever it recovered is told its role when next heard from; the view starts now.
         self.refresh_view();
-        let start = tokio::time::Instant::now();
+        let mut start = tokio::time::Instant::now();
         let mut ticks_done: u128 = 0;
         let mut clock = tokio::time::interval(Duration::from_millis(1));
         clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -413,14 +428,53 @@ impl Stepper {
                 }
             };
             if let Err(e) = stepped {
-                // Nothing the failed step decided was sent; the manager stops rather than act
-                // on state it could not keep (`store up` on the directory starts it again).
-                eprintln!("replicheck store: the coordinator stops: {e}");
-                for (_, (_, reply)) in self.waiting.drain() {
-                    let _ = reply.send(Err(format!("the coordinator stopped: {e}")));
+                if !self.stall(&e, &mut inbox, &mut requests, &mut stopped).await {
+                    return;
                 }
-                self.host.crash();
-                return;
+                // A crash and restart from the state file, as the protocol allows any time.
+                self.machine = Manager::recover(&self.cfg, &self.saved);
+                out = Outbox::default();
+                (start, ticks_done) = (tokio::time::Instant::now(), 0);
+                self.refresh_view();
+                eprintln!("replicheck store: the coordinator saved its state again and restarted from it");
+            }
+        }
+    }
+
+    /// A step could not be persisted: nothing it decided was sent, and the machine's memory is
+    /// ahead of its state file. Until the file takes the last saved state again, the
+    /// coordinator is down: every request is answered with the cause at once, messages to it
+    /// are lost (as to a crashed one) and it judges no node. `false` if it was stopped.
+    async fn stall(
+        &mut self,
+        cause: &str,
+        inbox: &mut mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>,
+        requests: &mut mpsc::Receiver<ClientRequest>,
+        stopped: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let answer = format!("coordinator stalled: cannot save its state: {cause}; retry later");
+        eprintln!("replicheck store: {answer} (it tries again every {STALL_RETRY_MS} ms)");
+        self.host.stalls.fetch_add(1, Ordering::Relaxed);
+        *self.host.stalled.lock().expect("no panic holds it") = Some(cause.to_string());
+        for (_, (_, reply)) in self.waiting.drain() {
+            let _ = reply.send(Err(answer.clone()));
+        }
+        self.failures.clear();
+        let mut retry = tokio::time::interval(Duration::from_millis(STALL_RETRY_MS));
+        loop {
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return false,
+                received = inbox.recv() => if received.is_none() { return false },
+                request = requests.recv() => match request {
+                    Some(r) => { let _ = r.reply.send(Err(answer.clone())); }
+                    None => return false,
+                },
+                _ = retry.tick() => {
+                    if save_state(&self.state_path, &self.saved).is_ok() {
+                        *self.host.stalled.lock().expect("no panic holds it") = None;
+                        return true;
+                    }
+                }
             }
         }
     }

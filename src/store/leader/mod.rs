@@ -74,6 +74,9 @@ pub struct Spec {
     pub nodes: Vec<SocketAddr>,
     /// Where the manager listens for the replicas' messages.
     pub manager: SocketAddr,
+    /// Each partition's replicas as the cluster was created (lowest id first): a policy whose
+    /// `replication_factor` makes others is refused, since the data is where these are.
+    pub replicas: Vec<Vec<crate::policy::NodeId>>,
     /// Links that go through a fault-injecting proxy (tests, `store run`): a sender dials
     /// `via` instead of the receiver. Written at every start (none for `store up`).
     #[serde(default)]
@@ -158,6 +161,38 @@ impl Spec {
         )?;
         Ok((resolved, layout))
     }
+}
+
+/// The partitions round-robin over the nodes with `replication_factor` replicas each, as
+/// `store up` lays them out.
+pub fn layout_of(
+    sourced: &SourcedPolicy,
+    replication_factor: u8,
+    partitions: usize,
+    node_count: usize,
+) -> Result<Layout, String> {
+    if usize::from(replication_factor) > node_count {
+        return Err(format!(
+            "{}: key `replication_factor` = {replication_factor}: exceeds --nodes {node_count}",
+            sourced.origin("replication_factor")
+        ));
+    }
+    let layout = Layout::round_robin(partitions, node_count, replication_factor);
+    layout.check(node_count, replication_factor)?;
+    Ok(layout)
+}
+
+/// Each partition's replicas, lowest id first (its primary in epoch 0).
+pub fn replica_sets(layout: &Layout) -> Vec<Vec<crate::policy::NodeId>> {
+    layout
+        .shards
+        .iter()
+        .map(|s| {
+            let mut r = s.replicas.clone();
+            r.sort_unstable();
+            r
+        })
+        .collect()
 }
 
 /// The policy file at `path` (or the defaults where there is none) with `replication_factor`
