@@ -97,6 +97,9 @@ pub enum StoreCommand {
         id: crate::policy::NodeId,
         #[arg(long)]
         data_dir: PathBuf,
+        /// A listening socket on the node's address, inherited from `store up`.
+        #[arg(long)]
+        listen_fd: Option<i32>,
     },
     /// Run a model's environment against the store: its nodes, zones and link latencies (model
     /// ticks scaled to real milliseconds), its fault menu over time, client load, then heal and
@@ -410,8 +413,8 @@ pub fn run(
             let leader = leader_family(replication.as_deref(), policy.as_deref())?;
             bench(value_size, concurrency, &duration, nodes, policy.as_deref(), leader)
         }
-        StoreCommand::LeaderNode { id, data_dir } => {
-            crate::store::leader::node::run(id, &data_dir)
+        StoreCommand::LeaderNode { id, data_dir, listen_fd } => {
+            crate::store::leader::node::run(id, &data_dir, listen_fd)
                 .map_err(|e| StoreError::Runtime(format!("node {id}: {e}")))?;
             Ok(0)
         }

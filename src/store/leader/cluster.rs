@@ -45,6 +45,8 @@ pub struct LeaderCluster {
     binary: PathBuf,
     cfg: Resolved,
     nodes: Vec<Option<Child>>,
+    /// Node listeners bound for a node's first start (given to its process).
+    reserved: Vec<Option<std::net::TcpListener>>,
     manager: Arc<ManagerHost>,
     client_addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
@@ -53,11 +55,11 @@ pub struct LeaderCluster {
     _lock: DirLock,
 }
 
-/// A free port on 127.0.0.1 now (the process that binds it later may find it taken: then its
-/// bind retries, and a hello keeps it from talking to whoever took it).
-fn free_addr() -> Result<SocketAddr, String> {
+/// A listener on a free port of 127.0.0.1, held until the process it is for takes it over
+/// (so that no proxy or outgoing connection of a new cluster takes the port meanwhile).
+fn reserve() -> Result<(std::net::TcpListener, SocketAddr), String> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
+        .and_then(|l| l.local_addr().map(|a| (l, a)))
         .map_err(|e| format!("cannot find a free port: {e}"))
 }
 
@@ -94,6 +96,8 @@ impl LeaderCluster {
                 )));
             }
         }
+        // Each node's listener and the manager's (last), where this start made the addresses.
+        let mut reserved: Vec<Option<std::net::TcpListener>> = Vec::new();
         let (mut spec, created) = match Spec::load(dir).map_err(input)? {
             Some(spec) => {
                 let same = spec.node_count() == n
@@ -130,17 +134,18 @@ impl LeaderCluster {
                 (spec, false)
             }
             None => {
-                let nodes = (0..n)
-                    .map(|_| free_addr())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(StoreError::Runtime)?;
+                let held =
+                    (0..=n).map(|_| reserve()).collect::<Result<Vec<_>, _>>().map_err(StoreError::Runtime)?;
+                let nodes = held[..n].iter().map(|(_, a)| *a).collect();
+                let manager = held[n].1;
+                reserved = held.into_iter().map(|(l, _)| Some(l)).collect();
                 let spec = Spec {
                     cluster_id: rand::random(),
                     partitions: config.partitions,
                     replication_factor: config.replication_factor,
                     node_zones: config.node_zones.clone(),
                     nodes,
-                    manager: free_addr().map_err(StoreError::Runtime)?,
+                    manager,
                     replicas: super::replica_sets(&layout),
                     routes: Vec::new(),
                 };
@@ -190,7 +195,13 @@ impl LeaderCluster {
             .build()
             .map_err(|e| StoreError::Runtime(format!("cannot start the coordinator runtime: {e}")))?;
         let (manager, client_addr) = runtime
-            .block_on(ManagerHost::start(&spec, dir, config.clients.clone(), config.client_addr))
+            .block_on(ManagerHost::start(
+                &spec,
+                dir,
+                config.clients.clone(),
+                config.client_addr,
+                reserved.get_mut(n).and_then(Option::take),
+            ))
             .map_err(StoreError::Runtime)?;
         let mut cluster = LeaderCluster {
             spec,
@@ -198,6 +209,7 @@ impl LeaderCluster {
             binary: config.binary,
             cfg,
             nodes: (0..n).map(|_| None).collect(),
+            reserved,
             manager,
             client_addr,
             runtime: Some(runtime),
@@ -260,7 +272,8 @@ impl LeaderCluster {
     /// Start node `node`'s process (again), on its address and data.
     pub fn restart(&mut self, node: NodeId) -> Result<(), String> {
         self.kill(node)?;
-        let child = spawn_node(&self.binary, &self.data_dir, node)?;
+        let listener = self.reserved.get_mut(usize::from(node)).and_then(Option::take);
+        let child = spawn_node(&self.binary, &self.data_dir, node, listener)?;
         self.nodes[usize::from(node)] = Some(child);
         Ok(())
     }
@@ -299,8 +312,14 @@ impl Drop for LeaderCluster {
     }
 }
 
-/// Spawn `store leader-node` and wait for its `listening ADDR` line.
-fn spawn_node(binary: &Path, data_dir: &Path, id: NodeId) -> Result<Child, String> {
+/// Spawn `store leader-node` (with `listener` as its listening socket, else it binds its
+/// address itself) and wait for its `listening ADDR` line.
+fn spawn_node(
+    binary: &Path,
+    data_dir: &Path,
+    id: NodeId,
+    listener: Option<std::net::TcpListener>,
+) -> Result<Child, String> {
     let mut command = Command::new(binary);
     command
         .args(["store", "leader-node", "--id", &id.to_string(), "--data-dir"])
@@ -308,9 +327,26 @@ fn spawn_node(binary: &Path, data_dir: &Path, id: NodeId) -> Result<Child, Strin
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
+    if let Some(listener) = &listener {
+        use std::os::fd::AsRawFd;
+        let fd = listener.as_raw_fd();
+        command.arg("--listen-fd").arg(fd.to_string());
+        use std::os::unix::process::CommandExt;
+        // SAFETY: fcntl is async-signal-safe; the child inherits this one descriptor.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     die_with_parent(&mut command);
     let mut child =
         command.spawn().map_err(|e| format!("cannot start node {id} ({}): {e}", binary.display()))?;
+    // The child has its copy now.
+    drop(listener);
     let stdout = child.stdout.take().expect("piped stdout");
     let mut line = String::new();
     let read = BufReader::new(stdout).read_line(&mut line);

@@ -144,6 +144,7 @@ impl ManagerHost {
         data_dir: &Path,
         limits: ClientLimits,
         client_addr: SocketAddr,
+        mesh_listener: Option<std::net::TcpListener>,
     ) -> Result<(Arc<ManagerHost>, SocketAddr), String> {
         limits.check()?;
         let (cfg, layout) = spec.config(data_dir)?;
@@ -152,7 +153,13 @@ impl ManagerHost {
             format!("{}: missing (a leader cluster writes it when first created)", state_path.display())
         })?;
         let machine = Manager::<LeaderData>::recover(&cfg, &durable);
-        let mesh_listener = bind_with_retry(spec.manager).await?;
+        let mesh_listener = match mesh_listener {
+            Some(l) => l
+                .set_nonblocking(true)
+                .and_then(|_| tokio::net::TcpListener::from_std(l))
+                .map_err(|e| format!("the coordinator's listener: {e}"))?,
+            None => bind_with_retry(spec.manager).await?,
+        };
         let client_listener = bind_with_retry(client_addr).await?;
         let client_addr = client_listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
         let (requests, requests_rx) = mpsc::channel(REQUESTS_QUEUED_MAX);

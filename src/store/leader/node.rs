@@ -24,8 +24,9 @@ const INBOX_MAX: usize = 4096;
 /// fsync shares the next one).
 const BATCH_STEPS_MAX: usize = 256;
 
-/// Run node `me` of the cluster in `data_dir` until killed.
-pub fn run(me: NodeId, data_dir: &Path) -> Result<(), String> {
+/// Run node `me` of the cluster in `data_dir` until killed; `listen_fd`: a listening socket
+/// its parent bound on the node's address (else the node binds it).
+pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), String> {
     let spec = Spec::load(data_dir)?.ok_or_else(|| {
         format!("{}: no leader cluster here (`store up --replication leader` makes one)", data_dir.display())
     })?;
@@ -41,7 +42,16 @@ pub fn run(me: NodeId, data_dir: &Path) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
-        let listener = bind_with_retry(listen).await?;
+        let listener = match listen_fd {
+            Some(fd) => {
+                // SAFETY: the parent passed this descriptor, a listening socket, for us alone.
+                let l = unsafe { <std::net::TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+                l.set_nonblocking(true)
+                    .and_then(|_| TcpListener::from_std(l))
+                    .map_err(|e| format!("listening socket {fd}: {e}"))?
+            }
+            None => bind_with_retry(listen).await?,
+        };
         let local = listener.local_addr().map_err(|e| format!("listener: {e}"))?;
         let mut stdout = std::io::stdout();
         writeln!(stdout, "listening {local}")
