@@ -363,6 +363,17 @@ fn a_leader_directory_and_a_quorum_directory_refuse_each_other_and_unsupported_f
         refused(&dir.path().join("new"), &["--replication", "leader", "--coordinators", "2"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--coordinators: not with replication = \"leader\""), "{stderr}");
+    // A duration the store's 16-bit millisecond timers cannot count names its file and key.
+    let long = dir.path().join("long.toml");
+    std::fs::write(&long, "replication = \"leader\"\nreplica_lag_timeout = \"100s\"\n").unwrap();
+    let (code, stderr) = refused(&dir.path().join("new"), &["--policy", long.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(
+            "long.toml: key `replica_lag_timeout` = 100000 ms: the store's timers count at most 65535 ms"
+        ),
+        "{stderr}"
+    );
 }
 
 mod links {

@@ -218,8 +218,14 @@ fn store_policy_sourced(
     }
     let policy = sourced.resolve_ms()?;
     if usize::from(policy.replication_factor) > node_count {
-        return Err(format!("replication_factor {} exceeds --nodes {node_count}", policy.replication_factor));
+        return Err(format!(
+            "{}: key `replication_factor` = {}: exceeds --nodes {node_count}",
+            sourced.origin("replication_factor"),
+            policy.replication_factor
+        ));
     }
+    crate::store::coordinator::machine::policy_timers_fit(&policy)
+        .map_err(|(key, ms)| crate::store::coordinator::machine::timer_too_long(&sourced, key, ms))?;
     Ok((policy, sourced))
 }
 

@@ -140,6 +140,28 @@ pub fn resolved(
 
 /// Every policy duration within what the store's timers count.
 fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), String> {
+    let too_long = |key: &str, ms: u32| {
+        format!("`{key}` = {ms} ms: the store's timers count at most {} ms", TimerTicks::MAX)
+    };
+    policy_timers_fit(policy).map_err(|(key, ms)| too_long(key, ms))?;
+    if membership.membership_update_ticks > u32::from(TimerTicks::MAX) {
+        return Err(too_long("membership_update_time", membership.membership_update_ticks));
+    }
+    Ok(())
+}
+
+/// A policy duration the store's timers cannot count, with the file that set it.
+pub fn timer_too_long(sourced: &crate::config::SourcedPolicy, key: &str, ms: u32) -> String {
+    format!(
+        "{}: key `{key}` = {ms} ms: the store's timers count at most {} ms",
+        sourced.origin(key),
+        TimerTicks::MAX
+    )
+}
+
+/// Every duration of `policy` (in milliseconds, as the store runs it) fits the store's timers,
+/// or the first key that does not and its value: errors name the policy file with it.
+pub fn policy_timers_fit(policy: &Policy) -> Result<(), (&'static str, u32)> {
     let timer_max = u32::from(TimerTicks::MAX);
     let p = policy;
     for (key, ms) in [
@@ -149,7 +171,6 @@ fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), Str
         ("rebalance_interval", p.rebalance.as_ref().map_or(0, |r| r.interval_ticks)),
         ("move_cooldown", p.rebalance.as_ref().map_or(0, |r| r.move_cooldown_ticks)),
         ("cooldown_max", p.rebalance.as_ref().map_or(0, |r| r.cooldown_max_ticks)),
-        ("membership_update_time", membership.membership_update_ticks),
         ("down_out_interval", p.recovery.down_out_interval_ticks),
         ("join_timeout", p.recovery.join_timeout_ticks.unwrap_or(0)),
         ("replica_lag_timeout", p.leader.as_ref().map_or(0, |l| l.replica_lag_timeout_ticks)),
@@ -163,7 +184,7 @@ fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), Str
         ),
     ] {
         if ms > timer_max {
-            return Err(format!("`{key}` = {ms} ms: the store's timers count at most {timer_max} ms"));
+            return Err((key, ms));
         }
     }
     Ok(())

@@ -84,6 +84,8 @@ impl LeaderCluster {
         let user_policy = config.policy_file.clone().unwrap_or_default();
         let sourced = policy_of(&user_policy, config.replication_factor).map_err(input)?;
         let policy = sourced.resolve_ms_any_family().map_err(input)?;
+        use crate::store::coordinator::machine::{policy_timers_fit, timer_too_long};
+        policy_timers_fit(&policy).map_err(|(key, ms)| input(timer_too_long(&sourced, key, ms)))?;
         let layout =
             super::layout_of(&sourced, policy.replication_factor, config.partitions, n).map_err(input)?;
         let dir = &config.data_dir;
