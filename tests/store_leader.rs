@@ -15,11 +15,15 @@ mod store_proc;
 
 #[path = "support/linearizable.rs"]
 mod linearizable;
+
+#[path = "support/kill_client.rs"]
+mod kill_client;
+use kill_client::{client_loop, History, KEYS};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replicheck::lincheck::register::{RegisterInput, RegisterOutput};
 use replicheck::lincheck::Operation;
-use replicheck::store::coordinator::resp::{Client, ClientError};
+use replicheck::store::coordinator::resp::Client;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,8 +42,6 @@ suspect_after = "300ms"
 dead_after = "400ms"
 replica_ack_timeout = "1s"
 "#;
-/// A request's reply wait: longer than the ack timeout, so a timeout means a crash.
-const REQUEST_TIMEOUT_MS: u64 = 3_000;
 
 fn info(addr: SocketAddr) -> String {
     Client::connect_timeout(addr, Duration::from_secs(2)).and_then(|mut c| c.info()).unwrap_or_default()
@@ -103,63 +105,6 @@ fn a_killed_primary_is_replaced_by_an_in_sync_follower_that_has_every_acked_writ
     // A token is refused: the primary keeps no token table.
     let refused = c.call(&[b"SET", b"a", b"1", b"TOKEN", b"t"]);
     assert!(format!("{refused:?}").contains("no TOKEN"), "{refused:?}");
-}
-
-type History = Vec<(String, Operation<RegisterInput, RegisterOutput>)>;
-const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
-
-/// One client: a write or a read at a time, on a random key, until `stop`. A write without an
-/// OK is of unknown outcome; a failed read has no effect and is not recorded.
-fn client_loop(client: u64, addr: SocketAddr, epoch: Instant, seed: u64, stop: &AtomicBool) -> History {
-    let mut rng = StdRng::seed_from_u64(seed ^ (client + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let mut history = Vec::new();
-    let mut conn: Option<Client> = None;
-    let mut writes: u64 = 0;
-    let now_ns = || epoch.elapsed().as_nanos() as u64;
-    while !stop.load(Ordering::Relaxed) {
-        let c = match &mut conn {
-            Some(c) => c,
-            None => match Client::connect_timeout(addr, Duration::from_millis(REQUEST_TIMEOUT_MS)) {
-                Ok(c) => conn.insert(c),
-                Err(_) => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-            },
-        };
-        let key = KEYS[rng.random_range(0..KEYS.len())];
-        let call_ns = now_ns();
-        if rng.random_bool(0.5) {
-            writes += 1;
-            let value = ((client + 1) << 32) | writes;
-            let result = c.set(key.as_bytes(), value.to_string().as_bytes(), None);
-            let done = result.is_ok().then(now_ns);
-            if !matches!(result, Ok(()) | Err(ClientError::Server(_))) {
-                conn = None;
-            }
-            let output = done.map(|_| RegisterOutput::WriteOk);
-            let input = RegisterInput::Write(Some(value));
-            history.push((key.to_string(), Operation { client, call_ns, return_ns: done, input, output }));
-        } else {
-            match c.get(key.as_bytes()) {
-                Ok(bytes) => {
-                    let read = bytes.map(|b| String::from_utf8(b).unwrap().parse::<u64>().unwrap());
-                    let op = Operation {
-                        client,
-                        call_ns,
-                        return_ns: Some(now_ns()),
-                        input: RegisterInput::Read,
-                        output: Some(RegisterOutput::Read(read)),
-                    };
-                    history.push((key.to_string(), op));
-                }
-                Err(ClientError::Server(_)) => {}
-                Err(_) => conn = None,
-            }
-        }
-        std::thread::sleep(Duration::from_millis(rng.random_range(0..4)));
-    }
-    history
 }
 
 #[test]

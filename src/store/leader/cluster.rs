@@ -116,15 +116,7 @@ impl LeaderCluster {
                         spec.replication_factor.map_or("from its policy".to_string(), |rf| rf.to_string()),
                     )));
                 }
-                let replicas = super::replica_sets(&layout);
-                if replicas != spec.replicas {
-                    return Err(input(format!(
-                        "{}: key `replication_factor` = {}: gives the partitions the replicas {replicas:?}; this cluster was created with {:?} (its data is there): start it with the replication factor it was created with",
-                        sourced.origin("replication_factor"),
-                        policy.replication_factor,
-                        spec.replicas
-                    )));
-                }
+                spec.check_replicas(&sourced, policy.replication_factor, &layout).map_err(input)?;
                 let state = dir.join(manager::STATE_FILE);
                 if !state.exists() {
                     return Err(input(format!(

@@ -158,9 +158,9 @@ impl ManagerHost {
                 .set_nonblocking(true)
                 .and_then(|_| tokio::net::TcpListener::from_std(l))
                 .map_err(|e| format!("the coordinator's listener: {e}"))?,
-            None => bind_with_retry(spec.manager).await?,
+            None => crate::store::node::bind_with_retry(spec.manager).await?,
         };
-        let client_listener = bind_with_retry(client_addr).await?;
+        let client_listener = crate::store::node::bind_with_retry(client_addr).await?;
         let client_addr = client_listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
         let (requests, requests_rx) = mpsc::channel(REQUESTS_QUEUED_MAX);
         let host = Arc::new(ManagerHost {
@@ -344,18 +344,6 @@ impl RespService for ManagerHost {
     async fn execute(self: Arc<Self>, args: Vec<Vec<u8>>) -> (Vec<u8>, bool) {
         self.execute_command(args).await
     }
-}
-
-async fn bind_with_retry(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
-    let mut last_error = String::new();
-    for _ in 0..50 {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => return Ok(listener),
-            Err(e) => last_error = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("cannot listen on {addr}: {last_error}"))
 }
 
 /// The task that owns the machine: every step, then its persistence, then its sends.

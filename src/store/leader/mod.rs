@@ -137,20 +137,32 @@ impl Spec {
         }
     }
 
+    /// `layout` (from `sourced`'s `replication_factor`) puts the partitions on the replicas the
+    /// cluster was created with: its data is there.
+    pub fn check_replicas(
+        &self,
+        sourced: &SourcedPolicy,
+        replication_factor: u8,
+        layout: &Layout,
+    ) -> Result<(), String> {
+        let replicas = replica_sets(layout);
+        if replicas != self.replicas {
+            return Err(format!(
+                "{}: key `replication_factor` = {replication_factor}: gives the partitions the replicas {replicas:?}; this cluster was created with {:?} (its data is there): start it with the replication factor it was created with",
+                sourced.origin("replication_factor"),
+                self.replicas
+            ));
+        }
+        Ok(())
+    }
+
     /// The policy (`DIR/leader-policy.toml` with the spec's overrides, the leader family) and
     /// the scenario every process of the cluster runs, with a 1 ms tick.
     pub fn config(&self, data_dir: &Path) -> Result<(Resolved, Layout), String> {
         let sourced = policy_of(&data_dir.join(POLICY_FILE), self.replication_factor)?;
         let policy = sourced.resolve_ms_any_family()?;
-        let node_count = self.node_count();
-        if usize::from(policy.replication_factor) > node_count {
-            return Err(format!(
-                "replication_factor {} exceeds --nodes {node_count}",
-                policy.replication_factor
-            ));
-        }
-        let layout = Layout::round_robin(self.partitions, node_count, policy.replication_factor);
-        layout.check(node_count, policy.replication_factor)?;
+        let layout = layout_of(&sourced, policy.replication_factor, self.partitions, self.node_count())?;
+        self.check_replicas(&sourced, policy.replication_factor, &layout)?;
         let resolved = machine::resolved(
             &policy,
             &self.node_zones,

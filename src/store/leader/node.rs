@@ -50,7 +50,7 @@ pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), St
                     .and_then(|_| TcpListener::from_std(l))
                     .map_err(|e| format!("listening socket {fd}: {e}"))?
             }
-            None => bind_with_retry(listen).await?,
+            None => crate::store::node::bind_with_retry(listen).await?,
         };
         let local = listener.local_addr().map_err(|e| format!("listener: {e}"))?;
         let mut stdout = std::io::stdout();
@@ -64,19 +64,6 @@ pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), St
             Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.route(Endpoint::Node(me), e));
         NodeLoop { me, cfg, db, mesh, stale_logged: Default::default() }.run(inbox).await
     })
-}
-
-/// A restarted node binds the address it had; the port can stay busy for a moment.
-async fn bind_with_retry(listen: std::net::SocketAddr) -> Result<TcpListener, String> {
-    let mut last_error = String::new();
-    for _ in 0..50 {
-        match TcpListener::bind(listen).await {
-            Ok(listener) => return Ok(listener),
-            Err(e) => last_error = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("cannot listen on {listen}: {last_error}"))
 }
 
 struct NodeLoop {

@@ -43,8 +43,9 @@ pub fn run(node_id: u8, listen: SocketAddr, data_dir: &Path) -> Result<(), Strin
     })
 }
 
-/// A restarted node binds the address it had before its crash; the port can stay briefly busy.
-async fn bind_with_retry(listen: SocketAddr) -> Result<TcpListener, String> {
+/// A restarted node (or coordinator) binds the address it had before its crash; the port can
+/// stay briefly busy.
+pub async fn bind_with_retry(listen: SocketAddr) -> Result<TcpListener, String> {
     let mut last_error = String::new();
     for _ in 0..50 {
         match TcpListener::bind(listen).await {
