@@ -10,6 +10,10 @@
 #[path = "support/store_proc.rs"]
 mod store_proc;
 
+#[path = "support/info.rs"]
+mod info;
+use info::info_line;
+
 use replicheck::store::coordinator::resp::{Client, Reply};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -34,15 +38,6 @@ suspect_after = "150ms"
 dead_after = "300ms"
 replica_ack_timeout = "1s"
 "#;
-
-fn info_line(c: &mut Client, field: &str) -> String {
-    let info = c.info().unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO has no {field}: {info}"))
-        .trim()
-        .to_string()
-}
 
 #[test]
 fn a_leader_coordinator_that_cannot_save_a_failover_answers_with_the_cause_and_resumes() {

@@ -11,6 +11,10 @@
 #[path = "support/store_proc.rs"]
 mod store_proc;
 
+#[path = "support/info.rs"]
+mod info;
+use info::info_line;
+
 use replicheck::store::coordinator::resp::{Client, Reply};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -35,15 +39,6 @@ replica_ack_timeout = "300ms"
 
 fn set(c: &mut Client, key: &str, value: &str) -> Reply {
     c.call(&[b"SET", key.as_bytes(), value.as_bytes()]).unwrap()
-}
-
-fn info_line(c: &mut Client, field: &str) -> String {
-    let info = c.info().unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO has no {field}: {info}"))
-        .trim()
-        .to_string()
 }
 
 #[test]

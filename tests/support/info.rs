@@ -1,4 +1,6 @@
-//! Waiting for a coordinator's INFO to say something.
+//! Reading a coordinator's INFO, and waiting for it to say something.
+
+#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
@@ -18,4 +20,14 @@ pub fn wait_for_info(
         assert!(start.elapsed() < limit, "no {what} within {limit:?}:\n{info}");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The value of INFO's `field:` line, through `c`; panics with INFO if there is none.
+pub fn info_line(c: &mut replicheck::store::coordinator::resp::Client, field: &str) -> String {
+    let info = c.info().unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO has no {field}: {info}"))
+        .trim()
+        .to_string()
 }
