@@ -58,6 +58,7 @@ fn killed_nodes_lose_no_acked_write_and_history_is_linearizable() {
         think_hi_ms: 4,
         duration: Duration::from_secs(60),
         seed,
+        tokens: true,
     };
     let epoch = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));

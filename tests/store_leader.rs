@@ -344,6 +344,7 @@ mod links {
             client_addr: "127.0.0.1:0".parse().unwrap(),
             clients: ClientLimits::default(),
             link_proxy_seed: Some(7),
+            model: None,
         })
         .unwrap()
     }

@@ -42,6 +42,17 @@ macro_rules! policy_patch {
                 PolicyPatch { $($field: over.$field.clone().or_else(|| self.$field.clone()),)* }
             }
 
+            /// `self` with every duration multiplied by `num / den`, in whole milliseconds
+            /// (`store run` at another time scale than the model's tick).
+            pub fn time_scaled(&self, num: u64, den: u64) -> PolicyPatch {
+                PolicyPatch { $($field: self.$field.as_ref().map(|v| DescribeValue::time_scaled(v, num, den)),)* }
+            }
+
+            /// The patch as a policy file: one `key = value` line per key it sets.
+            pub fn to_toml(&self) -> String {
+                self.describe().into_iter().map(|(key, value)| format!("{key} = {value}\n")).collect()
+            }
+
             /// The value of every set key, as TOML text, for reports and certificates.
             pub fn describe(&self) -> Vec<(&'static str, String)> {
                 let mut out = Vec::new();
@@ -105,8 +116,13 @@ policy_patch! {
     read_from: ReadFrom,
 }
 
-trait DescribeValue {
+trait DescribeValue: Clone {
     fn describe(&self) -> String;
+
+    /// The value with its duration, if it is one, multiplied by `num / den`.
+    fn time_scaled(&self, _num: u64, _den: u64) -> Self {
+        self.clone()
+    }
 }
 impl DescribeValue for u8 {
     fn describe(&self) -> String {
@@ -131,6 +147,11 @@ impl DescribeValue for f64 {
 impl DescribeValue for Dur {
     fn describe(&self) -> String {
         format!("\"{}\"", self.text)
+    }
+
+    fn time_scaled(&self, num: u64, den: u64) -> Dur {
+        let ms = self.ms.saturating_mul(num) / den.max(1);
+        Dur { ms, text: format!("{ms}ms") }
     }
 }
 impl DescribeValue for Rate {
@@ -463,7 +484,7 @@ impl SourcedPolicy {
     fn refuse_unrun_family(&self, policy: Policy) -> Result<Policy, String> {
         if policy.replication() == Replication::Leader {
             return Err(format!(
-                "{}: key `replication` = \"leader\": in the store only `store up` and `store bench` run the leader family (`store run` and CONFIG SET policy do not yet); the model checker does: `replicheck check` with a model",
+                "{}: key `replication` = \"leader\": in the store only `store up`, `store bench` and `store run` (without a rollout) run the leader family (CONFIG SET policy does not yet); the model checker does: `replicheck check` with a model",
                 self.origin("replication")
             ));
         }

@@ -81,7 +81,7 @@ fn the_store_refuses_the_leader_family_and_the_model_runs_it() {
     ] {
         assert_eq!(
             resolved.unwrap_err(),
-            "p.toml: key `replication` = \"leader\": in the store only `store up` and `store bench` run the leader family (`store run` and CONFIG SET policy do not yet); the model checker does: `replicheck check` with a model"
+            "p.toml: key `replication` = \"leader\": in the store only `store up`, `store bench` and `store run` (without a rollout) run the leader family (CONFIG SET policy does not yet); the model checker does: `replicheck check` with a model"
         );
     }
     let model = sourced("replication = \"leader\"").resolve_for_model(100, 3).expect("the model runs it");
@@ -143,4 +143,22 @@ fn a_variant_may_not_change_the_replication_family() {
         e,
         "key `variants.leader.policy.replication` = \"leader\": a variant may not change the protocol family (the model's [policy] runs `replication = \"quorum\"`)"
     );
+}
+
+#[test]
+fn a_patch_written_as_toml_reads_back_the_same_with_its_durations_scaled() {
+    let text =
+        "replication = \"leader\"\nacks = \"in_sync\"\nmin_in_sync = 1\nreplica_lag_timeout = \"400ms\"\n\
+                heartbeat_interval = \"200ms\"\nmax_attempts = \"unlimited\"\nfencing = false\n\
+                backoff = \"exponential_jitter\"\nmax_dead_fraction = 0.5\n";
+    let patch: PolicyPatch = toml::from_str(text).expect("a policy");
+    let same: PolicyPatch = toml::from_str(&patch.to_toml()).expect("its TOML reads back");
+    assert_eq!(same, patch);
+    // `store run --time-scale 50` on a model with a 100 ms tick: every duration halves.
+    let half: PolicyPatch = toml::from_str(&patch.time_scaled(50, 100).to_toml()).expect("reads back");
+    assert_eq!(half.replica_lag_timeout.as_ref().map(|d| d.ms), Some(200));
+    assert_eq!(half.heartbeat_interval.as_ref().map(|d| d.ms), Some(100));
+    assert_eq!(half.min_in_sync, Some(1));
+    assert_eq!(half.fencing, Some(false));
+    assert_eq!(half.max_dead_fraction, Some(0.5));
 }

@@ -73,6 +73,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
                 ..Default::default()
             },
             link_proxy_seed: None,
+            model: None,
         })
         .map_err(|e| e.to_string())?;
         let result = drive(cluster.client_addr(), config);

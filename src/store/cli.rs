@@ -479,6 +479,7 @@ pub fn run(
                     client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
                     clients,
                     link_proxy_seed: None,
+                    model: None,
                 };
                 return up_leader(config);
             }

@@ -132,7 +132,7 @@ impl Layout {
                 burst_writes_per_window: s.burst_writes_per_tick,
             })
             .collect();
-        let policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len())?;
+        let policy = sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len())?;
         let any_capacity = scenario.nodes.iter().any(|n| n.write_capacity_per_tick.is_some());
         Ok(Layout {
             shards,

@@ -37,6 +37,8 @@ pub struct LeaderConfig {
     /// fault-injecting proxy seeded from this, as tests and `store run` need; `None` for
     /// `store up`.
     pub link_proxy_seed: Option<u64>,
+    /// The model `store run` plays (its shards become the partitions); `None` for `store up`.
+    pub model: Option<super::ModelPlacement>,
 }
 
 pub struct LeaderCluster {
@@ -49,6 +51,7 @@ pub struct LeaderCluster {
     reserved: Vec<Option<std::net::TcpListener>>,
     manager: Arc<ManagerHost>,
     client_addr: SocketAddr,
+    client_limits: ClientLimits,
     runtime: Option<tokio::runtime::Runtime>,
     /// By (from, to), where links go through proxies.
     proxies: Vec<((Endpoint, Endpoint), Proxy)>,
@@ -86,8 +89,14 @@ impl LeaderCluster {
         let policy = sourced.resolve_ms_any_family().map_err(input)?;
         use crate::store::coordinator::machine::{policy_timers_fit, timer_too_long};
         policy_timers_fit(&policy).map_err(|(key, ms)| input(timer_too_long(&sourced, key, ms)))?;
-        let layout =
-            super::layout_of(&sourced, policy.replication_factor, config.partitions, n).map_err(input)?;
+        let layout = super::layout_of(
+            &sourced,
+            policy.replication_factor,
+            config.partitions,
+            n,
+            config.model.as_ref(),
+        )
+        .map_err(input)?;
         let dir = &config.data_dir;
         let lock = DirLock::acquire(dir).map_err(StoreError::Runtime)?;
         for quorum_file in ["coordinator-state", "layout"] {
@@ -104,6 +113,7 @@ impl LeaderCluster {
             Some(spec) => {
                 let same = spec.node_count() == n
                     && spec.partitions == config.partitions
+                    && spec.model == config.model
                     && spec.replication_factor == config.replication_factor
                     && spec.node_zones == config.node_zones;
                 if !same {
@@ -142,6 +152,7 @@ impl LeaderCluster {
                     manager,
                     replicas: super::replica_sets(&layout),
                     routes: Vec::new(),
+                    model: config.model.clone(),
                 };
                 (spec, true)
             }
@@ -182,38 +193,52 @@ impl LeaderCluster {
                 .map_err(StoreError::Runtime)?;
             spec.save(dir).map_err(StoreError::Runtime)?;
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("coordinator")
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Runtime(format!("cannot start the coordinator runtime: {e}")))?;
-        let (manager, client_addr) = runtime
-            .block_on(ManagerHost::start(
+        // The nodes first: a manager that started before them would judge the primaries dead
+        // for the silence of their processes' start (and might fail over before any fault).
+        // What they send it meanwhile waits in its listener's backlog, or is lost as messages
+        // to a coordinator that is down are.
+        let mut nodes: Vec<Option<Child>> = Vec::with_capacity(n);
+        for node in 0..n {
+            let listener = reserved.get_mut(node).and_then(Option::take);
+            match spawn_node(&config.binary, dir, node as NodeId, listener) {
+                Ok(child) => nodes.push(Some(child)),
+                Err(e) => {
+                    kill_all(&mut nodes);
+                    return Err(StoreError::Runtime(e));
+                }
+            }
+        }
+        let started = coordinator_runtime().and_then(|runtime| {
+            let host = runtime.block_on(ManagerHost::start(
                 &spec,
                 dir,
                 config.clients.clone(),
                 config.client_addr,
                 reserved.get_mut(n).and_then(Option::take),
-            ))
-            .map_err(StoreError::Runtime)?;
-        let mut cluster = LeaderCluster {
+            ))?;
+            Ok((runtime, host))
+        });
+        let (runtime, (manager, client_addr)) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                kill_all(&mut nodes);
+                return Err(StoreError::Runtime(e));
+            }
+        };
+        Ok(LeaderCluster {
             spec,
             data_dir: dir.clone(),
             binary: config.binary,
             cfg,
-            nodes: (0..n).map(|_| None).collect(),
+            nodes,
             reserved,
             manager,
             client_addr,
+            client_limits: config.clients.clone(),
             runtime: Some(runtime),
             proxies,
             _lock: lock,
-        };
-        for node in 0..n {
-            cluster.restart(node as NodeId).map_err(StoreError::Runtime)?;
-        }
-        Ok(cluster)
+        })
     }
 
     pub fn client_addr(&self) -> SocketAddr {
@@ -272,6 +297,33 @@ impl LeaderCluster {
         Ok(())
     }
 
+    /// Whether node `node`'s process is running (as far as this cluster started it).
+    pub fn is_running(&self, node: NodeId) -> bool {
+        self.nodes[usize::from(node)].is_some()
+    }
+
+    /// The coordinator crashes (every task of its runtime stops, its connections close and
+    /// what it held in memory is gone) and a new one starts from `manager-state`, on the same
+    /// addresses: the model's coordinator restart.
+    pub fn restart_manager(&mut self) -> Result<(), String> {
+        self.manager.crash();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+        }
+        let runtime = coordinator_runtime()?;
+        let (manager, client_addr) = runtime.block_on(ManagerHost::start(
+            &self.spec,
+            &self.data_dir,
+            self.client_limits.clone(),
+            self.client_addr,
+            None,
+        ))?;
+        assert_eq!(client_addr, self.client_addr, "the coordinator restarts on its address");
+        self.manager = manager;
+        self.runtime = Some(runtime);
+        Ok(())
+    }
+
     /// Node processes that exited on their own since the last call.
     pub fn reap_exited(&mut self) -> Vec<(NodeId, std::process::ExitStatus)> {
         let mut exited = Vec::new();
@@ -304,6 +356,22 @@ impl Drop for LeaderCluster {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+fn kill_all(nodes: &mut [Option<Child>]) {
+    for mut child in nodes.iter_mut().filter_map(Option::take) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn coordinator_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("coordinator")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the coordinator runtime: {e}"))
 }
 
 /// Spawn `store leader-node` (with `listener` as its listening socket, else it binds its

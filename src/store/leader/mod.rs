@@ -81,6 +81,20 @@ pub struct Spec {
     /// `via` instead of the receiver. Written at every start (none for `store up`).
     #[serde(default)]
     pub routes: Vec<Route>,
+    /// The model `store run` plays, where it plays one: its partitions and the manager's zone
+    /// instead of `store up`'s round-robin layout with the manager in zone 0.
+    #[serde(default)]
+    pub model: Option<ModelPlacement>,
+}
+
+/// A model's placement, as `store run` gives it to a leader cluster: each partition's name and
+/// replicas in the model's order (the first is its primary in epoch 0), the nodes' names and
+/// the zone of the manager (reads go to the nearest replica, failovers prefer its zone).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelPlacement {
+    pub shards: Vec<(String, Vec<crate::policy::NodeId>)>,
+    pub node_names: Vec<String>,
+    pub manager_zone: u8,
 }
 
 /// The link from `from` to `to` goes through `via`.
@@ -161,7 +175,13 @@ impl Spec {
     pub fn config(&self, data_dir: &Path) -> Result<(Resolved, Layout), String> {
         let sourced = policy_of(&data_dir.join(POLICY_FILE), self.replication_factor)?;
         let policy = sourced.resolve_ms_any_family()?;
-        let layout = layout_of(&sourced, policy.replication_factor, self.partitions, self.node_count())?;
+        let layout = layout_of(
+            &sourced,
+            policy.replication_factor,
+            self.partitions,
+            self.node_count(),
+            self.model.as_ref(),
+        )?;
         self.check_replicas(&sourced, policy.replication_factor, &layout)?;
         let resolved = machine::resolved(
             &policy,
@@ -169,19 +189,21 @@ impl Spec {
             &layout,
             &crate::store::coordinator::layout::LoadFacts::default(),
             &crate::store::coordinator::membership_default(self.partitions),
-            &[0],
+            &[self.model.as_ref().map_or(0, |m| m.manager_zone)],
         )?;
         Ok((resolved, layout))
     }
 }
 
 /// The partitions round-robin over the nodes with `replication_factor` replicas each, as
-/// `store up` lays them out.
+/// `store up` lays them out, or the model's (`store run`), whose replica sets must have that
+/// many replicas each.
 pub fn layout_of(
     sourced: &SourcedPolicy,
     replication_factor: u8,
     partitions: usize,
     node_count: usize,
+    model: Option<&ModelPlacement>,
 ) -> Result<Layout, String> {
     if usize::from(replication_factor) > node_count {
         return Err(format!(
@@ -189,7 +211,24 @@ pub fn layout_of(
             sourced.origin("replication_factor")
         ));
     }
-    let layout = Layout::round_robin(partitions, node_count, replication_factor);
+    let mut layout = Layout::round_robin(partitions, node_count, replication_factor);
+    if let Some(model) = model {
+        if model.shards.len() != partitions {
+            return Err(format!("the model has {} shards for {partitions} partitions", model.shards.len()));
+        }
+        for (shard, (name, replicas)) in layout.shards.iter_mut().zip(&model.shards) {
+            if replicas.len() != usize::from(replication_factor) {
+                return Err(format!(
+                    "{}: key `replication_factor` = {replication_factor}: shard {name} has {} replicas",
+                    sourced.origin("replication_factor"),
+                    replicas.len()
+                ));
+            }
+            shard.name = name.clone();
+            shard.replicas = replicas.clone();
+        }
+        layout.node_names = model.node_names.clone();
+    }
     layout.check(node_count, replication_factor)?;
     Ok(layout)
 }

@@ -30,7 +30,8 @@ pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), St
     let spec = Spec::load(data_dir)?.ok_or_else(|| {
         format!("{}: no leader cluster here (`store up --replication leader` makes one)", data_dir.display())
     })?;
-    let (cfg, _) = spec.config(data_dir)?;
+    let (cfg, layout) = spec.config(data_dir)?;
+    let shard_names = layout.shards.iter().map(|s| s.name.clone()).collect();
     let listen = spec
         .addr(Endpoint::Node(me))
         .ok_or_else(|| format!("node {me}: the cluster has {} nodes", spec.node_count()))?;
@@ -62,7 +63,7 @@ pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), St
         let addrs = spec.clone();
         let mesh =
             Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.route(Endpoint::Node(me), e));
-        NodeLoop { me, cfg, db, mesh, stale_logged: Default::default() }.run(inbox).await
+        NodeLoop { me, cfg, db, mesh, shard_names, stale_logged: Default::default() }.run(inbox).await
     })
 }
 
@@ -71,6 +72,8 @@ struct NodeLoop {
     cfg: Resolved,
     db: ReplicaDb,
     mesh: Mesh,
+    /// Each partition's name, for the log.
+    shard_names: Vec<String>,
     /// Fencing refusals logged, once per partition and epoch.
     stale_logged: std::collections::BTreeSet<(u8, u64)>,
 }
@@ -155,8 +158,9 @@ impl NodeLoop {
             let Event::Leader(LeaderEvent::StaleRefused { shard, epoch, own, .. }) = event else { continue };
             if self.stale_logged.insert((shard, epoch)) {
                 eprintln!(
-                    "replicheck store: node {}: refused a message of partition s{shard}'s epoch {epoch}, older than its epoch {own} (fencing)",
-                    self.me
+                    "replicheck store: node {}: refused a message of partition {}'s epoch {epoch}, older than its epoch {own} (fencing)",
+                    self.me,
+                    self.shard_names[usize::from(shard)]
                 );
             }
         }

@@ -146,6 +146,9 @@ pub struct LoadConfig {
     pub think_hi_ms: u64,
     pub duration: Duration,
     pub seed: u64,
+    /// SET carries the operation's idempotency token; `false` for the leader family, whose
+    /// primaries keep no token table (a retry is a new write of the same value).
+    pub tokens: bool,
 }
 
 impl LoadConfig {
@@ -372,7 +375,8 @@ impl<'a> ClientLoop<'a> {
         };
         match input {
             Input::Write(value) => {
-                conn.set(key.as_bytes(), value.to_string().as_bytes(), Some(token.as_bytes()))?;
+                let token = self.config.tokens.then_some(token.as_bytes());
+                conn.set(key.as_bytes(), value.to_string().as_bytes(), token)?;
                 Ok(None)
             }
             Input::Read => match conn.get(key.as_bytes())? {
@@ -511,6 +515,7 @@ mod tests {
             think_hi_ms: 0,
             duration: Duration::from_secs(60),
             seed: 7,
+            tokens: true,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let client = ClientLoop::new(&config, 0, log.clone(), Instant::now());
@@ -548,6 +553,7 @@ mod tests {
             think_hi_ms: 2,
             duration: Duration::from_millis(150),
             seed: 1,
+            tokens: true,
         };
         let report = run_load(&config, &DecisionLog::off(), Instant::now(), Arc::default()).unwrap();
         for client in 0..3 {

@@ -239,6 +239,16 @@ pub(super) fn read_info(
     Ok(())
 }
 
+/// What the leader family's coordinator says at the end: its counters and failovers still
+/// under way.
+pub(super) fn read_leader_info(outcome: &mut RunOutcome, info: &str) {
+    outcome.info_counters = info_counters(info);
+    outcome.changes_in_progress_at_end = info
+        .lines()
+        .filter(|l| l.trim().starts_with("partition_") && l.contains("failover=under_way"))
+        .count() as u64;
+}
+
 /// What happened after the faults healed: operations begun before the heal that never
 /// completed, and membership changes in the second half of the healed phase (whatever the
 /// faults set off has had the first half to settle).
@@ -274,6 +284,7 @@ pub(super) fn judge_phases(
             outcome.moves.iter().filter(|m| m.0 >= settle).map(|m| (m.0, format!("move {} -> {}", m.2, m.3))),
         )
         .collect();
+    after.extend(outcome.promotions.iter().filter(|p| p.0 >= settle).cloned());
     after.sort();
     outcome.changes_after_settle = after;
 }

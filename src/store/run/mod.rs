@@ -58,14 +58,17 @@ use crate::config::{self, Found, LatencyTicks, OpKind, Policy, PropertyName, Sce
 use crate::lincheck::register::{Register, RegisterInput, RegisterOutput};
 use crate::lincheck::{self, Budget, Operation, Verdict};
 use crate::policy::detector::FailureDetection;
+use crate::policy::leader::Replication;
 use crate::policy::routing;
 use crate::policy::NodeId;
+use crate::protocol::Endpoint;
 use crate::store::cluster::proxy::{Proxy, ProxyHandle};
 use crate::store::cluster::{Cluster, ClusterConfig};
 use crate::store::coordinator::clients::ClientLimits;
 use crate::store::coordinator::layout::{Layout, LoadFacts};
 use crate::store::coordinator::resp;
 use crate::store::decision::{EventLine, LogLine};
+use crate::store::leader::cluster::{LeaderCluster, LeaderConfig};
 use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict};
 use crate::store::StoreError;
 use client::{ClientRole, Input, LoadConfig, LoadReport, Op, Outcome};
@@ -220,6 +223,13 @@ pub struct RunOutcome {
     pub faults_over_at_ms: Option<u64>,
     pub info_counters: BTreeMap<String, u64>,
     pub decisions: usize,
+    /// The run played the leader family (`replication = "leader"`).
+    pub leader: bool,
+    /// Leader family: each promotion the coordinator made (ms, what), from its INFO.
+    pub promotions: Vec<(u64, String)>,
+    /// Leader family: writes acknowledged in an epoch older than one that had acknowledged a
+    /// write already (a deposed primary's: `single_primary` violated).
+    pub late_epoch_acks: u64,
 }
 
 /// What the detector had seen when it declared a node dead.
@@ -263,6 +273,22 @@ impl RunOutcome {
     /// The store's verdict for a model property, where the run measures it.
     pub fn verdict(&self, property: PropertyName) -> Option<Found> {
         let violated = |bad: bool| Some(if bad { Found::Violated } else { Found::Holds });
+        if self.leader {
+            return match property {
+                PropertyName::AckedWritesPersist => violated(!self.acked_writes_lost.is_empty()),
+                PropertyName::Linearizable => violated(!self.not_linearizable.is_empty()),
+                PropertyName::OpsComplete => violated(!self.ops_never_completed.is_empty()),
+                PropertyName::Converges => {
+                    violated(!self.changes_after_settle.is_empty() || self.changes_in_progress_at_end > 0)
+                }
+                // Its second half, seen at the coordinator: an ack from a deposed primary after
+                // a newer epoch's (the first, two primaries accepting in one epoch, would need
+                // the nodes' accounts).
+                PropertyName::SinglePrimary => violated(self.late_epoch_acks > 0),
+                // The leader family evicts, moves and throttles nothing, and takes no tokens.
+                _ => None,
+            };
+        }
         match property {
             PropertyName::AckedWritesPersist => violated(!self.acked_writes_lost.is_empty()),
             PropertyName::Linearizable => violated(!self.not_linearizable.is_empty()),
@@ -277,7 +303,6 @@ impl RunOutcome {
             PropertyName::OpsComplete => violated(!self.ops_never_completed.is_empty()),
             // A run kills nodes for a while, not forever: "replaced eventually" is the model's.
             PropertyName::DeadReplaced | PropertyName::HotShardLeavesSlowNode => None,
-            // The store does not run the leader family yet (the policy refuses it).
             PropertyName::SinglePrimary => None,
             PropertyName::Converges => {
                 violated(!self.changes_after_settle.is_empty() || self.changes_in_progress_at_end > 0)
@@ -333,7 +358,15 @@ pub fn run(
         Some(plan) => plan.stages[0].1.clone(),
         None => sourced,
     };
-    let ticks_policy = sourced.resolve(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
+    let ticks_policy =
+        sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
+    let leader = ticks_policy.replication() == Replication::Leader;
+    if leader && rollout.is_some() {
+        return Err(StoreError::Input(format!(
+            "{} / {label}: a rollout of a leader-family policy: store run plays rollouts of the quorum family only",
+            req.model.display()
+        )));
+    }
     let policy = policy_in_ms(&ticks_policy, ms_per_tick);
     let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)
         .map_err(StoreError::Input)?;
@@ -357,7 +390,7 @@ pub fn run(
         scenario.clients.len(),
         load.key_count()
     );
-    let outcome = run_store(&scenario, &policy, layout, &load, ms_per_tick, req, rollout.as_ref())
+    let outcome = run_store(&scenario, &policy, &sourced, layout, &load, ms_per_tick, req, rollout.as_ref())
         .map_err(StoreError::Runtime)?;
     let model = model_verdicts(&scenario, req, &label, check_model)?;
     report(out, &scenario, &outcome, &model);
@@ -381,9 +414,11 @@ fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_store(
     scenario: &Scenario,
     policy: &Policy,
+    sourced: &SourcedPolicy,
     layout: Layout,
     workload: &Workload,
     ms_per_tick: u64,
@@ -391,45 +426,38 @@ fn run_store(
     rollout: Option<&RolloutRun>,
 ) -> Result<RunOutcome, String> {
     let dir = ScratchDir::new()?;
-    // Trace validation replays one coordinator: several are judged by their history alone.
-    let traced = scenario.coordinators.len() == 1;
+    let leader = policy.replication() == Replication::Leader;
+    // Trace validation replays one quorum coordinator: several are judged by their history
+    // alone, and so is the leader family (the trace's events are the quorum machine's).
+    let traced = scenario.coordinators.len() == 1 && !leader;
     let log_path = req.decision_log.clone().unwrap_or_else(|| dir.path.join("decisions.jsonl"));
     let trace_path = req.trace.clone().unwrap_or_else(|| dir.path.join("trace.jsonl"));
     let before_start = Instant::now();
-    let cluster = Cluster::start(ClusterConfig {
-        binary: req.binary.clone(),
-        node_count: scenario.nodes.len(),
-        node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
-        policy: policy.clone(),
-        data_dir: dir.path.join("data"),
-        client_addr: "127.0.0.1:0".parse().expect("an address"),
-        clients: ClientLimits::default(),
-        decision_log: Some(log_path.clone()),
-        proxy_seed: req.seed,
-        link_proxies: true,
-        load: load_facts(scenario),
-        layout,
-        // The model's membership queue, its update time in milliseconds as every duration.
-        trace: traced.then(|| (trace_path.clone(), ms_per_tick)),
-        rebuild_nodes: Vec::new(),
-        coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
-        membership: Some(config::CoordinatorSpec {
-            membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
-            // The model's coordinator work: a model tick's worth every `ms_per_tick` ms.
-            work_round_ticks: u16::try_from(ms_per_tick).map_err(|_| {
-                format!(
-                    "--time-scale {ms_per_tick}: at most {} ms per tick with a coordinator work queue",
-                    u16::MAX
-                )
-            })?,
-            ..scenario.coordinator.clone()
-        }),
-    })
-    .map_err(|e| e.to_string())?;
+    let cluster = if leader {
+        Store::Leader(Box::new(start_leader(scenario, sourced, ms_per_tick, &dir, req)?))
+    } else {
+        let trace = traced.then_some(trace_path.as_path());
+        Store::Quorum(Box::new(start_quorum(
+            scenario,
+            policy,
+            layout,
+            ms_per_tick,
+            &dir,
+            req,
+            &log_path,
+            trace,
+        )?))
+    };
     // The decision log's clock started inside `Cluster::start`: at most this much after ours.
     let log_offset_ms = before_start.elapsed().as_millis() as u64;
-    let client_proxies = (0..cluster.coordinator_count() as u8)
-        .map(|c| Proxy::start_seeded(cluster.client_addr_of(c), req.seed ^ (0xc1 + u64::from(c) * 0x100)))
+    let coordinators: Vec<std::net::SocketAddr> = match &cluster {
+        Store::Quorum(c) => (0..c.coordinator_count() as u8).map(|c8| c.client_addr_of(c8)).collect(),
+        Store::Leader(c) => vec![c.client_addr()],
+    };
+    let client_proxies = coordinators
+        .into_iter()
+        .enumerate()
+        .map(|(c, addr)| Proxy::start_seeded(addr, req.seed ^ (0xc1 + c as u64 * 0x100)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("cannot start the client proxy: {e}"))?;
     let mut rig = Rig {
@@ -443,8 +471,17 @@ fn run_store(
         faults_over_at_ms: None,
         faults: schedule(scenario, &req.faults)?,
         events: Vec::new(),
+        promotions_seen: 0,
+        promotions: Vec::new(),
+        late_epoch_acks_seen: 0,
+        late_epoch_acks: 0,
     };
     rig.set_scenario_links()?;
+    if let Store::Leader(cluster) = &rig.cluster {
+        // What the processes read from the directory's policy file, at the run's time scale.
+        let what = leader_policy_text(&cluster.config().policy);
+        rig.event(what);
+    }
     rig.event("links at the scenario's latencies; load starts".into());
     let duration_ms = req.duration.as_millis() as u64;
     let request_timeout_ms = scenario
@@ -471,8 +508,12 @@ fn run_store(
         think_hi_ms: first_role.think_hi_ms,
         duration: req.duration,
         seed: req.seed,
+        tokens: !leader,
     };
-    let clients_log = rig.cluster.decision_log().with_actor("client");
+    let clients_log = match rig.cluster.quorum() {
+        Some(c) => c.decision_log().with_actor("client"),
+        None => crate::store::decision::DecisionLog::off(),
+    };
     let epoch = rig.started;
     let stop = Arc::new(AtomicBool::new(false));
     let load_thread = std::thread::Builder::new()
@@ -489,7 +530,7 @@ fn run_store(
     let mut started_ms: Vec<(Fault, u64)> = Vec::new();
     let mut healed = false;
     for (at_ms, step) in steps {
-        if !sleep_until(&rig, at_ms, req.interrupt) {
+        if !sleep_until(&mut rig, at_ms, req.interrupt) {
             // SIGINT or SIGTERM: the load stops, the store heals, and what ran is checked.
             rig.event(
                 "INTERRUPTED by a signal: the load stops, the store heals, and what ran is checked".into(),
@@ -521,26 +562,36 @@ fn run_store(
         if interrupted(req.interrupt) {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
         }
+        rig.watch_promotions();
         std::thread::sleep(Duration::from_millis(INTERRUPT_POLL_MS));
     }
     let load = load_thread.join().map_err(|_| "the load thread panicked".to_string())??;
     rig.event(format!("load stopped after {} operations", load.history.len()));
     let load_end_ms = rig.now_ms();
-    if let Some(t) = rig.cluster.trace() {
+    if let Some(t) = rig.cluster.quorum().and_then(Cluster::trace) {
         t.line(&TraceLine::End { at_ms: t.now_ms() });
         t.flush()?;
     }
     // Every coordinator counts what it refused and where it breached a capacity.
-    let follower_infos: Vec<String> =
-        (1..rig.cluster.coordinator_count() as u8).map(|c| rig.cluster.coordinator_of(c).info()).collect();
+    let follower_infos: Vec<String> = match rig.cluster.quorum() {
+        Some(c) => (1..c.coordinator_count() as u8).map(|d| c.coordinator_of(d).info()).collect(),
+        None => Vec::new(),
+    };
     // Let the last catch-up copies and deadlines run out before the final reads.
     let settle_ms = 2 * u64::from(policy.replica_ack_timeout_ticks) + 200;
     std::thread::sleep(Duration::from_millis(settle_ms.min(3_000)));
     let finals = final_reads(&rig, &load, request_timeout_ms, u64::from(policy.replica_ack_timeout_ticks))?;
+    rig.watch_promotions();
     let info = rig.cluster.info();
-    rig.cluster.decision_log().flush().map_err(|e| format!("decision log: {e}"))?;
-    let log_text = std::fs::read_to_string(&log_path)
-        .map_err(|e| format!("cannot read the decision log {}: {e}", log_path.display()))?;
+    // The leader family keeps no decision log: its promotions are read from INFO.
+    let log_text = match rig.cluster.quorum() {
+        Some(c) => {
+            c.decision_log().flush().map_err(|e| format!("decision log: {e}"))?;
+            std::fs::read_to_string(&log_path)
+                .map_err(|e| format!("cannot read the decision log {}: {e}", log_path.display()))?
+        }
+        None => String::new(),
+    };
     let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
     if traced {
         let trace_text = std::fs::read_to_string(&trace_path)
@@ -553,11 +604,119 @@ fn run_store(
     outcome.faults_over_at_ms = rig.faults_over_at_ms;
     outcome.rollout = rollout.is_some();
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
-    read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;
+    outcome.leader = leader;
+    outcome.promotions = std::mem::take(&mut rig.promotions);
+    if leader {
+        read_leader_info(&mut outcome, &info);
+        outcome.late_epoch_acks = rig.late_epoch_acks;
+    } else {
+        read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;
+    }
     judge_phases(&mut outcome, &load, heal_at_ms, load_end_ms);
     outcome.churn_budget_ms =
         rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
     Ok(outcome)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn start_quorum(
+    scenario: &Scenario,
+    policy: &Policy,
+    layout: Layout,
+    ms_per_tick: u64,
+    dir: &ScratchDir,
+    req: &RunRequest,
+    log_path: &std::path::Path,
+    trace_path: Option<&std::path::Path>,
+) -> Result<Cluster, String> {
+    Cluster::start(ClusterConfig {
+        binary: req.binary.clone(),
+        node_count: scenario.nodes.len(),
+        node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
+        policy: policy.clone(),
+        data_dir: dir.path.join("data"),
+        client_addr: "127.0.0.1:0".parse().expect("an address"),
+        clients: ClientLimits::default(),
+        decision_log: Some(log_path.to_path_buf()),
+        proxy_seed: req.seed,
+        link_proxies: true,
+        load: load_facts(scenario),
+        layout,
+        // The model's membership queue, its update time in milliseconds as every duration.
+        trace: trace_path.map(|path| (path.to_path_buf(), ms_per_tick)),
+        rebuild_nodes: Vec::new(),
+        coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
+        membership: Some(config::CoordinatorSpec {
+            membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
+            // The model's coordinator work: a model tick's worth every `ms_per_tick` ms.
+            work_round_ticks: u16::try_from(ms_per_tick).map_err(|_| {
+                format!(
+                    "--time-scale {ms_per_tick}: at most {} ms per tick with a coordinator work queue",
+                    u16::MAX
+                )
+            })?,
+            ..scenario.coordinator.clone()
+        }),
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// The leader family's cluster for the model: its shards as partitions with their replica sets,
+/// the manager in the coordinator's zone, the variant's policy (durations at the run's time
+/// scale) as the directory's policy file, and every link between two machines through a proxy.
+fn start_leader(
+    scenario: &Scenario,
+    sourced: &SourcedPolicy,
+    ms_per_tick: u64,
+    dir: &ScratchDir,
+    req: &RunRequest,
+) -> Result<LeaderCluster, String> {
+    let policy_file = dir.path.join("policy.toml");
+    let text = sourced.patch.time_scaled(ms_per_tick, scenario.tick_ms).to_toml();
+    std::fs::write(&policy_file, text).map_err(|e| format!("cannot write {}: {e}", policy_file.display()))?;
+    let rf =
+        usize::from(sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len())?.replication_factor);
+    let model = crate::store::leader::ModelPlacement {
+        shards: scenario
+            .shards
+            .iter()
+            .map(|s| (s.name.clone(), s.replicas.clone().unwrap_or_else(|| (0..rf as NodeId).collect())))
+            .collect(),
+        node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
+        manager_zone: scenario.coordinators[0].zone,
+    };
+    LeaderCluster::start(LeaderConfig {
+        binary: req.binary.clone(),
+        node_count: scenario.nodes.len(),
+        node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
+        partitions: scenario.shards.len(),
+        replication_factor: None,
+        policy_file: Some(policy_file),
+        data_dir: dir.path.join("data"),
+        client_addr: "127.0.0.1:0".parse().expect("an address"),
+        clients: ClientLimits::default(),
+        link_proxy_seed: Some(req.seed),
+        model: Some(model),
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// The leader family's policy as the store's processes run it, durations in milliseconds.
+fn leader_policy_text(p: &Policy) -> String {
+    let l = p.leader.as_ref().expect("a leader-family policy");
+    format!(
+        "the leader store runs acks {}, min_in_sync {}, replica_lag_timeout {} ms, dead_after {} ms, heartbeat_interval {} ms, replica_ack_timeout {} ms, failover_delay {} ms, unclean_election {}, failover_cross_zone {}, fencing {}",
+        crate::store::coordinator::info::config_name(&l.acks),
+        l.min_in_sync,
+        l.replica_lag_timeout_ticks,
+        p.dead_after_ticks,
+        p.heartbeat_interval_ticks,
+        p.replica_ack_timeout_ticks,
+        l.failover_delay_ticks,
+        l.unclean_election,
+        l.failover_cross_zone,
+        l.fencing
+    )
 }
 
 /// What a real round trip may take beyond the model's latencies: a tick (time is discrete in
@@ -576,12 +735,14 @@ fn load_facts(scenario: &Scenario) -> LoadFacts {
     }
 }
 
-/// Sleep until `at_ms` into the run; `false` at once if the run is interrupted.
-fn sleep_until(rig: &Rig, at_ms: u64, interrupt: Option<&AtomicBool>) -> bool {
+/// Sleep until `at_ms` into the run (watching for promotions); `false` at once if the run is
+/// interrupted.
+fn sleep_until(rig: &mut Rig, at_ms: u64, interrupt: Option<&AtomicBool>) -> bool {
     loop {
         if interrupted(interrupt) {
             return false;
         }
+        rig.watch_promotions();
         let now = rig.now_ms();
         if at_ms <= now {
             return true;

@@ -198,6 +198,19 @@ pub(super) fn moves_per_second(o: &RunOutcome) -> String {
 /// store replacing replicas that are back (the incident's "when the network came back, every
 /// node that had lost its mirror re-mirrored at once").
 pub(super) fn after_the_faults(scenario: &Scenario, o: &RunOutcome, over_ms: u64) -> String {
+    if o.leader {
+        let after: Vec<String> = o
+            .promotions
+            .iter()
+            .filter(|p| p.0 >= over_ms)
+            .map(|(at, what)| format!("{at} ms: {what}"))
+            .collect();
+        return format!(
+            "promotions after the faults ended ({over_ms} ms): {}{}",
+            after.len(),
+            if after.is_empty() { String::new() } else { format!(" ({})", after.join(", ")) }
+        );
+    }
     let name = |n: NodeId| scenario.nodes[usize::from(n)].name.clone();
     let after: Vec<String> = o
         .evictions
@@ -248,6 +261,93 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
         "operations: {} ({} ok, {} writes with unknown outcome, {} reads failed), {} retries",
         o.ops, o.ops_ok, o.writes_unknown, o.reads_failed, o.retries
     );
+    if o.leader {
+        write_leader_facts(out, o);
+    } else {
+        write_quorum_facts(out, scenario, o);
+    }
+    if let Some(v) = &o.trace_verdict {
+        let _ = writeln!(out, "trace: {}", trace::describe(v, &scenario.name));
+    }
+    let _ = writeln!(out, "acked writes lost: {}", o.acked_writes_lost.len());
+    for line in &o.acked_writes_lost {
+        let _ = writeln!(out, "  {line}");
+    }
+    let _ = writeln!(
+        out,
+        "linearizability per key: {} not linearizable, {} undecided",
+        o.not_linearizable.len(),
+        o.undecided.len()
+    );
+    for key in &o.not_linearizable {
+        let _ = writeln!(out, "  not linearizable: {key}");
+    }
+    for line in &o.history_files {
+        let _ = writeln!(out, "  {line}");
+    }
+    for why in &o.undecided {
+        let _ = writeln!(out, "  undecided: {why}");
+    }
+    if !o.leader {
+        let _ =
+            writeln!(out, "duplicate effects (a retried token given a new version): {}", o.duplicate_effects);
+        let _ = writeln!(
+            out,
+            "capacity: {} writes offered above a capacity, {} throttled{}",
+            o.capacity_breaches,
+            o.writes_throttled,
+            o.first_capacity_breach
+                .as_ref()
+                .map(|b| format!("; first: {}", with_model_names(b, scenario)))
+                .unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "operations begun before the heal and still retried at the end: {}",
+        o.ops_never_completed.len()
+    );
+    for line in o.ops_never_completed.iter().take(5) {
+        let _ = writeln!(out, "  {line}");
+    }
+    if let Some(over_ms) = o.faults_over_at_ms {
+        let _ = writeln!(out, "{}", after_the_faults(scenario, o, over_ms));
+    }
+    let _ = writeln!(
+        out,
+        "{} after the settle point ({} ms): {}; in progress at the end: {}",
+        if o.leader { "promotions" } else { "membership changes" },
+        o.settle_at_ms,
+        o.changes_after_settle.len(),
+        o.changes_in_progress_at_end
+    );
+    for (at_ms, what) in o.changes_after_settle.iter().take(5) {
+        let _ = writeln!(out, "  {at_ms} ms: {what}");
+    }
+    let _ = writeln!(out, "{:<22} {:<10} {:<10}", "property", "store", "model");
+    let mut properties: Vec<PropertyName> = scenario.properties.clone();
+    for extra in [PropertyName::Linearizable] {
+        if !properties.contains(&extra) {
+            properties.push(extra);
+        }
+    }
+    for property in properties {
+        let store = o.verdict(property);
+        let modelled = model.iter().find(|(p, _)| *p == property).map(|(_, f)| *f);
+        let show = |f: Option<Found>| f.map(|f| f.to_string()).unwrap_or_else(|| "-".into());
+        let _ = write!(out, "{:<22} {:<10} {:<10}", property.as_str(), show(store), show(modelled));
+        if let (Some(s), Some(m)) = (store, modelled) {
+            let why = disagreement(property, s, m, o, scenario);
+            if !why.is_empty() {
+                let _ = write!(out, " DIFFERS: {why}");
+            }
+        }
+        let _ = writeln!(out);
+    }
+}
+
+/// The quorum family's coordinators at the end of the run: decisions, evictions, links, moves.
+fn write_quorum_facts(out: &mut String, scenario: &Scenario, o: &RunOutcome) {
     let info: Vec<String> =
         ["evictions", "moves", "membership_changes", "catchups_completed", "joins_abandoned"]
             .iter()
@@ -283,82 +383,21 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
             "one coordinator"
         }
     );
-    if let Some(v) = &o.trace_verdict {
-        let _ = writeln!(out, "trace: {}", trace::describe(v, &scenario.name));
-    }
-    let _ = writeln!(out, "acked writes lost: {}", o.acked_writes_lost.len());
-    for line in &o.acked_writes_lost {
-        let _ = writeln!(out, "  {line}");
-    }
-    let _ = writeln!(
-        out,
-        "linearizability per key: {} not linearizable, {} undecided",
-        o.not_linearizable.len(),
-        o.undecided.len()
-    );
-    for key in &o.not_linearizable {
-        let _ = writeln!(out, "  not linearizable: {key}");
-    }
-    for line in &o.history_files {
-        let _ = writeln!(out, "  {line}");
-    }
-    for why in &o.undecided {
-        let _ = writeln!(out, "  undecided: {why}");
-    }
-    let _ = writeln!(out, "duplicate effects (a retried token given a new version): {}", o.duplicate_effects);
-    let _ = writeln!(
-        out,
-        "capacity: {} writes offered above a capacity, {} throttled{}",
-        o.capacity_breaches,
-        o.writes_throttled,
-        o.first_capacity_breach
-            .as_ref()
-            .map(|b| format!("; first: {}", with_model_names(b, scenario)))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(
-        out,
-        "operations begun before the heal and still retried at the end: {}",
-        o.ops_never_completed.len()
-    );
-    for line in o.ops_never_completed.iter().take(5) {
-        let _ = writeln!(out, "  {line}");
-    }
-    if let Some(over_ms) = o.faults_over_at_ms {
-        let _ = writeln!(out, "{}", after_the_faults(scenario, o, over_ms));
-    }
-    let _ = writeln!(
-        out,
-        "membership changes after the settle point ({} ms): {}; in progress at the end: {}",
-        o.settle_at_ms,
-        o.changes_after_settle.len(),
-        o.changes_in_progress_at_end
-    );
-    for (at_ms, what) in o.changes_after_settle.iter().take(5) {
-        let _ = writeln!(out, "  {at_ms} ms: {what}");
-    }
-    let _ = writeln!(out, "{:<22} {:<10} {:<10}", "property", "store", "model");
-    let mut properties: Vec<PropertyName> = scenario.properties.clone();
-    for extra in [PropertyName::Linearizable] {
-        if !properties.contains(&extra) {
-            properties.push(extra);
-        }
-    }
-    for property in properties {
-        let store = o.verdict(property);
-        let modelled = model.iter().find(|(p, _)| *p == property).map(|(_, f)| *f);
-        let show = |f: Option<Found>| f.map(|f| f.to_string()).unwrap_or_else(|| "-".into());
-        let _ = write!(out, "{:<22} {:<10} {:<10}", property.as_str(), show(store), show(modelled));
-        if let (Some(s), Some(m)) = (store, modelled) {
-            let why = disagreement(property, s, m, o, scenario);
-            if !why.is_empty() {
-                let _ = write!(out, " DIFFERS: {why}");
-            }
-        }
-        let _ = writeln!(out);
-    }
 }
 
+/// The leader family's coordinator at the end of the run (its promotions are on the timeline).
+fn write_leader_facts(out: &mut String, o: &RunOutcome) {
+    let counter = |name: &str| o.info_counters.get(name).copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "failovers (the coordinator's INFO, since its last start): {} promotions ({} unclean), {} blocked; {} answers refused as stale by fencing; over the whole run, writes acked by a deposed primary after a newer epoch's: {}",
+        counter("promotions"),
+        counter("unclean_promotions"),
+        counter("failovers_blocked"),
+        counter("stale_refused"),
+        o.late_epoch_acks
+    );
+}
 /// The store's text about a backend ("backend node 2 offered ...") with the model's node name
 /// added ("backend n3 (node 2) offered ...").
 pub(super) fn with_model_names(text: &str, scenario: &Scenario) -> String {

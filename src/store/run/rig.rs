@@ -183,6 +183,67 @@ fn menu(scenario: &Scenario) -> [Vec<Fault>; 4] {
     ]
 }
 
+/// The store a run plays the model on: the quorum family's cluster, or the leader family's
+/// (as the policy's `replication` says).
+pub(super) enum Store {
+    Quorum(Box<Cluster>),
+    Leader(Box<LeaderCluster>),
+}
+
+impl Store {
+    fn kill(&mut self, node: NodeId) -> Result<(), String> {
+        match self {
+            Store::Quorum(c) => c.kill(node),
+            Store::Leader(c) => c.kill(node),
+        }
+    }
+
+    fn restart(&mut self, node: NodeId) -> Result<(), String> {
+        match self {
+            Store::Quorum(c) => c.restart(node),
+            Store::Leader(c) => c.restart(node),
+        }
+    }
+
+    fn is_running(&self, node: NodeId) -> bool {
+        match self {
+            Store::Quorum(c) => c.is_running(node),
+            Store::Leader(c) => c.is_running(node),
+        }
+    }
+
+    fn restart_coordinator(&mut self) -> Result<(), String> {
+        match self {
+            Store::Quorum(c) => c.restart_coordinator(),
+            Store::Leader(c) => c.restart_manager(),
+        }
+    }
+
+    /// Where a final read asks (the first coordinator, without a proxy).
+    pub(super) fn client_addr(&self) -> std::net::SocketAddr {
+        match self {
+            Store::Quorum(c) => c.client_addr(),
+            Store::Leader(c) => c.client_addr(),
+        }
+    }
+
+    pub(super) fn info(&self) -> String {
+        match self {
+            Store::Quorum(c) => c.info(),
+            Store::Leader(c) => c.info(),
+        }
+    }
+
+    /// The quorum family's cluster: only it has a decision log, a trace, several coordinators
+    /// and live policy reloads.
+    pub(super) fn quorum(&self) -> Option<&Cluster> {
+        match self {
+            Store::Quorum(c) => Some(c),
+            Store::Leader(_) => None,
+        }
+    }
+}
+
 /// A link the run controls: its proxy, the zones of its two ends, and the node at one end.
 pub(super) struct Link {
     pub(super) proxy: ProxyHandle,
@@ -193,7 +254,7 @@ pub(super) struct Link {
 /// Everything `run_store` starts, so that faults can be applied and undone.
 pub(super) struct Rig<'a> {
     pub(super) scenario: &'a Scenario,
-    pub(super) cluster: Cluster,
+    pub(super) cluster: Store,
     /// The clients' links to coordinator `c` go through `client_proxies[c]`.
     pub(super) client_proxies: Vec<Proxy>,
     pub(super) ms_per_tick: u64,
@@ -208,6 +269,13 @@ pub(super) struct Rig<'a> {
     /// The run's schedule.
     pub(super) faults: Vec<Fault>,
     pub(super) events: Vec<Event>,
+    /// Leader family: INFO's `promotions` and `late_epoch_acks` when last looked at, each
+    /// promotion seen (ms, the partitions' routes after it), and the late acks over every
+    /// start of the coordinator.
+    pub(super) promotions_seen: u64,
+    pub(super) promotions: Vec<(u64, String)>,
+    pub(super) late_epoch_acks_seen: u64,
+    pub(super) late_epoch_acks: u64,
 }
 
 impl Rig<'_> {
@@ -242,25 +310,77 @@ impl Rig<'_> {
     }
 
     /// Every link the run controls, with the zones at its two ends: each coordinator's links
-    /// to the nodes, its clients' link to it, and its links to the other coordinators.
+    /// to the nodes, its clients' link to it, and its links to the other coordinators; in the
+    /// leader family every link between two machines, each way (a primary sends its followers
+    /// their appends itself).
     pub(super) fn links(&self) -> Vec<Link> {
         let s = self.scenario;
         let mut links = Vec::new();
         for (c, place) in s.coordinators.iter().enumerate() {
             let c8 = c as u8;
-            for (n, node) in s.nodes.iter().enumerate() {
-                let proxy = self.cluster.proxy_of(c8, n as NodeId);
-                links.push(Link { proxy, zones: (place.zone, node.zone), node: Some(n as NodeId) });
-            }
             let proxy = self.client_proxies[c].handle();
             links.push(Link { proxy, zones: (self.client_zone(c8), place.zone), node: None });
+            let Store::Quorum(cluster) = &self.cluster else { continue };
+            for (n, node) in s.nodes.iter().enumerate() {
+                let proxy = cluster.proxy_of(c8, n as NodeId);
+                links.push(Link { proxy, zones: (place.zone, node.zone), node: Some(n as NodeId) });
+            }
             for (d, other) in s.coordinators.iter().enumerate() {
-                if let Some(proxy) = self.cluster.peer_proxy(c8, d as u8) {
+                if let Some(proxy) = cluster.peer_proxy(c8, d as u8) {
                     links.push(Link { proxy, zones: (place.zone, other.zone), node: None });
                 }
             }
         }
+        if let Store::Leader(cluster) = &self.cluster {
+            let ends: Vec<Endpoint> =
+                (0..s.nodes.len() as NodeId).map(Endpoint::Node).chain([Endpoint::LEADER]).collect();
+            let zone = |e: Endpoint| match e {
+                Endpoint::Node(n) => s.nodes[usize::from(n)].zone,
+                _ => s.coordinators[0].zone,
+            };
+            for &from in &ends {
+                for &to in ends.iter().filter(|&&to| to != from) {
+                    let proxy = cluster.link(from, to).expect("store run starts every link with a proxy");
+                    // A node at either end: the first one is the one a fault touches first.
+                    let node = [from, to].into_iter().find_map(|e| match e {
+                        Endpoint::Node(n) => Some(n),
+                        _ => None,
+                    });
+                    links.push(Link { proxy, zones: (zone(from), zone(to)), node });
+                }
+            }
+        }
         links
+    }
+
+    /// Leader family: look at the coordinator's INFO for promotions and deposed primaries'
+    /// acks since the last look (a restarted coordinator counts from zero again), and put each
+    /// promotion on the timeline with the routes it left (the run's `converges` counts those
+    /// after the settle point).
+    pub(super) fn watch_promotions(&mut self) {
+        let Store::Leader(cluster) = &self.cluster else { return };
+        let info = cluster.info();
+        let counters = info_counters(&info);
+        let since = |seen: &mut u64, name: &str| {
+            let now = counters.get(name).copied().unwrap_or(0);
+            let new = if now >= *seen { now - *seen } else { now };
+            *seen = now;
+            new
+        };
+        self.late_epoch_acks += since(&mut self.late_epoch_acks_seen, "late_epoch_acks");
+        let promoted = since(&mut self.promotions_seen, "promotions");
+        if promoted == 0 {
+            return;
+        }
+        let routes: Vec<String> = info
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("partition_"))
+            .map(|route| leader_route_text(route, self.scenario))
+            .collect();
+        let what = format!("PROMOTION ({promoted} since the last look): {}", routes.join("; "));
+        let at_ms = self.now_ms();
+        self.promotions.push((at_ms, what.clone()));
+        self.events.push(Event { at_ms, what });
     }
 
     pub(super) fn mark_faulted(&mut self, node: NodeId) {
@@ -269,7 +389,7 @@ impl Rig<'_> {
     }
 
     pub(super) fn trace(&self, fault: TraceFault) {
-        if let Some(t) = self.cluster.trace() {
+        if let Some(t) = self.cluster.quorum().and_then(Cluster::trace) {
             t.fault(fault);
         }
     }
@@ -293,6 +413,8 @@ impl Rig<'_> {
                 self.event(format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
             }
             Fault::CoordinatorCrash => {
+                // What the coordinator counted is lost with it: read it first.
+                self.watch_promotions();
                 self.cluster.restart_coordinator()?;
                 self.event("FAULT the coordinator crashes and restarts with what it saved".into());
                 self.note_if_faults_over();
@@ -432,6 +554,29 @@ impl Rig<'_> {
         }
         Ok(())
     }
+}
+
+/// A leader route as INFO shows it (`s1:epoch=2,primary=1,in_sync=0|1,failover=none`) with the
+/// model's node names (`s1: epoch 2, primary n2, in sync n1 n2`).
+fn leader_route_text(route: &str, scenario: &Scenario) -> String {
+    let name = |n: &str| {
+        n.parse::<usize>().ok().and_then(|i| scenario.nodes.get(i)).map_or(n.to_string(), |x| x.name.clone())
+    };
+    let Some((shard, fields)) = route.split_once(':') else { return route.to_string() };
+    let mut parts = vec![format!("{shard}:")];
+    for field in fields.split(',') {
+        match field.split_once('=') {
+            Some(("epoch", e)) => parts.push(format!("epoch {e}")),
+            Some(("primary", n)) => parts.push(format!("primary {}", name(n))),
+            Some(("in_sync", set)) => {
+                let members: Vec<String> = set.split('|').filter(|m| !m.is_empty()).map(name).collect();
+                parts.push(format!("in sync {}", members.join(" ")))
+            }
+            Some(("failover", "under_way")) => parts.push("failover under way".into()),
+            _ => {}
+        }
+    }
+    parts.join(" ")
 }
 
 /// The client threads of a run, and what each plays.

@@ -62,7 +62,8 @@ impl RolloutRun {
     /// Take step `i`: reload the coordinator's policy.
     pub(super) fn apply(&self, rig: &mut Rig, i: usize) -> Result<(), String> {
         let (c, stage) = self.steps[i];
-        rig.cluster.coordinator_of(c).reload(self.policies[stage].clone())?;
+        let cluster = rig.cluster.quorum().ok_or("store run plays rollouts of the quorum family only")?;
+        cluster.coordinator_of(c).reload(self.policies[stage].clone())?;
         let name = &rig.scenario.coordinators[usize::from(c)].name;
         let back = self.steps[..i].iter().any(|&(d, k)| d == c && k > stage);
         let what = if back { "ROLLBACK" } else { "ROLLOUT" };
