@@ -103,7 +103,8 @@ fn the_scanner_sees_grouped_and_plain_paths() {
 const RECORDS: [&str; 2] = ["decision", "trace"];
 
 /// The store's rooms, each using only the rooms below it: `run` plays a model on a `cluster`,
-/// which starts the `coordinator` and the `node`s; the coordinator talks to the nodes. The
+/// which starts the `coordinator` and the `node`s (or, for the leader family, on the `leader`
+/// room's cluster); the coordinator talks to the nodes. The
 /// store's other files are commands over the rooms (`cli`, `bench`) or the records that
 /// every room may write ([`RECORDS`]), which use no room. A room names another as `crate::store::ROOM`;
 /// `super::` inside a room stays in it.
@@ -112,7 +113,7 @@ fn store_rooms() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("node", &[][..]),
         ("coordinator", &["node"][..]),
         ("cluster", &["coordinator", "node"][..]),
-        ("run", &["cluster", "coordinator", "node"][..]),
+        ("run", &["cluster", "coordinator", "node", "leader"][..]),
         ("leader", &["cluster", "coordinator", "node"][..]),
         ("decision", &[][..]),
         ("trace", &[][..]),
