@@ -548,7 +548,9 @@ fn store_up_refuses(args: &[&str]) -> String {
 #[test]
 fn store_up_checks_partitions_zones_and_capacities() {
     let stderr = store_up_refuses(&["--partitions", "0"]);
-    assert!(stderr.contains("--partitions 0: must be 1 to 4"), "{stderr}");
+    assert!(stderr.contains("--partitions 0: must be 1 to 64"), "{stderr}");
+    let stderr = store_up_refuses(&["--partitions", "65"]);
+    assert!(stderr.contains("--partitions 65: must be 1 to 64"), "{stderr}");
     let stderr = store_up_refuses(&["--nodes", "3", "--zones", "a,b"]);
     assert!(stderr.contains("--zones lists 2 zones for --nodes 3"), "{stderr}");
     // 25 writes per second is 2.5 per 100 ms capacity window.

@@ -47,6 +47,16 @@ pub trait Data: Clone + Copy + Debug + Default + PartialEq + Eq + Hash + Partial
     type TokenId: Clone + Debug + Eq + Hash + Ord;
     /// A shard's contents as a catch-up copy carries them.
     type Snapshot: Clone + Debug + Default + Eq + Hash + Ord + Serialize + DeserializeOwned;
+    /// What a machine keeps per shard: the model's fixed capacity (`SHARD_COUNT_MAX`, inline,
+    /// so a state clones without allocating), the store's as many as its partitions.
+    type Shards<T: Clone + Debug + Eq + Hash>: Clone
+        + Debug
+        + Default
+        + Eq
+        + Hash
+        + std::ops::Deref<Target = [T]>
+        + std::ops::DerefMut
+        + FromIterator<T>;
 
     /// The client an operation's response goes to.
     fn client(op: Self::Op) -> u8;
@@ -107,6 +117,7 @@ impl Data for ModelData {
     type Token = ();
     type TokenId = OpId;
     type Snapshot = Stored<ModelData>;
+    type Shards<T: Clone + Debug + Eq + Hash> = super::PerShard<T>;
 
     fn client(op: OpId) -> u8 {
         op.client

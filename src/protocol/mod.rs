@@ -25,16 +25,19 @@ pub use msg::{Endpoint, JoinView, Msg};
 
 use crate::policy::{NodeId, CLIENT_COUNT_MAX, NODE_COUNT_MAX, SHARD_COUNT_MAX};
 use arrayvec::ArrayVec;
+use smallvec::SmallVec;
 
 /// Fixed-capacity vectors for what every state has: cloning a state allocates only for the
 /// messages and requests in flight.
 pub type PerNode<T> = ArrayVec<T, NODE_COUNT_MAX>;
-pub type PerShard<T> = ArrayVec<T, SHARD_COUNT_MAX>;
 pub type PerClient<T> = ArrayVec<T, CLIENT_COUNT_MAX>;
+/// The model's per-shard vectors ([`ModelData`]'s [`Data::Shards`]); the machines keep their
+/// shards in `D::Shards`, which the store makes a `Vec` (its partitions outnumber a model's).
+pub type PerShard<T> = ArrayVec<T, SHARD_COUNT_MAX>;
 
-/// `n` copies of `value`.
-pub fn filled<T: Clone, const N: usize>(value: T, n: usize) -> ArrayVec<T, N> {
-    assert!(n <= N);
+/// `n` copies of `value` (a `PerNode`, `PerShard` or `PerClient`; a fixed-capacity one
+/// panics beyond its capacity).
+pub fn filled<T: Clone, C: FromIterator<T>>(value: T, n: usize) -> C {
     std::iter::repeat_n(value, n).collect()
 }
 
@@ -99,31 +102,32 @@ pub trait Io<D: Data = ModelData> {
     fn event(&mut self, event: Event<D>);
 }
 
-/// Sends and events at most one step produces: the heartbeat round pings every node, a
-/// request reaches every member and a learner, evictions are considered per shard.
-pub const STEP_SENDS_MAX: usize = 32;
-pub const STEP_EVENTS_MAX: usize = 16;
+/// Sends and events one step keeps inline: the heartbeat round pings every node, a request
+/// reaches every member and a learner, evictions are considered per shard. A model's steps
+/// stay within them; the store's, with more partitions, may spill to the heap.
+pub const STEP_SENDS_INLINE: usize = 32;
+pub const STEP_EVENTS_INLINE: usize = 16;
 
 /// An [`Io`] that keeps one step's outputs in order, for a driver to apply afterwards (when
 /// applying them needs the state the machine was borrowing).
 #[derive(Debug)]
 pub struct Outbox<D: Data = ModelData> {
-    pub sends: ArrayVec<(Endpoint, Msg<D>), STEP_SENDS_MAX>,
-    pub events: ArrayVec<Event<D>, STEP_EVENTS_MAX>,
+    pub sends: SmallVec<[(Endpoint, Msg<D>); STEP_SENDS_INLINE]>,
+    pub events: SmallVec<[Event<D>; STEP_EVENTS_INLINE]>,
 }
 
 impl<D: Data> Default for Outbox<D> {
     fn default() -> Self {
-        Outbox { sends: ArrayVec::new(), events: ArrayVec::new() }
+        Outbox { sends: SmallVec::new(), events: SmallVec::new() }
     }
 }
 
 impl<D: Data> Io<D> for Outbox<D> {
     fn send(&mut self, dst: Endpoint, msg: Msg<D>) {
-        self.sends.try_push((dst, msg)).expect("a step sends at most STEP_SENDS_MAX messages");
+        self.sends.push((dst, msg));
     }
 
     fn event(&mut self, event: Event<D>) {
-        self.events.try_push(event).expect("a step has at most STEP_EVENTS_MAX events");
+        self.events.push(event);
     }
 }

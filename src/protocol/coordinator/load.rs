@@ -18,8 +18,7 @@ impl<D: Data> Coordinator<D> {
     /// The background writes per tick the router sees on each partition changed.
     pub fn on_background(&mut self, background: &[u16]) {
         assert_eq!(background.len(), self.background.len(), "one background per partition");
-        self.background.clear();
-        self.background.extend(background.iter().copied());
+        self.background = background.iter().copied().collect();
     }
 }
 

@@ -13,11 +13,10 @@ impl<D: Data> Coordinator<D> {
         };
         (0..cfg.nodes.len() as NodeId)
             .map(|n| {
-                let held: arrayvec::ArrayVec<(u8, bool), { crate::policy::SHARD_COUNT_MAX }> =
-                    (0..cfg.shards.len())
-                        .filter(|&k| holds(k, n))
-                        .map(|k| (cfg.shards[k].size_pct, cfg.shards[k].hot))
-                        .collect();
+                let held: D::Shards<(u8, bool)> = (0..cfg.shards.len())
+                    .filter(|&k| holds(k, n))
+                    .map(|k| (cfg.shards[k].size_pct, cfg.shards[k].hot))
+                    .collect();
                 let spec = &cfg.nodes[usize::from(n)];
                 let debt_pct = self.debt_pct[usize::from(n)];
                 let room = self.slot_free(cfg, n)

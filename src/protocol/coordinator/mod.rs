@@ -27,9 +27,7 @@ mod recovery;
 mod requests;
 mod views;
 
-use super::{
-    filled, Data, Endpoint, Event, Failure, Io, JoinView, ModelData, Msg, PerNode, PerShard, Stored,
-};
+use super::{filled, Data, Endpoint, Event, Failure, Io, JoinView, ModelData, Msg, PerNode, Stored};
 use crate::config::{OpKind, Resolved};
 use crate::policy::coordinator_load;
 use crate::policy::detector::{self, FailureDetection, Health, HealthCheck};
@@ -193,7 +191,7 @@ pub struct Coordinator<D: Data = ModelData> {
     /// Which coordinator this is: 0 leads membership (orders every change, runs the
     /// rebalancer and the catch-up copies).
     pub me: u8,
-    pub shards: PerShard<ShardView<D>>,
+    pub shards: D::Shards<ShardView<D>>,
     pub health: PerNode<Health>,
     /// Independent detection: ticks since the node was last heard from (saturating).
     pub silence_ticks: PerNode<TimerTicks>,
@@ -214,13 +212,13 @@ pub struct Coordinator<D: Data = ModelData> {
     pub window_ticks: TimerTicks,
     /// Writes the clients offered to each partition this window (kept only when the scenario
     /// has partition capacities; background load is in the config).
-    pub partition_load: PerShard<u16>,
+    pub partition_load: D::Shards<u16>,
     /// Writes placed on each backend this window (kept only when backends have capacities).
     pub backend_load: PerNode<u16>,
     /// Background writes per tick the router sees on each partition (traffic from outside
     /// the model): the configured bursts at start; a driver reports changes
     /// ([`Coordinator::on_background`]).
-    pub background: PerShard<u16>,
+    pub background: D::Shards<u16>,
     /// Each node's compaction debt as last reported (the configured debt until a node
     /// reports; reports come only when debt is node state, `compaction_debt_drain`).
     pub debt_pct: PerNode<u8>,
@@ -283,7 +281,7 @@ pub enum Timer<Op = crate::protocol::OpId> {
 pub struct Durable<D: Data = ModelData> {
     /// Per shard: the replica set (`None` without `durable_membership`) and the version
     /// counter's floor: no version below it is ever handed out again.
-    pub shards: PerShard<(Option<PerNode<NodeId>>, D::Version)>,
+    pub shards: D::Shards<(Option<PerNode<NodeId>>, D::Version)>,
     /// Idempotency tokens, when the policy promises them: a retry after a restart must get
     /// the version its first attempt got.
     pub tokens: Vec<(D::TokenId, D::Version)>,
@@ -457,9 +455,9 @@ impl<D: Data> Coordinator<D> {
     /// replica sets and its own version floor (one coordinator's restart among running peers
     /// is not modelled: its views would have to be learned again first).
     pub fn recover(cfg: &Resolved, me: u8, durable: &Durable<D>) -> Coordinator<D> {
-        let mut c = Coordinator::new(cfg, me);
+        let mut c = Coordinator::<D>::new(cfg, me);
         assert_eq!(durable.shards.len(), c.shards.len());
-        for (v, (members, floor)) in c.shards.iter_mut().zip(&durable.shards) {
+        for (v, (members, floor)) in c.shards.iter_mut().zip(durable.shards.iter()) {
             if let Some(members) = members {
                 v.members = members.clone();
             }
@@ -588,7 +586,7 @@ impl<D: Data> Coordinator<D> {
             self.window_ticks -= 1;
         }
         let followers = views::followers(cfg);
-        for v in &mut self.shards {
+        for v in self.shards.iter_mut() {
             if self.me == 0 && v.acked != followers {
                 v.view_ticks -= 1;
             }

@@ -11,7 +11,7 @@ use crate::policy::leader::{
 };
 use crate::policy::NodeId;
 use crate::protocol::coordinator::TimerTicks;
-use crate::protocol::{filled, Data, Endpoint, Event, Io, ModelData, Msg, PerNode, PerShard};
+use crate::protocol::{filled, Data, Endpoint, Event, Io, ModelData, Msg, PerNode};
 use serde::{Deserialize, Serialize};
 
 /// The manager's view of one shard.
@@ -87,12 +87,12 @@ pub struct RouteDurable<D: Data = ModelData> {
 /// step's sends leave.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ManagerDurable<D: Data = ModelData> {
-    pub shards: PerShard<RouteDurable<D>>,
+    pub shards: D::Shards<RouteDurable<D>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Manager<D: Data = ModelData> {
-    pub shards: PerShard<ShardRoute<D>>,
+    pub shards: D::Shards<ShardRoute<D>>,
     pub health: PerNode<Health>,
     /// Independent detection: ticks since each node was last heard from (saturating).
     pub silence_ticks: PerNode<TimerTicks>,
@@ -175,10 +175,10 @@ impl<D: Data> Manager<D> {
     /// they were; requests in flight, the detector's view and failovers under way are gone, and
     /// every replica is told its role again when next heard from.
     pub fn recover(cfg: &Resolved, durable: &ManagerDurable<D>) -> Manager<D> {
-        let mut m = Manager::new(cfg);
+        let mut m = Manager::<D>::new(cfg);
         assert_eq!(durable.shards.len(), m.shards.len());
         for (r, &RouteDurable { epoch, primary, in_sync, in_sync_seq }) in
-            m.shards.iter_mut().zip(&durable.shards)
+            m.shards.iter_mut().zip(durable.shards.iter())
         {
             *r = ShardRoute { epoch, primary, in_sync, in_sync_seq, role_acked: 0, failover: None };
         }
@@ -257,7 +257,7 @@ impl<D: Data> Manager<D> {
         if let Endpoint::Node(n) = src {
             self.heard_from(cfg, n, io);
         }
-        let epochs: PerShard<D::Epoch> = self.shards.iter().map(|r| r.epoch).collect();
+        let epochs: D::Shards<D::Epoch> = self.shards.iter().map(|r| r.epoch).collect();
         match msg {
             Msg::Request { op, attempt, kind, shard, key, value, .. } => {
                 self.on_request(cfg, op, attempt, kind, shard, key, value, io)

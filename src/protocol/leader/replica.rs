@@ -8,7 +8,7 @@ use crate::config::Resolved;
 use crate::policy::leader::{self as rules, bit, LeaderPolicy, NodeSet};
 use crate::policy::NodeId;
 use crate::protocol::coordinator::TimerTicks;
-use crate::protocol::{Data, Endpoint, Io, ModelData, Msg, PerNode, PerShard, Stored};
+use crate::protocol::{Data, Endpoint, Io, ModelData, Msg, PerNode, Stored};
 use serde::{Deserialize, Serialize};
 
 /// Writes of one shard a primary keeps waiting for acks at most; more are refused (`Busy`).
@@ -76,7 +76,7 @@ pub struct ShardDurable<D: Data = ModelData> {
 /// What a replica persists: per shard it replicates (`None` where it is not a replica).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ReplicaDurable<D: Data = ModelData> {
-    pub shards: PerShard<Option<ShardDurable<D>>>,
+    pub shards: D::Shards<Option<ShardDurable<D>>>,
 }
 
 /// A storage node running the leader family.
@@ -84,7 +84,7 @@ pub struct ReplicaDurable<D: Data = ModelData> {
 pub struct Replica<D: Data = ModelData> {
     pub me: NodeId,
     /// Per shard: `None` where this node is not a replica.
-    pub shards: PerShard<Option<ReplicaShard<D>>>,
+    pub shards: D::Shards<Option<ReplicaShard<D>>>,
 }
 
 /// A timer of a replica's that is due.
@@ -161,9 +161,9 @@ impl<D: Data> Replica<D> {
         data: &(impl Storage<D> + ?Sized),
         io: &mut impl Io<D>,
     ) -> Replica<D> {
-        let mut r = Replica::new(cfg, me);
+        let mut r = Replica::<D>::new(cfg, me);
         assert_eq!(durable.shards.len(), r.shards.len());
-        for (shard, (s, d)) in r.shards.iter_mut().zip(&durable.shards).enumerate() {
+        for (shard, (s, d)) in r.shards.iter_mut().zip(durable.shards.iter()).enumerate() {
             let (Some(s), Some(d)) = (s.as_mut(), d.as_ref()) else {
                 assert!(s.is_none() && d.is_none(), "the replica sets are the configured ones");
                 continue;

@@ -18,8 +18,11 @@ use crate::policy::routing::{self, WRITE_SHARD_SUFFIXES_MAX};
 use crate::policy::NodeId;
 use crate::protocol::{CapacityBreach, CapacityUnit};
 
-/// Partitions at most (a partition index is a `u8`, as in the models).
-pub const PARTITIONS_MAX: usize = crate::policy::SHARD_COUNT_MAX;
+/// Partitions at most in the store. A model keeps `SHARD_COUNT_MAX` shards (its states stay
+/// small and clone without allocating); the store's machines keep theirs in a `Vec`
+/// (`Data::Shards`). A partition index is a `u8`, as in the models.
+pub const PARTITIONS_MAX: usize = 64;
+const _: () = assert!(PARTITIONS_MAX >= crate::policy::SHARD_COUNT_MAX && PARTITIONS_MAX <= 256);
 /// Default capacity window of `store up`: capacities given per second are counted per 100 ms.
 pub const WINDOW_MS_DEFAULT: u64 = 100;
 

@@ -33,6 +33,8 @@ impl Data for StoreData {
     type TokenId = (Vec<u8>, Vec<u8>);
     /// The store copies by scanning the source; no copy travels as one message.
     type Snapshot = ();
+    /// As many as the store's partitions (`layout::PARTITIONS_MAX`).
+    type Shards<T: Clone + std::fmt::Debug + Eq + std::hash::Hash> = Vec<T>;
 
     fn client(_op: u64) -> u8 {
         0

@@ -50,6 +50,8 @@ impl Data for LeaderData {
     type Token = ();
     type TokenId = ();
     type Snapshot = Vec<(Vec<u8>, Stored<LeaderData>)>;
+    /// As many as the store's partitions (`layout::PARTITIONS_MAX`).
+    type Shards<T: Clone + std::fmt::Debug + Eq + std::hash::Hash> = Vec<T>;
 
     fn client(_op: u64) -> u8 {
         0
