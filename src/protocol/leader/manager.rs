@@ -209,6 +209,34 @@ impl<D: Data> Manager<D> {
         }
     }
 
+    /// At most the ticks that pass before a timer is due, were no message to arrive (`None`:
+    /// none can come due): a driver may sleep that long instead of ticking. A lower bound
+    /// (waking early finds nothing due): each countdown to zero, each detector threshold a
+    /// silence has yet to reach, and each failover's delay and query deadline.
+    pub fn quiet_ticks(&self, cfg: &Resolved) -> Option<u32> {
+        let mut quiet: Option<u32> = None;
+        let mut at = |ticks: u32| quiet = Some(quiet.map_or(ticks, |q| q.min(ticks)));
+        for o in &self.ops {
+            at(u32::from(o.deadline_ticks));
+        }
+        if independent(cfg) {
+            at(u32::from(self.heartbeat_ticks));
+            let p = &cfg.policy;
+            for &silence in &self.silence_ticks {
+                let silence = u32::from(silence);
+                for threshold in [p.suspect_after_ticks, p.dead_after_ticks] {
+                    if silence < threshold {
+                        at(threshold - silence);
+                    }
+                }
+            }
+        }
+        for f in self.shards.iter().filter_map(|r| r.failover.as_ref()) {
+            at(u32::from(f.delay_ticks.min(f.query_ticks)));
+        }
+        quiet
+    }
+
     /// One tick passes. No timer may be due.
     pub fn tick(&mut self, cfg: &Resolved) {
         debug_assert!(self.no_timer_due(cfg));

@@ -196,6 +196,12 @@ impl<D: Data> Replica<D> {
         self.lag_timers().all(|(_, _, t)| t > 0)
     }
 
+    /// The ticks that pass before a timer is due, were no message to arrive (`None`: no timer
+    /// is set): a driver may sleep that long instead of ticking.
+    pub fn quiet_ticks(&self) -> Option<TimerTicks> {
+        self.lag_timers().map(|(_, _, t)| t).min()
+    }
+
     fn lag_timers(&self) -> impl Iterator<Item = (u8, NodeId, TimerTicks)> + '_ {
         self.shards.iter().enumerate().flat_map(|(shard, s)| {
             s.iter()

@@ -41,6 +41,9 @@ struct Cluster {
 
 /// The cluster under the leader family with `patch` (policy keys, TOML) over the test
 /// scenario's policy.
+/// How far a test follows a machine's quiet ticks.
+const QUIET_PROBE_TICKS_MAX: u32 = 200;
+
 fn cluster(patch: &str) -> Cluster {
     let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/leader-machines.toml"));
     let scenario = Scenario::load(path).expect("the test scenario loads");
@@ -158,9 +161,24 @@ impl Cluster {
         panic!("the cluster does not settle");
     }
 
-    /// Time passes by one tick; nothing may be due.
+    /// Time passes by one tick; nothing may be due. Each machine's `quiet_ticks` is checked
+    /// on a copy first: that many ticks pass with no timer due.
     fn tick(&mut self) {
         assert!(self.manager.no_timer_due(&self.cfg), "time passes a due timer of the manager");
+        let quiet = self.manager.quiet_ticks(&self.cfg).unwrap_or(QUIET_PROBE_TICKS_MAX);
+        let mut copy = self.manager.clone();
+        for k in 1..quiet.min(QUIET_PROBE_TICKS_MAX) {
+            copy.tick(&self.cfg);
+            assert!(copy.no_timer_due(&self.cfg), "the manager's timer due after {k} of {quiet} quiet ticks");
+        }
+        for n in (0..self.replicas.len()).filter(|&n| !self.down[n]) {
+            let quiet = self.replicas[n].quiet_ticks().map_or(QUIET_PROBE_TICKS_MAX, u32::from);
+            let mut copy = self.replicas[n].clone();
+            for k in 1..quiet.min(QUIET_PROBE_TICKS_MAX) {
+                copy.tick();
+                assert!(copy.no_timer_due(), "node {n}'s timer due after {k} of {quiet} quiet ticks");
+            }
+        }
         self.manager.tick(&self.cfg);
         for n in (0..self.replicas.len()).filter(|&n| !self.down[n]) {
             assert!(self.replicas[n].no_timer_due(), "time passes a due timer of node {n}");

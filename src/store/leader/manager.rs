@@ -5,6 +5,7 @@
 //! epoch the manager could forget.
 
 use super::mesh::{self, Mesh};
+use super::node::IDLE_WAKE_MAX_MS;
 use super::{LeaderData, Spec};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
@@ -373,21 +374,29 @@ impl Stepper {
         // Whoever it recovered is told its role when next heard from; the view starts now.
         self.refresh_view();
         let mut start = tokio::time::Instant::now();
-        let mut ticks_done: u128 = 0;
-        let mut clock = tokio::time::interval(Duration::from_millis(1));
-        clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut ticks_done: u64 = 0;
         let mut stopped = self.host.stopped.subscribe();
         let mut due: Vec<ManagerTimer<u64>> = Vec::new();
         loop {
+            // Asleep until the next timer may be due, not woken every millisecond.
+            let quiet = self.machine.quiet_ticks(&self.cfg).map_or(IDLE_WAKE_MAX_MS, u64::from);
+            let wake = start + Duration::from_millis(ticks_done + quiet.clamp(1, IDLE_WAKE_MAX_MS));
             let stepped = tokio::select! {
                 _ = stopped.wait_for(|s| *s) => return,
                 received = inbox.recv() => {
                     let Some((src, msg)) = received else { return };
-                    self.machine.on_msg(&self.cfg, src, msg, &mut out);
-                    self.finish(&mut out)
+                    // Time first, so that the step sees the moment it happens at.
+                    self.catch_up(start, &mut ticks_done, &mut due, &mut out).and_then(|()| {
+                        self.machine.on_msg(&self.cfg, src, msg, &mut out);
+                        self.finish(&mut out)
+                    })
                 }
                 request = requests.recv() => {
                     let Some(r) = request else { return };
+                    if let Err(e) = self.catch_up(start, &mut ticks_done, &mut due, &mut out) {
+                        let _ = r.reply.send(Err(format!("coordinator stalled: cannot save its state: {e}; retry later")));
+                        Err(e)
+                    } else {
                     let op = self.next_op;
                     self.next_op += 1;
                     let shard = self.host.layout.partition_of(&r.key, self.cfg.policy.routing.write_shard_suffixes);
@@ -395,32 +404,9 @@ impl Stepper {
                     let msg = Msg::Request { op, attempt: 0, kind: r.kind, shard, key: r.key, value: r.value, token: () };
                     self.machine.on_msg(&self.cfg, Endpoint::Client(0), msg, &mut out);
                     self.finish(&mut out)
-                }
-                _ = clock.tick() => {
-                    let now = start.elapsed().as_millis();
-                    let mut result = Ok(());
-                    while ticks_done < now && result.is_ok() {
-                        loop {
-                            due.clear();
-                            self.machine.due(&self.cfg, &mut due);
-                            if due.is_empty() || result.is_err() {
-                                break;
-                            }
-                            for &timer in &due {
-                                self.machine.on_timer(&self.cfg, timer, &mut out);
-                                result = self.finish(&mut out);
-                                if result.is_err() {
-                                    break;
-                                }
-                            }
-                        }
-                        if result.is_ok() {
-                            self.machine.tick(&self.cfg);
-                            ticks_done += 1;
-                        }
                     }
-                    result
                 }
+                _ = tokio::time::sleep_until(wake) => self.catch_up(start, &mut ticks_done, &mut due, &mut out),
             };
             if let Err(e) = stepped {
                 if !self.stall(&e, &mut inbox, &mut requests, &mut stopped).await {
@@ -434,6 +420,34 @@ impl Stepper {
                 eprintln!("replicheck store: the coordinator saved its state again and restarted from it");
             }
         }
+    }
+
+    /// One tick per millisecond since `start` not yet ticked, each after every timer due
+    /// before it fired (as a 1 ms clock would have done them).
+    fn catch_up(
+        &mut self,
+        start: tokio::time::Instant,
+        ticks_done: &mut u64,
+        due: &mut Vec<ManagerTimer<u64>>,
+        out: &mut Outbox<LeaderData>,
+    ) -> Result<(), String> {
+        let now = start.elapsed().as_millis() as u64;
+        while *ticks_done < now {
+            loop {
+                due.clear();
+                self.machine.due(&self.cfg, due);
+                if due.is_empty() {
+                    break;
+                }
+                for &timer in due.iter() {
+                    self.machine.on_timer(&self.cfg, timer, out);
+                    self.finish(out)?;
+                }
+            }
+            self.machine.tick(&self.cfg);
+            *ticks_done += 1;
+        }
+        Ok(())
     }
 
     /// A step could not be persisted: nothing it decided was sent, and the machine's memory is
@@ -505,6 +519,7 @@ impl Stepper {
         let Event::Leader(e) = event else { return };
         let c = &self.host.counters;
         let name = |shard: u8| self.host.layout.shards[usize::from(shard)].name.clone();
+        let node = |n: NodeId| self.host.layout.node(n);
         match e {
             LeaderEvent::RequestFailed { op, why } => {
                 self.failures.insert(op, why);
@@ -517,27 +532,32 @@ impl Stepper {
                 let how =
                     if clean { "from the in-sync set" } else { "UNCLEAN: from outside the in-sync set" };
                 eprintln!(
-                    "replicheck store: partition {}: node {new} promoted in place of node {old}, epoch {epoch} ({how})",
-                    name(shard)
+                    "replicheck store: partition {}: {} promoted in place of {}, epoch {epoch} ({how})",
+                    name(shard),
+                    node(new),
+                    node(old)
                 );
             }
             LeaderEvent::FailoverStarted { shard, primary } => {
                 eprintln!(
-                    "replicheck store: partition {}: primary node {primary} judged dead; failover started",
-                    name(shard)
+                    "replicheck store: partition {}: primary {} judged dead; failover started",
+                    name(shard),
+                    node(primary)
                 );
             }
             LeaderEvent::FailoverCalledOff { shard, primary } => {
                 eprintln!(
-                    "replicheck store: partition {}: primary node {primary} heard from again; failover called off",
-                    name(shard)
+                    "replicheck store: partition {}: primary {} heard from again; failover called off",
+                    name(shard),
+                    node(primary)
                 );
             }
             LeaderEvent::FailoverBlocked { shard, primary, why } => {
                 c.failovers_blocked.fetch_add(1, Ordering::Relaxed);
                 eprintln!(
-                    "replicheck store: partition {}: no replica to promote in place of node {primary} ({}); it takes no writes until one is",
+                    "replicheck store: partition {}: no replica to promote in place of {} ({}); it takes no writes until one is",
                     name(shard),
+                    node(primary),
                     config_name(&why)
                 );
             }
@@ -549,8 +569,9 @@ impl Stepper {
                 if epoch < *newest {
                     c.late_epoch_acks.fetch_add(1, Ordering::Relaxed);
                     eprintln!(
-                        "replicheck store: partition {}: single_primary violated: node {node} acknowledged a write (version {version}) in epoch {epoch}, after epoch {newest} acknowledged one (a deposed primary's write, let through with fencing = false)",
-                        name(shard)
+                        "replicheck store: partition {}: single_primary violated: {} acknowledged a write (version {version}) in epoch {epoch}, after epoch {newest} acknowledged one (a deposed primary's write, let through with fencing = false)",
+                        name(shard),
+                        self.host.layout.node(node)
                     );
                 }
                 *newest = (*newest).max(epoch);
