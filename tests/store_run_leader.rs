@@ -6,7 +6,8 @@
 //! east zone cut for async-failover, both crashes for in-sync-unclean, the slow link for
 //! unfenced-primary): wherever the model says a property holds, the store must not violate it
 //! (exit 1), and each run must measure the leader family's properties. Two runs at a time
-//! (ephemeral ports, separate directories), 4 s of load each.
+//! (ephemeral ports, separate directories), 6 s of load each: a healed phase long enough to judge
+//! `ops_complete` (longer than one attempt and its backoff).
 //! The model's verdicts are the variants' declared ones: CI checks the library anyway.
 
 use std::process::{Command, Output};
@@ -20,7 +21,7 @@ fn store_run(model: &str, variant: Option<&str>, faults: Option<&str>) -> Output
     if let Some(f) = faults {
         command.args(["--faults", f]);
     }
-    command.args(["--duration", "4s", "--model-verdicts", "declared"]).output().expect("run replicheck")
+    command.args(["--duration", "6s", "--model-verdicts", "declared"]).output().expect("run replicheck")
 }
 
 fn text(out: &Output) -> String {
@@ -158,4 +159,43 @@ fn a_leader_model_at_another_time_scale_runs_its_durations_scaled() {
         "{report}"
     );
     assert!(report.contains("PROMOTION (1 since the last look): s1: epoch 1 primary n2"), "{report}");
+}
+
+/// Refused before anything starts, naming the flag, file and key: a policy file that changes
+/// a leader model's family (for `check` as for `store run`: the world and the store are the
+/// family's), a trace or decision log the leader store does not keep, and load flags out of
+/// range.
+#[test]
+fn what_a_leader_run_cannot_do_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let quorum = dir.path().join("quorum.toml");
+    std::fs::write(&quorum, "replication = \"quorum\"\n").unwrap();
+    let quorum = quorum.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .output()
+            .expect("run replicheck");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let family = format!("{quorum}: key `replication` = \"quorum\": a policy may not change the protocol family of models/async-failover.toml (its [policy] runs `replication = \"leader\"`)");
+    for args in [
+        &["check", "models/async-failover.toml", "--policy", quorum][..],
+        &["store", "run", "models/async-failover.toml", "--policy", quorum, "--model-verdicts", "skip"][..],
+    ] {
+        let (code, stderr) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&family), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let trace = dir.path().join("t.jsonl");
+    let (code, stderr) =
+        run(&["store", "run", "models/unfenced-primary.toml", "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--trace: models/unfenced-primary.toml runs the leader family"), "{stderr}");
+    assert!(!trace.exists());
+    let (code, stderr) = run(&["store", "run", "models/unfenced-primary.toml", "--clients", "0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--clients 0: must be 1 to 64"), "{stderr}");
 }

@@ -393,6 +393,14 @@ pub struct Rebalance {
     pub cooldown_max_ticks: Ticks,
 }
 
+impl PolicyPatch {
+    /// Every key: this patch's value, or the default where it sets none (a policy file that
+    /// means the same whatever the defaults' durations are scaled to).
+    pub fn with_defaults(&self) -> PolicyPatch {
+        defaults().merged(self)
+    }
+}
+
 /// Defaults for keys no patch sets: the plain behaviour of a store nobody has tuned yet (lint
 /// warns about its retries and its eviction breaker); docs/reference.md lists them.
 fn defaults() -> PolicyPatch {

@@ -111,6 +111,7 @@ const STATE_TICKS_MAX: Ticks = u8::MAX as Ticks;
 
 impl Resolved {
     pub fn new(scenario: &Scenario, sourced: &SourcedPolicy) -> Result<Resolved, String> {
+        scenario.check_family(sourced)?;
         let Some(plan) = &sourced.rollout else { return Resolved::one(scenario, sourced) };
         if sourced.patch.replication == Some(crate::policy::leader::Replication::Leader) {
             return Err(

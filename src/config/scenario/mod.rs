@@ -409,6 +409,25 @@ impl Scenario {
         validate::validate(path, raw).map_err(|message| ConfigError::new(path, message))
     }
 
+    /// A policy over this model runs the family the model's [policy] names: the world, the
+    /// properties and the store are the family's (a variant is refused the same way when the
+    /// model loads).
+    pub fn check_family(&self, policy: &SourcedPolicy) -> Result<(), String> {
+        use crate::policy::leader::Replication;
+        let family = |p: &SourcedPolicy| p.patch.replication.unwrap_or(Replication::Quorum);
+        let (model, asked) = (family(&self.base_policy), family(policy));
+        if asked != model {
+            return Err(format!(
+                "{}: key `replication` = \"{}\": a policy may not change the protocol family of {} (its [policy] runs `replication = \"{}\"`)",
+                policy.origin("replication"),
+                asked.as_str(),
+                self.path.display(),
+                model.as_str()
+            ));
+        }
+        Ok(())
+    }
+
     pub fn variant(&self, name: &str) -> Option<&Variant> {
         self.variants.iter().find(|v| v.name == name)
     }

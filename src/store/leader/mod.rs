@@ -90,7 +90,7 @@ pub struct Spec {
 }
 
 /// A model's placement, as `store run` gives it to a leader cluster: each partition's name and
-/// replicas in the model's order (the first is its primary in epoch 0), the nodes' names and
+/// replicas (the lowest-numbered is its primary in epoch 0, as in the checker), the nodes' names and
 /// the zone of the manager (reads go to the nearest replica, failovers prefer its zone).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelPlacement {

@@ -252,12 +252,23 @@ pub(super) fn read_leader_info(outcome: &mut RunOutcome, info: &str) {
 /// What happened after the faults healed: operations begun before the heal that never
 /// completed, and membership changes in the second half of the healed phase (whatever the
 /// faults set off has had the first half to settle).
+/// `retry_round_ms`: one attempt's timeout and the longest backoff after it, the time an
+/// operation caught by the faults needs after the heal to be retried once more; a healed
+/// phase shorter than that cannot tell a retry that would have succeeded from one that never
+/// does, and `ops_complete` is then not judged.
 pub(super) fn judge_phases(
     outcome: &mut RunOutcome,
     load: &client::LoadReport,
     heal_at_ms: u64,
     load_end_ms: u64,
+    retry_round_ms: u64,
 ) {
+    let healed_ms = load_end_ms.saturating_sub(heal_at_ms);
+    if healed_ms <= retry_round_ms {
+        outcome.ops_complete_unjudged = Some(format!(
+            "not judged: the load ran {healed_ms} ms after the heal, not longer than one attempt and its backoff ({retry_round_ms} ms): run longer (--duration)"
+        ));
+    }
     let heal_ns = heal_at_ms * 1_000_000;
     outcome.ops_never_completed = load
         .history

@@ -227,6 +227,8 @@ pub struct RunOutcome {
     pub leader: bool,
     /// Leader family: each promotion the coordinator made (ms, what), from its INFO.
     pub promotions: Vec<(u64, String)>,
+    /// Why `ops_complete` was not judged (a healed phase too short), if it was not.
+    pub ops_complete_unjudged: Option<String>,
     /// Leader family: writes acknowledged in an epoch older than one that had acknowledged a
     /// write already (a deposed primary's: `single_primary` violated).
     pub late_epoch_acks: u64,
@@ -277,6 +279,7 @@ impl RunOutcome {
             return match property {
                 PropertyName::AckedWritesPersist => violated(!self.acked_writes_lost.is_empty()),
                 PropertyName::Linearizable => violated(!self.not_linearizable.is_empty()),
+                PropertyName::OpsComplete if self.ops_complete_unjudged.is_some() => None,
                 PropertyName::OpsComplete => violated(!self.ops_never_completed.is_empty()),
                 PropertyName::Converges => {
                     violated(!self.changes_after_settle.is_empty() || self.changes_in_progress_at_end > 0)
@@ -300,6 +303,7 @@ impl RunOutcome {
                 None => violated(!self.changes_rejected.is_empty()),
             },
             PropertyName::CapacityRespected => violated(self.capacity_breaches > 0),
+            PropertyName::OpsComplete if self.ops_complete_unjudged.is_some() => None,
             PropertyName::OpsComplete => violated(!self.ops_never_completed.is_empty()),
             // A run kills nodes for a while, not forever: "replaced eventually" is the model's.
             PropertyName::DeadReplaced | PropertyName::HotShardLeavesSlowNode => None,
@@ -322,7 +326,9 @@ fn choose_policy(scenario: &Scenario, req: &RunRequest) -> Result<(String, Sourc
     match (&req.policy, &req.variant) {
         (Some(path), _) => {
             let patch = config::load_policy(path).map_err(|e| e.to_string())?;
-            Ok((path.display().to_string(), scenario.base_policy.then(&patch)))
+            let sourced = scenario.base_policy.then(&patch);
+            scenario.check_family(&sourced)?;
+            Ok((path.display().to_string(), sourced))
         }
         (None, name) => {
             let name = name.clone().unwrap_or_else(|| scenario.variants[0].name.clone());
@@ -361,6 +367,15 @@ pub fn run(
     let ticks_policy =
         sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
     let leader = ticks_policy.replication() == Replication::Leader;
+    if let Some(flag) = [(req.trace.is_some(), "--trace"), (req.decision_log.is_some(), "--decision-log")]
+        .into_iter()
+        .find_map(|(given, flag)| (given && leader).then_some(flag))
+    {
+        return Err(StoreError::Input(format!(
+            "{flag}: {} runs the leader family, whose store keeps no decision log or trace (those are the quorum coordinator's); --history keeps its clients' history",
+            req.model.display()
+        )));
+    }
     if leader && rollout.is_some() {
         return Err(StoreError::Input(format!(
             "{} / {label}: a rollout of a leader-family policy: store run plays rollouts of the quorum family only",
@@ -407,6 +422,15 @@ fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
     let duration_ms = req.duration.as_millis() as u64;
     if !(500..=DURATION_MS_MAX).contains(&duration_ms) {
         return Err(format!("--duration {duration_ms}ms: must be 500ms to {DURATION_MS_MAX}ms"));
+    }
+    if let Some(n) = req.clients.filter(|&n| n == 0 || n > client::LOAD_CLIENTS_MAX) {
+        return Err(format!("--clients {n}: must be 1 to {}", client::LOAD_CLIENTS_MAX));
+    }
+    if req.write_permille > 1000 {
+        return Err(format!(
+            "--write-permille {}: at most 1000 (thousandths of the operations)",
+            req.write_permille
+        ));
     }
     if req.keys == 0 || req.keys > client::LOAD_KEYS_MAX {
         return Err(format!("--keys {}: must be 1 to {}", req.keys, client::LOAD_KEYS_MAX));
@@ -612,7 +636,11 @@ fn run_store(
     } else {
         read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;
     }
-    judge_phases(&mut outcome, &load, heal_at_ms, load_end_ms);
+    // An operation that is never retried is never cut off while retrying: always judged.
+    let retries = policy.retry.max_attempts != Some(1);
+    let retry_round_ms =
+        if retries { request_timeout_ms + u64::from(policy.retry.backoff_max_ticks) } else { 0 };
+    judge_phases(&mut outcome, &load, heal_at_ms, load_end_ms, retry_round_ms);
     outcome.churn_budget_ms =
         rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
     Ok(outcome)
@@ -672,7 +700,7 @@ fn start_leader(
     req: &RunRequest,
 ) -> Result<LeaderCluster, String> {
     let policy_file = dir.path.join("policy.toml");
-    let text = sourced.patch.time_scaled(ms_per_tick, scenario.tick_ms).to_toml();
+    let text = leader_policy_file(sourced, ms_per_tick, scenario.tick_ms);
     std::fs::write(&policy_file, text).map_err(|e| format!("cannot write {}: {e}", policy_file.display()))?;
     let rf =
         usize::from(sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len())?.replication_factor);
@@ -699,6 +727,12 @@ fn start_leader(
         model: Some(model),
     })
     .map_err(|e| e.to_string())
+}
+
+/// The policy file a leader store runs a variant's policy from: every key, the defaults'
+/// included, with its durations at `ms_per_tick` real ms per model tick of `tick_ms`.
+pub(super) fn leader_policy_file(sourced: &SourcedPolicy, ms_per_tick: u64, tick_ms: u64) -> String {
+    sourced.patch.with_defaults().time_scaled(ms_per_tick, tick_ms).to_toml()
 }
 
 /// The leader family's policy as the store's processes run it, durations in milliseconds.

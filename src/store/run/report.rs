@@ -304,8 +304,9 @@ pub(super) fn report(out: &mut String, scenario: &Scenario, o: &RunOutcome, mode
     }
     let _ = writeln!(
         out,
-        "operations begun before the heal and still retried at the end: {}",
-        o.ops_never_completed.len()
+        "operations begun before the heal and still retried at the end: {}{}",
+        o.ops_never_completed.len(),
+        o.ops_complete_unjudged.as_ref().map(|why| format!(" (ops_complete {why})")).unwrap_or_default()
     );
     for line in o.ops_never_completed.iter().take(5) {
         let _ = writeln!(out, "  {line}");

@@ -544,7 +544,7 @@ impl Rig<'_> {
         }
         self.trace(TraceFault::Heal);
         let what = if self.faults.is_empty() {
-            "HEAL (the model has no fault: the load goes on)"
+            "HEAL (no fault was scheduled: the load goes on)"
         } else {
             "HEAL every fault undone"
         };

@@ -240,3 +240,74 @@ fn faults_can_be_chosen_from_the_menu_by_name() {
     assert!(err.contains("`faults.budget` is 1"), "{err}");
     assert!(matches!(schedule(&one, &chosen[1..]).unwrap()[..], [Fault::Partition(1)]));
 }
+
+/// What a leader store's processes read from the policy file `store run` writes is the
+/// variant's policy at the run's time scale, every duration scaled, the defaults' included
+/// (a model that leaves `dead_after` to its default runs it scaled too).
+#[test]
+fn a_leader_store_runs_the_variants_policy_at_the_runs_time_scale() {
+    use crate::config::{PolicyPatch, Scenario, SourcedPolicy};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for model in ["async-failover", "in-sync-unclean", "unfenced-primary"] {
+        let scenario = Scenario::load(&root.join("models").join(format!("{model}.toml"))).unwrap();
+        for variant in &scenario.variants {
+            let ticks = variant.policy.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).unwrap();
+            for ms_per_tick in [50, scenario.tick_ms, 200] {
+                let text = super::leader_policy_file(&variant.policy, ms_per_tick, scenario.tick_ms);
+                let patch: PolicyPatch = toml::from_str(&text).unwrap();
+                let store = SourcedPolicy::new(patch, "store").resolve_ms_any_family().unwrap();
+                let want = super::policy_in_ms(&ticks, ms_per_tick);
+                let at = format!("{model} / {} at {ms_per_tick} ms per tick:\n{text}", variant.name);
+                assert_eq!(store.leader, want.leader, "{at}");
+                assert_eq!(store.retry, want.retry, "{at}");
+                let timers = |p: &crate::config::Policy| {
+                    [
+                        p.replica_ack_timeout_ticks,
+                        p.heartbeat_interval_ticks,
+                        p.suspect_after_ticks,
+                        p.dead_after_ticks,
+                    ]
+                };
+                assert_eq!(timers(&store), timers(&want), "{at}");
+                assert_eq!(
+                    (store.failure_detection, store.health_check, store.replication_factor),
+                    (want.failure_detection, want.health_check, want.replication_factor),
+                    "{at}"
+                );
+            }
+        }
+    }
+}
+
+/// An operation still retried when the load ended, begun before the heal, violates
+/// `ops_complete` only if the load ran on after the heal for longer than one attempt and its
+/// backoff: a shorter healed phase cannot tell it from a retry that was about to succeed.
+#[test]
+fn ops_complete_is_judged_only_when_the_healed_phase_outlasts_a_retry() {
+    use super::client::{Input, LoadReport, Op, Outcome};
+    let load = LoadReport {
+        history: vec![Op {
+            client: 0,
+            key: "s1:0".into(),
+            input: Input::Write(3),
+            call_ns: 500_000_000,
+            outcome: Outcome::Unknown,
+            attempts: 2,
+            cut_off: true,
+        }],
+        retries: 1,
+        give_ups: 0,
+    };
+    let judged = |load_end_ms: u64| {
+        let mut o = RunOutcome::default();
+        // Healed at 2 s; one attempt and its backoff: 4.4 s.
+        super::measure::judge_phases(&mut o, &load, 2_000, load_end_ms, 4_400);
+        o
+    };
+    let short = judged(4_000);
+    assert_eq!(short.verdict(PropertyName::OpsComplete), None);
+    assert!(short.ops_complete_unjudged.as_deref().is_some_and(|why| why.contains("2000 ms after the heal")));
+    let long = judged(9_000);
+    assert_eq!(long.verdict(PropertyName::OpsComplete), Some(Found::Violated));
+    assert_eq!(long.ops_never_completed.len(), 1);
+}
