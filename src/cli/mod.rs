@@ -664,7 +664,9 @@ fn model_verdicts(
     policy: Option<&std::path::Path>,
     variant: &str,
 ) -> Result<Vec<(config::PropertyName, check::Found)>, ConfigError> {
-    let result = check::run_one(model, policy, variant, &RunOptions::default())?;
+    // `store run`'s SIGINT/SIGTERM stops this exploration too: its verdicts are then unknown.
+    let options = RunOptions { stop: Some(&crate::check::terminal::STOP), ..RunOptions::default() };
+    let result = check::run_one(model, policy, variant, &options)?;
     Ok(result.properties.iter().map(|p| (p.name, p.found)).collect())
 }
 

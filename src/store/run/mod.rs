@@ -407,7 +407,10 @@ pub fn run(
     );
     let outcome = run_store(&scenario, &policy, &sourced, layout, &load, ms_per_tick, req, rollout.as_ref())
         .map_err(StoreError::Runtime)?;
+    let mut outcome = outcome;
     let model = model_verdicts(&scenario, req, &label, check_model)?;
+    // A signal during the model's exploration cuts it short too: the run covers less.
+    outcome.interrupted |= interrupted(req.interrupt);
     report(out, &scenario, &outcome, &model);
     Ok((outcome, model))
 }
