@@ -390,6 +390,15 @@ mod links {
             assert_eq!(client.get(k.as_bytes()).unwrap(), Some(v.as_bytes().to_vec()), "{k}");
         }
         assert_eq!(stat(&c.info(), "promotions"), 2);
+        // Each primary recorded the epochs it took writes in (`single_primary` under store
+        // run): node 0 in epoch 0, the first promoted node in epoch 1, and no epoch twice.
+        let epochs = |n: u8| {
+            let path = c.data_dir().join(format!("node-{n}")).join("primary-epochs");
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        assert!(epochs(0).lines().any(|l| l == "0 0"), "{}", epochs(0));
+        assert!(epochs(new_primary as u8).lines().any(|l| l == "0 1"), "{}", epochs(new_primary as u8));
+        assert_eq!(c.two_primaries().unwrap(), Vec::new());
     }
 
     /// A follower cut off from its primary leaves the in-sync set once it has been behind for

@@ -60,6 +60,10 @@ fn agrees_where_the_model_holds(report: &str, out: &Output) {
     // Nothing of the quorum family's is claimed for a leader run.
     assert!(!report.contains("evictions: "), "{report}");
     assert!(report.contains("failovers (the coordinator's INFO"), "{report}");
+    assert!(
+        report.contains("two primaries taking writes in one epoch (the nodes' own records): 0"),
+        "{report}"
+    );
 }
 
 #[test]

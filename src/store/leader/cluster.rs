@@ -347,6 +347,11 @@ impl LeaderCluster {
         }
     }
 
+    /// Each (partition, epoch) in which more than one node took writes as primary.
+    pub fn two_primaries(&self) -> Result<Vec<(u8, u64, Vec<NodeId>)>, String> {
+        super::two_primaries(&self.data_dir, self.nodes.len())
+    }
+
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
     }

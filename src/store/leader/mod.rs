@@ -27,6 +27,7 @@ mod replica_db;
 
 use crate::config::{PolicyPatch, Resolved, SourcedPolicy};
 use crate::policy::leader::Replication;
+use crate::policy::NodeId;
 use crate::protocol::{Data, Endpoint, Stored};
 use crate::store::coordinator::layout::Layout;
 use crate::store::coordinator::machine;
@@ -108,6 +109,39 @@ pub struct Route {
 }
 
 pub const SPEC_FILE: &str = crate::store::cluster::datadir::LEADER_SPEC_FILE;
+/// In each node's directory: one line `PARTITION EPOCH` for each partition and epoch in which
+/// the node took a client write as primary (the machine's `WriteAccepted`), written as it
+/// happens, so that `store run` can ask `single_primary`'s first half of the nodes themselves.
+pub const PRIMARY_EPOCHS_FILE: &str = "primary-epochs";
+
+/// Each (partition, epoch) in which more than one node took writes as primary, with those
+/// nodes, from every node's `PRIMARY_EPOCHS_FILE` (a node that never took a write has none).
+pub fn two_primaries(data_dir: &Path, node_count: usize) -> Result<Vec<(u8, u64, Vec<NodeId>)>, String> {
+    let mut by_epoch: std::collections::BTreeMap<(u8, u64), Vec<NodeId>> = Default::default();
+    for n in 0..node_count as NodeId {
+        let path = crate::store::cluster::datadir::node_dir(data_dir, n).join(PRIMARY_EPOCHS_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        for line in text.lines() {
+            let parsed = line.split_once(' ').and_then(|(p, e)| Some((p.parse().ok()?, e.parse().ok()?)));
+            let Some(key) = parsed else {
+                return Err(format!("{}: not `PARTITION EPOCH`: {line:?}", path.display()));
+            };
+            let nodes = by_epoch.entry(key).or_default();
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+    }
+    Ok(by_epoch
+        .into_iter()
+        .filter(|(_, nodes)| nodes.len() > 1)
+        .map(|((p, e), nodes)| (p, e, nodes))
+        .collect())
+}
 pub const POLICY_FILE: &str = "leader-policy.toml";
 
 impl Spec {
@@ -262,4 +296,28 @@ pub fn policy_of(path: &Path, replication_factor: Option<u8>) -> Result<SourcedP
     }
     let leader = PolicyPatch { replication: Some(Replication::Leader), ..Default::default() };
     Ok(sourced.then(&SourcedPolicy::new(leader, "--replication")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_nodes_that_took_writes_as_primary_in_one_epoch_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |n: NodeId, text: &str| {
+            let node = crate::store::cluster::datadir::node_dir(dir.path(), n);
+            std::fs::create_dir_all(&node).unwrap();
+            std::fs::write(node.join(PRIMARY_EPOCHS_FILE), text).unwrap();
+        };
+        // Node 0 led partition 0 in epochs 0 and 2 (restarted: epoch 2 twice); node 1 in
+        // epoch 1 and, wrongly, 2; node 2 led partition 1; node 3 never took a write.
+        write(0, "0 0\n0 2\n0 2\n");
+        write(1, "0 1\n0 2\n");
+        write(2, "1 1\n");
+        assert_eq!(two_primaries(dir.path(), 4).unwrap(), vec![(0, 2, vec![0, 1])]);
+        write(2, "1 x\n");
+        let e = two_primaries(dir.path(), 4).unwrap_err();
+        assert!(e.ends_with("primary-epochs: not `PARTITION EPOCH`: \"1 x\""), "{e}");
+    }
 }

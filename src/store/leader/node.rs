@@ -65,7 +65,19 @@ pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), St
         let addrs = spec.clone();
         let mesh =
             Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.route(Endpoint::Node(me), e));
-        NodeLoop { me, cfg, db, mesh, shard_names, stale_logged: Default::default() }.run(inbox).await
+        let primary_epochs = node_dir.join(super::PRIMARY_EPOCHS_FILE);
+        NodeLoop {
+            me,
+            cfg,
+            db,
+            mesh,
+            shard_names,
+            stale_logged: Default::default(),
+            primary_epochs,
+            accepted: Default::default(),
+        }
+        .run(inbox)
+        .await
     })
 }
 
@@ -78,6 +90,9 @@ struct NodeLoop {
     shard_names: Vec<String>,
     /// Fencing refusals logged, once per partition and epoch.
     stale_logged: std::collections::BTreeSet<(u8, u64)>,
+    /// `PRIMARY_EPOCHS_FILE`, and the partitions and epochs this process wrote to it.
+    primary_epochs: std::path::PathBuf,
+    accepted: std::collections::BTreeSet<(u8, u64)>,
 }
 
 impl NodeLoop {
@@ -171,10 +186,34 @@ impl NodeLoop {
         Ok(())
     }
 
+    /// Append `PARTITION EPOCH` to `PRIMARY_EPOCHS_FILE` (unbuffered: it survives the process's
+    /// kill). A failure is logged: the record is for checking the store, not for serving.
+    fn record_primary_epoch(&self, shard: u8, epoch: u64) {
+        use std::io::Write as _;
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.primary_epochs)
+            .and_then(|mut f| f.write_all(format!("{shard} {epoch}\n").as_bytes()));
+        if let Err(e) = appended {
+            eprintln!(
+                "replicheck store: node {}: cannot record {}: {e}",
+                self.me,
+                self.primary_epochs.display()
+            );
+        }
+    }
+
     /// A step's outputs: its sends kept for after the commit, its events logged.
     fn take_step(&mut self, out: &mut Outbox<LeaderData>, sends: &mut Vec<(Endpoint, mesh::LeaderMsg)>) {
         sends.extend(out.sends.drain(..));
         for event in out.events.drain(..) {
+            if let Event::Leader(LeaderEvent::WriteAccepted { shard, epoch, .. }) = event {
+                if self.accepted.insert((shard, epoch)) {
+                    self.record_primary_epoch(shard, epoch);
+                }
+                continue;
+            }
             let Event::Leader(LeaderEvent::StaleRefused { shard, epoch, own, .. }) = event else { continue };
             if self.stale_logged.insert((shard, epoch)) {
                 eprintln!(

@@ -229,6 +229,9 @@ pub struct RunOutcome {
     pub promotions: Vec<(u64, String)>,
     /// Why `ops_complete` was not judged (a healed phase too short), if it was not.
     pub ops_complete_unjudged: Option<String>,
+    /// Leader family: partitions and epochs in which two nodes took writes as primary (each
+    /// node's own record), as "s1 epoch 2: n1, n2".
+    pub two_primaries: Vec<String>,
     /// Leader family: writes acknowledged in an epoch older than one that had acknowledged a
     /// write already (a deposed primary's: `single_primary` violated).
     pub late_epoch_acks: u64,
@@ -284,10 +287,12 @@ impl RunOutcome {
                 PropertyName::Converges => {
                     violated(!self.changes_after_settle.is_empty() || self.changes_in_progress_at_end > 0)
                 }
-                // Its second half, seen at the coordinator: an ack from a deposed primary after
-                // a newer epoch's (the first, two primaries accepting in one epoch, would need
-                // the nodes' accounts).
-                PropertyName::SinglePrimary => violated(self.late_epoch_acks > 0),
+                // Both halves: two nodes that took writes as primary in one epoch (their own
+                // records), and an ack from a deposed primary after a newer epoch's (the
+                // coordinator's).
+                PropertyName::SinglePrimary => {
+                    violated(self.late_epoch_acks > 0 || !self.two_primaries.is_empty())
+                }
                 // The leader family evicts, moves and throttles nothing, and takes no tokens.
                 _ => None,
             };
@@ -633,9 +638,18 @@ fn run_store(
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
     outcome.leader = leader;
     outcome.promotions = std::mem::take(&mut rig.promotions);
-    if leader {
+    if let Store::Leader(cluster) = &rig.cluster {
         read_leader_info(&mut outcome, &info);
         outcome.late_epoch_acks = rig.late_epoch_acks;
+        let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
+        outcome.two_primaries = cluster
+            .two_primaries()?
+            .into_iter()
+            .map(|(p, epoch, nodes)| {
+                let nodes: Vec<String> = nodes.iter().map(name).collect();
+                format!("{} epoch {epoch}: {}", scenario.shards[usize::from(p)].name, nodes.join(", "))
+            })
+            .collect();
     } else {
         read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;
     }

@@ -398,6 +398,12 @@ fn write_leader_facts(out: &mut String, o: &RunOutcome) {
         counter("stale_refused"),
         o.late_epoch_acks
     );
+    let _ = writeln!(
+        out,
+        "partitions with two primaries taking writes in one epoch (the nodes' own records): {}{}",
+        o.two_primaries.len(),
+        if o.two_primaries.is_empty() { String::new() } else { format!(" ({})", o.two_primaries.join("; ")) }
+    );
 }
 /// The store's text about a backend ("backend node 2 offered ...") with the model's node name
 /// added ("backend n3 (node 2) offered ...").
