@@ -2,6 +2,8 @@
 //! replies, many half-sent large values, too many connections, idle connections, a value
 //! over the limit, and limits that could not serve anyone.
 
+#[path = "support/info.rs"]
+mod info;
 #[path = "support/store_proc.rs"]
 mod store_proc;
 
@@ -26,13 +28,7 @@ fn peak_rss_bytes(pid: u32) -> usize {
 }
 
 fn info_field(c: &mut Client, field: &str) -> u64 {
-    let info = c.info().unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO has no {field}: {info}"))
-        .trim()
-        .parse()
-        .unwrap()
+    info::info_line(c, field).parse().unwrap()
 }
 
 /// Wait until INFO's `field` reaches `at_least`.

@@ -5,8 +5,7 @@
 //! epoch the manager could forget.
 
 use super::mesh::{self, Mesh};
-use super::node::IDLE_WAKE_MAX_MS;
-use super::{LeaderData, Spec};
+use super::{Clock, Clocked, LeaderData, Spec};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
 use crate::policy::leader::NodeSet;
@@ -373,28 +372,25 @@ impl Stepper {
         let mut out = Outbox::default();
         // Whoever it recovered is told its role when next heard from; the view starts now.
         self.refresh_view();
-        let mut start = tokio::time::Instant::now();
-        let mut ticks_done: u64 = 0;
+        let mut clock = Clock::new();
         let mut stopped = self.host.stopped.subscribe();
-        let mut due: Vec<ManagerTimer<u64>> = Vec::new();
         loop {
             // Asleep until the next timer may be due, not woken every millisecond.
-            let quiet = self.machine.quiet_ticks(&self.cfg).map_or(IDLE_WAKE_MAX_MS, u64::from);
-            let wake = start + Duration::from_millis(ticks_done + quiet.clamp(1, IDLE_WAKE_MAX_MS));
+            let wake = clock.wake(self.machine.quiet_ticks(&self.cfg));
             let stepped = tokio::select! {
                 _ = stopped.wait_for(|s| *s) => return,
                 received = inbox.recv() => {
                     let Some((src, msg)) = received else { return };
                     // Time first, so that the step sees the moment it happens at.
-                    self.catch_up(start, &mut ticks_done, &mut due, &mut out).and_then(|()| {
+                    clock.catch_up(&mut self).and_then(|()| {
                         self.machine.on_msg(&self.cfg, src, msg, &mut out);
                         self.finish(&mut out)
                     })
                 }
                 request = requests.recv() => {
                     let Some(r) = request else { return };
-                    if let Err(e) = self.catch_up(start, &mut ticks_done, &mut due, &mut out) {
-                        let _ = r.reply.send(Err(format!("coordinator stalled: cannot save its state: {e}; retry later")));
+                    if let Err(e) = clock.catch_up(&mut self) {
+                        let _ = r.reply.send(Err(stalled_answer(&e)));
                         Err(e)
                     } else {
                     let op = self.next_op;
@@ -406,7 +402,7 @@ impl Stepper {
                     self.finish(&mut out)
                     }
                 }
-                _ = tokio::time::sleep_until(wake) => self.catch_up(start, &mut ticks_done, &mut due, &mut out),
+                _ = tokio::time::sleep_until(wake) => clock.catch_up(&mut self),
             };
             if let Err(e) = stepped {
                 if !self.stall(&e, &mut inbox, &mut requests, &mut stopped).await {
@@ -415,39 +411,11 @@ impl Stepper {
                 // A crash and restart from the state file, as the protocol allows any time.
                 self.machine = Manager::recover(&self.cfg, &self.saved);
                 out = Outbox::default();
-                (start, ticks_done) = (tokio::time::Instant::now(), 0);
+                clock = Clock::new();
                 self.refresh_view();
                 eprintln!("replicheck store: the coordinator saved its state again and restarted from it");
             }
         }
-    }
-
-    /// One tick per millisecond since `start` not yet ticked, each after every timer due
-    /// before it fired (as a 1 ms clock would have done them).
-    fn catch_up(
-        &mut self,
-        start: tokio::time::Instant,
-        ticks_done: &mut u64,
-        due: &mut Vec<ManagerTimer<u64>>,
-        out: &mut Outbox<LeaderData>,
-    ) -> Result<(), String> {
-        let now = start.elapsed().as_millis() as u64;
-        while *ticks_done < now {
-            loop {
-                due.clear();
-                self.machine.due(&self.cfg, due);
-                if due.is_empty() {
-                    break;
-                }
-                for &timer in due.iter() {
-                    self.machine.on_timer(&self.cfg, timer, out);
-                    self.finish(out)?;
-                }
-            }
-            self.machine.tick(&self.cfg);
-            *ticks_done += 1;
-        }
-        Ok(())
     }
 
     /// A step could not be persisted: nothing it decided was sent, and the machine's memory is
@@ -461,7 +429,7 @@ impl Stepper {
         requests: &mut mpsc::Receiver<ClientRequest>,
         stopped: &mut watch::Receiver<bool>,
     ) -> bool {
-        let answer = format!("coordinator stalled: cannot save its state: {cause}; retry later");
+        let answer = stalled_answer(cause);
         eprintln!("replicheck store: {answer} (it tries again every {STALL_RETRY_MS} ms)");
         self.host.stalls.fetch_add(1, Ordering::Relaxed);
         *self.host.stalled.lock().expect("no panic holds it") = Some(cause.to_string());
@@ -624,4 +592,28 @@ impl Stepper {
             .collect();
         view.health = self.machine.health.to_vec();
     }
+}
+
+/// The manager on the clock: a timer fires as a step of its own, saved and sent.
+impl Clocked for Stepper {
+    type Timer = ManagerTimer<u64>;
+
+    fn due(&self, out: &mut Vec<ManagerTimer<u64>>) {
+        self.machine.due(&self.cfg, out);
+    }
+
+    fn fire(&mut self, timer: ManagerTimer<u64>) -> Result<(), String> {
+        let mut out = Outbox::default();
+        self.machine.on_timer(&self.cfg, timer, &mut out);
+        self.finish(&mut out)
+    }
+
+    fn tick(&mut self) {
+        self.machine.tick(&self.cfg);
+    }
+}
+
+/// What every request is answered while the coordinator cannot save its state.
+fn stalled_answer(cause: &str) -> String {
+    format!("coordinator stalled: cannot save its state: {cause}; retry later")
 }

@@ -7,14 +7,13 @@
 
 use super::mesh::{self, Mesh};
 use super::replica_db::ReplicaDb;
-use super::{LeaderData, Spec};
+use super::{Clock, Clocked, LeaderData, Spec};
 use crate::config::Resolved;
 use crate::policy::NodeId;
 use crate::protocol::leader::{LeaderEvent, Replica, ReplicaTimer};
 use crate::protocol::{Endpoint, Event, Outbox};
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -23,8 +22,6 @@ const INBOX_MAX: usize = 4096;
 /// Messages stepped before one commit at most (group commit: what arrived during the last
 /// fsync shares the next one).
 const BATCH_STEPS_MAX: usize = 256;
-/// An idle machine (no timer set) looks at the time at least this often (ms).
-pub(super) const IDLE_WAKE_MAX_MS: u64 = 1_000;
 
 /// Run node `me` of the cluster in `data_dir` until killed; `listen_fd`: a listening socket
 /// its parent bound on the node's address (else the node binds it).
@@ -103,19 +100,15 @@ impl NodeLoop {
             None => Replica::<LeaderData>::new(&self.cfg, self.me),
         };
         self.finish(&replica, &mut out)?;
-        let start = tokio::time::Instant::now();
-        let mut ticks_done: u64 = 0;
-        let mut due: Vec<ReplicaTimer> = Vec::new();
+        // Asleep until a lag timer may be due: an idle node costs next to nothing.
+        let mut clock = Clock::new();
         loop {
-            // Asleep until the next timer is due (a lag timer, or none: `IDLE_WAKE_MAX_MS`),
-            // not woken every millisecond: an idle node costs next to nothing.
-            let quiet = replica.quiet_ticks().map_or(IDLE_WAKE_MAX_MS, u64::from);
-            let wake = start + Duration::from_millis(ticks_done + quiet.clamp(1, IDLE_WAKE_MAX_MS));
+            let wake = clock.wake(replica.quiet_ticks().map(u32::from));
             tokio::select! {
                 received = inbox.recv() => {
                     let Some((src, msg)) = received else { return Ok(()) };
                     // Time first, so that the step sees the moment it happens at.
-                    self.catch_up(&mut replica, start, &mut ticks_done, &mut due, &mut out)?;
+                    clock.catch_up(&mut Running { node: &mut self, replica: &mut replica })?;
                     replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
                     // What is already waiting is stepped too, and committed with it: the sends
                     // of every step wait for that one commit.
@@ -129,39 +122,10 @@ impl NodeLoop {
                     self.finish_batch(&replica, sends)?;
                 }
                 _ = tokio::time::sleep_until(wake) => {
-                    self.catch_up(&mut replica, start, &mut ticks_done, &mut due, &mut out)?;
+                    clock.catch_up(&mut Running { node: &mut self, replica: &mut replica })?;
                 }
             }
         }
-    }
-
-    /// One tick per millisecond since `start` not yet ticked, each after every timer due
-    /// before it fired (as a 1 ms clock would have done them).
-    fn catch_up(
-        &mut self,
-        replica: &mut Replica<LeaderData>,
-        start: tokio::time::Instant,
-        ticks_done: &mut u64,
-        due: &mut Vec<ReplicaTimer>,
-        out: &mut Outbox<LeaderData>,
-    ) -> Result<(), String> {
-        let now = start.elapsed().as_millis() as u64;
-        while *ticks_done < now {
-            loop {
-                due.clear();
-                replica.due(due);
-                if due.is_empty() {
-                    break;
-                }
-                for &timer in due.iter() {
-                    replica.on_timer(&self.cfg, &self.db, timer, out);
-                    self.finish(replica, out)?;
-                }
-            }
-            replica.tick();
-            *ticks_done += 1;
-        }
-        Ok(())
     }
 
     /// After a step: persist what it changed, then send what it sent.
@@ -223,5 +187,29 @@ impl NodeLoop {
                 );
             }
         }
+    }
+}
+
+/// A node's replica on the clock: a timer fires as a step of its own, committed and sent.
+struct Running<'a> {
+    node: &'a mut NodeLoop,
+    replica: &'a mut Replica<LeaderData>,
+}
+
+impl Clocked for Running<'_> {
+    type Timer = ReplicaTimer;
+
+    fn due(&self, out: &mut Vec<ReplicaTimer>) {
+        self.replica.due(out);
+    }
+
+    fn fire(&mut self, timer: ReplicaTimer) -> Result<(), String> {
+        let mut out = Outbox::default();
+        self.replica.on_timer(&self.node.cfg, &self.node.db, timer, &mut out);
+        self.node.finish(self.replica, &mut out)
+    }
+
+    fn tick(&mut self) {
+        self.replica.tick();
     }
 }

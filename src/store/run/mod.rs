@@ -84,12 +84,14 @@ mod measure;
 mod report;
 mod rig;
 mod rollout;
+mod start;
 
 pub use measure::StoreEviction;
 use measure::*;
 use report::*;
 use rig::*;
 use rollout::RolloutRun;
+use start::*;
 
 /// Phases, in thousandths of the run's duration.
 const CALM_PERMILLE: u64 = 150;
@@ -466,7 +468,7 @@ fn run_store(
     let trace_path = req.trace.clone().unwrap_or_else(|| dir.path.join("trace.jsonl"));
     let before_start = Instant::now();
     let cluster = if leader {
-        Store::Leader(Box::new(start_leader(scenario, sourced, ms_per_tick, &dir, req)?))
+        Store::Leader(Box::new(start_leader(scenario, sourced, &layout, ms_per_tick, &dir, req)?))
     } else {
         let trace = traced.then_some(trace_path.as_path());
         Store::Quorum(Box::new(start_quorum(
@@ -663,127 +665,10 @@ fn run_store(
     Ok(outcome)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn start_quorum(
-    scenario: &Scenario,
-    policy: &Policy,
-    layout: Layout,
-    ms_per_tick: u64,
-    dir: &ScratchDir,
-    req: &RunRequest,
-    log_path: &std::path::Path,
-    trace_path: Option<&std::path::Path>,
-) -> Result<Cluster, String> {
-    Cluster::start(ClusterConfig {
-        binary: req.binary.clone(),
-        node_count: scenario.nodes.len(),
-        node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
-        policy: policy.clone(),
-        data_dir: dir.path.join("data"),
-        client_addr: "127.0.0.1:0".parse().expect("an address"),
-        clients: ClientLimits::default(),
-        decision_log: Some(log_path.to_path_buf()),
-        proxy_seed: req.seed,
-        link_proxies: true,
-        load: load_facts(scenario),
-        layout,
-        // The model's membership queue, its update time in milliseconds as every duration.
-        trace: trace_path.map(|path| (path.to_path_buf(), ms_per_tick)),
-        rebuild_nodes: Vec::new(),
-        coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
-        membership: Some(config::CoordinatorSpec {
-            membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
-            // The model's coordinator work: a model tick's worth every `ms_per_tick` ms.
-            work_round_ticks: u16::try_from(ms_per_tick).map_err(|_| {
-                format!(
-                    "--time-scale {ms_per_tick}: at most {} ms per tick with a coordinator work queue",
-                    u16::MAX
-                )
-            })?,
-            ..scenario.coordinator.clone()
-        }),
-    })
-    .map_err(|e| e.to_string())
-}
-
-/// The leader family's cluster for the model: its shards as partitions with their replica sets,
-/// the manager in the coordinator's zone, the variant's policy (durations at the run's time
-/// scale) as the directory's policy file, and every link between two machines through a proxy.
-fn start_leader(
-    scenario: &Scenario,
-    sourced: &SourcedPolicy,
-    ms_per_tick: u64,
-    dir: &ScratchDir,
-    req: &RunRequest,
-) -> Result<LeaderCluster, String> {
-    let policy_file = dir.path.join("policy.toml");
-    let text = leader_policy_file(sourced, ms_per_tick, scenario.tick_ms);
-    std::fs::write(&policy_file, text).map_err(|e| format!("cannot write {}: {e}", policy_file.display()))?;
-    let rf =
-        usize::from(sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len())?.replication_factor);
-    let model = crate::store::leader::ModelPlacement {
-        shards: scenario
-            .shards
-            .iter()
-            .map(|s| (s.name.clone(), s.replicas.clone().unwrap_or_else(|| (0..rf as NodeId).collect())))
-            .collect(),
-        node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
-        manager_zone: scenario.coordinators[0].zone,
-    };
-    LeaderCluster::start(LeaderConfig {
-        binary: req.binary.clone(),
-        node_count: scenario.nodes.len(),
-        node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
-        partitions: scenario.shards.len(),
-        replication_factor: None,
-        policy_file: Some(policy_file),
-        data_dir: dir.path.join("data"),
-        client_addr: "127.0.0.1:0".parse().expect("an address"),
-        clients: ClientLimits::default(),
-        link_proxy_seed: Some(req.seed),
-        model: Some(model),
-    })
-    .map_err(|e| e.to_string())
-}
-
-/// The policy file a leader store runs a variant's policy from: every key, the defaults'
-/// included, with its durations at `ms_per_tick` real ms per model tick of `tick_ms`.
-pub(super) fn leader_policy_file(sourced: &SourcedPolicy, ms_per_tick: u64, tick_ms: u64) -> String {
-    sourced.patch.with_defaults().time_scaled(ms_per_tick, tick_ms).to_toml()
-}
-
-/// The leader family's policy as the store's processes run it, durations in milliseconds.
-fn leader_policy_text(p: &Policy) -> String {
-    let l = p.leader.as_ref().expect("a leader-family policy");
-    format!(
-        "the leader store runs acks {}, min_in_sync {}, replica_lag_timeout {} ms, dead_after {} ms, heartbeat_interval {} ms, replica_ack_timeout {} ms, failover_delay {} ms, unclean_election {}, failover_cross_zone {}, fencing {}",
-        crate::store::coordinator::info::config_name(&l.acks),
-        l.min_in_sync,
-        l.replica_lag_timeout_ticks,
-        p.dead_after_ticks,
-        p.heartbeat_interval_ticks,
-        p.replica_ack_timeout_ticks,
-        l.failover_delay_ticks,
-        l.unclean_election,
-        l.failover_cross_zone,
-        l.fencing
-    )
-}
-
 /// What a real round trip may take beyond the model's latencies: a tick (time is discrete in
 /// the model), fsync and scheduling.
 pub fn trace_slack_ms(ms_per_tick: u64) -> u64 {
     ms_per_tick + 500
-}
-
-/// The rebalancer's view of the scenario's nodes (the shards' sizes and heat are in the
-/// layout).
-fn load_facts(scenario: &Scenario) -> LoadFacts {
-    LoadFacts {
-        node_disk_used_pct: scenario.nodes.iter().map(|n| n.disk_used_pct).collect(),
-        node_compaction_debt_pct: scenario.nodes.iter().map(|n| n.compaction_debt_pct).collect(),
-        slow_compaction_debt_pct: scenario.slow_compaction_debt_pct,
-    }
 }
 
 /// Sleep until `at_ms` into the run (watching for promotions); `false` at once if the run is
@@ -886,30 +771,6 @@ fn write_history_files(
         lines.push(format!("picture of the non-linearizable history: {}", path.display()));
     }
     Ok(lines)
-}
-
-/// A directory for one run's node data (and its decision log unless kept elsewhere), removed
-/// when the run ends.
-struct ScratchDir {
-    path: PathBuf,
-}
-
-impl ScratchDir {
-    fn new() -> Result<ScratchDir, String> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!("replicheck-store-run-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        Ok(ScratchDir { path })
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
 }
 
 fn interrupted(interrupt: Option<&AtomicBool>) -> bool {
