@@ -255,7 +255,7 @@ pub(super) fn read_leader_info(outcome: &mut RunOutcome, info: &str) {
 /// `retry_round_ms`: one attempt's timeout and the longest backoff after it, the time an
 /// operation caught by the faults needs after the heal to be retried once more; a healed
 /// phase shorter than that cannot tell a retry that would have succeeded from one that never
-/// does, and `ops_complete` is then not judged.
+/// does, and `ops_complete` is then not judged if any such operation is still outstanding.
 pub(super) fn judge_phases(
     outcome: &mut RunOutcome,
     load: &client::LoadReport,
@@ -263,12 +263,6 @@ pub(super) fn judge_phases(
     load_end_ms: u64,
     retry_round_ms: u64,
 ) {
-    let healed_ms = load_end_ms.saturating_sub(heal_at_ms);
-    if healed_ms <= retry_round_ms {
-        outcome.ops_complete_unjudged = Some(format!(
-            "not judged: the load ran {healed_ms} ms after the heal, not longer than one attempt and its backoff ({retry_round_ms} ms): run longer (--duration)"
-        ));
-    }
     let heal_ns = heal_at_ms * 1_000_000;
     outcome.ops_never_completed = load
         .history
@@ -284,6 +278,15 @@ pub(super) fn judge_phases(
             )
         })
         .collect();
+    // With nothing outstanding, every operation caught by the faults completed: that holds
+    // however short the healed phase was.
+    let healed_ms = load_end_ms.saturating_sub(heal_at_ms);
+    if !outcome.ops_never_completed.is_empty() && healed_ms <= retry_round_ms {
+        outcome.ops_complete_unjudged = Some(format!(
+            "not judged: the load ran {healed_ms} ms after the heal, not longer than one attempt and its backoff ({retry_round_ms} ms), and {} operations begun before it were still retried: run longer (--duration)",
+            outcome.ops_never_completed.len()
+        ));
+    }
     outcome.settle_at_ms = heal_at_ms + load_end_ms.saturating_sub(heal_at_ms) / 2;
     let settle = outcome.settle_at_ms;
     let mut after: Vec<(u64, String)> = outcome

@@ -310,4 +310,17 @@ fn ops_complete_is_judged_only_when_the_healed_phase_outlasts_a_retry() {
     let long = judged(9_000);
     assert_eq!(long.verdict(PropertyName::OpsComplete), Some(Found::Violated));
     assert_eq!(long.ops_never_completed.len(), 1);
+    // Nothing outstanding: holds, however short the healed phase.
+    let done = LoadReport {
+        history: vec![Op {
+            outcome: Outcome::Ok { return_ns: 600_000_000, read: None },
+            cut_off: false,
+            ..load.history[0].clone()
+        }],
+        ..load
+    };
+    let mut o = RunOutcome::default();
+    super::measure::judge_phases(&mut o, &done, 2_000, 2_500, 4_400);
+    assert_eq!(o.ops_complete_unjudged, None);
+    assert_eq!(o.verdict(PropertyName::OpsComplete), Some(Found::Holds));
 }
