@@ -161,3 +161,35 @@ fn help_gives_the_node_limit() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(&format!("--nodes {over}: must be 1 to {max}")), "{err}");
 }
+
+fn info_count(c: &mut Client, field: &str) -> u64 {
+    let Reply::Bulk(Some(info)) = c.call(&[b"INFO"]).unwrap() else { panic!("INFO answers") };
+    let text = String::from_utf8(info).unwrap();
+    let line = text.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).expect("the field");
+    line.trim().parse().unwrap()
+}
+
+/// The coordinator's clock sleeps until its next timer may be due instead of ticking every
+/// millisecond: idle for 2 s with heartbeats every 200 ms it wakes about at each round (a
+/// 1 ms clock: 2,000 times), and a write then still completes within its deadline.
+#[test]
+fn an_idle_coordinator_wakes_for_its_timers_not_every_millisecond() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("heartbeats.toml");
+    std::fs::write(
+        &policy,
+        "failure_detection = \"independent\"\nhealth_check = \"continuous\"\nheartbeat_interval = \"200ms\"\nsuspect_after = \"1s\"\ndead_after = \"3s\"\n",
+    )
+    .unwrap();
+    let up = StoreUp::start(&["--nodes", "3", "--policy", policy.to_str().unwrap()]);
+    let mut c = Client::connect(up.addr).unwrap();
+    let before = info_count(&mut c, "clock_wakes");
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = info_count(&mut c, "clock_wakes") - before;
+    assert!(woke >= 5, "the heartbeat rounds still wake it ({woke} wakes in 2 s)");
+    assert!(woke <= 100, "an idle clock woke {woke} times in 2 s");
+    assert_eq!(c.call(&[b"SET", b"k", b"v"]).unwrap(), Reply::Simple("OK".into()));
+    assert_eq!(c.call(&[b"GET", b"k"]).unwrap(), Reply::Bulk(Some(b"v".to_vec())));
+    let Reply::Bulk(Some(info)) = c.call(&[b"INFO"]).unwrap() else { panic!("INFO answers") };
+    assert!(!String::from_utf8(info).unwrap().contains("health=dead"), "no member judged dead meanwhile");
+}

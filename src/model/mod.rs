@@ -15,6 +15,8 @@ pub mod history;
 pub mod leader;
 mod leader_display;
 pub mod properties;
+#[cfg(test)]
+mod quiet_tests;
 pub mod reduction;
 pub mod state;
 

@@ -154,6 +154,23 @@ impl<D: Data> Coordinator<D> {
         })
     }
 
+    /// Continuous checking: the ticks until each node's silence reaches the next threshold
+    /// (`suspect_after`, `dead_after`) it has not reached.
+    pub(super) fn silence_quiet(&self, cfg: &Resolved, at: &mut impl FnMut(TimerTicks)) {
+        let p = &cfg.policy;
+        if !(independent(cfg) && p.health_check == HealthCheck::Continuous) {
+            return;
+        }
+        for &silence in self.silence_ticks.iter() {
+            let silence = u32::from(silence);
+            if let Some(next) =
+                [p.suspect_after_ticks, p.dead_after_ticks].into_iter().filter(|&t| t > silence).min()
+            {
+                at(TimerTicks::try_from(next - silence).unwrap_or(TimerTicks::MAX));
+            }
+        }
+    }
+
     /// Ask the eviction policy about every member the detector declared dead; queue the
     /// membership updates it decides on. One membership change per shard at a time.
     /// `load_work` is the coordinator's load behind the evidence: its backlog now, or more.

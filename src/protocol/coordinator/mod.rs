@@ -483,6 +483,41 @@ impl<D: Data> Coordinator<D> {
             && self.no_recovery_timer_due()
     }
 
+    /// A lower bound on the ticks before a timer is due, were no message to arrive: 0 when one
+    /// is due now, 1 while a jittered window is open (the store draws its moment tick by tick),
+    /// `None` with no timer set. A driver may sleep that long, then catch the ticks up.
+    pub fn quiet_ticks(&self, cfg: &Resolved) -> Option<TimerTicks> {
+        if !self.no_timer_due(cfg) {
+            return Some(0);
+        }
+        let mut soonest: Option<TimerTicks> = None;
+        let mut at = |t: TimerTicks| soonest = Some(soonest.map_or(t, |s| s.min(t)));
+        for o in &self.ops {
+            at(o.deadline_ticks);
+            o.fan_out_ticks.into_iter().for_each(&mut at);
+        }
+        if !self.queue.is_empty() {
+            at(self.queue_ticks);
+        }
+        if independent(cfg) {
+            at(self.heartbeat_ticks);
+            self.silence_quiet(cfg, &mut at);
+        }
+        if self.rebalances(cfg) {
+            at(self.rebalance_ticks);
+        }
+        for v in self.shards.iter() {
+            if let Some(j) = v.join.as_ref().filter(|j| j.copying && !j.parked) {
+                at(j.copy_ticks);
+            }
+            if self.view_pending(cfg, v) {
+                at(v.view_ticks);
+            }
+        }
+        self.recovery_quiet(&mut at);
+        soonest
+    }
+
     /// Whether this coordinator runs the rebalancer: the leader, when it is enabled.
     fn rebalances(&self, cfg: &Resolved) -> bool {
         cfg.policy.rebalance.is_some() && self.me == 0

@@ -62,6 +62,20 @@ impl<D: Data> Coordinator<D> {
             })
     }
 
+    /// The ticks until each recovery timer is due, or a copy backoff's window opens (1 while
+    /// one is open).
+    pub(super) fn recovery_quiet(&self, at: &mut impl FnMut(TimerTicks)) {
+        self.down_out_ticks.iter().flatten().for_each(|&t| at(t));
+        for j in self.shards.iter().filter_map(|v| v.join.as_ref()) {
+            if let Some((earliest, latest)) = j.retry_ticks {
+                at(if earliest > 0 { earliest } else { latest.min(1) });
+            }
+            if let Some(t) = j.timeout_ticks.filter(|_| !j.swapping) {
+                at(t);
+            }
+        }
+    }
+
     /// A tick of the recovery timers (none is due).
     pub(super) fn recovery_tick(&mut self) {
         for t in self.down_out_ticks.iter_mut().flatten() {

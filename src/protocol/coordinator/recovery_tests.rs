@@ -1,7 +1,7 @@
 //! The re-replication throttles, on coordinator-restart's cluster: n1, n2, n3 hold shard s1,
 //! n4 is the spare; coupled detection, so a missed deadline declares a replica dead.
 
-use super::super::tests::{copy_requests, resolved, start_join, write};
+use super::super::tests::{copy_requests, resolved, start_join, tick_probed, write};
 use super::*;
 use crate::policy::eviction::Suppressed;
 use crate::policy::recovery::{CopyRetry, RecoveryPolicy};
@@ -53,7 +53,7 @@ fn run(cfg: &Resolved, c: &mut Coordinator, ticks: u32) -> Outbox {
             all.sends.extend(out.sends);
             all.events.extend(out.events);
         }
-        c.tick(cfg);
+        tick_probed(cfg, c);
     }
     all
 }

@@ -9,6 +9,24 @@ pub(super) fn resolved(variant: &str) -> Resolved {
     Resolved::new(&scenario, &v.policy).expect("it resolves")
 }
 
+/// How far a test follows a coordinator's quiet ticks.
+const QUIET_PROBE_TICKS_MAX: TimerTicks = 200;
+
+/// One tick passes, nothing due; `quiet_ticks` checked on a copy first: that many ticks pass
+/// with no timer due and no window open.
+pub(super) fn tick_probed(cfg: &Resolved, c: &mut Coordinator) {
+    assert!(c.no_timer_due(cfg), "time passes a due timer");
+    let quiet = c.quiet_ticks(cfg).unwrap_or(QUIET_PROBE_TICKS_MAX);
+    let mut copy = c.clone();
+    for k in 1..quiet.min(QUIET_PROBE_TICKS_MAX) {
+        copy.tick(cfg);
+        let mut ready = Vec::new();
+        copy.ready(&mut ready);
+        assert!(copy.no_timer_due(cfg) && ready.is_empty(), "a timer due after {k} of {quiet} quiet ticks");
+    }
+    c.tick(cfg);
+}
+
 /// A coordinator that sequenced one write (token kept) and replaced n1 (node 0) by n4.
 fn after_a_write_and_a_replacement(cfg: &Resolved) -> Coordinator {
     let mut c = Coordinator::new(cfg, 0);
@@ -124,7 +142,7 @@ fn a_copy_round_out_of_time_asks_a_source_again_when_it_is_heard_from() {
         let mut due = Vec::new();
         c.due(&cfg, &mut due);
         assert!(due.is_empty(), "{due:?}");
-        c.tick(&cfg);
+        tick_probed(&cfg, &mut c);
     }
     let mut due = Vec::new();
     c.due(&cfg, &mut due);
@@ -155,7 +173,7 @@ fn a_node_heard_from_since_a_request_left_is_not_declared_dead_at_its_deadline()
         c.on_msg(&cfg, Endpoint::Node(n), ack(seq), &mut Outbox::default());
     }
     for _ in 0..cfg.policy.replica_ack_timeout_ticks {
-        c.tick(&cfg);
+        tick_probed(&cfg, &mut c);
     }
     let mut out = Outbox::default();
     c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 0 }, attempt: 1 }, &mut out);
@@ -168,7 +186,7 @@ fn a_node_heard_from_since_a_request_left_is_not_declared_dead_at_its_deadline()
         c.on_msg(&cfg, Endpoint::Node(n), ack(2), &mut Outbox::default());
     }
     for _ in 0..cfg.policy.replica_ack_timeout_ticks {
-        c.tick(&cfg);
+        tick_probed(&cfg, &mut c);
     }
     c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 2 }, attempt: 1 }, &mut out);
     assert_eq!(c.health[2], Health::Dead, "coupled detection: a silent miss is a death");
@@ -356,8 +374,7 @@ fn a_write_that_waited(cfg: &Resolved, c: &mut Coordinator) -> Outbox {
     assert_eq!(c.ops[0].fan_out_ticks, Some(16));
     assert_eq!(c.ops[0].deadline_ticks, 20, "the deadline runs from the arrival");
     for _ in 0..16 {
-        assert!(c.no_timer_due(cfg));
-        c.tick(cfg);
+        tick_probed(cfg, c);
     }
     assert_eq!(c.backlog_work, 0);
     let mut due = Vec::new();
@@ -394,7 +411,7 @@ fn a_miss_the_coordinators_own_queue_caused_evicts_only_without_a_ceiling() {
         let mut c = after_an_eviction(&cfg);
         a_write_that_waited(&cfg, &mut c);
         for _ in 0..4 {
-            c.tick(&cfg);
+            tick_probed(&cfg, &mut c);
         }
         // n4's ack is late: the deadline fires with the backlog long drained, but the write
         // waited behind 16 units.
@@ -476,7 +493,7 @@ fn run_silent(cfg: &Resolved, c: &mut Coordinator, ticks: u32) -> Vec<(NodeId, u
             }
         }
         if t < ticks {
-            c.tick(cfg);
+            tick_probed(cfg, c);
         }
     }
     dead

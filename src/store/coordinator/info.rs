@@ -27,6 +27,8 @@ pub struct Counters {
     pub capacity_breaches: AtomicU64,
     /// Live policy reloads (`CONFIG SET policy`, a rollout step of `store run`).
     pub policy_reloads: AtomicU64,
+    /// Times the clock task woke (it sleeps until a timer may be due, at most 1 s).
+    pub clock_wakes: AtomicU64,
 }
 
 /// What INFO shows beside the machine's own state.

@@ -349,9 +349,10 @@ impl Coordinator {
         let mut out = String::new();
         let _ = write!(
             out,
-            "# Server\r\nreplicheck_version:{}\r\nuptime_in_seconds:{}\r\n\r\n",
+            "# Server\r\nreplicheck_version:{}\r\nuptime_in_seconds:{}\r\nclock_wakes:{}\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
-            sh.started.elapsed().as_secs()
+            sh.started.elapsed().as_secs(),
+            get(&c.clock_wakes)
         );
         let epoch = sh.observed(|o| o.membership_epoch);
         let _ = write!(

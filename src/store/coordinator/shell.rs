@@ -2,8 +2,11 @@
 //! machine the models check) driven by real sockets, a real clock and a state file.
 //!
 //! What the shell does and nothing more:
-//! - time: one protocol tick is one millisecond; a task ticks the machine and fires its due
-//!   timers (the policy, resolved with a 1 ms tick, is in those ticks);
+//! - time: one protocol tick is one millisecond, counted from `start_clock`. A clock task
+//!   sleeps until the machine's next timer may be due (`Coordinator::quiet_ticks`), and
+//!   before any message is stepped the ticks since are caught up, each after every timer due
+//!   before it fired, as a task ticking every millisecond would have done them (the policy,
+//!   resolved with a 1 ms tick, is in those ticks);
 //! - messages: each `Msg` the machine sends to a node becomes a `NodeRequest` on that node's
 //!   link, and the node's reply, whenever it comes, is delivered back as the protocol's
 //!   answer (`ReplicateAck`, `ReadReply`, `Pong`). A request that fails (the node is down, the
@@ -42,6 +45,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+#[path = "clock.rs"]
+mod clock;
+
 /// A node's reply later than this many ack timeouts is no longer waited for (a lost message).
 const REPLY_WAIT_ACK_TIMEOUTS: u32 = 4;
 const REPLY_WAIT_MIN_MS: u64 = 1_000;
@@ -77,6 +83,8 @@ struct Inner {
     saved: Option<Durable<StoreData>>,
     last_saved: Option<SavedState>,
     observed: Observed,
+    /// The tick the clock task sleeps until: a step that sets a timer due sooner wakes it.
+    clock_wake_tick: u64,
 }
 
 /// A deliberate shell bug, for the test that trace validation catches one
@@ -99,6 +107,12 @@ pub struct Shell {
     /// Shared with the shell a stall restart replaces, so INFO's counts go on.
     pub counters: Arc<Counters>,
     pub started: Instant,
+    /// When tick 0 began (`start_clock`); no time passes before.
+    clock_origin: std::sync::OnceLock<Instant>,
+    /// Ticks done since `clock_origin`; advanced only under `catching_up`.
+    ticks_done: AtomicU64,
+    catching_up: Mutex<()>,
+    clock_wake: Arc<tokio::sync::Notify>,
     log: DecisionLog,
     trace: Option<TraceWriter>,
     drop_late_replies: bool,
@@ -180,10 +194,15 @@ impl Shell {
                 saved: None,
                 last_saved: saved.clone(),
                 observed,
+                clock_wake_tick: u64::MAX,
             }),
             next_op: AtomicU64::new(1),
             counters: counters.unwrap_or_default(),
             started: now,
+            clock_origin: std::sync::OnceLock::new(),
+            ticks_done: AtomicU64::new(0),
+            catching_up: Mutex::new(()),
+            clock_wake: Arc::new(tokio::sync::Notify::new()),
             log,
             trace,
             drop_late_replies: std::env::var(SHELL_FAULT_ENV).is_ok_and(|v| v == "drop_late_replies"),
@@ -250,87 +269,26 @@ impl Shell {
         if self.lock().crashed {
             return;
         }
-        self.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Coordinator(from), msg, io));
+        self.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Coordinator(from), msg, io));
     }
 
-    /// Start the clock: every millisecond one tick, then every timer that came due.
-    pub fn start_clock(self: &Arc<Self>) {
-        let shell = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(Duration::from_millis(1));
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-            interval.tick().await;
-            loop {
-                interval.tick().await;
-                let Some(shell) = shell.upgrade() else { return };
-                shell.tick();
-            }
-        });
-    }
-
-    fn tick(self: &Arc<Self>) {
-        let mut timers = Vec::new();
-        self.step(|m, cfg, _| {
-            // Timers due now fire before time passes (a step may have made one due).
-            m.due(cfg, &mut timers);
-        });
-        for timer in timers.drain(..) {
-            self.fire_if_due(timer);
-        }
-        // A timer whose window is open (a jittered copy retry) fires at a moment drawn
-        // uniformly from what is left of its window: with chance 1/(ticks left + 1) each tick.
-        let mut ready: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
-        self.step(|m, _, _| m.ready(&mut ready));
-        for (timer, left) in ready {
-            if rand::random_ratio(1, u32::from(left) + 1) {
-                self.step(|m, cfg, io| {
-                    let mut still: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
-                    m.ready(&mut still);
-                    if still.iter().any(|(t, _)| *t == timer) {
-                        m.on_timer(cfg, timer, io);
-                    }
-                });
-            }
-        }
-        self.step(|m, cfg, _| {
-            let mut due: Vec<Timer<u64>> = Vec::new();
-            m.due(cfg, &mut due);
-            if due.is_empty() {
-                m.tick(cfg);
-            } else {
-                timers = due;
-            }
-        });
-        for timer in timers {
-            self.fire_if_due(timer);
-        }
-    }
-
-    /// Fire `timer` if it is still due: each timer is its own step, as in the model, where
-    /// firing one may retire another (a deadline ends the request whose fan-out was due too).
-    fn fire_if_due(self: &Arc<Self>, timer: Timer<u64>) {
-        self.step(|m, cfg, io| {
-            let mut due: Vec<Timer<u64>> = Vec::new();
-            m.due(cfg, &mut due);
-            if due.contains(&timer) {
-                m.on_timer(cfg, timer, io);
-            }
-        });
-    }
-
-    /// One step of the machine: `f` under the lock, then what must be persisted, then its
-    /// events and sends.
+    /// One step of the machine at the clock's tick: `f` under the lock, then what must be
+    /// persisted, then its events and sends.
     fn step(self: &Arc<Self>, f: impl FnOnce(&mut Machine, &Resolved, &mut Outbox<StoreData>)) {
-        self.step_with(|inner, cfg, io| f(&mut inner.machine, cfg, io));
+        self.step_now_with(|inner, cfg, io| f(&mut inner.machine, cfg, io));
     }
 
-    fn step_with(self: &Arc<Self>, f: impl FnOnce(&mut Inner, &Resolved, &mut Outbox<StoreData>)) {
+    /// False if the machine has crashed (nothing ran).
+    fn step_now_with(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Inner, &Resolved, &mut Outbox<StoreData>),
+    ) -> bool {
         let mut out = Outbox::default();
         let mut replies = Vec::new();
         {
             let mut inner = self.lock();
             if inner.crashed {
-                return;
+                return false;
             }
             let cfg = Arc::clone(&inner.cfg);
             f(&mut inner, &cfg, &mut out);
@@ -356,7 +314,7 @@ impl Shell {
                 for (w, ok, value) in replies {
                     self.reply(w, ok, value);
                 }
-                return;
+                return false;
             }
             // Only a step that took effect is reported.
             for event in out.events.drain(..) {
@@ -390,6 +348,7 @@ impl Shell {
         for (w, ok, value) in replies {
             self.reply(w, ok, value);
         }
+        true
     }
 
     /// Write what must survive a crash, if it changed.
@@ -623,7 +582,7 @@ impl Shell {
             value,
             token: token.map(<[u8]>::to_vec),
         };
-        self.step_with(|inner, cfg, io| {
+        self.step_msg_with(|inner, cfg, io| {
             // Registered inside the step, so a response in the same step finds it.
             let token = match (kind, token) {
                 (OpKind::Write, Some(t)) => Some((t.to_vec(), key.to_vec())),
@@ -710,7 +669,7 @@ impl Shell {
                 }
             };
             shell.heard(n, sent_at, ack_timeout);
-            shell.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), answer, io));
+            shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), answer, io));
         });
     }
 
@@ -733,7 +692,7 @@ impl Shell {
                 let now = Instant::now();
                 self.lock().observed.last_heard[usize::from(to)] = now;
                 let ack = Msg::CopyAck { shard, from: source };
-                self.step(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(to), ack, io));
+                self.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(to), ack, io));
             }
             Err(e) => eprintln!(
                 "replicheck store: catch-up copy of {} to {}: {e}",

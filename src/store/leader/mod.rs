@@ -63,8 +63,7 @@ impl Data for LeaderData {
     }
 }
 
-/// An idle machine (no timer set) looks at the time at least this often (ms).
-const IDLE_WAKE_MAX_MS: u64 = 1_000;
+use super::IDLE_WAKE_MAX_MS;
 
 /// A machine the store drives by the clock: its timers, a step that fires one (persisted and
 /// sent), and a tick passing.
