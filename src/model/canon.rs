@@ -243,6 +243,7 @@ fn visit_msg(msg: &mut Msg, f: &mut impl FnMut(Slot<'_>)) {
         Msg::Request { op, .. }
         | Msg::Response { op, .. }
         | Msg::ReplicateAck { op, .. }
+        | Msg::Refused { op, .. }
         | Msg::ReadReq { op, .. } => f(Slot::Op(op)),
         Msg::Replicate { op, shard, version, .. } | Msg::ReadReply { op, shard, version, .. } => {
             let shard = *shard;

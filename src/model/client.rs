@@ -132,6 +132,7 @@ fn retire_attempt(s: &mut WorldState, op: OpId, attempt: u8) {
             | Msg::Response { op: o, attempt: a, .. }
             | Msg::Replicate { op: o, attempt: a, .. }
             | Msg::ReplicateAck { op: o, attempt: a, .. }
+            | Msg::Refused { op: o, attempt: a, .. }
             | Msg::ReadReq { op: o, attempt: a, .. }
             | Msg::ReadReply { op: o, attempt: a, .. }
                 if *o == op && *a == attempt =>

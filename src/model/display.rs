@@ -46,6 +46,7 @@ pub fn msg(cfg: &WorldConfig, m: &Msg) -> String {
         Msg::ReplicateAck { op, attempt, .. } => {
             format!("ReplicateAck ({} attempt={attempt})", op_name(cfg, op))
         }
+        Msg::Refused { op, attempt, .. } => format!("Refused ({} attempt={attempt})", op_name(cfg, op)),
         Msg::ReadReq { op, attempt, shard: s, .. } => {
             format!("ReadReq {} ({} attempt={attempt})", shard(s), op_name(cfg, op))
         }

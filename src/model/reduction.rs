@@ -375,6 +375,7 @@ fn op_attempt(msg: &Msg) -> Option<(crate::protocol::OpId, u8)> {
         | Msg::Response { op, attempt, .. }
         | Msg::Replicate { op, attempt, .. }
         | Msg::ReplicateAck { op, attempt, .. }
+        | Msg::Refused { op, attempt, .. }
         | Msg::ReadReq { op, attempt, .. }
         | Msg::ReadReply { op, attempt, .. } => Some((op, attempt)),
         _ => None,

@@ -92,6 +92,9 @@ pub enum Failure {
     /// The ack deadline fired first: `answered` of the `needed` answers had come; `missing`
     /// has a bit for each node asked that had not answered.
     Deadline { answered: u8, needed: u8, missing: u8, repairing: bool },
+    /// Too few of the nodes asked could still answer: `refused` has a bit for each that
+    /// refused (its storage failed), `missing` for each yet to answer; told at once.
+    Refused { answered: u8, needed: u8, refused: u8, missing: u8, repairing: bool },
 }
 
 /// What a machine does to the world. Sends leave from the machine the `Io` was made for.

@@ -75,6 +75,13 @@ pub enum Msg<D: Data = ModelData> {
         attempt: u8,
         shard: u8,
     },
+    /// Replica -> coordinator: it could not do its part of request `op` (the store's node
+    /// whose storage failed; no model's node refuses). Proof of life, and no answer.
+    Refused {
+        op: D::Op,
+        attempt: u8,
+        shard: u8,
+    },
     ReadReq {
         op: D::Op,
         attempt: u8,

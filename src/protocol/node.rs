@@ -33,6 +33,7 @@ pub fn on_msg(me: NodeId, data: &mut [Stored], src: Endpoint, msg: Msg, io: &mut
         Msg::Request { .. }
         | Msg::Response { .. }
         | Msg::ReplicateAck { .. }
+        | Msg::Refused { .. }
         | Msg::ReadReply { .. }
         | Msg::CopyAck { .. }
         | Msg::Pong

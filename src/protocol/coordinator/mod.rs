@@ -140,6 +140,8 @@ pub struct CoordOp<D: Data = ModelData> {
     /// The joining replica a write (or write-back) also went to: then one more ack is needed.
     pub learner: Option<NodeId>,
     pub answered: u8,
+    /// Asked nodes that refused (`Msg::Refused`): they will not answer this request.
+    pub refused: u8,
     /// Asked nodes that have not answered but were heard from (any message) since the
     /// request was sent: alive, if late.
     pub heard: u8,
@@ -174,6 +176,11 @@ impl<D: Data> CoordOp<D> {
     /// request still waiting to be sent is none: it goes to a joining replica when it is sent.
     fn writing(&self) -> bool {
         (self.kind == OpKind::Write || self.repairing) && !self.responded && self.fan_out_ticks.is_none()
+    }
+
+    /// Whether enough of the nodes asked may still answer.
+    fn quorum_possible(&self, cfg: &Resolved) -> bool {
+        (self.asked & !self.refused).count_ones() as u8 >= self.needed(cfg)
     }
 
     fn needed(&self, cfg: &Resolved) -> u8 {
@@ -647,6 +654,10 @@ impl<D: Data> Coordinator<D> {
             Msg::ReplicateAck { op, attempt, .. } => {
                 let Endpoint::Node(n) = src else { unreachable!("acks come from nodes") };
                 self.on_answer(cfg, op, attempt, n, None, io);
+            }
+            Msg::Refused { op, attempt, .. } => {
+                let Endpoint::Node(n) = src else { unreachable!("refusals come from nodes") };
+                self.on_refused(cfg, op, attempt, n, io);
             }
             Msg::ReadReply { op, attempt, version, value, .. } => {
                 let Endpoint::Node(n) = src else { unreachable!("read replies come from nodes") };

@@ -99,6 +99,7 @@ impl<D: Data> Coordinator<D> {
             asked: 0,
             learner: None,
             answered: 0,
+            refused: 0,
             heard: 0,
             responded: false,
             best: Stored::default(),
@@ -210,6 +211,7 @@ impl<D: Data> Coordinator<D> {
         // Those that answered the query were heard from since the request left.
         o.heard |= o.answered;
         o.answered = 0;
+        o.refused = 0;
         o.best = Stored::default();
         o.deadline_ticks = ticks(cfg.policy.replica_ack_timeout_ticks);
         self.send_replicates(&mut o, io);
@@ -278,6 +280,7 @@ impl<D: Data> Coordinator<D> {
                 // Those that answered the read were heard from since the request left.
                 o.heard |= o.answered & !o.holders;
                 o.answered = o.holders;
+                o.refused = 0;
                 o.deadline_ticks = ticks(p.replica_ack_timeout_ticks);
                 let to = o.asked & !o.holders;
                 io.event(Event::ReadRepairStarted { op, shard });
@@ -317,6 +320,41 @@ impl<D: Data> Coordinator<D> {
         }
     }
 
+    /// Node `n` could not do its part (`heard_from` has run: it is alive). Once too few of
+    /// those asked could still answer, the client is told at once; the request stays until
+    /// its deadline all the same, a write whose acks may still come (a member that did not
+    /// refuse may yet apply it).
+    pub(super) fn on_refused(
+        &mut self,
+        cfg: &Resolved,
+        op: D::Op,
+        attempt: u8,
+        n: NodeId,
+        io: &mut impl Io<D>,
+    ) {
+        let Some(o) = self.ops.iter_mut().find(|o| o.op == op && o.attempt == attempt) else {
+            return;
+        };
+        if (o.asked & !o.answered & !o.refused) & bit(n) == 0 || o.fan_out_ticks.is_some() {
+            return;
+        }
+        let was_possible = o.quorum_possible(cfg);
+        o.refused |= bit(n);
+        if o.responded || !was_possible || o.quorum_possible(cfg) {
+            return;
+        }
+        let why = Failure::Refused {
+            answered: o.answered.count_ones() as u8,
+            needed: o.needed(cfg),
+            refused: o.refused,
+            missing: o.asked & !o.answered & !o.refused,
+            repairing: o.repairing,
+        };
+        io.event(Event::RequestFailed { op, why });
+        let value = D::Value::default();
+        io.send(Endpoint::Client(D::client(op)), Msg::Response { op, attempt, ok: false, value });
+    }
+
     pub(super) fn on_deadline(&mut self, cfg: &Resolved, op: D::Op, attempt: u8, io: &mut impl Io<D>) {
         let i = self
             .ops
@@ -324,7 +362,8 @@ impl<D: Data> Coordinator<D> {
             .position(|o| o.op == op && o.attempt == attempt)
             .expect("deadline of a live request");
         let o = self.ops.remove(i);
-        if !o.responded {
+        // A request too few could still answer was failed when that became so.
+        if !o.responded && o.quorum_possible(cfg) {
             let why = Failure::Deadline {
                 answered: o.answered.count_ones() as u8,
                 needed: o.needed(cfg),

@@ -526,3 +526,59 @@ fn continuous_checking_judges_at_the_tick_silence_reaches_a_threshold() {
     assert!(!due.contains(&Timer::SilenceCrossed { node: 1 }));
     assert!(c.no_timer_due(&cfg));
 }
+
+fn refused(seq: u8) -> Msg {
+    Msg::Refused { op: OpId { client: 0, seq }, attempt: 1, shard: 0 }
+}
+
+fn failures(out: &Outbox) -> Vec<Failure> {
+    out.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RequestFailed { why, .. } => Some(*why),
+            _ => None,
+        })
+        .collect()
+}
+
+/// W = 2 of 3: one refusal leaves a quorum possible (the others' acks answer the client);
+/// a second fails the write at once, naming both, and its deadline later sends no second
+/// answer and judges neither refusing node dead (coupled detection: they were heard from).
+#[test]
+fn a_write_fails_once_too_few_can_still_ack_and_refusers_are_alive() {
+    let cfg = resolved("default");
+    let mut c = Coordinator::new(&cfg, 0);
+    c.on_msg(&cfg, Endpoint::Client(0), write(0), &mut Outbox::default());
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(0), refused(0), &mut out);
+    assert!(out.sends.is_empty() && out.events.is_empty(), "two may still ack: {out:?}");
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(1), refused(0), &mut out);
+    assert_eq!(
+        failures(&out),
+        [Failure::Refused { answered: 0, needed: 2, refused: 0b011, missing: 0b100, repairing: false }]
+    );
+    assert!(out
+        .sends
+        .iter()
+        .any(|(dst, m)| *dst == Endpoint::Client(0) && matches!(m, Msg::Response { ok: false, .. })));
+    // The late ack of the third is no success, and the refusals are not repeated.
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(2), ack(0), &mut out);
+    c.on_msg(&cfg, Endpoint::Node(1), refused(0), &mut out);
+    assert!(out.sends.is_empty() && out.events.is_empty(), "{out:?}");
+    assert_eq!(c.ops.len(), 1, "kept until its deadline: a write whose acks may still come");
+    let mut out = Outbox::default();
+    c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 0 }, attempt: 1 }, &mut out);
+    assert!(out.sends.is_empty() && failures(&out).is_empty(), "answered once: {out:?}");
+    assert!(c.health.iter().all(|&h| h != Health::Dead), "{:?}", c.health);
+
+    // One refusal, then two acks: the write succeeds.
+    let mut c = Coordinator::new(&cfg, 0);
+    c.on_msg(&cfg, Endpoint::Client(0), write(1), &mut Outbox::default());
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(2), refused(1), &mut out);
+    c.on_msg(&cfg, Endpoint::Node(0), ack(1), &mut out);
+    c.on_msg(&cfg, Endpoint::Node(1), ack(1), &mut out);
+    assert!(responded(&out) && failures(&out).is_empty());
+}

@@ -51,6 +51,26 @@ pub fn failure_text(
         Failure::Throttled(WriteRoute::Admitted { .. }) => {
             unreachable!("an admitted write is not refused")
         }
+        Failure::Refused { answered, needed, refused, missing, repairing } => {
+            let (what, answers) = what_failed(kind, repairing);
+            let causes: Vec<String> = (0..8)
+                .filter(|n| refused & (1 << n) != 0)
+                .map(|n| match node_errors.get(n).and_then(|e| e.as_ref()) {
+                    Some((why, _)) => format!("{}: {why}", layout.node(n as NodeId)),
+                    None => format!("{}: refused", layout.node(n as NodeId)),
+                })
+                .collect();
+            // Those that acked, or have yet to answer, may have applied the write.
+            let unknown = if kind == OpKind::Write && !repairing && (answered > 0 || missing != 0) {
+                "; outcome unknown: the write may still have been applied"
+            } else {
+                ""
+            };
+            format!(
+                "{what} quorum not reached: {answered} of {needed} {answers}, too few of the others can answer ({}){unknown}",
+                causes.join("; ")
+            )
+        }
         Failure::Deadline { answered, needed, missing, repairing } => {
             // A failure reply since this request was sent is why that node did not ack; the
             // deadline fires one ack timeout after the send, give or take a clock tick.
@@ -66,11 +86,7 @@ pub fn failure_text(
                     None => silent.push(layout.node(n as NodeId)),
                 }
             }
-            let (what, answers) = match (kind, repairing) {
-                (_, true) => ("read repair failed: write", "acks"),
-                (OpKind::Write, false) => ("write", "acks"),
-                (OpKind::Read, false) => ("read", "replies"),
-            };
+            let (what, answers) = what_failed(kind, repairing);
             // Members that did not answer may still apply the write: the client must not
             // take the error for "not written".
             let unknown = if kind == OpKind::Write && !repairing {
@@ -87,5 +103,14 @@ pub fn failure_text(
                 causes.join("; ")
             )
         }
+    }
+}
+
+/// What failed and what it counts: a write's acks, a read's replies, a read repair's acks.
+fn what_failed(kind: OpKind, repairing: bool) -> (&'static str, &'static str) {
+    match (kind, repairing) {
+        (_, true) => ("read repair failed: write", "acks"),
+        (OpKind::Write, false) => ("write", "acks"),
+        (OpKind::Read, false) => ("read", "replies"),
     }
 }

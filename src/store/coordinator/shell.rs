@@ -638,10 +638,18 @@ impl Shell {
             let reply = match shell.links[usize::from(n)].request(request, deadline).await {
                 Ok(reply) => reply,
                 Err(LinkError::Node(why)) => {
-                    // The node is up but could not do it (its disk is full): for the protocol
-                    // a lost reply; the request's error names the cause.
+                    // The node is up but could not do it (its disk is full): a refusal, so a
+                    // request too few can still answer fails at once, naming the cause.
                     shell.heard(n, sent_at, ack_timeout);
                     shell.lock().observed.node_errors[usize::from(n)] = Some((why, Instant::now()));
+                    let refused = match msg {
+                        Msg::Replicate { op, attempt, shard, .. }
+                        | Msg::ReadReq { op, attempt, shard, .. } => Msg::Refused { op, attempt, shard },
+                        _ => Msg::Pong, // a heartbeat answered with an error: alive
+                    };
+                    if !shell.lock().crashed {
+                        shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), refused, io));
+                    }
                     return;
                 }
                 Err(_) => return, // lost
