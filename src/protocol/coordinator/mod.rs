@@ -183,6 +183,12 @@ impl<D: Data> CoordOp<D> {
         (self.asked & !self.refused).count_ones() as u8 >= self.needed(cfg)
     }
 
+    /// Refusals made a quorum that was possible impossible: the client was told then
+    /// (`on_refused`). Never so in a model (no model's node refuses).
+    fn refused_out(&self, cfg: &Resolved) -> bool {
+        self.refused != 0 && self.asked.count_ones() as u8 >= self.needed(cfg) && !self.quorum_possible(cfg)
+    }
+
     fn needed(&self, cfg: &Resolved) -> u8 {
         let quorum = match (self.kind, self.repairing) {
             (OpKind::Write, _) if self.querying => cfg.policy.read_quorum,

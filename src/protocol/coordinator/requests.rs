@@ -362,8 +362,8 @@ impl<D: Data> Coordinator<D> {
             .position(|o| o.op == op && o.attempt == attempt)
             .expect("deadline of a live request");
         let o = self.ops.remove(i);
-        // A request too few could still answer was failed when that became so.
-        if !o.responded && o.quorum_possible(cfg) {
+        // A request refusals left too few to answer was failed when that became so.
+        if !o.responded && !o.refused_out(cfg) {
             let why = Failure::Deadline {
                 answered: o.answered.count_ones() as u8,
                 needed: o.needed(cfg),

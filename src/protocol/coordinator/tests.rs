@@ -581,4 +581,15 @@ fn a_write_fails_once_too_few_can_still_ack_and_refusers_are_alive() {
     c.on_msg(&cfg, Endpoint::Node(0), ack(1), &mut out);
     c.on_msg(&cfg, Endpoint::Node(1), ack(1), &mut out);
     assert!(responded(&out) && failures(&out).is_empty());
+
+    // Asked fewer than a quorum from the start: a refusal changes nothing, the deadline
+    // answers (as it does in every model, where nothing refuses).
+    let mut c: Coordinator = Coordinator::new(&cfg, 0);
+    c.shards[0].members = [0].into_iter().collect();
+    c.on_msg(&cfg, Endpoint::Client(0), write(2), &mut Outbox::default());
+    let mut out = Outbox::default();
+    c.on_msg(&cfg, Endpoint::Node(0), refused(2), &mut out);
+    assert!(failures(&out).is_empty());
+    c.on_timer(&cfg, Timer::AckDeadline { op: OpId { client: 0, seq: 2 }, attempt: 1 }, &mut out);
+    assert!(matches!(failures(&out)[..], [Failure::Deadline { answered: 0, needed: 2, .. }]), "{out:?}");
 }
