@@ -349,3 +349,12 @@ fn the_store_judges_silence_continuously_when_the_policy_says_so() {
     );
     assert!(report.contains("evictions: 1 (0 healthy)"), "{report}");
 }
+
+/// A degradation's latency reads as written: one value stays one value.
+#[test]
+fn a_degradation_to_one_latency_is_named_as_written() {
+    let fixed = scenario("models/unfenced-primary.toml");
+    assert_eq!(fixed.faults.degrade[0].text, "600ms");
+    let range = scenario("models/ack-timeout-eviction.toml");
+    assert_eq!(range.faults.degrade[0].text, "300ms..700ms");
+}

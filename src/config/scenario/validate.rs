@@ -571,7 +571,7 @@ fn faults(cx: &Cx, raw: &RawFaults, lossy: &[Vec<bool>]) -> Result<FaultSpec, St
                 cx.zone(&format!("{key}.zones"), &d.zones[1])?,
             ),
             latency: cx.latency_ticks(&format!("{key}.latency"), &d.latency)?,
-            text: format!("{}..{}", d.latency.lo.text, d.latency.hi.text),
+            text: d.latency.text(),
             duration: cx.fault_duration(&format!("{key}.duration"), d.duration.as_ref())?,
         });
     }
