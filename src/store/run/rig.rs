@@ -137,6 +137,12 @@ pub(super) fn schedule(scenario: &Scenario, chosen: &[String]) -> Result<Vec<Fau
     if chosen == ["none"] {
         return Ok(Vec::new());
     }
+    if chosen.iter().any(|c| c.trim() == "none") {
+        return Err(format!(
+            "--faults {}: `none` means no fault and stands alone; name the faults without it",
+            chosen.join(",")
+        ));
+    }
     let all: Vec<Fault> = menu.into_iter().flatten().collect();
     let names: Vec<String> = all.iter().map(|f| f.name(scenario)).collect();
     let mut picked = Vec::new();

@@ -230,6 +230,8 @@ fn faults_can_be_chosen_from_the_menu_by_name() {
     assert_eq!(names(&["partition:b"]).unwrap(), ["partition:b"]);
     assert_eq!(names(&["partition:b", "crash:n2"]).unwrap(), ["partition:b", "crash:n2"]);
     assert_eq!(names(&["none"]).unwrap(), Vec::<String>::new());
+    let err = names(&["none", "crash:n2"]).unwrap_err();
+    assert!(err.contains("--faults none,crash:n2: `none` means no fault and stands alone"), "{err}");
     let err = names(&["partition:a"]).unwrap_err();
     assert!(err.contains("--faults partition:a") && err.contains("crash:n2, partition:b"), "{err}");
     assert!(names(&["crash:n2", "crash:n2"]).unwrap_err().contains("named twice"));
