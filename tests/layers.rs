@@ -99,8 +99,9 @@ fn the_scanner_sees_grouped_and_plain_paths() {
     assert_eq!(uses, BTreeSet::from(["config".to_string(), "policy".to_string(), "model".to_string()]));
 }
 
-/// What every room of the store may write to: the decision log and the trace.
-const RECORDS: [&str; 2] = ["decision", "trace"];
+/// What every room of the store may use: the records it writes (the decision log and the
+/// trace) and the clock its machines run on.
+const RECORDS: [&str; 3] = ["decision", "trace", "clock"];
 
 /// The store's rooms, each using only the rooms below it: `run` plays a model on a `cluster`,
 /// which starts the `coordinator` and the `node`s (or, for the leader family, on the `leader`
@@ -117,6 +118,7 @@ fn store_rooms() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("leader", &["cluster", "coordinator", "node"][..]),
         ("decision", &[][..]),
         ("trace", &[][..]),
+        ("clock", &[][..]),
         ("cli", &["run", "cluster", "coordinator", "node", "bench", "leader"][..]),
         ("bench", &["cluster", "coordinator", "node", "leader"][..]),
         ("mod", &[][..]),

@@ -21,6 +21,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod clock;
 pub mod cluster;
 pub mod coordinator;
 pub mod decision;
@@ -28,10 +29,6 @@ pub mod leader;
 pub mod node;
 pub mod run;
 pub mod trace;
-
-/// A machine with no timer set (the store's coordinator, a leader node or manager) looks at
-/// the time at least this often (ms); otherwise its clock sleeps until a timer may be due.
-pub const IDLE_WAKE_MAX_MS: u64 = 1_000;
 
 /// Why a store command failed. The CLI exits 2 for bad input (a flag, a model or policy file,
 /// a data directory of another layout: the user can fix it) and 4 for a runtime failure (a

@@ -1,96 +1,65 @@
-//! The shell's clock: protocol ticks of 1 ms from `start_clock`, slept through while no timer
-//! can come due (`Coordinator::quiet_ticks`) and caught up before every message is stepped.
+//! The shell on the store's clock (`store::clock`): the machine's timers, its jittered
+//! windows and its ticks, each as a step of the shell; caught up by a clock task that sleeps
+//! until a timer may be due and before every message is stepped.
 
 use super::{Inner, Machine, Shell, Timer};
 use crate::config::Resolved;
 use crate::protocol;
 use crate::protocol::Outbox;
+use crate::store::clock::{Clock, Clocked};
 use crate::store::coordinator::machine::StoreData;
-use crate::store::IDLE_WAKE_MAX_MS;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::time::Instant;
 
-impl Shell {
-    /// Start the clock: tick 0 is now. A task wakes when the next timer may be due (or after
-    /// `IDLE_WAKE_MAX_MS` with none set, or when a step set a sooner one) and catches up.
-    pub fn start_clock(self: &Arc<Self>) {
-        let origin = *self.clock_origin.get_or_init(Instant::now);
-        let shell = Arc::downgrade(self);
-        let wake = Arc::clone(&self.clock_wake);
-        tokio::spawn(async move {
-            loop {
-                let Some(shell) = shell.upgrade() else { return };
-                shell.counters.clock_wakes.fetch_add(1, Ordering::Relaxed);
-                let done = shell.catch_up();
-                let wake_tick = {
-                    let mut inner = shell.lock();
-                    let quiet = if inner.crashed { None } else { inner.machine.quiet_ticks(&inner.cfg) };
-                    let quiet = quiet.map_or(IDLE_WAKE_MAX_MS, u64::from).clamp(1, IDLE_WAKE_MAX_MS);
-                    inner.clock_wake_tick = done + quiet;
-                    done + quiet
-                };
-                drop(shell);
-                tokio::select! {
-                    _ = tokio::time::sleep_until(origin + Duration::from_millis(wake_tick)) => {}
-                    _ = wake.notified() => {}
-                }
-            }
-        });
+/// The shell as the clock drives it. Every method takes the machine's lock for itself, so a
+/// message may be stepped between two of them: each re-reads what is due.
+struct OnClock<'a>(&'a Arc<Shell>);
+
+impl Clocked for OnClock<'_> {
+    type Timer = Timer<u64>;
+
+    fn due(&self, out: &mut Vec<Timer<u64>>) {
+        let inner = self.0.lock();
+        if !inner.crashed {
+            inner.machine.due(&inner.cfg, out);
+        }
     }
 
-    /// Every tick from the last one done up to now, each after every timer due before it
-    /// fired; ticks in which no timer can come due pass in one step. The ticks done after.
-    pub(super) fn catch_up(self: &Arc<Self>) -> u64 {
-        let Some(origin) = self.clock_origin.get() else { return 0 };
-        let now = origin.elapsed().as_millis() as u64;
-        let done = self.ticks_done.load(Ordering::Acquire);
-        if done >= now {
-            return done;
-        }
-        let _one_at_a_time = self.catching_up.lock().unwrap_or_else(|p| p.into_inner());
-        let mut done = self.ticks_done.load(Ordering::Acquire);
-        while done < now {
-            let left = now - done;
-            let mut quiet_passed = 0;
-            let alive = self.step_now_with(|inner, cfg, _| {
-                let quiet = inner.machine.quiet_ticks(cfg).map_or(u64::MAX, u64::from);
-                quiet_passed = quiet.saturating_sub(1).min(left);
-                for _ in 0..quiet_passed {
-                    inner.machine.tick(cfg);
-                }
-            });
-            if !alive {
-                done = now; // a crashed machine has no time
-            } else if quiet_passed > 0 {
-                done += quiet_passed;
-            } else if self.tick() {
-                done += 1;
-            }
-            self.ticks_done.store(done, Ordering::Release);
-        }
-        done
+    fn fire(&mut self, timer: Timer<u64>) -> Result<(), String> {
+        self.0.fire_if_due(timer);
+        Ok(()) // a step that cannot be saved stops the machine itself (`step_now_with`)
     }
 
-    /// One millisecond's tick: due timers fire, open windows draw, then time passes, unless
-    /// a timer came due meanwhile (then it fired instead, and this returns false).
-    fn tick(self: &Arc<Self>) -> bool {
-        let mut timers = Vec::new();
-        self.step(|m, cfg, _| {
-            // Timers due now fire before time passes (a step may have made one due).
-            m.due(cfg, &mut timers);
-        });
-        for timer in timers.drain(..) {
-            self.fire_if_due(timer);
+    fn quiet_ticks(&self) -> Option<u32> {
+        let inner = self.0.lock();
+        if inner.crashed {
+            return None;
         }
-        // A timer whose window is open (a jittered copy retry) fires at a moment drawn
-        // uniformly from what is left of its window: with chance 1/(ticks left + 1) each tick.
+        inner.machine.quiet_ticks(&inner.cfg).map(u32::from)
+    }
+
+    fn tick(&mut self) -> bool {
+        let mut ticked = false;
+        let alive = self.0.step(|m, cfg, _| {
+            // A message stepped since the due timers fired may have made one due.
+            let mut due: Vec<Timer<u64>> = Vec::new();
+            m.due(cfg, &mut due);
+            if due.is_empty() {
+                m.tick(cfg);
+                ticked = true;
+            }
+        });
+        ticked || !alive // a crashed machine has no time
+    }
+
+    /// A timer whose window is open (a jittered copy retry) fires at a moment drawn
+    /// uniformly from what is left of its window: with chance 1/(ticks left + 1) each tick.
+    fn draw_windows(&mut self) -> Result<(), String> {
         let mut ready: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
-        self.step(|m, _, _| m.ready(&mut ready));
+        self.0.step(|m, _, _| m.ready(&mut ready));
         for (timer, left) in ready {
             if rand::random_ratio(1, u32::from(left) + 1) {
-                self.step(|m, cfg, io| {
+                self.0.step(|m, cfg, io| {
                     let mut still: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
                     m.ready(&mut still);
                     if still.iter().any(|(t, _)| *t == timer) {
@@ -99,21 +68,67 @@ impl Shell {
                 });
             }
         }
-        let mut ticked = false;
-        self.step(|m, cfg, _| {
-            let mut due: Vec<Timer<u64>> = Vec::new();
-            m.due(cfg, &mut due);
-            if due.is_empty() {
+        Ok(())
+    }
+
+    /// In one step, so no message can set a sooner timer between the bound and the ticks.
+    fn pass_quiet(&mut self, most: u64) -> u64 {
+        let mut passed = most; // a crashed machine has no time
+        self.0.step(|m, cfg, _| {
+            let quiet = m.quiet_ticks(cfg).map_or(most, |q| u64::from(q).saturating_sub(1).min(most));
+            for _ in 0..quiet {
                 m.tick(cfg);
-                ticked = true;
-            } else {
-                timers = due;
+            }
+            passed = quiet;
+        });
+        passed
+    }
+}
+
+impl Shell {
+    /// Start the clock: tick 0 is now. A task wakes when the next timer may be due (or after
+    /// `IDLE_WAKE_MAX_MS` with none set, or when a step set a sooner one) and catches up.
+    pub fn start_clock(self: &Arc<Self>) {
+        let shell = Arc::downgrade(self);
+        let wake = Arc::clone(&self.clock_wake);
+        tokio::spawn(async move {
+            loop {
+                let Some(shell) = shell.upgrade() else { return };
+                shell.counters.clock_wakes.fetch_add(1, Ordering::Relaxed);
+                let at = {
+                    let mut clock = shell.clock.lock().unwrap_or_else(|p| p.into_inner());
+                    let clock = clock.get_or_insert_with(Clock::new);
+                    shell.catch_up_on(clock);
+                    // Kept under the machine's lock, so a step that sets a sooner timer sees it.
+                    let mut inner = shell.lock();
+                    let quiet = if inner.crashed { None } else { inner.machine.quiet_ticks(&inner.cfg) };
+                    inner.clock_wake_tick = clock.wake_tick(quiet.map(u32::from));
+                    clock.at(inner.clock_wake_tick)
+                };
+                drop(shell);
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = wake.notified() => {}
+                }
             }
         });
-        for timer in timers {
-            self.fire_if_due(timer);
+    }
+
+    /// Catch the clock up, if it has started; the ticks done since it did.
+    fn catch_up(self: &Arc<Self>) -> u64 {
+        let mut clock = self.clock.lock().unwrap_or_else(|p| p.into_inner());
+        match clock.as_mut() {
+            Some(clock) => {
+                self.catch_up_on(clock);
+                clock.ticks_done()
+            }
+            None => 0, // no time passes before the clock starts
         }
-        ticked || self.lock().crashed
+    }
+
+    fn catch_up_on(self: &Arc<Self>, clock: &mut Clock) {
+        // Infallible here: the shell's steps stop the machine themselves when they cannot save.
+        let _ = clock.catch_up(&mut OnClock(self));
     }
 
     /// Fire `timer` if it is still due: each timer is its own step, as in the model, where

@@ -107,11 +107,10 @@ pub struct Shell {
     /// Shared with the shell a stall restart replaces, so INFO's counts go on.
     pub counters: Arc<Counters>,
     pub started: Instant,
-    /// When tick 0 began (`start_clock`); no time passes before.
-    clock_origin: std::sync::OnceLock<Instant>,
-    /// Ticks done since `clock_origin`; advanced only under `catching_up`.
-    ticks_done: AtomicU64,
-    catching_up: Mutex<()>,
+    /// The machine's clock, from `start_clock` on (no time passes before); held while it
+    /// catches up, so ticks pass one catch-up at a time.
+    clock: Mutex<Option<crate::store::clock::Clock>>,
+    /// Wakes the clock task when a step set a timer sooner than it sleeps until.
     clock_wake: Arc<tokio::sync::Notify>,
     log: DecisionLog,
     trace: Option<TraceWriter>,
@@ -199,9 +198,7 @@ impl Shell {
             next_op: AtomicU64::new(1),
             counters: counters.unwrap_or_default(),
             started: now,
-            clock_origin: std::sync::OnceLock::new(),
-            ticks_done: AtomicU64::new(0),
-            catching_up: Mutex::new(()),
+            clock: Mutex::new(None),
             clock_wake: Arc::new(tokio::sync::Notify::new()),
             log,
             trace,
@@ -274,8 +271,8 @@ impl Shell {
 
     /// One step of the machine at the clock's tick: `f` under the lock, then what must be
     /// persisted, then its events and sends.
-    fn step(self: &Arc<Self>, f: impl FnOnce(&mut Machine, &Resolved, &mut Outbox<StoreData>)) {
-        self.step_now_with(|inner, cfg, io| f(&mut inner.machine, cfg, io));
+    fn step(self: &Arc<Self>, f: impl FnOnce(&mut Machine, &Resolved, &mut Outbox<StoreData>)) -> bool {
+        self.step_now_with(|inner, cfg, io| f(&mut inner.machine, cfg, io))
     }
 
     /// False if the machine has crashed (nothing ran).

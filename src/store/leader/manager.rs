@@ -5,7 +5,7 @@
 //! epoch the manager could forget.
 
 use super::mesh::{self, Mesh};
-use super::{Clock, Clocked, LeaderData, Spec};
+use super::{LeaderData, Spec};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
 use crate::policy::leader::NodeSet;
@@ -14,6 +14,7 @@ use crate::protocol::leader::{
     LeaderEvent, LeaderFailure, Manager, ManagerDurable, ManagerTimer, Refusal, RouteDurable,
 };
 use crate::protocol::{Endpoint, Event, Msg, Outbox};
+use crate::store::clock::{Clock, Clocked};
 use crate::store::coordinator::clients::{self, ClientLimits, ClientStats, RespService};
 use crate::store::coordinator::info::config_name;
 use crate::store::coordinator::layout::Layout;
@@ -608,8 +609,13 @@ impl Clocked for Stepper {
         self.finish(&mut out)
     }
 
-    fn tick(&mut self) {
+    fn quiet_ticks(&self) -> Option<u32> {
+        self.machine.quiet_ticks(&self.cfg)
+    }
+
+    fn tick(&mut self) -> bool {
         self.machine.tick(&self.cfg);
+        true
     }
 }
 

@@ -63,60 +63,6 @@ impl Data for LeaderData {
     }
 }
 
-use super::IDLE_WAKE_MAX_MS;
-
-/// A machine the store drives by the clock: its timers, a step that fires one (persisted and
-/// sent), and a tick passing.
-trait Clocked {
-    type Timer: Copy;
-    fn due(&self, out: &mut Vec<Self::Timer>);
-    fn fire(&mut self, timer: Self::Timer) -> Result<(), String>;
-    fn tick(&mut self);
-}
-
-/// The node's and the manager's clock: 1 ms protocol ticks counted from the machine's start,
-/// not woken every millisecond but when the next timer may be due (the machine's
-/// `quiet_ticks`) or a message arrives, and caught up then, every due timer fired before
-/// time passes, as a 1 ms clock would have done them.
-struct Clock {
-    start: tokio::time::Instant,
-    ticks_done: u64,
-}
-
-impl Clock {
-    fn new() -> Clock {
-        Clock { start: tokio::time::Instant::now(), ticks_done: 0 }
-    }
-
-    /// When to look at the time again: at the tick a timer may be due (the next one at the
-    /// soonest), or after `IDLE_WAKE_MAX_MS` when none is set.
-    fn wake(&self, quiet_ticks: Option<u32>) -> tokio::time::Instant {
-        let quiet = quiet_ticks.map_or(IDLE_WAKE_MAX_MS, u64::from).clamp(1, IDLE_WAKE_MAX_MS);
-        self.start + std::time::Duration::from_millis(self.ticks_done + quiet)
-    }
-
-    /// Every tick up to now, each after every timer due before it fired.
-    fn catch_up<M: Clocked>(&mut self, machine: &mut M) -> Result<(), String> {
-        let now = self.start.elapsed().as_millis() as u64;
-        let mut due = Vec::new();
-        while self.ticks_done < now {
-            loop {
-                due.clear();
-                machine.due(&mut due);
-                if due.is_empty() {
-                    break;
-                }
-                for &timer in &due {
-                    machine.fire(timer)?;
-                }
-            }
-            machine.tick();
-            self.ticks_done += 1;
-        }
-        Ok(())
-    }
-}
-
 /// What every process of a leader cluster agrees on, fixed for the directory's life
 /// (`DIR/leader.json`); the policy they run is `DIR/leader-policy.toml` beside it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

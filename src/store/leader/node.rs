@@ -7,11 +7,12 @@
 
 use super::mesh::{self, Mesh};
 use super::replica_db::ReplicaDb;
-use super::{Clock, Clocked, LeaderData, Spec};
+use super::{LeaderData, Spec};
 use crate::config::Resolved;
 use crate::policy::NodeId;
 use crate::protocol::leader::{LeaderEvent, Replica, ReplicaTimer};
 use crate::protocol::{Endpoint, Event, Outbox};
+use crate::store::clock::{Clock, Clocked};
 use std::io::Write;
 use std::path::Path;
 use tokio::net::TcpListener;
@@ -209,7 +210,12 @@ impl Clocked for Running<'_> {
         self.node.finish(self.replica, &mut out)
     }
 
-    fn tick(&mut self) {
+    fn quiet_ticks(&self) -> Option<u32> {
+        self.replica.quiet_ticks().map(u32::from)
+    }
+
+    fn tick(&mut self) -> bool {
         self.replica.tick();
+        true
     }
 }
