@@ -1,6 +1,9 @@
 //! `replicheck store up` as a user runs it: partitions, zones and ingest capacities from the
 //! command line, a RESP client, INFO, then Ctrl-C (SIGINT) stops the cluster and its nodes.
 
+#[path = "support/info.rs"]
+mod info;
+
 use replicheck::store::coordinator::resp::{read_reply, Client, Reply};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -163,10 +166,7 @@ fn help_gives_the_node_limit() {
 }
 
 fn info_count(c: &mut Client, field: &str) -> u64 {
-    let Reply::Bulk(Some(info)) = c.call(&[b"INFO"]).unwrap() else { panic!("INFO answers") };
-    let text = String::from_utf8(info).unwrap();
-    let line = text.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).expect("the field");
-    line.trim().parse().unwrap()
+    info::info_line(c, field).parse().unwrap()
 }
 
 /// The coordinator's clock sleeps until its next timer may be due instead of ticking every
@@ -190,6 +190,5 @@ fn an_idle_coordinator_wakes_for_its_timers_not_every_millisecond() {
     assert!(woke <= 100, "an idle clock woke {woke} times in 2 s");
     assert_eq!(c.call(&[b"SET", b"k", b"v"]).unwrap(), Reply::Simple("OK".into()));
     assert_eq!(c.call(&[b"GET", b"k"]).unwrap(), Reply::Bulk(Some(b"v".to_vec())));
-    let Reply::Bulk(Some(info)) = c.call(&[b"INFO"]).unwrap() else { panic!("INFO answers") };
-    assert!(!String::from_utf8(info).unwrap().contains("health=dead"), "no member judged dead meanwhile");
+    assert!(!c.info().unwrap().contains("health=dead"), "no member judged dead meanwhile");
 }

@@ -531,6 +531,25 @@ impl<D: Data> Coordinator<D> {
         soonest
     }
 
+    /// Tests: `quiet_ticks` is a lower bound here. A copy left alone for fewer ticks than it
+    /// says (at most `probe_max`) has no timer due and no window open; the ticks probed.
+    #[cfg(test)]
+    pub(crate) fn probe_quiet_ticks(&self, cfg: &Resolved, probe_max: TimerTicks) -> u64 {
+        let quiet = self.quiet_ticks(cfg).unwrap_or(probe_max);
+        assert!(quiet == 0 || self.no_timer_due(cfg), "quiet {quiet} with a timer due");
+        let mut copy = self.clone();
+        for k in 1..quiet.min(probe_max) {
+            copy.tick(cfg);
+            let mut ready = Vec::new();
+            copy.ready(&mut ready);
+            assert!(
+                copy.no_timer_due(cfg) && ready.is_empty(),
+                "a timer due after {k} of {quiet} quiet ticks"
+            );
+        }
+        u64::from(quiet.min(probe_max).saturating_sub(1))
+    }
+
     /// Whether this coordinator runs the rebalancer: the leader, when it is enabled.
     fn rebalances(&self, cfg: &Resolved) -> bool {
         cfg.policy.rebalance.is_some() && self.me == 0

@@ -16,14 +16,7 @@ const QUIET_PROBE_TICKS_MAX: TimerTicks = 200;
 /// with no timer due and no window open.
 pub(super) fn tick_probed(cfg: &Resolved, c: &mut Coordinator) {
     assert!(c.no_timer_due(cfg), "time passes a due timer");
-    let quiet = c.quiet_ticks(cfg).unwrap_or(QUIET_PROBE_TICKS_MAX);
-    let mut copy = c.clone();
-    for k in 1..quiet.min(QUIET_PROBE_TICKS_MAX) {
-        copy.tick(cfg);
-        let mut ready = Vec::new();
-        copy.ready(&mut ready);
-        assert!(copy.no_timer_due(cfg) && ready.is_empty(), "a timer due after {k} of {quiet} quiet ticks");
-    }
+    c.probe_quiet_ticks(cfg, QUIET_PROBE_TICKS_MAX);
     c.tick(cfg);
 }
 

@@ -55,9 +55,9 @@ pub fn failure_text(
             let (what, answers) = what_failed(kind, repairing);
             let causes: Vec<String> = (0..8)
                 .filter(|n| refused & (1 << n) != 0)
-                .map(|n| match node_errors.get(n).and_then(|e| e.as_ref()) {
-                    Some((why, _)) => format!("{}: {why}", layout.node(n as NodeId)),
-                    None => format!("{}: refused", layout.node(n as NodeId)),
+                .map(|n| {
+                    let why = node_errors.get(n).and_then(|e| e.as_ref()).map_or("refused", |(why, _)| why);
+                    node_cause(layout, n, why)
                 })
                 .collect();
             // Those that acked, or have yet to answer, may have applied the write.
@@ -82,7 +82,7 @@ pub fn failure_text(
             let (mut silent, mut failed) = (Vec::new(), Vec::new());
             for n in (0..8).filter(|n| missing & (1 << n) != 0) {
                 match failed_now(n) {
-                    Some(why) => failed.push(format!("{}: {why}", layout.node(n as NodeId))),
+                    Some(why) => failed.push(node_cause(layout, n, &why)),
                     None => silent.push(layout.node(n as NodeId)),
                 }
             }
@@ -113,4 +113,9 @@ fn what_failed(kind: OpKind, repairing: bool) -> (&'static str, &'static str) {
         (OpKind::Write, false) => ("write", "acks"),
         (OpKind::Read, false) => ("read", "replies"),
     }
+}
+
+/// `node 1: storage: no space left on device`.
+fn node_cause(layout: &Layout, n: usize, why: &str) -> String {
+    format!("{}: {why}", layout.node(n as NodeId))
 }

@@ -644,9 +644,7 @@ impl Shell {
                         | Msg::ReadReq { op, attempt, shard, .. } => Msg::Refused { op, attempt, shard },
                         _ => Msg::Pong, // a heartbeat answered with an error: alive
                     };
-                    if !shell.lock().crashed {
-                        shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), refused, io));
-                    }
+                    shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), refused, io));
                     return;
                 }
                 Err(_) => return, // lost
