@@ -290,14 +290,10 @@ mod tests {
     }
 
     fn write(dir: &Path, entries: &[(&[u8], u64)]) {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let s = crate::store::node::storage::Storage::open(dir).unwrap();
         for (key, version) in entries {
-            rt.block_on(s.write(key.to_vec(), *version, Some(version.to_string().into_bytes()))).unwrap();
+            s.write(key.to_vec(), *version, Some(version.to_string().into_bytes())).unwrap();
         }
-        // Its writer thread holds the file until it sees the queue closed.
-        drop(s);
-        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 
     fn stamped(dir: &Path) -> Option<u64> {

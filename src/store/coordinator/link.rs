@@ -13,6 +13,7 @@
 //! reaches the link's listener (`on_heard`) and its round trip is measured, as the models
 //! count any message, however late, as hearing from the node.
 
+use crate::store::node::sink::FrameSink;
 use crate::store::node::wire::{self, Frame, NodeReply, NodeRequest};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, Mutex as AsyncMutex};
+use tokio::sync::{oneshot, Mutex as AsyncMutex};
 use tokio::time::Instant;
 
 /// Unanswered requests that no caller waits for are kept (for their round trip) up to this
@@ -36,6 +37,12 @@ struct Sent {
 
 enum Waiter {
     Caller(oneshot::Sender<NodeReply>),
+    /// Called with the reply on the link's reader task if it comes by `deadline`; dropped
+    /// uncalled if it does not, or if the connection breaks first.
+    Callback {
+        deadline: Instant,
+        done: OnReply,
+    },
     /// The caller's deadline passed: a reply now is late.
     GaveUp,
     /// Sent without waiting (a heartbeat's ping).
@@ -43,6 +50,9 @@ enum Waiter {
 }
 
 type Pending = Arc<Mutex<BTreeMap<u64, Sent>>>;
+
+/// What `NodeLink::submit` calls with a reply that came in time.
+pub type OnReply = Box<dyn FnOnce(NodeReply) + Send>;
 
 /// Called for every frame the node sends.
 type Listener = Box<dyn Fn() + Send + Sync>;
@@ -115,9 +125,8 @@ struct Shared {
 }
 
 struct Connection {
-    /// Frames go through a writer task, so a request cancelled by its deadline never leaves
-    /// half a frame on the wire.
-    outbox: mpsc::UnboundedSender<Vec<u8>>,
+    /// Whole frames only: a request cancelled by its deadline never leaves half a frame.
+    sink: Arc<FrameSink>,
     pending: Pending,
     /// Set when the connection broke; the next request re-dials.
     broken: Arc<AtomicBool>,
@@ -229,20 +238,46 @@ impl NodeLink {
         self.send(request, Waiter::Nobody).await.map(|_| ())
     }
 
+    /// Send `request` and call `done` with its reply on the link's reader task if it comes
+    /// by `deadline` (the shell's replies become steps there, without a hand-off). On a
+    /// connection already open it is written at once; otherwise a task dials first. A reply
+    /// that does not come in time is dropped uncalled, like a lost one.
+    pub fn submit(self: &Arc<Self>, request: NodeRequest, deadline: Instant, done: OnReply) {
+        let waiter = Waiter::Callback { deadline, done };
+        if let Ok(guard) = self.connection.try_lock() {
+            if let Some(connection) = guard.as_ref().filter(|c| !c.broken.load(Ordering::SeqCst)) {
+                let _ = self.write(connection, request, waiter);
+                return;
+            }
+        }
+        let link = Arc::clone(self);
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout_at(deadline, link.send(request, waiter)).await;
+        });
+    }
+
     async fn send(&self, request: NodeRequest, waiter: Waiter) -> Result<(u64, Pending), LinkError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let bytes = wire::encode_frame(&Frame { id, body: request });
         let mut guard = self.connection.lock().await;
         if guard.as_ref().is_none_or(|c| c.broken.load(Ordering::SeqCst)) {
             *guard = Some(self.dial().await?);
         }
-        let connection = guard.as_ref().expect("just dialled");
+        self.write(guard.as_ref().expect("just dialled"), request, waiter)
+    }
+
+    fn write(
+        &self,
+        connection: &Connection,
+        request: NodeRequest,
+        waiter: Waiter,
+    ) -> Result<(u64, Pending), LinkError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let bytes = wire::encode_frame(&Frame { id, body: request });
         {
             let mut pending = connection.pending.lock().expect("pending lock");
             pending.insert(id, Sent { at: Instant::now(), waiter });
-            forget_oldest_unanswered(&mut pending);
+            forget_oldest_unanswered(&mut pending, Instant::now());
         }
-        if connection.outbox.send(bytes).is_err() {
+        if connection.sink.send(&bytes).is_err() {
             connection.broken.store(true, Ordering::SeqCst);
             connection.pending.lock().expect("pending lock").remove(&id);
             return Err(LinkError::Unreachable("connection closed".into()));
@@ -268,41 +303,36 @@ impl NodeLink {
             }
         }
         self.refusal_logged.store(false, Ordering::SeqCst);
-        let (mut reader, mut writer) = stream.into_split();
+        let (reader, writer) = stream.into_split();
+        let mut reader = wire::FrameReader::new(reader);
         let pending: Pending = Arc::default();
         let broken = Arc::new(AtomicBool::new(false));
-        let (outbox, mut frames) = mpsc::unbounded_channel::<Vec<u8>>();
-        let writer_broken = Arc::clone(&broken);
+        let sink = FrameSink::start(writer);
+        let (task_pending, task_broken, task_sink, shared) =
+            (Arc::clone(&pending), Arc::clone(&broken), Arc::clone(&sink), Arc::clone(&self.shared));
         tokio::spawn(async move {
-            while let Some(bytes) = frames.recv().await {
-                if writer.write_all(&bytes).await.is_err() {
-                    writer_broken.store(true, Ordering::SeqCst);
-                    break;
-                }
-            }
-        });
-        let (task_pending, task_broken, shared) =
-            (Arc::clone(&pending), Arc::clone(&broken), Arc::clone(&self.shared));
-        tokio::spawn(async move {
-            while let Ok(Some(frame)) = wire::read_frame::<NodeReply, _>(&mut reader).await {
+            while let Ok(Some(frame)) = reader.next::<NodeReply>().await {
                 let now = Instant::now();
                 let sent = task_pending.lock().expect("pending lock").remove(&frame.id);
-                let round_trip = sent.as_ref().map(|s| (s.at, matches!(s.waiter, Waiter::GaveUp)));
+                let round_trip = sent.as_ref().map(|s| (s.at, s.waiter.gave_up(now)));
                 shared.measured.lock().expect("measured lock").heard(now, round_trip);
                 // Proof of life before the waiter sees the reply, as a message is heard when
                 // it is delivered.
                 if let Some(heard) = shared.listener.get() {
                     heard();
                 }
-                if let Some(Sent { waiter: Waiter::Caller(waiter), .. }) = sent {
-                    let _ = waiter.send(frame.body);
+                match sent.map(|s| s.waiter) {
+                    Some(Waiter::Caller(waiter)) => drop(waiter.send(frame.body)),
+                    Some(Waiter::Callback { deadline, done }) if now <= deadline => done(frame.body),
+                    _ => {}
                 }
             }
             task_broken.store(true, Ordering::SeqCst);
+            task_sink.close();
             // Dropping the senders fails every request still waiting on this connection.
             task_pending.lock().expect("pending lock").clear();
         });
-        Ok(Connection { outbox, pending, broken })
+        Ok(Connection { sink, pending, broken })
     }
 }
 
@@ -341,13 +371,32 @@ enum HelloFailed {
     NotTheNode(String),
 }
 
+impl Waiter {
+    /// Whether nobody waits for the reply any more because its deadline passed by `now`.
+    fn gave_up(&self, now: Instant) -> bool {
+        match self {
+            Waiter::GaveUp => true,
+            Waiter::Callback { deadline, .. } => now > *deadline,
+            Waiter::Caller(_) | Waiter::Nobody => false,
+        }
+    }
+
+    fn waits(&self, now: Instant) -> bool {
+        match self {
+            Waiter::Caller(_) => true,
+            Waiter::Callback { deadline, .. } => now <= *deadline,
+            Waiter::GaveUp | Waiter::Nobody => false,
+        }
+    }
+}
+
 /// Keep at most `UNANSWERED_KEPT_MAX` requests nobody waits for, forgetting the oldest.
-fn forget_oldest_unanswered(pending: &mut BTreeMap<u64, Sent>) {
+fn forget_oldest_unanswered(pending: &mut BTreeMap<u64, Sent>, now: Instant) {
     if pending.len() <= UNANSWERED_KEPT_MAX {
         return;
     }
     let unanswered: Vec<u64> =
-        pending.iter().filter(|(_, s)| !matches!(s.waiter, Waiter::Caller(_))).map(|(id, _)| *id).collect();
+        pending.iter().filter(|(_, s)| !s.waiter.waits(now)).map(|(id, _)| *id).collect();
     let excess = pending.len() - UNANSWERED_KEPT_MAX;
     for id in unanswered.into_iter().take(excess) {
         pending.remove(&id);
@@ -360,6 +409,7 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
     use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
 
     /// Node 1 of cluster 7: answers the hello at once and every heartbeat after `delay_ms`.
     async fn slow_node(delay_ms: u64) -> SocketAddr {
@@ -412,6 +462,37 @@ mod tests {
         assert!(!link.on_heard(|| {}), "one listener");
     }
 
+    /// A reply handed to `submit`'s callback on the reader task: called if it comes by the
+    /// deadline, dropped uncalled (and counted late, and heard) if not.
+    #[tokio::test]
+    async fn a_submitted_request_is_answered_by_callback_only_in_time() {
+        let link = Arc::new(NodeLink::new(slow_node(150).await, 7, 1));
+        let heard = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&heard);
+        assert!(link.on_heard(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+        let (tx, mut answered) = mpsc::unbounded_channel();
+        let answer = |tx: mpsc::UnboundedSender<&'static str>, what| -> OnReply {
+            Box::new(move |reply| {
+                assert!(matches!(reply, NodeReply::Alive { .. }), "{reply:?}");
+                tx.send(what).unwrap();
+            })
+        };
+        // The first dials (no connection yet); the second is written at once on it.
+        link.submit(
+            NodeRequest::Heartbeat,
+            Instant::now() + Duration::from_millis(50),
+            answer(tx.clone(), "late"),
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        link.submit(NodeRequest::Heartbeat, Instant::now() + Duration::from_secs(2), answer(tx, "in time"));
+        assert_eq!(answered.recv().await, Some("in time"));
+        assert_eq!(answered.recv().await, None, "the late reply's callback was dropped uncalled");
+        assert_eq!(heard.load(Ordering::SeqCst), 2, "both replies are proof of life");
+        assert_eq!((link.stats().replies, link.stats().late_replies), (2, 1));
+    }
+
     /// Another process on a node's old address: whatever it is, the link sends it nothing but
     /// the hello, and the request fails as unreachable with its answer.
     #[tokio::test]
@@ -462,9 +543,20 @@ mod tests {
         for id in 1..=UNANSWERED_KEPT_MAX as u64 + 5 {
             pending.insert(id, Sent { at: now, waiter: Waiter::Nobody });
         }
-        forget_oldest_unanswered(&mut pending);
+        forget_oldest_unanswered(&mut pending, now);
         assert_eq!(pending.len(), UNANSWERED_KEPT_MAX);
         assert!(pending.contains_key(&0), "a request someone waits for is kept");
         assert!(!pending.contains_key(&6) && pending.contains_key(&7));
+        // A callback whose deadline passed waits no more; one still in time does.
+        let mut pending = BTreeMap::new();
+        let callback = |deadline| Waiter::Callback { deadline, done: Box::new(|_| {}) };
+        pending.insert(0, Sent { at: now, waiter: callback(now + std::time::Duration::from_secs(1)) });
+        pending.insert(1, Sent { at: now, waiter: callback(now) });
+        for id in 2..=UNANSWERED_KEPT_MAX as u64 {
+            pending.insert(id, Sent { at: now, waiter: Waiter::Nobody });
+        }
+        forget_oldest_unanswered(&mut pending, now + std::time::Duration::from_millis(1));
+        assert_eq!(pending.len(), UNANSWERED_KEPT_MAX);
+        assert!(pending.contains_key(&0) && !pending.contains_key(&1));
     }
 }

@@ -25,7 +25,7 @@
 use super::failure::failure_text;
 use super::info::{config_name, Counters, Observed};
 use super::layout::Layout;
-use super::link::{LinkError, NodeLink};
+use super::link::NodeLink;
 use super::machine::StoreData;
 use super::peer::{PeerLinks, PeerMsg};
 use super::state::{SavedMember, SavedShard, SavedState, StateFile};
@@ -630,25 +630,22 @@ impl Shell {
         if let Some(t) = &self.trace {
             t.line(&TraceLine::Send { at_ms: t.now_ms(), id: trace_id, node: n, msg: kind.into() });
         }
-        tokio::spawn(async move {
-            let deadline = sent_at + reply_wait(ack_timeout);
-            let reply = match shell.links[usize::from(n)].request(request, deadline).await {
-                Ok(reply) => reply,
-                Err(LinkError::Node(why)) => {
-                    // The node is up but could not do it (its disk is full): a refusal, so a
-                    // request too few can still answer fails at once, naming the cause.
-                    shell.heard(n, sent_at, ack_timeout);
-                    shell.lock().observed.node_errors[usize::from(n)] = Some((why, Instant::now()));
-                    let refused = match msg {
-                        Msg::Replicate { op, attempt, shard, .. }
-                        | Msg::ReadReq { op, attempt, shard, .. } => Msg::Refused { op, attempt, shard },
-                        _ => Msg::Pong, // a heartbeat answered with an error: alive
-                    };
-                    shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), refused, io));
-                    return;
-                }
-                Err(_) => return, // lost
-            };
+        let deadline = sent_at + reply_wait(ack_timeout);
+        let on_reply = move |reply: NodeReply| {
+            if let NodeReply::Failed { message: why } = reply {
+                // The node is up but could not do it (its disk is full): a refusal, so a
+                // request too few can still answer fails at once, naming the cause.
+                shell.heard(n, sent_at, ack_timeout);
+                shell.lock().observed.node_errors[usize::from(n)] = Some((why, Instant::now()));
+                let refused = match msg {
+                    Msg::Replicate { op, attempt, shard, .. } | Msg::ReadReq { op, attempt, shard, .. } => {
+                        Msg::Refused { op, attempt, shard }
+                    }
+                    _ => Msg::Pong, // a heartbeat answered with an error: alive
+                };
+                shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), refused, io));
+                return;
+            }
             if shell.drop_late_replies && sent_at.elapsed() > ack_timeout {
                 return;
             }
@@ -673,7 +670,9 @@ impl Shell {
             };
             shell.heard(n, sent_at, ack_timeout);
             shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), answer, io));
-        });
+        };
+        // Lost (no reply by the deadline, or the connection broke): `on_reply` is dropped.
+        self.links[usize::from(n)].submit(request, deadline, Box::new(on_reply));
     }
 
     /// A reply to a request sent at `sent_at` under a policy with `ack_timeout`.

@@ -5,19 +5,22 @@
 //! the wire protocol it serves (`wire`: the frames the coordinator's links and peers speak).
 //! It uses nothing else of the store: the coordinator depends on the node, never the reverse.
 
+pub mod sink;
 pub mod storage;
 pub mod wire;
 
+use sink::FrameSink;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use storage::Storage;
+use std::sync::Arc;
+use storage::{Committer, Storage};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use wire::{Frame, NodeReply, NodeRequest, SCAN_ENTRIES_MAX};
+use wire::{Frame, FrameReader, NodeReply, NodeRequest, SCAN_ENTRIES_MAX};
 
-/// Replies queued on one connection at most before the node stops reading its requests.
-const REPLIES_QUEUED_MAX: usize = 4096;
+/// Reply bytes queued on one connection at most before the node stops reading its requests
+/// (a coordinator that does not read its replies).
+const REPLY_BYTES_QUEUED_MAX: usize = 8 << 20;
 
 /// Run a node until killed. Prints `listening ADDR` on stdout once it accepts connections,
 /// which is how a parent that passed port 0 learns the port.
@@ -75,24 +78,75 @@ async fn serve_connection(node_id: u8, storage: Storage, stream: TcpStream) {
     if wire::write_frame(&mut writer, &Frame { id, body }).await.is_err() || refusal.is_some() {
         return;
     }
-    let (replies, mut outbox) = mpsc::channel::<Frame<NodeReply>>(REPLIES_QUEUED_MAX);
-    let sender = tokio::spawn(async move {
-        while let Some(frame) = outbox.recv().await {
-            if wire::write_frame(&mut writer, &frame).await.is_err() {
-                break;
+    let sink = FrameSink::start(writer);
+    let mut frames = FrameReader::new(reader);
+    let mut committer = None;
+    let _ = serve_requests(node_id, &storage, &mut frames, &sink, &mut committer).await;
+    // Writes of other connections may wait for this committer.
+    commit(committer);
+    sink.close();
+}
+
+/// Run `committer` if this task was elected, its thread off the runtime meanwhile.
+fn commit(committer: Option<Committer>) {
+    if let Some(c) = committer {
+        tokio::task::block_in_place(|| c.run());
+    }
+}
+
+/// Answer requests until the connection ends. A write is answered by its committer once
+/// durable, everything else at once. A task elected committer (`committer`) commits once no
+/// further request has arrived, so every write that came during a commit joins the next one;
+/// it never waits on its connection first, as other connections' writes may wait for it.
+async fn serve_requests(
+    node_id: u8,
+    storage: &Storage,
+    frames: &mut FrameReader,
+    sink: &Arc<FrameSink>,
+    committer: &mut Option<Committer>,
+) -> std::io::Result<()> {
+    loop {
+        let Frame { id, body } = match frames.buffered::<NodeRequest>()? {
+            Some(frame) => frame,
+            None if frames.try_fill()? => continue,
+            None if committer.is_some() => {
+                commit(committer.take());
+                continue;
+            }
+            None => match frames.next().await? {
+                Some(frame) => frame,
+                None => return Ok(()),
+            },
+        };
+        if sink.queued_bytes() >= REPLY_BYTES_QUEUED_MAX {
+            commit(committer.take());
+            sink.until_below(REPLY_BYTES_QUEUED_MAX).await;
+        }
+        if sink.is_closed() {
+            return Ok(());
+        }
+        match body {
+            NodeRequest::Replicate { key, version, value } => {
+                let reply_to = Arc::clone(sink);
+                let done = Box::new(move |outcome| {
+                    let body = match outcome {
+                        Ok(version) => NodeReply::Stored { version },
+                        Err(message) => NodeReply::Failed { message },
+                    };
+                    let _ = reply_to.send(&wire::encode_frame(&Frame { id, body }));
+                });
+                if let Some(elected) = storage.submit(key, version, value, done) {
+                    *committer = Some(elected);
+                }
+            }
+            request => {
+                let body = handle(node_id, storage, request);
+                if sink.send(&wire::encode_frame(&Frame { id, body })).is_err() {
+                    return Ok(());
+                }
             }
         }
-    });
-    // Each request is handled in its own task: a read does not wait behind an fsync.
-    while let Ok(Some(frame)) = wire::read_frame::<NodeRequest, _>(&mut reader).await {
-        let (storage, replies) = (storage.clone(), replies.clone());
-        tokio::spawn(async move {
-            let body = handle(node_id, &storage, frame.body).await;
-            let _ = replies.send(Frame { id: frame.id, body }).await;
-        });
     }
-    drop(replies);
-    let _ = sender.await;
 }
 
 /// Why this node (`me`, stamped with `stamped`) is not whom a hello expects, if it is not. A
@@ -105,11 +159,10 @@ fn refusal(me: u8, stamped: Option<u64>, expected: u8, cluster_id: u64) -> Optio
     })
 }
 
-async fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> NodeReply {
+/// Answer a request that writes nothing.
+fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> NodeReply {
     let result = match request {
-        NodeRequest::Replicate { key, version, value } => {
-            storage.write(key, version, value).await.map(|version| NodeReply::Stored { version })
-        }
+        NodeRequest::Replicate { .. } => Err("a write goes to a committer".to_string()),
         NodeRequest::Read { key } => {
             storage.read(&key).map(|(version, value)| NodeReply::Value { version, value })
         }

@@ -7,6 +7,7 @@
 
 use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 
 /// Largest frame either side accepts: a value of the largest allowed size plus its key and
 /// headers, with room to spare. A larger length prefix is a protocol error, not an allocation.
@@ -292,6 +293,78 @@ pub async fn read_frame<T: Wire, R: AsyncReadExt + Unpin>(reader: &mut R) -> io:
     Ok(Some(Frame { id, body: T::decode(&payload[8..])? }))
 }
 
+/// Frames read from a connection through one buffer: each read takes whatever has arrived,
+/// and `buffered` tells without waiting whether a whole frame is already here, so a node takes
+/// every request that arrived during a commit into the next group.
+pub struct FrameReader {
+    half: OwnedReadHalf,
+    buf: Vec<u8>,
+    /// Where the unparsed bytes of `buf` start.
+    start: usize,
+}
+
+/// Bytes asked of the socket per read at least.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+impl FrameReader {
+    pub fn new(half: OwnedReadHalf) -> FrameReader {
+        FrameReader { half, buf: Vec::new(), start: 0 }
+    }
+
+    /// The next frame if it has arrived whole, without waiting.
+    pub fn buffered<T: Wire>(&mut self) -> io::Result<Option<Frame<T>>> {
+        let here = &self.buf[self.start..];
+        let Some(prefix) = here.get(..4) else { return Ok(None) };
+        let len = u32::from_be_bytes(prefix.try_into().expect("4 bytes")) as usize;
+        if !(8..=FRAME_BYTES_MAX).contains(&len) {
+            return Err(malformed("frame length out of range"));
+        }
+        let Some(payload) = here.get(4..4 + len) else { return Ok(None) };
+        let id = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
+        let body = T::decode(&payload[8..])?;
+        self.start += 4 + len;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        Ok(Some(Frame { id, body }))
+    }
+
+    /// Read what the socket holds now, without waiting: `false` if nothing has arrived.
+    pub fn try_fill(&mut self) -> io::Result<bool> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let filled = self.buf.len();
+        self.buf.resize(filled + READ_CHUNK_BYTES, 0);
+        let read = self.half.try_read(&mut self.buf[filled..]);
+        self.buf.truncate(filled + *read.as_ref().unwrap_or(&0));
+        match read {
+            Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The next frame, waiting for it; `Ok(None)` on a clean end of stream between frames.
+    pub async fn next<T: Wire>(&mut self) -> io::Result<Option<Frame<T>>> {
+        loop {
+            if let Some(frame) = self.buffered()? {
+                return Ok(Some(frame));
+            }
+            self.half.readable().await?;
+            match self.try_fill() {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && self.start == self.buf.len() => {
+                    return Ok(None)
+                }
+                other => other?,
+            };
+        }
+    }
+}
+
 pub async fn write_frame<T: Wire, W: AsyncWriteExt + Unpin>(
     writer: &mut W,
     frame: &Frame<T>,
@@ -325,6 +398,37 @@ mod tests {
             entries: vec![(b"a".to_vec(), 1, None), (b"b".to_vec(), 2, Some(vec![]))],
         });
         roundtrip(NodeReply::Failed { message: "disk full".into() });
+    }
+
+    /// Frames arriving in pieces of every size: whole frames only, none before its last
+    /// byte, in order; the end of the stream between frames is the end, inside one an error.
+    #[tokio::test]
+    async fn a_frame_reader_yields_whole_frames_however_the_bytes_arrive() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frames: Vec<Frame<NodeRequest>> = (0..20)
+            .map(|id| Frame { id, body: NodeRequest::Read { key: vec![b'k'; id as usize * 37] } })
+            .collect();
+        let mut bytes: Vec<u8> = frames.iter().flat_map(encode_frame).collect();
+        bytes.extend_from_slice(&encode_frame(&frames[0])[..6]); // a torn last frame
+        let writer = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            for (i, piece) in bytes.chunks(13).enumerate() {
+                stream.write_all(piece).await.unwrap();
+                if i % 5 == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+            }
+        });
+        let (read_half, _write_half) = tokio::net::TcpStream::connect(addr).await.unwrap().into_split();
+        let mut reader = FrameReader::new(read_half);
+        for expected in &frames {
+            assert_eq!(reader.next::<NodeRequest>().await.unwrap().as_ref(), Some(expected));
+        }
+        writer.await.unwrap();
+        let torn = reader.next::<NodeRequest>().await;
+        assert_eq!(torn.map_err(|e| e.kind()), Err(io::ErrorKind::UnexpectedEof));
     }
 
     #[test]
