@@ -76,6 +76,17 @@ fn a_data_directory_that_lost_a_part_is_refused_and_a_wiped_node_rebuilt() {
     assert!(stderr.contains("version_floor 18446744073709551000 is above"), "{stderr}");
     std::fs::write(&state, &saved).unwrap();
 
+    // Node 2's write-ahead log gone: what it acknowledged since its last durable commit may
+    // be gone with it, so it is refused like a lost database.
+    let log2 = data.join("node-2").join("node.log");
+    let kept_log = std::fs::read(&log2).unwrap();
+    std::fs::remove_file(&log2).unwrap();
+    let (code, stderr) = refused(&data, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("lost its write-ahead log (node.log is missing)"), "{stderr}");
+    assert!(stderr.contains("start with --rebuild-node 2"), "{stderr}");
+    std::fs::write(&log2, kept_log).unwrap();
+
     // Node 1's database emptied: refused, and a healthy node may not be "rebuilt".
     let db1 = data.join("node-1").join("node.redb");
     std::fs::write(&db1, b"").unwrap();

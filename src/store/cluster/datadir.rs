@@ -166,7 +166,11 @@ pub fn check_identity(
         .collect::<Result<_, _>>()?;
     let db = |n: usize| node_dir(data_dir, n as NodeId).join(storage::DATABASE_FILE);
     let holding = nodes.iter().enumerate().find_map(|(n, f)| match f {
-        DataFile::Database { max_version, .. } if *max_version > 0 => Some((n, *max_version)),
+        DataFile::Database { max_version, .. } | DataFile::LogMissing { max_version, .. }
+            if *max_version > 0 =>
+        {
+            Some((n, *max_version))
+        }
         _ => None,
     });
     if let (None, Some((n, version))) = (saved, holding) {
@@ -203,7 +207,9 @@ pub fn check_identity(
     for (n, f) in nodes.iter().enumerate() {
         let asked = rebuild.contains(&(n as NodeId));
         let found = match f {
-            DataFile::Database { cluster_id: Some(other), .. } if *other != cluster_id => {
+            DataFile::Database { cluster_id: Some(other), .. } | DataFile::LogMissing { cluster_id: Some(other), .. }
+                if *other != cluster_id =>
+            {
                 return Err(format!(
                     "{} belongs to cluster {other:016x}, this data directory to {cluster_id:016x} ({}): a node's data was put here from another cluster",
                     db(n).display(),
@@ -221,8 +227,11 @@ pub fn check_identity(
             }
             DataFile::Missing => "is missing",
             DataFile::Empty => "is empty (0 bytes)",
+            DataFile::LogMissing { .. } => "lost its write-ahead log (node.log is missing)",
             DataFile::Database { cluster_id: None, .. } => "was created after the cluster first started (it has no cluster id)",
         };
+        // A database that logged has run, whatever else is here.
+        let has_run = has_run || matches!(f, DataFile::LogMissing { .. });
         if asked {
             to_rebuild.push(n as NodeId);
         } else if has_run {

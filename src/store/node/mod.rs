@@ -5,6 +5,7 @@
 //! the wire protocol it serves (`wire`: the frames the coordinator's links and peers speak).
 //! It uses nothing else of the store: the coordinator depends on the node, never the reverse.
 
+pub mod log;
 pub mod sink;
 pub mod storage;
 pub mod wire;

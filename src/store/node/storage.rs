@@ -1,14 +1,18 @@
 //! A node's durable storage: redb, with group commit.
 //!
-//! Every write is committed with redb's `Durability::Immediate` (fsync) before it is acked.
-//! One fsync per write would cap a node at a few hundred writes per second, so writes are
+//! Every write is durable before it is acked: appended to the node's write-ahead log and
+//! synced (`log`), then applied to redb without a sync; every `CHECKPOINT_GROUPS` groups (or
+//! when the log is full) redb is committed with `Durability::Immediate` instead, and the log
+//! starts over. Opening the database replays the log's records into it.
+//! One sync per write would cap a node at a few hundred writes per second, so writes are
 //! committed in groups: the writes that arrived during one commit share the next one. There is
 //! no commit thread to hand writes to (waking one cost a single client about a tenth of its
 //! latency): the writer that finds no commit under way becomes the committer and commits, in
 //! its own thread, its write and every write queued meanwhile, until the queue is empty.
 
+use super::log::{self, Logged, WriteLog};
 use super::wire::StoredValue;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use std::ops::Bound;
 use std::path::Path;
 use std::path::PathBuf;
@@ -24,6 +28,13 @@ const MAX_VERSION_KEY: &str = "max_version";
 /// "cluster_id" -> the cluster this database belongs to (`cluster::datadir`), written when
 /// the cluster first starts the node: a database without it was created since.
 const CLUSTER_ID_KEY: &str = "cluster_id";
+/// "log_id" -> this database's id in its write-ahead log's records (drawn when it is created).
+const LOG_ID_KEY: &str = "log_id";
+/// "log_generation" -> the generation of the log records not yet durable in redb.
+const LOG_GENERATION_KEY: &str = "log_generation";
+/// Groups logged between two durable commits at most: each makes the next durable commit
+/// write more pages (3 ms after 128 groups, 0.5 ms after 16 on the development machine).
+const CHECKPOINT_GROUPS: u32 = 32;
 /// Entries per transaction when a database is rebuilt from another one.
 const COPY_BATCH_ENTRIES: usize = 4096;
 
@@ -40,9 +51,7 @@ const REOPEN_RETRY_MS: u64 = 200;
 const FAILURE_LOG_INTERVAL_MS: u64 = 10_000;
 
 struct PendingWrite {
-    key: Vec<u8>,
-    version: u64,
-    value: StoredValue,
+    write: Logged,
     done: WriteDone,
 }
 
@@ -53,6 +62,7 @@ pub type WriteDone = Box<dyn FnOnce(Result<u64, String>) + Send>;
 pub struct Storage {
     db: Arc<Handle>,
     commits: Arc<Mutex<Commits>>,
+    log: Arc<Mutex<WriteLog>>,
     max_version: Arc<AtomicU64>,
     /// The cluster stamped into the database when it opened (`None`: never stamped, a node
     /// run by hand outside a cluster's data directory).
@@ -67,6 +77,8 @@ struct Commits {
     /// The committer's: kept here so that the next committer continues them.
     failures: FailureLog,
     last_reopen: Option<Instant>,
+    /// Groups logged since redb's last durable commit.
+    logged_groups: u32,
 }
 
 /// The caller of `Storage::submit` who must commit: `run` commits every queued write (its own
@@ -75,6 +87,7 @@ struct Commits {
 pub struct Committer {
     db: Arc<Handle>,
     commits: Arc<Mutex<Commits>>,
+    log: Arc<Mutex<WriteLog>>,
     max_version: Arc<AtomicU64>,
 }
 
@@ -82,6 +95,7 @@ pub struct Committer {
 /// (a full disk) until the database is opened again, so the writer closes it when a commit
 /// fails and opens it again later: the node recovers by itself when the cause goes away.
 struct Handle {
+    dir: PathBuf,
     path: PathBuf,
     db: RwLock<Result<Arc<Database>, String>>,
 }
@@ -95,24 +109,98 @@ impl Handle {
         *self.db.write().expect("database lock") = Err(cause);
     }
 
-    /// Open it again if closed; `Err(cause)` if that fails (a read may still hold the old
-    /// handle for a moment: the next attempt gets it).
-    fn reopen(&self) -> Result<Arc<Database>, String> {
+    /// Open it again if closed, replaying the log into it (what was applied without a sync
+    /// went with the closed handle); `Err(cause)` if that fails (a read may still hold the
+    /// old handle for a moment: the next attempt gets it).
+    fn reopen(&self, log: &mut WriteLog, max_version: &AtomicU64) -> Result<Arc<Database>, String> {
         let mut slot = self.db.write().expect("database lock");
         if let Ok(db) = &*slot {
             return Ok(Arc::clone(db));
         }
         let db = match Database::create(&self.path) {
-            Ok(db) => Arc::new(db),
+            Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => return slot.clone(),
             Err(e) => {
                 *slot = Err(cause(&e));
                 return slot.clone();
             }
         };
-        *slot = Ok(Arc::clone(&db));
-        Ok(db)
+        match recover(&db, &self.dir) {
+            Ok(recovered) => {
+                log.restart(recovered.log_generation);
+                max_version.fetch_max(recovered.max_version, Ordering::SeqCst);
+                let db = Arc::new(db);
+                *slot = Ok(Arc::clone(&db));
+                Ok(db)
+            }
+            Err(why) => {
+                *slot = Err(why);
+                slot.clone()
+            }
+        }
     }
+}
+
+fn log_missing(dir: &Path) -> String {
+    format!(
+        "{} is missing, but {} was written through it: writes acknowledged since its last durable commit would be lost",
+        dir.join(log::LOG_FILE).display(),
+        dir.join(DATABASE_FILE).display()
+    )
+}
+
+/// What a database holds after its log was replayed into it.
+struct Recovered {
+    max_version: u64,
+    cluster_id: Option<u64>,
+    log_id: u64,
+    /// The generation the log's records are written in from now on.
+    log_generation: u64,
+}
+
+/// Replay the log in `dir` into `db` in one durable commit that moves the log to its next
+/// generation (drawing the database's log id if it has none yet).
+fn recover(db: &Database, dir: &Path) -> Result<Recovered, String> {
+    let txn = db.begin_write().map_err(db_error)?;
+    let recovered = {
+        let mut data = txn.open_table(DATA).map_err(db_error)?;
+        let mut meta = txn.open_table(META).map_err(db_error)?;
+        let read = |meta: &redb::Table<&str, u64>, key: &str| -> Result<Option<u64>, String> {
+            Ok(meta.get(key).map_err(db_error)?.map(|v| v.value()))
+        };
+        let log_id = match read(&meta, LOG_ID_KEY)? {
+            Some(_) if !dir.join(log::LOG_FILE).exists() => return Err(log_missing(dir)),
+            Some(id) => id,
+            None => {
+                // The log exists before any record can depend on it.
+                log::create_if_missing(dir)?;
+                use std::hash::BuildHasher;
+                let id = std::collections::hash_map::RandomState::new().hash_one((
+                    std::time::SystemTime::now(),
+                    std::process::id(),
+                    dir,
+                ));
+                meta.insert(LOG_ID_KEY, id).map_err(db_error)?;
+                id
+            }
+        };
+        let generation = read(&meta, LOG_GENERATION_KEY)?.unwrap_or(0);
+        let mut max_version = read(&meta, MAX_VERSION_KEY)?.unwrap_or(0);
+        for w in log::read_records(dir, log_id, generation)? {
+            put_newer(&mut data, &w.key, w.version, &encode_record(w.version, &w.value))?;
+            max_version = max_version.max(w.version);
+        }
+        raise_max_version(&mut meta, max_version)?;
+        meta.insert(LOG_GENERATION_KEY, generation + 1).map_err(db_error)?;
+        Recovered {
+            max_version,
+            cluster_id: read(&meta, CLUSTER_ID_KEY)?,
+            log_id,
+            log_generation: generation + 1,
+        }
+    };
+    txn.commit().map_err(db_error)?;
+    Ok(recovered)
 }
 
 /// What a storage error says, in the words an operator looks for.
@@ -220,6 +308,12 @@ pub enum DataFile {
         /// The highest version ever stored (0: nothing was).
         max_version: u64,
     },
+    /// A database whose write-ahead log is gone: the writes acked since its last durable
+    /// commit went with it. What the database itself says.
+    LogMissing {
+        cluster_id: Option<u64>,
+        max_version: u64,
+    },
 }
 
 /// Read what `dir` holds without changing it.
@@ -242,9 +336,18 @@ pub fn inspect(dir: &Path) -> Result<DataFile, String> {
         Err(e) => return Err(format!("{}: {}", path.display(), db_error(e))),
     };
     let read = |key: &str| meta.get(key).map(|v| v.map(|v| v.value())).map_err(db_error);
+    // Writes acked since the last durable commit are in the log.
+    let stored = read(MAX_VERSION_KEY)?.unwrap_or(0);
+    let logged = match read(LOG_ID_KEY)? {
+        Some(_) if !dir.join(log::LOG_FILE).exists() => {
+            return Ok(DataFile::LogMissing { cluster_id: read(CLUSTER_ID_KEY)?, max_version: stored })
+        }
+        Some(log_id) => log::read_records(dir, log_id, read(LOG_GENERATION_KEY)?.unwrap_or(0))?,
+        None => Vec::new(),
+    };
     Ok(DataFile::Database {
         cluster_id: read(CLUSTER_ID_KEY)?,
-        max_version: read(MAX_VERSION_KEY)?.unwrap_or(0),
+        max_version: logged.iter().map(|w| w.version).fold(stored, u64::max),
     })
 }
 
@@ -266,6 +369,8 @@ pub fn stamp(dir: &Path, cluster_id: u64) -> Result<(), String> {
 /// are closed when it returns.
 pub fn copy_newer(from: &Path, to: &Path, keep: &dyn Fn(&[u8]) -> bool) -> Result<u64, String> {
     let source = open_database(&from.join(DATABASE_FILE), false)?;
+    // The source's writes since its last durable commit are in its log.
+    recover(&source, from)?;
     let target = open_database(&to.join(DATABASE_FILE), true)?;
     let read = source.begin_read().map_err(db_error)?;
     let table = match read.open_table(DATA) {
@@ -333,18 +438,20 @@ impl Storage {
     pub fn open(dir: &Path) -> Result<Storage, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let db = open_database(&dir.join(DATABASE_FILE), true)?;
-        let txn = db.begin_write().map_err(db_error)?;
-        let (max_version, cluster_id) = {
-            txn.open_table(DATA).map_err(db_error)?;
-            let meta = txn.open_table(META).map_err(db_error)?;
-            let stored = meta.get(MAX_VERSION_KEY).map_err(db_error)?.map(|v| v.value());
-            let cluster_id = meta.get(CLUSTER_ID_KEY).map_err(db_error)?.map(|v| v.value());
-            (stored.unwrap_or(0), cluster_id)
-        };
-        txn.commit().map_err(db_error)?;
-        let db = Arc::new(Handle { path: dir.join(DATABASE_FILE), db: RwLock::new(Ok(Arc::new(db))) });
-        let max_version = Arc::new(AtomicU64::new(max_version));
-        Ok(Storage { db, commits: Arc::default(), max_version, cluster_id })
+        let recovered = recover(&db, dir)?;
+        let log = WriteLog::open(dir, recovered.log_id, recovered.log_generation)?;
+        let db = Arc::new(Handle {
+            dir: dir.to_path_buf(),
+            path: dir.join(DATABASE_FILE),
+            db: RwLock::new(Ok(Arc::new(db))),
+        });
+        Ok(Storage {
+            db,
+            commits: Arc::default(),
+            log: Arc::new(Mutex::new(log)),
+            max_version: Arc::new(AtomicU64::new(recovered.max_version)),
+            cluster_id: recovered.cluster_id,
+        })
     }
 
     /// The cluster this database belongs to, as stamped when it opened.
@@ -375,7 +482,7 @@ impl Storage {
         done: WriteDone,
     ) -> Option<Committer> {
         let mut commits = self.commits.lock().expect("commits lock");
-        commits.queued.push(PendingWrite { key, version, value, done });
+        commits.queued.push(PendingWrite { write: Logged { key, version, value }, done });
         if commits.committing {
             return None;
         }
@@ -383,6 +490,7 @@ impl Storage {
         Some(Committer {
             db: Arc::clone(&self.db),
             commits: Arc::clone(&self.commits),
+            log: Arc::clone(&self.log),
             max_version: Arc::clone(&self.max_version),
         })
     }
@@ -423,10 +531,11 @@ impl Storage {
 }
 
 impl Committer {
-    /// Commit queued writes, up to `BATCH_WRITES_MAX` a transaction, until none is queued.
+    /// Commit queued writes, up to `BATCH_WRITES_MAX` a group, until none is queued.
     pub fn run(self) {
+        let mut log = self.log.lock().expect("log lock");
         loop {
-            let (batch, reopen) = {
+            let (batch, reopen, logged_groups) = {
                 let mut commits = self.commits.lock().expect("commits lock");
                 if commits.queued.is_empty() {
                     commits.committing = false;
@@ -437,38 +546,61 @@ impl Committer {
                 let due = commits
                     .last_reopen
                     .is_none_or(|at| at.elapsed() >= Duration::from_millis(REOPEN_RETRY_MS));
-                (batch, due)
+                (batch, due, commits.logged_groups)
             };
             let db = match self.db.get() {
                 Ok(db) => Ok(db),
                 Err(why) if !reopen => Err(why),
                 Err(_) => {
                     self.commits.lock().expect("commits lock").last_reopen = Some(Instant::now());
-                    self.db.reopen()
+                    self.db.reopen(&mut log, &self.max_version)
                 }
             };
+            let writes: Vec<&Logged> = batch.iter().map(|p| &p.write).collect();
+            let checkpoint = logged_groups >= CHECKPOINT_GROUPS || !log.fits(log::encoded_bytes(&writes));
+            // Closed after a failed commit, so that the next attempt opens it afresh (redb
+            // refuses every operation after an I/O error until then) and replays the log.
+            let close = |why: &String| self.db.close(why.clone());
+            let mut unapplied = None;
             let committed = db.and_then(|db| {
-                let committed = commit_batch(&db, &batch);
-                drop(db);
-                // Closed, so that the next attempt opens it afresh (redb refuses every
-                // operation after an I/O error until then).
-                committed.inspect_err(|why| self.db.close(why.clone()))
+                if checkpoint {
+                    let generation = log.generation() + 1;
+                    let committed = commit_batch(&db, &writes, Some(generation)).inspect_err(close);
+                    if committed.is_ok() {
+                        log.restart(generation);
+                    }
+                    return committed;
+                }
+                log.append(&writes)?;
+                commit_batch(&db, &writes, None).or_else(|why| {
+                    // Durable in the log, so acked: redb gets it when it is opened again
+                    // (replayed), and until then no read is served from it.
+                    close(&why);
+                    unapplied = Some(why);
+                    let versions: Vec<u64> = writes.iter().map(|w| w.version).collect();
+                    let batch_max = versions.iter().copied().max().unwrap_or(0);
+                    Ok((versions, batch_max))
+                })
             });
             let mut commits = self.commits.lock().expect("commits lock");
             match committed {
                 Ok((versions, batch_max)) => {
-                    commits.failures.recovered(&self.db.path);
+                    commits.logged_groups = if checkpoint { 0 } else { commits.logged_groups + 1 };
+                    match &unapplied {
+                        Some(why) => commits.failures.failed(&self.db.path, why),
+                        None => commits.failures.recovered(&self.db.path),
+                    }
                     drop(commits);
                     self.max_version.fetch_max(batch_max, Ordering::SeqCst);
-                    for (write, version) in batch.into_iter().zip(versions) {
-                        (write.done)(Ok(version));
+                    for (pending, version) in batch.into_iter().zip(versions) {
+                        (pending.done)(Ok(version));
                     }
                 }
                 Err(why) => {
                     commits.failures.failed(&self.db.path, &why);
                     drop(commits);
-                    for write in batch {
-                        (write.done)(Err(why.clone()));
+                    for pending in batch {
+                        (pending.done)(Err(why.clone()));
                     }
                 }
             }
@@ -476,9 +608,18 @@ impl Committer {
     }
 }
 
-/// One durable transaction for the whole batch; returns each write's resulting version.
-fn commit_batch(db: &Database, batch: &[PendingWrite]) -> Result<(Vec<u64>, u64), String> {
-    let txn = db.begin_write().map_err(db_error)?;
+/// One transaction for the whole batch; returns each write's resulting version. With
+/// `checkpoint` (the log's next generation) it is durable and starts that generation; without,
+/// the writes are already durable in the log and redb need not sync.
+fn commit_batch(
+    db: &Database,
+    batch: &[&Logged],
+    checkpoint: Option<u64>,
+) -> Result<(Vec<u64>, u64), String> {
+    let mut txn = db.begin_write().map_err(db_error)?;
+    if checkpoint.is_none() {
+        txn.set_durability(Durability::None).map_err(db_error)?;
+    }
     let mut versions = Vec::with_capacity(batch.len());
     let mut batch_max = 0;
     {
@@ -488,7 +629,11 @@ fn commit_batch(db: &Database, batch: &[PendingWrite]) -> Result<(Vec<u64>, u64)
             versions.push(put_newer(&mut data, &write.key, write.version, &record)?);
             batch_max = batch_max.max(write.version);
         }
-        raise_max_version(&mut txn.open_table(META).map_err(db_error)?, batch_max)?;
+        let mut meta = txn.open_table(META).map_err(db_error)?;
+        raise_max_version(&mut meta, batch_max)?;
+        if let Some(generation) = checkpoint {
+            meta.insert(LOG_GENERATION_KEY, generation).map_err(db_error)?;
+        }
     }
     txn.commit().map_err(db_error)?;
     Ok((versions, batch_max))
@@ -517,6 +662,58 @@ mod tests {
         let all = s.scan(None, 10).unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!(s.scan(Some(b"d"), 10).unwrap(), vec![(b"k".to_vec(), 5, Some(b"five".to_vec()))]);
+    }
+
+    /// A process killed between two durable commits leaves the database file as it was at the
+    /// last one, and the log: copied while open, the files are such a crash's image. Opened,
+    /// it holds every write acked, which it would not without the log.
+    #[test]
+    fn writes_acked_since_the_last_durable_commit_survive_a_crash_through_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("live");
+        let s = Storage::open(&live).unwrap();
+        let writes = 10u64;
+        for v in 1..=writes {
+            assert_eq!(s.write(format!("k{v}").into_bytes(), v, Some(vec![v as u8; 100])).unwrap(), v);
+            assert_eq!(s.read(format!("k{v}").as_bytes()).unwrap().0, v, "read after its ack");
+        }
+        assert!(writes < u64::from(CHECKPOINT_GROUPS), "no checkpoint yet");
+        let image = |name: &str, with_log: bool| {
+            let to = dir.path().join(name);
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::copy(live.join(DATABASE_FILE), to.join(DATABASE_FILE)).unwrap();
+            if with_log {
+                std::fs::copy(live.join(log::LOG_FILE), to.join(log::LOG_FILE)).unwrap();
+            }
+            to
+        };
+        let (crashed, without_log) = (image("crashed", true), image("without-log", false));
+        assert_eq!(inspect(&crashed).unwrap(), DataFile::Database { cluster_id: None, max_version: writes });
+        let recovered = Storage::open(&crashed).unwrap();
+        for v in 1..=writes {
+            assert_eq!(recovered.read(format!("k{v}").as_bytes()).unwrap(), (v, Some(vec![v as u8; 100])));
+        }
+        assert_eq!(recovered.max_version(), writes);
+        // Without its log the database is refused, and it was the log that kept the writes.
+        assert!(matches!(inspect(&without_log).unwrap(), DataFile::LogMissing { cluster_id: None, .. }));
+        let refused = Storage::open(&without_log).err().expect("a database without its log is refused");
+        assert!(
+            refused.contains("node.log is missing, but") && refused.contains("would be lost"),
+            "{refused}"
+        );
+        let db = Database::open(without_log.join(DATABASE_FILE)).unwrap();
+        let txn = db.begin_read().unwrap();
+        assert!(txn.open_table(DATA).unwrap().get(format!("k{writes}").as_bytes()).unwrap().is_none());
+
+        // Past a checkpoint, and the log started over: still all there.
+        for v in writes + 1..=writes + u64::from(CHECKPOINT_GROUPS) + 5 {
+            s.write(format!("k{v}").into_bytes(), v, None).unwrap();
+        }
+        let crashed = image("crashed-later", true);
+        let recovered = Storage::open(&crashed).unwrap();
+        assert_eq!(recovered.max_version(), writes + u64::from(CHECKPOINT_GROUPS) + 5);
+        assert_eq!(recovered.read(b"k1").unwrap().0, 1);
+        assert_eq!(recovered.read(format!("k{}", writes + 20).as_bytes()).unwrap(), (writes + 20, None));
     }
 
     /// Writers on many threads at once: each write is committed by whichever writer is the
