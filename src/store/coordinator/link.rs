@@ -36,15 +36,9 @@ struct Sent {
 }
 
 enum Waiter {
-    Caller(oneshot::Sender<NodeReply>),
     /// Called with the reply on the link's reader task if it comes by `deadline`; dropped
-    /// uncalled if it does not, or if the connection breaks first.
-    Callback {
-        deadline: Instant,
-        done: OnReply,
-    },
-    /// The caller's deadline passed: a reply now is late.
-    GaveUp,
+    /// uncalled if it does not (the reply is late), or if the connection breaks first.
+    Callback { deadline: Instant, done: OnReply },
     /// Sent without waiting (a heartbeat's ping).
     Nobody,
 }
@@ -213,29 +207,26 @@ impl NodeLink {
     /// not returned, but still reaches the listener.
     pub async fn request(&self, request: NodeRequest, deadline: Instant) -> Result<NodeReply, LinkError> {
         let (tx, reply) = oneshot::channel();
-        let (id, pending) =
-            match tokio::time::timeout_at(deadline, self.send(request, Waiter::Caller(tx))).await {
-                Ok(sent) => sent?,
-                Err(_) => return Err(LinkError::Deadline),
-            };
+        let waiter = Waiter::Callback { deadline, done: Box::new(move |reply| drop(tx.send(reply))) };
+        match tokio::time::timeout_at(deadline, self.send(request, waiter)).await {
+            Ok(sent) => sent?,
+            Err(_) => return Err(LinkError::Deadline),
+        };
         match tokio::time::timeout_at(deadline, reply).await {
             Ok(Ok(NodeReply::Failed { message })) => Err(LinkError::Node(message)),
             Ok(Ok(reply)) => Ok(reply),
+            // Dropped uncalled: late (the reader saw the deadline pass first), or the
+            // connection broke.
+            Ok(Err(_)) if Instant::now() >= deadline => Err(LinkError::Deadline),
             Ok(Err(_)) => Err(LinkError::Unreachable("connection closed".into())),
-            Err(_) => {
-                // Nobody waits any more; the entry stays so a late reply is still measured.
-                if let Some(sent) = pending.lock().expect("pending lock").get_mut(&id) {
-                    sent.waiter = Waiter::GaveUp;
-                }
-                Err(LinkError::Deadline)
-            }
+            Err(_) => Err(LinkError::Deadline),
         }
     }
 
     /// Send `request` without waiting for its reply (a heartbeat's ping): the reply, whenever
     /// it comes, only reaches the listener.
     pub async fn send_only(&self, request: NodeRequest) -> Result<(), LinkError> {
-        self.send(request, Waiter::Nobody).await.map(|_| ())
+        self.send(request, Waiter::Nobody).await
     }
 
     /// Send `request` and call `done` with its reply on the link's reader task if it comes
@@ -256,7 +247,7 @@ impl NodeLink {
         });
     }
 
-    async fn send(&self, request: NodeRequest, waiter: Waiter) -> Result<(u64, Pending), LinkError> {
+    async fn send(&self, request: NodeRequest, waiter: Waiter) -> Result<(), LinkError> {
         let mut guard = self.connection.lock().await;
         if guard.as_ref().is_none_or(|c| c.broken.load(Ordering::SeqCst)) {
             *guard = Some(self.dial().await?);
@@ -264,12 +255,7 @@ impl NodeLink {
         self.write(guard.as_ref().expect("just dialled"), request, waiter)
     }
 
-    fn write(
-        &self,
-        connection: &Connection,
-        request: NodeRequest,
-        waiter: Waiter,
-    ) -> Result<(u64, Pending), LinkError> {
+    fn write(&self, connection: &Connection, request: NodeRequest, waiter: Waiter) -> Result<(), LinkError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let bytes = wire::encode_frame(&Frame { id, body: request });
         {
@@ -282,7 +268,7 @@ impl NodeLink {
             connection.pending.lock().expect("pending lock").remove(&id);
             return Err(LinkError::Unreachable("connection closed".into()));
         }
-        Ok((id, Arc::clone(&connection.pending)))
+        Ok(())
     }
 
     async fn dial(&self) -> Result<Connection, LinkError> {
@@ -322,7 +308,6 @@ impl NodeLink {
                     heard();
                 }
                 match sent.map(|s| s.waiter) {
-                    Some(Waiter::Caller(waiter)) => drop(waiter.send(frame.body)),
                     Some(Waiter::Callback { deadline, done }) if now <= deadline => done(frame.body),
                     _ => {}
                 }
@@ -375,17 +360,15 @@ impl Waiter {
     /// Whether nobody waits for the reply any more because its deadline passed by `now`.
     fn gave_up(&self, now: Instant) -> bool {
         match self {
-            Waiter::GaveUp => true,
             Waiter::Callback { deadline, .. } => now > *deadline,
-            Waiter::Caller(_) | Waiter::Nobody => false,
+            Waiter::Nobody => false,
         }
     }
 
     fn waits(&self, now: Instant) -> bool {
         match self {
-            Waiter::Caller(_) => true,
             Waiter::Callback { deadline, .. } => now <= *deadline,
-            Waiter::GaveUp | Waiter::Nobody => false,
+            Waiter::Nobody => false,
         }
     }
 }
@@ -538,8 +521,8 @@ mod tests {
     fn only_the_oldest_unanswered_requests_nobody_waits_for_are_forgotten() {
         let now = Instant::now();
         let mut pending = BTreeMap::new();
-        let (tx, _rx) = oneshot::channel();
-        pending.insert(0, Sent { at: now, waiter: Waiter::Caller(tx) });
+        let callback = |deadline| Waiter::Callback { deadline, done: Box::new(|_| {}) };
+        pending.insert(0, Sent { at: now, waiter: callback(now + std::time::Duration::from_secs(1)) });
         for id in 1..=UNANSWERED_KEPT_MAX as u64 + 5 {
             pending.insert(id, Sent { at: now, waiter: Waiter::Nobody });
         }
@@ -549,7 +532,6 @@ mod tests {
         assert!(!pending.contains_key(&6) && pending.contains_key(&7));
         // A callback whose deadline passed waits no more; one still in time does.
         let mut pending = BTreeMap::new();
-        let callback = |deadline| Waiter::Callback { deadline, done: Box::new(|_| {}) };
         pending.insert(0, Sent { at: now, waiter: callback(now + std::time::Duration::from_secs(1)) });
         pending.insert(1, Sent { at: now, waiter: callback(now) });
         for id in 2..=UNANSWERED_KEPT_MAX as u64 {

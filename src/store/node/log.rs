@@ -15,7 +15,6 @@
 //! write keeps the newest version of its key. Each group starts on a block of its own
 //! (`BLOCK_BYTES`), so appending a group never rewrites a block that holds an acked one.
 
-use super::wire::StoredValue;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -31,15 +30,15 @@ pub const LOG_BYTES: u64 = 1 << 20;
 const BLOCK_BYTES: u64 = 4096;
 /// A record's header: payload length, CRC-32 of the payload.
 const HEADER_BYTES: usize = 8;
-/// log id, generation, version, key length.
-const FIXED_PAYLOAD_BYTES: usize = 8 + 8 + 8 + 4;
+/// log id, generation, key length.
+const FIXED_PAYLOAD_BYTES: usize = 8 + 8 + 4;
 
-/// One logged write.
+/// One logged write: a key and its record as redb stores it (its version and value, in
+/// `storage`'s encoding, which the log does not read).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Logged {
     pub key: Vec<u8>,
-    pub version: u64,
-    pub value: StoredValue,
+    pub record: Vec<u8>,
 }
 
 /// The log file and where the next record goes.
@@ -53,12 +52,7 @@ pub struct WriteLog {
 }
 
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> String {
-    let text = e.to_string();
-    if text.contains("No space left on device") {
-        format!("storage: no space left on device ({what} {})", path.display())
-    } else {
-        format!("storage: cannot {what} {}: {text}", path.display())
-    }
+    format!("{} ({what} {})", super::storage::cause(&e), path.display())
 }
 
 /// Create the log in `dir`, zero-filled, unless it exists (its records are read first, then
@@ -159,7 +153,7 @@ pub fn encoded_bytes(writes: &[&Logged]) -> usize {
 }
 
 fn record_bytes(w: &Logged) -> usize {
-    HEADER_BYTES + FIXED_PAYLOAD_BYTES + w.key.len() + 1 + w.value.as_ref().map_or(0, Vec::len)
+    HEADER_BYTES + FIXED_PAYLOAD_BYTES + w.key.len() + w.record.len()
 }
 
 fn encode(out: &mut Vec<u8>, log_id: u64, generation: u64, w: &Logged) {
@@ -167,16 +161,9 @@ fn encode(out: &mut Vec<u8>, log_id: u64, generation: u64, w: &Logged) {
     out.extend_from_slice(&[0u8; HEADER_BYTES]);
     out.extend_from_slice(&log_id.to_be_bytes());
     out.extend_from_slice(&generation.to_be_bytes());
-    out.extend_from_slice(&w.version.to_be_bytes());
     out.extend_from_slice(&u32::try_from(w.key.len()).expect("keys are bounded").to_be_bytes());
     out.extend_from_slice(&w.key);
-    match &w.value {
-        None => out.push(0),
-        Some(bytes) => {
-            out.push(1);
-            out.extend_from_slice(bytes);
-        }
-    }
+    out.extend_from_slice(&w.record);
     let payload_len = out.len() - start - HEADER_BYTES;
     let crc = crc32fast::hash(&out[start + HEADER_BYTES..]);
     out[start..start + 4].copy_from_slice(&u32::try_from(payload_len).expect("bounded").to_be_bytes());
@@ -216,15 +203,9 @@ pub fn read_records(dir: &Path, log_id: u64, generation: u64) -> Result<Vec<Logg
         if u64_at(0) != log_id || u64_at(8) != generation {
             break;
         }
-        let version = u64_at(16);
-        let key_len = u32::from_be_bytes(payload[24..28].try_into().expect("4 bytes")) as usize;
-        let Some(key) = payload.get(28..28 + key_len) else { break };
-        let value = match payload.get(28 + key_len) {
-            Some(0) => None,
-            Some(1) => Some(payload[29 + key_len..].to_vec()),
-            _ => break,
-        };
-        records.push(Logged { key: key.to_vec(), version, value });
+        let key_len = u32::from_be_bytes(payload[16..20].try_into().expect("4 bytes")) as usize;
+        let Some(key) = payload.get(20..20 + key_len) else { break };
+        records.push(Logged { key: key.to_vec(), record: payload[20 + key_len..].to_vec() });
         at += HEADER_BYTES + len;
     }
     Ok(records)
@@ -235,11 +216,7 @@ mod tests {
     use super::*;
 
     fn write(i: u64) -> Logged {
-        Logged {
-            key: format!("k{i}").into_bytes(),
-            version: i,
-            value: (!i.is_multiple_of(3)).then(|| vec![i as u8; 40]),
-        }
+        Logged { key: format!("k{i}").into_bytes(), record: vec![i as u8; 9 + (i % 3) as usize * 20] }
     }
 
     /// What was appended in this generation is read back; a torn record ends the log, and so

@@ -95,12 +95,16 @@ pub struct Committer {
 /// (a full disk) until the database is opened again, so the writer closes it when a commit
 /// fails and opens it again later: the node recovers by itself when the cause goes away.
 struct Handle {
+    /// The node's data directory: the database and its log.
     dir: PathBuf,
-    path: PathBuf,
     db: RwLock<Result<Arc<Database>, String>>,
 }
 
 impl Handle {
+    fn path(&self) -> PathBuf {
+        self.dir.join(DATABASE_FILE)
+    }
+
     fn get(&self) -> Result<Arc<Database>, String> {
         self.db.read().expect("database lock").clone()
     }
@@ -117,7 +121,7 @@ impl Handle {
         if let Ok(db) = &*slot {
             return Ok(Arc::clone(db));
         }
-        let db = match Database::create(&self.path) {
+        let db = match Database::create(self.path()) {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => return slot.clone(),
             Err(e) => {
@@ -187,8 +191,9 @@ fn recover(db: &Database, dir: &Path) -> Result<Recovered, String> {
         let generation = read(&meta, LOG_GENERATION_KEY)?.unwrap_or(0);
         let mut max_version = read(&meta, MAX_VERSION_KEY)?.unwrap_or(0);
         for w in log::read_records(dir, log_id, generation)? {
-            put_newer(&mut data, &w.key, w.version, &encode_record(w.version, &w.value))?;
-            max_version = max_version.max(w.version);
+            let version = decode_record(&w.record)?.0;
+            put_newer(&mut data, &w.key, version, &w.record)?;
+            max_version = max_version.max(version);
         }
         raise_max_version(&mut meta, max_version)?;
         meta.insert(LOG_GENERATION_KEY, generation + 1).map_err(db_error)?;
@@ -204,7 +209,7 @@ fn recover(db: &Database, dir: &Path) -> Result<Recovered, String> {
 }
 
 /// What a storage error says, in the words an operator looks for.
-fn cause(e: &dyn std::fmt::Display) -> String {
+pub(super) fn cause(e: &dyn std::fmt::Display) -> String {
     let text = e.to_string();
     if text.contains("No space left on device") {
         "storage: no space left on device".into()
@@ -255,6 +260,11 @@ fn encode_record(version: u64, value: &StoredValue) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The version a record made by `encode_record` holds.
+fn record_version(record: &[u8]) -> u64 {
+    u64::from_be_bytes(record[..8].try_into().expect("a record starts with its version"))
 }
 
 fn decode_record(bytes: &[u8]) -> Result<(u64, StoredValue), String> {
@@ -347,7 +357,9 @@ pub fn inspect(dir: &Path) -> Result<DataFile, String> {
     };
     Ok(DataFile::Database {
         cluster_id: read(CLUSTER_ID_KEY)?,
-        max_version: logged.iter().map(|w| w.version).fold(stored, u64::max),
+        max_version: logged
+            .iter()
+            .try_fold(stored, |max, w| decode_record(&w.record).map(|(v, _)| max.max(v)))?,
     })
 }
 
@@ -440,11 +452,7 @@ impl Storage {
         let db = open_database(&dir.join(DATABASE_FILE), true)?;
         let recovered = recover(&db, dir)?;
         let log = WriteLog::open(dir, recovered.log_id, recovered.log_generation)?;
-        let db = Arc::new(Handle {
-            dir: dir.to_path_buf(),
-            path: dir.join(DATABASE_FILE),
-            db: RwLock::new(Ok(Arc::new(db))),
-        });
+        let db = Arc::new(Handle { dir: dir.to_path_buf(), db: RwLock::new(Ok(Arc::new(db))) });
         Ok(Storage {
             db,
             commits: Arc::default(),
@@ -482,7 +490,8 @@ impl Storage {
         done: WriteDone,
     ) -> Option<Committer> {
         let mut commits = self.commits.lock().expect("commits lock");
-        commits.queued.push(PendingWrite { write: Logged { key, version, value }, done });
+        let record = encode_record(version, &value);
+        commits.queued.push(PendingWrite { write: Logged { key, record }, done });
         if commits.committing {
             return None;
         }
@@ -577,7 +586,7 @@ impl Committer {
                     // (replayed), and until then no read is served from it.
                     close(&why);
                     unapplied = Some(why);
-                    let versions: Vec<u64> = writes.iter().map(|w| w.version).collect();
+                    let versions: Vec<u64> = writes.iter().map(|w| record_version(&w.record)).collect();
                     let batch_max = versions.iter().copied().max().unwrap_or(0);
                     Ok((versions, batch_max))
                 })
@@ -587,8 +596,8 @@ impl Committer {
                 Ok((versions, batch_max)) => {
                     commits.logged_groups = if checkpoint { 0 } else { commits.logged_groups + 1 };
                     match &unapplied {
-                        Some(why) => commits.failures.failed(&self.db.path, why),
-                        None => commits.failures.recovered(&self.db.path),
+                        Some(why) => commits.failures.failed(&self.db.path(), why),
+                        None => commits.failures.recovered(&self.db.path()),
                     }
                     drop(commits);
                     self.max_version.fetch_max(batch_max, Ordering::SeqCst);
@@ -597,7 +606,7 @@ impl Committer {
                     }
                 }
                 Err(why) => {
-                    commits.failures.failed(&self.db.path, &why);
+                    commits.failures.failed(&self.db.path(), &why);
                     drop(commits);
                     for pending in batch {
                         (pending.done)(Err(why.clone()));
@@ -625,9 +634,9 @@ fn commit_batch(
     {
         let mut data = txn.open_table(DATA).map_err(db_error)?;
         for write in batch {
-            let record = encode_record(write.version, &write.value);
-            versions.push(put_newer(&mut data, &write.key, write.version, &record)?);
-            batch_max = batch_max.max(write.version);
+            let version = record_version(&write.record);
+            versions.push(put_newer(&mut data, &write.key, version, &write.record)?);
+            batch_max = batch_max.max(version);
         }
         let mut meta = txn.open_table(META).map_err(db_error)?;
         raise_max_version(&mut meta, batch_max)?;

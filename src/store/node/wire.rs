@@ -283,14 +283,24 @@ pub async fn read_frame<T: Wire, R: AsyncReadExt + Unpin>(reader: &mut R) -> io:
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let len = u32::from_be_bytes(len_bytes) as usize;
+    let mut payload = vec![0u8; payload_len(len_bytes)?];
+    reader.read_exact(&mut payload).await?;
+    decode_payload(&payload).map(Some)
+}
+
+/// A frame's payload length from its prefix, if in range.
+fn payload_len(prefix: [u8; 4]) -> io::Result<usize> {
+    let len = u32::from_be_bytes(prefix) as usize;
     if !(8..=FRAME_BYTES_MAX).contains(&len) {
         return Err(malformed("frame length out of range"));
     }
-    let mut payload = vec![0u8; len];
-    reader.read_exact(&mut payload).await?;
-    let id = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
-    Ok(Some(Frame { id, body: T::decode(&payload[8..])? }))
+    Ok(len)
+}
+
+/// A frame from its payload: request id, body.
+fn decode_payload<T: Wire>(payload: &[u8]) -> io::Result<Frame<T>> {
+    let id = u64::from_be_bytes(payload[..8].try_into().expect("payloads are at least 8 bytes"));
+    Ok(Frame { id, body: T::decode(&payload[8..])? })
 }
 
 /// Frames read from a connection through one buffer: each read takes whatever has arrived,
@@ -315,19 +325,15 @@ impl FrameReader {
     pub fn buffered<T: Wire>(&mut self) -> io::Result<Option<Frame<T>>> {
         let here = &self.buf[self.start..];
         let Some(prefix) = here.get(..4) else { return Ok(None) };
-        let len = u32::from_be_bytes(prefix.try_into().expect("4 bytes")) as usize;
-        if !(8..=FRAME_BYTES_MAX).contains(&len) {
-            return Err(malformed("frame length out of range"));
-        }
+        let len = payload_len(prefix.try_into().expect("4 bytes"))?;
         let Some(payload) = here.get(4..4 + len) else { return Ok(None) };
-        let id = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
-        let body = T::decode(&payload[8..])?;
+        let frame = decode_payload(payload)?;
         self.start += 4 + len;
         if self.start == self.buf.len() {
             self.buf.clear();
             self.start = 0;
         }
-        Ok(Some(Frame { id, body }))
+        Ok(Some(frame))
     }
 
     /// Read what the socket holds now, without waiting: `false` if nothing has arrived.
