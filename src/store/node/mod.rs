@@ -15,7 +15,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use storage::{Committer, Storage};
+use storage::{Committer, Storage, BATCH_WRITES_MAX};
 use tokio::net::{TcpListener, TcpStream};
 use wire::{Frame, FrameReader, NodeReply, NodeRequest, SCAN_ENTRIES_MAX};
 
@@ -98,7 +98,8 @@ fn commit(committer: Option<Committer>) {
 /// Answer requests until the connection ends. A write is answered by its committer once
 /// durable, everything else at once. A task elected committer (`committer`) commits once no
 /// further request has arrived, so every write that came during a commit joins the next one;
-/// it never waits on its connection first, as other connections' writes may wait for it.
+/// it never waits on its connection first, as other connections' writes may wait for it, and
+/// it stops reading once a full group waits (a peer that never pauses must not hold it off).
 async fn serve_requests(
     node_id: u8,
     storage: &Storage,
@@ -106,7 +107,14 @@ async fn serve_requests(
     sink: &Arc<FrameSink>,
     committer: &mut Option<Committer>,
 ) -> std::io::Result<()> {
+    let mut grouped = 0;
     loop {
+        if grouped >= BATCH_WRITES_MAX {
+            commit(committer.take());
+        }
+        if committer.is_none() {
+            grouped = 0;
+        }
         let Frame { id, body } = match frames.buffered::<NodeRequest>()? {
             Some(frame) => frame,
             None if frames.try_fill()? => continue,
@@ -139,6 +147,7 @@ async fn serve_requests(
                 if let Some(elected) = storage.submit(key, version, value, done) {
                     *committer = Some(elected);
                 }
+                grouped += 1;
             }
             request => {
                 let body = handle(node_id, storage, request);

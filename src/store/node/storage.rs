@@ -39,7 +39,7 @@ const CHECKPOINT_GROUPS: u32 = 32;
 const COPY_BATCH_ENTRIES: usize = 4096;
 
 /// Writes in one group commit at most: bounds a transaction's size and the wait of the first.
-const BATCH_WRITES_MAX: usize = 512;
+pub const BATCH_WRITES_MAX: usize = 512;
 /// How long `open` waits for another process to release the database: a node of a `store up`
 /// that was just killed is still exiting when the next one starts.
 const OPEN_WAIT_MS: u64 = 10_000;
