@@ -207,8 +207,9 @@ fn reduction_reduces_and_is_deterministic() {
 /// restart and coordinator-answer rules are exercised where several faults may interleave).
 /// With `recovery`, also a spare (n4, in zone c, with room for one replica)
 /// and random detector timing and re-replication throttles: down/out interval, recovery
-/// limit, copy backoff, join timeout.
-fn random_model_with(rng: &mut rand::rngs::StdRng, crashes: bool, recovery: bool) -> String {
+/// limit, copy backoff, join timeout. With `timed`, faults that end by themselves: each
+/// crashed node, the cut and the degradation get a `duration` at random.
+fn random_model_with(rng: &mut rand::rngs::StdRng, crashes: bool, recovery: bool, timed: bool) -> String {
     let pick = |rng: &mut rand::rngs::StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_string();
     let ac_latency = pick(rng, &["100ms", "100ms..200ms", "200ms", "0ms..100ms"]);
     let (p_node, p_coord) = if crashes { (0.7, 0.15) } else { (0.4, 0.4) };
@@ -222,13 +223,24 @@ fn random_model_with(rng: &mut rand::rngs::StdRng, crashes: bool, recovery: bool
     if budget == 2 && !crashes {
         crash.truncate(1);
     }
-    let partition = if rng.random_bool(0.4) { r#"partition = ["c"]"# } else { "" };
+    let window = |rng: &mut rand::rngs::StdRng| {
+        if timed && rng.random_bool(0.7) {
+            format!(", duration = \"{}\"", pick(rng, &["200ms", "100ms..400ms", "300ms..800ms", "1s..2s"]))
+        } else {
+            String::new()
+        }
+    };
+    let partition = if rng.random_bool(0.4) {
+        format!(r#"partition = [{{ zone = "c"{} }}]"#, window(rng))
+    } else {
+        String::new()
+    };
     let lossy = rng.random_bool(0.25);
     let drop = if lossy { "drop = true" } else { "" };
-    let degrade = if rng.random_bool(0.25) {
-        r#"degrade = [{ zones = ["a", "b"], latency = "200ms..300ms" }]"#
+    let degrade = if rng.random_bool(if timed { 0.5 } else { 0.25 }) {
+        format!(r#"degrade = [{{ zones = ["a", "b"], latency = "200ms..300ms"{} }}]"#, window(rng))
     } else {
-        ""
+        String::new()
     };
     let writer_ops = pick(rng, &[r#"["write"]"#, r#"["write", "write"]"#, r#"["write", "read"]"#]);
     let second_writer = if rng.random_bool(0.4) {
@@ -246,7 +258,13 @@ fn random_model_with(rng: &mut rand::rngs::StdRng, crashes: bool, recovery: bool
     let read_repair = rng.random_bool(0.5);
     let ack_timeout = pick(rng, &["300ms", "1s"]);
     let detection = pick(rng, &["coupled", "independent"]);
-    let crash: Vec<String> = crash.iter().map(|c| format!("\"{c}\"")).collect();
+    let crash: Vec<String> = crash
+        .iter()
+        .map(|c| match window(rng) {
+            w if !w.is_empty() && *c != "coordinator" => format!("{{ node = \"{c}\"{w} }}"),
+            _ => format!("\"{c}\""),
+        })
+        .collect();
     let (spare, recovery_policy) = if recovery {
         let keys = [
             format!("health_check = \"{}\"", pick(rng, &["rounds", "continuous"])),
@@ -363,17 +381,27 @@ fn random_crash_models_agree() {
 /// join timeouts).
 #[test]
 fn random_recovery_models_agree() {
-    random_models_agree_with(0x5eed_4ec0, true, true, 30, 150_000, 10);
+    random_models_agree_with(0x5eed_4ec0, true, true, false, 30, 150_000, 10);
+}
+
+/// Faults that end by themselves: crashes that restart, cuts that heal and links that recover
+/// within windows, so restarts, heals and restores become urgent; with a spare and detector
+/// timing, so that a node's pings show when it was down. (With a timed crash deferred to the
+/// node's next message, as untimed ones are, model 26 loses a client-visible outcome.)
+#[test]
+fn random_timed_fault_models_agree() {
+    random_models_agree_with(0x5eed_71ed + 7919, true, true, true, 30, 150_000, 10);
 }
 
 fn random_models_agree(seed: u64, crashes: bool, models: usize, max_full: u64, compared_min: usize) {
-    random_models_agree_with(seed, crashes, false, models, max_full, compared_min)
+    random_models_agree_with(seed, crashes, false, false, models, max_full, compared_min)
 }
 
 fn random_models_agree_with(
     seed: u64,
     crashes: bool,
     recovery: bool,
+    timed: bool,
     models: usize,
     max_full: u64,
     compared_min: usize,
@@ -382,7 +410,7 @@ fn random_models_agree_with(
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (mut compared, mut reduced_somewhere) = (0, false);
     for k in 0..models {
-        let text = random_model_with(&mut rng, crashes, recovery);
+        let text = random_model_with(&mut rng, crashes, recovery, timed);
         let file: &Path = &dir.path().join(format!("random-{k}.toml"));
         std::fs::write(file, &text).expect("written");
         let jobs = match check::plan(&[file.to_path_buf()], &PolicyChoice::Variants(None)) {

@@ -106,7 +106,8 @@
 //!   which changes no label (it changes no client, no replica set, no time) and no later step
 //!   (nothing reads `up` but the deliveries to `n` and the eviction checks excluded above).
 //! * **The coordinator's answers.** A delivery `d` to the coordinator of a node's answer
-//!   (`ReplicateAck`, `ReadReply`) due now is ample on its own when every other coordinator
+//!   (`ReplicateAck`, `ReadReply`, or a heartbeat's `Pong`, which answers no request and only
+//!   marks its node heard) due now is ample on its own when every other coordinator
 //!   step possible before the next tick commutes with it: the coordinator has no timer due,
 //!   cannot crash and has no join under way, and its other deliverable messages are `Pong`s
 //!   or answers about another request (or about the same request when the answers only count:
@@ -121,9 +122,21 @@
 //!   membership change and change no replica set, join or queue (so it has no topology label
 //!   and leaves `acked_writes_persist`'s replica sets alone; it only raises acked versions,
 //!   which cannot repair a violation). It touches no client state.
+//!
+//! # Faults that end
+//!
+//! A fault with a duration (`env.ending`) starts a window, counted in ticks from its start, in
+//! which it ends by itself; `Tick` is disabled while one must end now. Nothing above moves a
+//! fault across a `Tick`, except the deferred-faults rule: so a node whose crash has a
+//! duration is never in `D` (its crash at a later tick would end later, and its restart,
+//! once due, disables `Tick`, which `D`'s paths must not do). Within a tick the arguments
+//! stand: a crash, restart, cut, heal, degradation or restore in another order of the same
+//! tick starts or ends the same window; an urgent end only keeps `Tick` disabled longer (U);
+//! a cut or degradation in force counts as possibly ending (`link_cut_fixed`,
+//! `link_latency_fixed`), as it did when it could end at any moment.
 
 use super::{env, properties, Action, ClientPhase, Endpoint, Envelope, Msg, World, WorldConfig, WorldState};
-use crate::config::{OpKind, PropertyName};
+use crate::config::{MenuFault, OpKind, PropertyName};
 use crate::protocol::{node, Outbox};
 use stateright::Model;
 
@@ -165,9 +178,8 @@ pub fn same_tick_messages(cfg: &WorldConfig) -> bool {
 
 /// Whether the rules apply to this world at all, so that a report saying `por` means states
 /// were reduced. They were argued for one coordinator running one policy, on links that take
-/// at least a tick, with faults that end only when the checker chooses (a fault that must end
-/// makes a restart or heal urgent, which the deferred-faults rule does not consider), with
-/// neither node debt nor the coordinator's own load as state: debt
+/// at least a tick (faults that end by themselves included: see "Faults that end" in the
+/// module docs), with neither node debt nor the coordinator's own load as state: debt
 /// changes what `hot_shard_leaves_slow_node` and the load reports read at a node's step, and
 /// the coordinator's load changes how long a request waits at a tick, an answer that starts a
 /// copy, or an applied update. The leader family's machines were not argued for at all (their
@@ -176,7 +188,6 @@ pub fn same_tick_messages(cfg: &WorldConfig) -> bool {
 pub fn applies(cfg: &WorldConfig) -> bool {
     !super::leader::runs(cfg)
         && cfg.coordinators.len() == 1
-        && !cfg.faults.any_duration()
         && cfg.rollout.is_none()
         && !same_tick_messages(cfg)
         && !cfg.compaction.dynamic()
@@ -225,26 +236,31 @@ fn answer_key(msg: &Msg) -> Option<(crate::protocol::OpId, u8)> {
 /// on its own. See "The coordinator's answers" in the module docs.
 fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action], i: usize) -> bool {
     let Action::Deliver(e) = &actions[i] else { return false };
-    let Some(key) = answer_key(&e.msg) else { return false };
+    let key = answer_key(&e.msg);
+    if key.is_none() && e.msg != Msg::Pong {
+        return false;
+    }
     let Endpoint::Node(n) = e.src else { return false };
     if e.dst != Endpoint::LEADER || e.latest_ticks != 0 || actions.len() < 2 {
         return false;
     }
     // Answers to one request commute with each other when they only count: a write's acks, or
-    // a read's write-back acks (its reply value is fixed), or answers to no request at all.
-    let counting = s
-        .coord
-        .ops
-        .iter()
-        .find(|o| (o.op, o.attempt) == key)
-        .is_none_or(|o| o.kind == OpKind::Write || o.repairing);
+    // a read's write-back acks (its reply value is fixed), or answers to no request at all. A
+    // `Pong` answers no request: it only marks its node heard.
+    let counting = key.is_none_or(|key| {
+        s.coord
+            .ops
+            .iter()
+            .find(|o| (o.op, o.attempt) == key)
+            .is_none_or(|o| o.kind == OpKind::Write || o.repairing)
+    });
     // Every other step the coordinator can take before the next tick is another answer (to
     // another request, or counting) or a `Pong`; no timer is due, it cannot crash, and no join
     // is under way.
     let others_commute = actions.iter().enumerate().all(|(j, a)| match a {
         _ if j == i => true,
         Action::Deliver(f) if f.dst == Endpoint::LEADER => {
-            matches!(f.msg, Msg::Pong) || answer_key(&f.msg).is_some_and(|k| k != key || counting)
+            matches!(f.msg, Msg::Pong) || answer_key(&f.msg).is_some_and(|k| Some(k) != key || counting)
         }
         Action::AckDeadline { .. }
         | Action::FanOut { .. }
@@ -259,7 +275,7 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
     if !others_commute || s.coord.shards.iter().any(|v| v.join.is_some()) {
         return false;
     }
-    if !never_lost(cfg, s, e) || may_be_renumbered(cfg, key.1) {
+    if !never_lost(cfg, s, e) || key.is_some_and(|(_, attempt)| may_be_renumbered(cfg, attempt)) {
         return false;
     }
     let (zone, coord_zone) = (cfg.node_zone(n), cfg.coordinator.zone);
@@ -318,8 +334,10 @@ fn defer_idle_faults(cfg: &WorldConfig, s: &WorldState, actions: &[Action], out:
     let mut deferred = false;
     for (i, a) in actions.iter().enumerate() {
         let defer = match *a {
-            Action::Crash(n) => idle(actions, n) && crash_commutes(cfg, s, actions, n),
-            Action::Restart(n) => idle(actions, n),
+            Action::Crash(n) => {
+                idle(actions, n) && !crash_timed(cfg, n) && crash_commutes(cfg, s, actions, n)
+            }
+            Action::Restart(n) => idle(actions, n) && !crash_timed(cfg, n),
             _ => false,
         };
         if defer {
@@ -329,6 +347,13 @@ fn defer_idle_faults(cfg: &WorldConfig, s: &WorldState, actions: &[Action], out:
         }
     }
     deferred && !out.is_empty()
+}
+
+/// Whether `n`'s crash ends by itself: its restart window is counted in ticks from the crash,
+/// so the crash cannot be deferred to a later tick (nor its restart, whose deadline would
+/// then hold back `Tick` from a state the deferral left out). See "Faults that end".
+fn crash_timed(cfg: &WorldConfig, n: u8) -> bool {
+    cfg.faults.duration(MenuFault::Crash(n)).is_some()
 }
 
 fn budget_left(s: &WorldState) -> bool {
