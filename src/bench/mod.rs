@@ -88,6 +88,7 @@ pub fn measure_repl(model: &repl::Repl, threads: usize, symmetry: bool) -> Measu
         labeler: None,
         canonical: symmetry.then_some(&canonical as _),
         ample: None,
+        compact: None,
     };
     let e = engine::explore_with(model, &properties, &limits, hooks);
     let durable_only_peak = engine::peak_memory_bytes();

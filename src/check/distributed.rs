@@ -132,7 +132,7 @@ impl Explorer for TimelyExplorer<'_> {
         reduction: Reduction,
     ) -> Exploration {
         assert_eq!(reduction, Reduction::None, "the distributed engine does not reduce");
-        let hooks = engine::Hooks { labeler, canonical: None, ample: None };
+        let hooks = engine::Hooks { labeler, canonical: None, ample: None, compact: None };
         let (exploration, stats) = engine::distributed::explore(
             self.worker,
             world,

@@ -156,8 +156,13 @@ impl Explorer for Local {
             reduction::ample(world, s, actions, out)
         };
         let ample: engine::Ample<World> = &ample;
-        let hooks =
-            engine::Hooks { labeler, canonical: None, ample: (reduction == Reduction::Por).then_some(ample) };
+        let compact: engine::Compactor<World> = &crate::model::intern::compact;
+        let hooks = engine::Hooks {
+            labeler,
+            canonical: None,
+            ample: (reduction == Reduction::Por).then_some(ample),
+            compact: Some(compact),
+        };
         engine::explore_with(world, properties, limits, hooks)
     }
 }

@@ -16,7 +16,12 @@ fn on_workers(
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let label = |_: &[u8; 3], a: &u8, _: &[u8; 3]| 1u8 << a;
         let labeler: super::super::EdgeLabeler<Grid> = &label;
-        let hooks = Hooks { labeler: limits.record_edges.then_some(labeler), canonical: None, ample: None };
+        let hooks = Hooks {
+            labeler: limits.record_edges.then_some(labeler),
+            canonical: None,
+            ample: None,
+            compact: None,
+        };
         let (e, _) = explore(worker, &GRID, &properties(), &limits, hooks, shared);
         (worker.index() == 0).then_some(e)
     })

@@ -169,6 +169,10 @@ pub(super) fn expand_chunk<M>(
                     edges.targets.push(known.unwrap_or(NO_PARENT));
                 }
                 if known.is_none() {
+                    let mut next = next;
+                    if let Some(compact) = hooks.compact {
+                        compact(&mut next);
+                    }
                     part.cand_fp.push(fp);
                     part.cand_state.push(next);
                     part.cand_parent.push(parent);

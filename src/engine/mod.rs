@@ -220,7 +220,13 @@ where
     M::State: Hash + Clone,
     M::Action: Clone,
 {
-    walk_with(model, exploration, indices, labels, Hooks { labeler, canonical: None, ample: None })
+    walk_with(
+        model,
+        exploration,
+        indices,
+        labels,
+        Hooks { labeler, canonical: None, ample: None, compact: None },
+    )
 }
 
 /// `path` for an exploration run with hooks (the same canonicalizer must be given).
@@ -311,6 +317,11 @@ pub type Canonicalizer<'a, M> = &'a (dyn Fn(&<M as Model>::State) -> <M as Model
 /// forever. Deterministic: the seen set of earlier levels is read-only while a level expands.
 pub type Ample<'a, M> = &'a (dyn Fn(&<M as Model>::State, &[<M as Model>::Action], &mut Vec<usize>) + Sync);
 
+/// Make a state the engine keeps smaller without changing its hash or equality (shared parts
+/// interned, spare capacity dropped). Called on each level's candidates, not on successors
+/// that are already known.
+pub type Compactor<'a, M> = &'a (dyn Fn(&mut <M as Model>::State) + Sync);
+
 /// Optional per-model hooks of an exploration.
 pub struct Hooks<'a, M: Model> {
     /// Label every transition and keep the labelled graph (for cycle analysis).
@@ -319,6 +330,8 @@ pub struct Hooks<'a, M: Model> {
     pub canonical: Option<Canonicalizer<'a, M>>,
     /// Partial-order reduction (see [`Ample`]).
     pub ample: Option<Ample<'a, M>>,
+    /// Memory (see [`Compactor`]).
+    pub compact: Option<Compactor<'a, M>>,
 }
 
 impl<M: Model> Clone for Hooks<'_, M> {
@@ -329,7 +342,7 @@ impl<M: Model> Clone for Hooks<'_, M> {
 impl<M: Model> Copy for Hooks<'_, M> {}
 impl<M: Model> Default for Hooks<'_, M> {
     fn default() -> Self {
-        Hooks { labeler: None, canonical: None, ample: None }
+        Hooks { labeler: None, canonical: None, ample: None, compact: None }
     }
 }
 
@@ -399,7 +412,7 @@ where
     M::State: Hash + Clone + Send + Sync,
     M::Action: Clone,
 {
-    explore_with(model, properties, limits, Hooks { labeler, canonical: None, ample: None })
+    explore_with(model, properties, limits, Hooks { labeler, canonical: None, ample: None, compact: None })
 }
 
 /// `explore` with hooks: an edge labeler (as `explore_labelled`) and a symmetry canonicalizer.

@@ -155,7 +155,7 @@ fn the_index_limit_stops_exploration_instead_of_wrapping() {
 fn a_canonicalizer_explores_one_state_per_class_and_paths_stay_concrete() {
     // Rotations of the three counters are symmetric: the model commutes with them.
     let canon = |s: &[u8; 3]| *[*s, [s[1], s[2], s[0]], [s[2], s[0], s[1]]].iter().min().unwrap();
-    let hooks = Hooks::<Grid<24>> { labeler: None, canonical: Some(&canon), ample: None };
+    let hooks = Hooks::<Grid<24>> { labeler: None, canonical: Some(&canon), ample: None, compact: None };
     // A symmetric property (invariant under rotation), as symmetry reduction requires.
     let props = [Property::<Grid<24>>::always("no rotation of 1-2-3", |_, s| {
         ![[1, 2, 3], [2, 3, 1], [3, 1, 2]].contains(s)
@@ -214,7 +214,7 @@ fn the_cycle_proviso_expands_a_state_whose_ample_successor_is_known() {
     let step_only = |_: &u8, actions: &[bool], out: &mut Vec<usize>| {
         out.extend(actions.iter().position(|&a| a));
     };
-    let hooks = Hooks::<Ring> { labeler: None, canonical: None, ample: Some(&step_only) };
+    let hooks = Hooks::<Ring> { labeler: None, canonical: None, ample: Some(&step_only), compact: None };
     let props = [Property::<Ring>::sometimes("an exit", |_, s| *s >= 100)];
     let limits = Limits { stop_when_decided: false, ..Limits::default() };
     let e = explore_with(&Ring, &props, &limits, hooks);

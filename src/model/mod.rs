@@ -12,6 +12,7 @@ mod client;
 pub mod display;
 mod env;
 pub mod history;
+pub mod intern;
 pub mod leader;
 mod leader_display;
 pub mod properties;
