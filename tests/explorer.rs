@@ -407,3 +407,46 @@ fn the_sequence_diagram_draws_each_message_from_its_own_send() {
     assert!(repeated > 0, "the lasso repeats some message (the test means something)");
     assert!(svg.contains("svg-loop-label"), "the lasso's loop is marked in the diagram");
 }
+
+/// `explore --memory-max`: the explorer serves within the bound, and stops with exit 3 and the
+/// bound named once "Run to completion" takes it past (stateright's checker behind it has no
+/// bound of its own). Without the watch the explorer runs on past the bound.
+#[test]
+fn run_to_completion_stops_at_the_memory_bound() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(BIN)
+        .current_dir(root())
+        .args(["explore", "models/basic-quorum.toml", "--memory-max", "40M", "--addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("replicheck explore starts");
+    let start = Instant::now();
+    while get(port, "/.status").0 != 200 {
+        assert!(child.try_wait().unwrap().is_none(), "the explorer ended before serving (idle within 40M)");
+        assert!(start.elapsed() < Duration::from_secs(20), "the explorer did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "POST /.runtocompletion HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    // basic-quorum's 1.3M states take the checker past 40 MiB in about a second here.
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the explorer ran past its memory bound for a minute");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("memory bound of 40 MiB reached"), "{stderr}");
+}

@@ -12,6 +12,7 @@ pub(super) fn explore(
     rollout: Option<(PathBuf, bool)>,
     sets: &[String],
     addr: &str,
+    memory_max_bytes: Option<u64>,
 ) -> Result<ExitCode, Error> {
     let (scenario, mut cfg) = world_config(model, variant.clone(), policy, sets)?;
     if let (Some((from, rollback)), Some(to)) = (rollout, policy) {
@@ -33,8 +34,33 @@ pub(super) fn explore(
     let front = crate::explorer::server::bind(socket)
         .map_err(|e| Error::Runtime(format!("explore: cannot listen on {addr}: {e}")))?;
     eprintln!("explorer for {} (variant {variant_name}) at http://{addr}/ (Ctrl-C to stop)", scenario.name);
+    if let Some(limit_bytes) = memory_max_bytes {
+        watch_memory(limit_bytes);
+    }
     front.serve(World::new(cfg), variant_name).map_err(Error::Runtime)?;
     Ok(0)
+}
+
+/// How often the explorer's resident memory is compared with its bound.
+const MEMORY_WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Stop the process (exit 3) once its resident memory passes `limit_bytes`: stateright's
+/// checker behind the explorer ("Run to completion") has no bound of its own and cannot be
+/// stopped part way, and a machine out of memory is worse than an explorer that ends.
+fn watch_memory(limit_bytes: u64) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(MEMORY_WATCH_INTERVAL);
+        let Some(resident_bytes) = engine::memory::resident_bytes() else { return };
+        if resident_bytes >= limit_bytes {
+            eprintln!(
+                "explore: memory bound of {} reached ({} resident): the explorer stops; raise \
+                 --memory-max, or run `replicheck check` on the model for a bounded, reported run",
+                engine::memory::describe(limit_bytes),
+                engine::memory::describe(resident_bytes)
+            );
+            std::process::exit(3);
+        }
+    });
 }
 
 /// The world of `model` rolling `to` out over `from` (`explore --policy TO --rollout-from

@@ -170,6 +170,11 @@ pub enum Command {
         set: Vec<String>,
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
+        /// Stop the explorer (exit 3) once its exploration ("Run to completion") takes
+        /// resident memory past this size, e.g. "16G" or "512M" (default: 80% of the
+        /// machine's memory); `check` explores the same world within a bound and reports.
+        #[arg(long, value_name = "SIZE", value_parser = engine::memory::parse_size)]
+        memory_max: Option<u64>,
     },
     /// Combine the JSON reports of a sharded check (`check --shard I/N --format json`, one
     /// file per shard) into the report of the whole check, on stdout; the exit code is the
@@ -509,9 +514,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
             };
             Ok(crate::store::cli::run(command, &model_verdicts, interrupt)?)
         }
-        Command::Explore { model, variant, policy, rollout_from, rollback, set, addr } => {
+        Command::Explore { model, variant, policy, rollout_from, rollback, set, addr, memory_max } => {
             let rollout = rollout_from.map(|from| (from, rollback));
-            explore(&model, variant, policy.as_deref(), rollout, &set, &addr)
+            let memory_max_bytes = memory_max.or_else(engine::memory::default_limit_bytes);
+            explore(&model, variant, policy.as_deref(), rollout, &set, &addr, memory_max_bytes)
         }
         other => Ok(run_command(other)?),
     }
