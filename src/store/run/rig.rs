@@ -479,10 +479,12 @@ impl Rig<'_> {
         let lasted = crate::config::duration::format_ms(lasted_ms);
         match fault {
             Fault::Crash(node) => {
-                self.trace(TraceFault::Restart { node: *node });
                 if !self.cluster.is_running(*node) {
                     self.cluster.restart(*node)?;
                 }
+                // Once it listens again (a restart takes a while, the model's is at once): a
+                // request sent before that is lost to the crash, not by an up node.
+                self.trace(TraceFault::Restart { node: *node });
                 let name = &self.scenario.nodes[usize::from(*node)].name;
                 self.event(format!("END {name} restarts (down {lasted})"));
             }
