@@ -166,6 +166,17 @@ fn rebalancer_compaction_agrees() {
     library_model_agrees("rebalancer-compaction");
 }
 
+/// Faults that end (a link slow for 1-3 s) and a detector judging silences: a heartbeat's
+/// `Pong` is ample only while no timer of the coordinator (the round that judges) is due.
+/// (With that condition dropped for a `Pong`, pong-at-the-round's healthy eviction, where the
+/// round judges just before the last possible pong, is not found.)
+#[test]
+fn detector_timing_and_timed_fault_models_agree() {
+    library_model_agrees("detector-timing");
+    file_agrees("tests/data/timed-faults.toml");
+    file_agrees("tests/data/pong-at-the-round.toml");
+}
+
 /// The first scope-up of issue #15 (`tests/data/scale/`, docs/reductions.md) on a smaller
 /// scope the unreduced run can finish: a fault budget of 1 instead of 2.
 #[test]
