@@ -23,6 +23,10 @@ pub(super) struct Part<S> {
     pub(super) cand_parent: Vec<u32>,
     /// Per candidate, set by [`dedup`].
     pub(super) links: Vec<AtomicU32>,
+    /// With several parts, per dedup thread (the owner of a range of shards, as
+    /// [`shard_ranges`] splits them), the candidates whose fingerprints fall in its shards, in
+    /// order: each thread reads its own candidates instead of scanning all of them.
+    pub(super) owned: Vec<Vec<u32>>,
     pub(super) edges: EdgePart,
 }
 
@@ -38,11 +42,12 @@ impl<S> Part<S> {
             cand_state: Vec::new(),
             cand_parent: Vec::new(),
             links: Vec::new(),
+            owned: Vec::new(),
             edges: EdgePart::default(),
         }
     }
 
-    pub(super) fn clear(&mut self, property_count: usize) {
+    pub(super) fn clear(&mut self, property_count: usize, owners: usize) {
         self.discoveries.clear();
         self.discoveries.resize(property_count, None);
         self.transitions = 0;
@@ -51,6 +56,8 @@ impl<S> Part<S> {
         self.cand_state.clear();
         self.cand_parent.clear();
         self.links.clear();
+        self.owned.resize_with(if owners > 1 { owners } else { 0 }, Vec::new);
+        self.owned.iter_mut().for_each(Vec::clear);
         let e = &mut self.edges;
         e.row_len.clear();
         e.targets.clear();
@@ -102,13 +109,14 @@ pub(super) fn expand_chunk<M>(
     record: bool,
     states: &[M::State],
     first_index: u32,
+    owners: usize,
     part: &mut Part<M::State>,
 ) where
     M: Model,
     M::State: Hash,
     M::Action: Clone,
 {
-    part.clear(properties.len());
+    part.clear(properties.len(), owners);
     let mut actions = Vec::new();
     let mut batch: Vec<(u64, M::State, u8)> = Vec::new();
     let mut chosen: Vec<usize> = Vec::new();
@@ -173,6 +181,10 @@ pub(super) fn expand_chunk<M>(
                     if let Some(compact) = hooks.compact {
                         compact(&mut next);
                     }
+                    if !part.owned.is_empty() {
+                        let c = u32::try_from(part.cand_fp.len()).expect("fewer than 2^32 candidates");
+                        part.owned[owner_of(shard_of(fp), owners)].push(c);
+                    }
                     part.cand_fp.push(fp);
                     part.cand_state.push(next);
                     part.cand_parent.push(parent);
@@ -226,6 +238,12 @@ where
     Some((hooks.fingerprint(&next), next, label))
 }
 
+/// The range of [`shard_ranges`] (of `n`) that holds shard `s`.
+fn owner_of(s: usize, n: usize) -> usize {
+    // Range t is [SHARD_COUNT * t / n, SHARD_COUNT * (t + 1) / n).
+    (0..n).find(|&t| s < SHARD_COUNT * (t + 1) / n).expect("a shard is in some range")
+}
+
 /// Split the shards into `n` contiguous ranges (first shard index, shards).
 pub(super) fn shard_ranges(shards: &mut [Shard], n: usize) -> Vec<(usize, &mut [Shard])> {
     let mut out = Vec::with_capacity(n);
@@ -253,22 +271,15 @@ pub(super) fn dedup<S: Sync>(
 ) -> Vec<u64> {
     let with_values = seen.with_values();
     let ranges = shard_ranges(seen.shards_mut(), parts.len());
-    let counts = par_map(ranges, parallel, |_, (lo, mine)| {
+    let counts = par_map(ranges, parallel, |t, (lo, mine)| {
         let hi = lo + mine.len();
         let mut counts = vec![0u64; parts.len()];
         for (w, part) in parts.iter().enumerate() {
             let fps = &part.cand_fp;
-            for (c, &fp) in fps.iter().enumerate() {
-                if let Some(&ahead) = fps.get(c + PREFETCH_AHEAD) {
-                    let s = shard_of(ahead);
-                    if (lo..hi).contains(&s) {
-                        mine[s - lo].prefetch(ahead);
-                    }
-                }
+            let insert = |mine: &mut [Shard], counts: &mut [u64], c: usize| {
+                let fp = fps[c];
                 let s = shard_of(fp);
-                if !(lo..hi).contains(&s) {
-                    continue;
-                }
+                debug_assert!((lo..hi).contains(&s), "a candidate is deduplicated by its shard's owner");
                 let pos = (starts[w] + c) as u32;
                 let link = match mine[s - lo].insert(fp, pos) {
                     None => {
@@ -279,6 +290,28 @@ pub(super) fn dedup<S: Sync>(
                     Some(_) => DUPLICATE,
                 };
                 part.links[c].store(link, Ordering::Relaxed);
+            };
+            // This thread's candidates of the part, in order; all of them when one thread owns
+            // every shard.
+            match part.owned.get(t) {
+                Some(owned) => {
+                    for (k, &c) in owned.iter().enumerate() {
+                        if let Some(&ahead) = owned.get(k + PREFETCH_AHEAD) {
+                            let ahead = fps[ahead as usize];
+                            mine[shard_of(ahead) - lo].prefetch(ahead);
+                        }
+                        insert(mine, &mut counts, c as usize);
+                    }
+                }
+                None => {
+                    debug_assert!(lo == 0 && hi == SHARD_COUNT, "one thread owns every shard");
+                    for c in 0..fps.len() {
+                        if let Some(&ahead) = fps.get(c + PREFETCH_AHEAD) {
+                            mine[shard_of(ahead)].prefetch(ahead);
+                        }
+                        insert(mine, &mut counts, c);
+                    }
+                }
             }
         }
         counts

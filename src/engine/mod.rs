@@ -467,10 +467,11 @@ where
         let chunk = if parallel { frontier.len().div_ceil(threads) } else { frontier.len() };
         let chunks: Vec<(usize, &[M::State])> =
             frontier.chunks(chunk).enumerate().map(|(i, c)| (i * chunk, c)).collect();
+        let owners = chunks.len();
         let jobs: Vec<_> = chunks.into_iter().map(|c| (c, pool.pop().unwrap_or_else(Part::new))).collect();
         let mut parts = par_map(jobs, parallel, |_, ((offset, states), mut part)| {
             let first_index = frontier_start + offset as u32;
-            expand_chunk(model, properties, &seen, hooks, record, states, first_index, &mut part);
+            expand_chunk(model, properties, &seen, hooks, record, states, first_index, owners, &mut part);
             part
         });
         transitions += merge_discoveries(&parts, &mut discoveries);
