@@ -68,16 +68,23 @@ impl Drop for Explorer {
 }
 
 fn explore(file: &Path, variant: &str) -> Explorer {
+    explore_args(&[file.to_str().unwrap(), "--variant", variant], false)
+}
+
+/// `replicheck explore ARGS`, once it serves; its stderr piped (else dropped).
+fn explore_args(args: &[&str], pipe_stderr: bool) -> Explorer {
     // A port free a moment ago may be taken by the time the explorer binds it: try again.
     for _ in 0..5 {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = Command::new(BIN)
             .current_dir(root())
-            .args(["explore", file.to_str().unwrap(), "--variant", variant, "--addr"])
+            .arg("explore")
+            .args(args)
+            .arg("--addr")
             .arg(format!("127.0.0.1:{port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(if pipe_stderr { Stdio::piped() } else { Stdio::null() })
             .spawn()
             .expect("replicheck explore starts");
         let start = Instant::now();
@@ -93,7 +100,7 @@ fn explore(file: &Path, variant: &str) -> Explorer {
         let _ = child.kill();
         let _ = child.wait();
     }
-    panic!("replicheck explore {} --variant {variant} did not come up", file.display());
+    panic!("replicheck explore {} did not come up", args.join(" "));
 }
 
 /// One HTTP/1.0 GET: (status, body); status 0 if nothing answered.
@@ -413,23 +420,10 @@ fn the_sequence_diagram_draws_each_message_from_its_own_send() {
 /// bound of its own). Without the watch the explorer runs on past the bound.
 #[test]
 fn run_to_completion_stops_at_the_memory_bound() {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new(BIN)
-        .current_dir(root())
-        .args(["explore", "models/basic-quorum.toml", "--memory-max", "40M", "--addr"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("replicheck explore starts");
-    let start = Instant::now();
-    while get(port, "/.status").0 != 200 {
-        assert!(child.try_wait().unwrap().is_none(), "the explorer ended before serving (idle within 40M)");
-        assert!(start.elapsed() < Duration::from_secs(20), "the explorer did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // It serves within the bound while idle (else it would not come up).
+    let mut explorer = explore_args(&["models/basic-quorum.toml", "--memory-max", "40M"], true);
+    let child = &mut explorer.child;
+    let mut s = TcpStream::connect(("127.0.0.1", explorer.port)).unwrap();
     write!(s, "POST /.runtocompletion HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n").unwrap();
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);

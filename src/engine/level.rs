@@ -47,7 +47,7 @@ impl<S> Part<S> {
         }
     }
 
-    pub(super) fn clear(&mut self, property_count: usize, owners: usize) {
+    pub(super) fn clear(&mut self, property_count: usize, owners: &Owners) {
         self.discoveries.clear();
         self.discoveries.resize(property_count, None);
         self.transitions = 0;
@@ -56,7 +56,7 @@ impl<S> Part<S> {
         self.cand_state.clear();
         self.cand_parent.clear();
         self.links.clear();
-        self.owned.resize_with(if owners > 1 { owners } else { 0 }, Vec::new);
+        self.owned.resize_with(if owners.count > 1 { owners.count } else { 0 }, Vec::new);
         self.owned.iter_mut().for_each(Vec::clear);
         let e = &mut self.edges;
         e.row_len.clear();
@@ -109,7 +109,7 @@ pub(super) fn expand_chunk<M>(
     record: bool,
     states: &[M::State],
     first_index: u32,
-    owners: usize,
+    owners: &Owners,
     part: &mut Part<M::State>,
 ) where
     M: Model,
@@ -183,7 +183,7 @@ pub(super) fn expand_chunk<M>(
                     }
                     if !part.owned.is_empty() {
                         let c = u32::try_from(part.cand_fp.len()).expect("fewer than 2^32 candidates");
-                        part.owned[owner_of(shard_of(fp), owners)].push(c);
+                        part.owned[owners.of_shard[shard_of(fp)]].push(c);
                     }
                     part.cand_fp.push(fp);
                     part.cand_state.push(next);
@@ -238,10 +238,26 @@ where
     Some((hooks.fingerprint(&next), next, label))
 }
 
-/// The range of [`shard_ranges`] (of `n`) that holds shard `s`.
-fn owner_of(s: usize, n: usize) -> usize {
-    // Range t is [SHARD_COUNT * t / n, SHARD_COUNT * (t + 1) / n).
-    (0..n).find(|&t| s < SHARD_COUNT * (t + 1) / n).expect("a shard is in some range")
+/// The first shard of range `t` when the shards are split into `n` contiguous ranges: range
+/// `t` is `range_start(t, n)..range_start(t + 1, n)`.
+fn range_start(t: usize, n: usize) -> usize {
+    SHARD_COUNT * t / n
+}
+
+/// The dedup threads of a level (one per part) and, per shard, the one whose range of
+/// [`shard_ranges`] holds it: worked out once per level, read for every candidate.
+pub(super) struct Owners {
+    pub(super) count: usize,
+    pub(super) of_shard: [usize; SHARD_COUNT],
+}
+
+impl Owners {
+    pub(super) fn new(count: usize) -> Owners {
+        let of_shard = std::array::from_fn(|s| {
+            (0..count).find(|&t| s < range_start(t + 1, count)).expect("a shard is in some range")
+        });
+        Owners { count, of_shard }
+    }
 }
 
 /// Split the shards into `n` contiguous ranges (first shard index, shards).
@@ -250,7 +266,7 @@ pub(super) fn shard_ranges(shards: &mut [Shard], n: usize) -> Vec<(usize, &mut [
     let mut rest = shards;
     let mut lo = 0;
     for t in 0..n {
-        let hi = SHARD_COUNT * (t + 1) / n;
+        let hi = range_start(t + 1, n);
         let (mine, tail) = rest.split_at_mut(hi - lo);
         out.push((lo, mine));
         rest = tail;

@@ -26,7 +26,7 @@ mod level;
 pub mod memory;
 pub mod seen;
 
-use level::{append_rows, dedup, expand_chunk, finalize_edges, number, par_map, Part};
+use level::{append_rows, dedup, expand_chunk, finalize_edges, number, par_map, Owners, Part};
 use seen::SeenSet;
 use stateright::{Model, Property};
 use std::hash::Hash;
@@ -467,11 +467,11 @@ where
         let chunk = if parallel { frontier.len().div_ceil(threads) } else { frontier.len() };
         let chunks: Vec<(usize, &[M::State])> =
             frontier.chunks(chunk).enumerate().map(|(i, c)| (i * chunk, c)).collect();
-        let owners = chunks.len();
+        let owners = Owners::new(chunks.len());
         let jobs: Vec<_> = chunks.into_iter().map(|c| (c, pool.pop().unwrap_or_else(Part::new))).collect();
         let mut parts = par_map(jobs, parallel, |_, ((offset, states), mut part)| {
             let first_index = frontier_start + offset as u32;
-            expand_chunk(model, properties, &seen, hooks, record, states, first_index, owners, &mut part);
+            expand_chunk(model, properties, &seen, hooks, record, states, first_index, &owners, &mut part);
             part
         });
         transitions += merge_discoveries(&parts, &mut discoveries);

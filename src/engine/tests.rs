@@ -222,3 +222,18 @@ fn the_cycle_proviso_expands_a_state_whose_ample_successor_is_known() {
     assert_eq!(e.unique_states, 6 + 1, "the ring and the exit of state 5");
     assert!(e.discoveries[0].is_some());
 }
+
+/// The owner table a level's expansion buckets candidates by is the split dedup uses: every
+/// shard is in its owner's range, for any thread count (more threads than shards included).
+#[test]
+fn each_shard_is_owned_by_the_dedup_thread_whose_range_holds_it() {
+    for n in 1..=2 * seen::SHARD_COUNT {
+        let owners = level::Owners::new(n);
+        let mut seen = SeenSet::new(false);
+        for (t, (lo, shards)) in level::shard_ranges(seen.shards_mut(), n).into_iter().enumerate() {
+            for s in lo..lo + shards.len() {
+                assert_eq!(owners.of_shard[s], t, "{n} threads: shard {s}");
+            }
+        }
+    }
+}
