@@ -5,6 +5,7 @@ pub mod args;
 pub mod confirm;
 pub mod diff;
 pub mod distributed;
+pub mod estimate;
 pub mod merge;
 pub mod proofs;
 pub mod report;
@@ -259,6 +260,7 @@ pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
 }
 
 /// One run to do: a scenario under one policy, with the verdicts it must give.
+#[derive(Clone)]
 pub struct Job {
     pub scenario: Scenario,
     pub variant: String,

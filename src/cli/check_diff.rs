@@ -26,6 +26,33 @@ fn with_settings(jobs: Vec<check::Job>, sets: &[String]) -> Result<Vec<check::Jo
         .collect()
 }
 
+/// `check --estimate`: each run's scopes measured, one report per run.
+pub(super) fn estimate_command(
+    paths: Vec<PathBuf>,
+    (policy, variant, sets): (Option<PathBuf>, Option<String>, Vec<String>),
+    format: Format,
+    run: RunArgs,
+) -> Result<ExitCode, Error> {
+    if format == Format::Junit {
+        return Err(ConfigError::new(Path::new("--estimate"), "use --format human or json").into());
+    }
+    let files = check::model_files(&paths)?;
+    let jobs = with_settings(check::plan(&files, &policy_choice(policy, variant)?)?, &sets)?;
+    let opts = run_options(run, false, false);
+    let mut estimates = Vec::new();
+    for job in &jobs {
+        let e = check::estimate::estimate(job, &opts)?;
+        if format == Format::Human {
+            print!("{}", check::estimate::human(&e));
+        }
+        estimates.push(e);
+    }
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&estimates).expect("an estimate serializes"));
+    }
+    Ok(0)
+}
+
 /// `check`: every job explored (or walked, with `--simulate`), lint first, the report last.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check_command(

@@ -15,7 +15,7 @@ mod man;
 mod simulate;
 
 use bench::{bench, bench_distributed, bench_repl};
-use check_diff::{check_command, diff_command};
+use check_diff::{check_command, diff_command, estimate_command};
 use conform::{conform, conform_store_trace, conform_trace};
 use explore::{explore, world_config};
 use man::man;
@@ -102,6 +102,12 @@ pub enum Command {
         /// failures and errors are still printed).
         #[arg(long, short)]
         quiet: bool,
+        /// Instead of checking: measure what drives each run's state count, exploring smaller
+        /// scopes of the model (fault budget, each client's operations, latency, think-time
+        /// and fault-duration ranges; each probe capped at --max-states, default 1000000),
+        /// and name the smallest change predicted to fit --memory-max (docs/writing-a-model.md).
+        #[arg(long, conflicts_with_all = ["simulate", "shard", "workers", "processes"])]
+        estimate: bool,
     },
     /// Check a config change: the same models under a base and a candidate policy, side by
     /// side. Exit 1 if the candidate breaks a property the base keeps.
@@ -496,7 +502,10 @@ fn policy_choice(policy: Option<PathBuf>, variant: Option<String>) -> Result<Pol
 
 pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
-        Command::Check { paths, policy, variant, set, format, run, sim, shard, dist, quiet } => {
+        Command::Check { paths, policy, variant, set, format, run, sim, shard, dist, quiet, estimate } => {
+            if estimate {
+                return estimate_command(paths, (policy, variant, set), format, run);
+            }
             check_command(paths, (policy, variant, set), format, run, sim, shard, dist, quiet)
         }
         Command::Store { command } => {

@@ -1,0 +1,371 @@
+//! `check --estimate`: what drives a model's state count, measured on smaller scopes of the
+//! same model, and the changes of scope that finish.
+//!
+//! A scope is the model with some of its knobs turned down: the fault budget (to one fault),
+//! each client's operations (to one), the latency and think-time ranges and the fault
+//! durations (collapsed to their shortest). Each knob is measured two ways: raised alone from
+//! the base (every knob at its floor), which ranks what drives the count; and turned down
+//! alone from the model as written, step by step until a probe finishes, which gives the
+//! nearest smaller models and their exact counts. Every probe is capped, and a cut probe is
+//! reported as "more than". Nothing is extrapolated: the knobs interact (a latency range
+//! matters only while the fault that slows the link is in force), and a product of factors
+//! measured apart was off by up to 38x on the library, mostly low, which is the wrong side for
+//! a bound.
+
+use super::{run, Job, RunOptions};
+use crate::config::{ConfigError, LatencyTicks, Scenario};
+use crate::engine::{self, Cut};
+use crate::policy::detector::FailureDetection;
+use serde::Serialize;
+
+/// States per probe when `--max-states` is not given: about a second or two each.
+pub const PROBE_STATES_DEFAULT: u64 = 1_000_000;
+
+/// One knob of a model's scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Knob {
+    /// `faults.budget`, from 1.
+    Budget,
+    /// The operations of client `i` (the first `v` of its list), from 1.
+    ClientOps(usize),
+    /// Every zone-to-zone and degraded latency range: 0 collapsed to its low end, 1 as written.
+    LatencyRanges,
+    /// Every client's think-time range, as [`Knob::LatencyRanges`].
+    ThinkTimes,
+    /// Every fault duration window, as [`Knob::LatencyRanges`].
+    FaultDurations,
+}
+
+fn collapse(r: &mut LatencyTicks) {
+    r.hi = r.lo;
+}
+
+impl Knob {
+    /// The knobs this model has that can turn down, with (floor, as written).
+    fn of(s: &Scenario) -> Vec<(Knob, u32, u32)> {
+        let mut knobs = Vec::new();
+        // From one fault: with none, the fault menu's ranges and durations would never show.
+        if s.faults.budget > 1 {
+            knobs.push((Knob::Budget, 1, u32::from(s.faults.budget)));
+        }
+        for (i, c) in s.clients.iter().enumerate() {
+            if c.ops.len() > 1 {
+                knobs.push((Knob::ClientOps(i), 1, c.ops.len() as u32));
+            }
+        }
+        let wide = |r: &LatencyTicks| r.hi > r.lo;
+        if s.latency.iter().flatten().any(wide) || s.faults.degrade.iter().any(|d| wide(&d.latency)) {
+            knobs.push((Knob::LatencyRanges, 0, 1));
+        }
+        if s.clients.iter().any(|c| wide(&c.think_ticks)) {
+            knobs.push((Knob::ThinkTimes, 0, 1));
+        }
+        let faults = &s.faults;
+        let durations = faults.crash_duration.iter().chain(&faults.partition_duration).flatten();
+        if durations.chain(faults.degrade.iter().filter_map(|d| d.duration.as_ref())).any(wide) {
+            knobs.push((Knob::FaultDurations, 0, 1));
+        }
+        knobs
+    }
+
+    fn name(self, s: &Scenario) -> String {
+        match self {
+            Knob::Budget => "faults.budget".into(),
+            Knob::ClientOps(i) => format!("clients.{}.ops", s.clients[i].name),
+            Knob::LatencyRanges => "latency ranges".into(),
+            Knob::ThinkTimes => "think times".into(),
+            Knob::FaultDurations => "fault durations".into(),
+        }
+    }
+
+    /// `name = value` as the report prints a setting of this knob.
+    fn setting(self, s: &Scenario, value: u32, full: u32) -> String {
+        let written = if value == full { " (as written)" } else { "" };
+        match self {
+            Knob::Budget | Knob::ClientOps(_) => format!("{} = {value}{written}", self.name(s)),
+            _ if value == full => format!("{} as written", self.name(s)),
+            _ => format!("{} at their shortest", self.name(s)),
+        }
+    }
+
+    /// Set this knob of `s` to `value`, taken from the model as `written`.
+    fn set(self, s: &mut Scenario, written: &Scenario, value: u32) {
+        match self {
+            Knob::Budget => s.faults.budget = u8::try_from(value).expect("a budget from the model"),
+            Knob::ClientOps(i) => s.clients[i].ops = written.clients[i].ops[..value as usize].to_vec(),
+            Knob::LatencyRanges => {
+                s.latency = written.latency.clone();
+                for (d, w) in s.faults.degrade.iter_mut().zip(&written.faults.degrade) {
+                    d.latency = w.latency;
+                }
+                if value == 0 {
+                    s.latency.iter_mut().flatten().for_each(collapse);
+                    s.faults.degrade.iter_mut().for_each(|d| collapse(&mut d.latency));
+                }
+            }
+            Knob::ThinkTimes => {
+                for (c, w) in s.clients.iter_mut().zip(&written.clients) {
+                    c.think_ticks = w.think_ticks;
+                    if value == 0 {
+                        collapse(&mut c.think_ticks);
+                    }
+                }
+            }
+            Knob::FaultDurations => {
+                let f = &mut s.faults;
+                f.crash_duration = written.faults.crash_duration.clone();
+                f.partition_duration = written.faults.partition_duration.clone();
+                for (d, w) in f.degrade.iter_mut().zip(&written.faults.degrade) {
+                    d.duration = w.duration;
+                }
+                if value == 0 {
+                    f.crash_duration.iter_mut().chain(&mut f.partition_duration).flatten().for_each(collapse);
+                    f.degrade.iter_mut().filter_map(|d| d.duration.as_mut()).for_each(collapse);
+                }
+            }
+        }
+    }
+}
+
+/// One capped exploration of a scope.
+#[derive(Clone, Debug, Serialize)]
+pub struct Probe {
+    /// The scope: "as written", "base", or the knob changed (`faults.budget = 1`).
+    pub scope: String,
+    pub states: u64,
+    /// Whether the count is the scope's whole count (exploration finished, or stopped because
+    /// every property had its verdict, as `check` would).
+    pub finished: bool,
+    pub elapsed_ms: u64,
+}
+
+/// A knob measured two ways: raised alone from the base, and turned down alone from the
+/// model as written.
+#[derive(Clone, Debug, Serialize)]
+pub struct Driver {
+    pub knob: String,
+    /// Its floor and its value as written (ranges: 0 collapsed, 1 as written).
+    pub floor: u32,
+    pub written: u32,
+    /// The base with only this knob raised, per value above the floor.
+    pub alone: Vec<Probe>,
+    /// Its factor alone: the last of `alone` over the base (a lower bound if that was cut).
+    pub factor_alone: f64,
+    /// The model as written with only this knob turned down, from one step down until a
+    /// probe finishes.
+    pub turned_down: Vec<Probe>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Estimate {
+    pub model: String,
+    pub variant: String,
+    pub probe_states_max: u64,
+    /// The model as written, capped like every probe: when it finishes nothing is estimated.
+    pub as_written: Probe,
+    /// Every knob at its floor.
+    pub base: Option<Probe>,
+    /// Biggest factor alone first.
+    pub drivers: Vec<Driver>,
+    /// Resident bytes per state the as-written probe (the largest) added at its peak.
+    pub bytes_per_state: Option<f64>,
+    pub memory_max_bytes: Option<u64>,
+    /// Turned-down scopes that finished within the probe cap (measured, so known to fit),
+    /// nearest to the model as written (the most states) first.
+    pub fits: Vec<Probe>,
+    /// Ticks between heartbeat rounds, when failure detection sends them: each round gives
+    /// every node a message, so a fault can land in every round.
+    pub heartbeat_every_ticks: Option<u32>,
+}
+
+fn probe(job: &Job, scenario: Scenario, scope: String, opts: &RunOptions) -> Result<Probe, ConfigError> {
+    let job = Job { scenario, ..job.clone() };
+    let r = run(&job, opts)?;
+    let finished = r.complete || matches!(r.cut, Some(Cut::AllDecided));
+    Ok(Probe { scope, states: r.unique_states, finished, elapsed_ms: r.elapsed_ms })
+}
+
+/// Measure `job`'s scopes, each capped at `opts.max_states` (default
+/// [`PROBE_STATES_DEFAULT`]).
+pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
+    let cap = opts.max_states.unwrap_or(PROBE_STATES_DEFAULT);
+    let opts = RunOptions { max_states: Some(cap), progress: None, ..opts.clone() };
+    let mut written = job.scenario.clone();
+    written.max_states = None;
+    let cfg = crate::model::WorldConfig::new(&written, &job.policy)
+        .map_err(|m| ConfigError::new(&written.path, m))?;
+    let heartbeat_every_ticks = (cfg.policy.failure_detection == FailureDetection::Independent)
+        .then_some(cfg.policy.heartbeat_interval_ticks);
+    // What the probe adds to the process's resident memory at its peak, per state.
+    let before = crate::bench::reset_peak_memory().then(engine::memory::resident_bytes).flatten();
+    let as_written = probe(job, written.clone(), "as written".into(), &opts)?;
+    let bytes_per_state = before
+        .zip(engine::peak_memory_bytes())
+        .map(|(before, peak)| peak.saturating_sub(before).max(1) as f64 / as_written.states.max(1) as f64);
+    let mut out = Estimate {
+        model: job.scenario.name.clone(),
+        variant: job.variant.clone(),
+        probe_states_max: cap,
+        as_written: as_written.clone(),
+        base: None,
+        drivers: Vec::new(),
+        bytes_per_state,
+        memory_max_bytes: opts.memory_max_bytes,
+        fits: Vec::new(),
+        heartbeat_every_ticks,
+    };
+    if as_written.finished {
+        return Ok(out);
+    }
+    let knobs = Knob::of(&written);
+    let mut base_scope = written.clone();
+    for &(k, floor, _) in &knobs {
+        k.set(&mut base_scope, &written, floor);
+    }
+    let base = probe(job, base_scope.clone(), "base (every knob at its floor)".into(), &opts)?;
+    let base_states = base.states.max(1) as f64;
+    for &(k, floor, full) in &knobs {
+        let mut d = Driver {
+            knob: k.name(&written),
+            floor,
+            written: full,
+            alone: Vec::new(),
+            factor_alone: 1.0,
+            turned_down: Vec::new(),
+        };
+        for v in floor + 1..=full {
+            let mut s = base_scope.clone();
+            k.set(&mut s, &written, v);
+            let p = probe(job, s, k.setting(&written, v, full), &opts)?;
+            let cut = !p.finished;
+            d.factor_alone = p.states as f64 / base_states;
+            d.alone.push(p);
+            if cut {
+                break;
+            }
+        }
+        for v in (floor..full).rev() {
+            let mut s = written.clone();
+            k.set(&mut s, &written, v);
+            let p = probe(job, s, k.setting(&written, v, full), &opts)?;
+            let finished = p.finished;
+            d.turned_down.push(p);
+            if finished {
+                break;
+            }
+        }
+        out.drivers.push(d);
+    }
+    out.base = Some(base);
+    out.drivers.sort_by(|a, b| b.factor_alone.total_cmp(&a.factor_alone));
+    out.fits =
+        out.drivers.iter().flat_map(|d| d.turned_down.iter().filter(|p| p.finished).cloned()).collect();
+    out.fits.sort_by_key(|p| std::cmp::Reverse(p.states));
+    Ok(out)
+}
+
+/// The human report.
+pub fn human(e: &Estimate) -> String {
+    use std::fmt::Write as _;
+    let count = |p: &Probe| {
+        if p.finished {
+            group(p.states)
+        } else {
+            format!("> {}", group(p.states))
+        }
+    };
+    let mut out = format!("estimate: {} / {}\n", e.model, e.variant);
+    let _ = writeln!(out, "  each probe capped at {} states", group(e.probe_states_max));
+    if e.as_written.finished {
+        let _ = writeln!(
+            out,
+            "  as written: {} states, finished in {} ms: nothing to estimate",
+            group(e.as_written.states),
+            e.as_written.elapsed_ms
+        );
+        return out;
+    }
+    let _ = writeln!(out, "  as written: more than {} states (cut at the cap)", group(e.as_written.states));
+    if let Some(base) = &e.base {
+        let _ = writeln!(
+            out,
+            "\n  what each knob does alone, from the base ({} states, every knob at its floor):",
+            count(base)
+        );
+        for d in &e.drivers {
+            let last = d.alone.last().expect("a knob has a value above its floor");
+            let at_least = if last.finished { "" } else { "> " };
+            let _ = writeln!(
+                out,
+                "    {:<44} {:>14} states  x{at_least}{:.1}",
+                last.scope,
+                count(last),
+                d.factor_alone
+            );
+        }
+        out.push_str("\n  the model as written with one knob turned down:\n");
+        for d in &e.drivers {
+            for p in &d.turned_down {
+                let _ = writeln!(out, "    {:<44} {:>14} states", p.scope, count(p));
+            }
+        }
+    }
+    out.push('\n');
+    if let Some(every) = e.heartbeat_every_ticks {
+        let _ = writeln!(
+            out,
+            "  heartbeats every {every} tick(s): every node gets a message each round, so each fault can land in every round"
+        );
+    }
+    if let (Some(bound), Some(b)) = (e.memory_max_bytes, e.bytes_per_state) {
+        let _ = writeln!(
+            out,
+            "  at {b:.0} B/state (measured as written) the memory bound {} holds about {} states",
+            engine::memory::describe(bound),
+            approx(bound as f64 / b)
+        );
+    }
+    let holds = match (e.memory_max_bytes, e.bytes_per_state) {
+        (Some(bound), Some(b)) => Some(bound as f64 / b),
+        _ => None,
+    };
+    if holds.is_some_and(|n| n > 2.0 * e.probe_states_max as f64) {
+        let n = holds.expect("checked");
+        let _ = writeln!(
+            out,
+            "  a scope cut at the cap may still fit: --max-states {} measures further (slower)",
+            (n as u64 / 1_000_000).max(1) * 1_000_000
+        );
+    }
+    if e.fits.is_empty() {
+        out.push_str("  no single change finished within the cap\n");
+    } else {
+        out.push_str("  single changes that finish (measured), nearest to the model as written first:\n");
+        for p in &e.fits {
+            let _ = writeln!(out, "    {} ({} states, {} ms)", p.scope, group(p.states), p.elapsed_ms);
+        }
+    }
+    out
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Two significant figures, with a unit for large counts.
+fn approx(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.1}G", n / 1e9),
+        n if n >= 1e6 => format!("{:.1}M", n / 1e6),
+        n if n >= 1e3 => format!("{:.0}k", n / 1e3),
+        n => format!("{n:.0}"),
+    }
+}

@@ -1,0 +1,93 @@
+//! `check --estimate`: the knobs that drive a model's state count, measured on smaller scopes,
+//! and the turned-down scopes that finish, with exact counts.
+
+#[path = "support/bin.rs"]
+mod bin;
+
+use bin::{check_json, replicheck, stderr, stdout};
+use serde_json::Value;
+
+fn estimate(model: &str, variant: &str, cap: &str) -> Value {
+    let args = ["check", model, "--variant", variant, "--estimate", "--max-states", cap, "--format", "json"];
+    let out = replicheck(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).expect("a JSON estimate");
+    assert_eq!(doc.as_array().expect("one estimate per run").len(), 1);
+    doc[0].clone()
+}
+
+fn probe_named<'a>(probes: &'a Value, scope: &str) -> Option<&'a Value> {
+    probes.as_array().unwrap().iter().find(|p| p["scope"].as_str().unwrap().starts_with(scope))
+}
+
+#[test]
+fn a_model_that_finishes_under_the_cap_is_counted_not_estimated() {
+    let e = estimate("models/detector-timing.toml", "continuous", "1000000");
+    let run = check_json("models/detector-timing.toml", "continuous", &[]);
+    assert_eq!(e["as_written"]["finished"], true);
+    assert_eq!(e["as_written"]["states"], run["unique_states"], "the probe is the check itself");
+    assert!(e["drivers"].as_array().unwrap().is_empty(), "nothing is measured past a finished model");
+}
+
+#[test]
+fn each_knob_is_raised_alone_and_turned_down_alone_with_exact_counts() {
+    // coordinator-restart: fault budget 3 and a writer with 3 operations; 188k states as
+    // written, so a 20k cap cuts it.
+    let e = estimate("models/coordinator-restart.toml", "default", "20000");
+    assert_eq!(e["as_written"]["finished"], false);
+    assert!(e["as_written"]["states"].as_u64().unwrap() >= 20_000);
+    let drivers = e["drivers"].as_array().unwrap();
+    let knobs: Vec<&str> = drivers.iter().map(|d| d["knob"].as_str().unwrap()).collect();
+    assert_eq!(knobs, ["faults.budget", "clients.writer.ops"], "biggest factor first");
+    let base = e["base"]["states"].as_u64().unwrap();
+    for d in drivers {
+        let alone = d["alone"].as_array().unwrap();
+        let (floor, written) = (d["floor"].as_u64().unwrap(), d["written"].as_u64().unwrap());
+        assert_eq!(alone.len() as u64, written - floor, "{}: one probe per step above the floor", d["knob"]);
+        let last = alone.last().unwrap()["states"].as_u64().unwrap();
+        assert!((d["factor_alone"].as_f64().unwrap() - last as f64 / base as f64).abs() < 1e-9);
+        // Turned down until a probe finishes: every probe before the last was cut.
+        let down = d["turned_down"].as_array().unwrap();
+        assert!(down[..down.len() - 1].iter().all(|p| p["finished"] == false));
+    }
+    // With two knobs, one turned down to its floor is the other raised alone to as written:
+    // the same scope, so the same count, measured from two ends.
+    let budget_floor =
+        probe_named(&drivers[0]["turned_down"], "faults.budget = 1").expect("reached the floor");
+    let ops_alone = probe_named(&drivers[1]["alone"], "clients.writer.ops = 3").unwrap();
+    assert_eq!(budget_floor["finished"], true);
+    assert_eq!(budget_floor["states"], ops_alone["states"]);
+    // What finished is offered, nearest to the model as written (most states) first.
+    let fits = e["fits"].as_array().unwrap();
+    assert!(!fits.is_empty());
+    assert!(fits.iter().all(|p| p["finished"] == true));
+    assert!(fits.windows(2).all(|w| w[0]["states"].as_u64() >= w[1]["states"].as_u64()));
+}
+
+#[test]
+fn the_human_report_names_the_drivers_and_what_finishes() {
+    let out = replicheck(&[
+        "check",
+        "models/detector-timing.toml",
+        "--variant",
+        "continuous",
+        "--estimate",
+        "--max-states",
+        "20000",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for line in [
+        "estimate: detector-timing / continuous",
+        "as written: more than",
+        "what each knob does alone",
+        "latency ranges as written",
+        "the model as written with one knob turned down:",
+        "heartbeats every 5 tick(s)",
+        "single changes that finish (measured)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    let refused = replicheck(&["check", "models/detector-timing.toml", "--estimate", "--simulate"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+}
