@@ -91,3 +91,29 @@ fn the_human_report_names_the_drivers_and_what_finishes() {
     let refused = replicheck(&["check", "models/detector-timing.toml", "--estimate", "--simulate"]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
 }
+
+#[test]
+fn a_check_cut_by_the_memory_bound_points_to_the_estimate_which_runs_as_printed() {
+    let out = replicheck(&[
+        "check",
+        "models/coordinator-restart.toml",
+        "--variant",
+        "default",
+        "--memory-max",
+        "1M",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).expect("a JSON report");
+    let stopped = doc["runs"][0]["stopped"].as_str().expect("the run says why it stopped");
+    let command = stopped.split('`').nth(1).expect("a command in backquotes");
+    let args: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(args[..2], ["replicheck", "check"], "{stopped}");
+    assert!(args.ends_with(&["--estimate"]) && args.contains(&"default"), "{stopped}");
+    let mut run: Vec<&str> = args[1..].to_vec();
+    run.extend(["--max-states", "5000"]);
+    let estimate = replicheck(&run);
+    assert_eq!(estimate.status.code(), Some(0), "{}", stderr(&estimate));
+    assert!(stdout(&estimate).contains("estimate: coordinator-restart / default"), "{}", stdout(&estimate));
+}

@@ -457,9 +457,10 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
             Cut::StateLimit(n) => format!("state limit of {n} reached"),
             Cut::Interrupted => "interrupted (SIGINT or SIGTERM)".to_string(),
             Cut::MemoryLimit { limit_bytes, resident_bytes, frontier } => format!(
-                "memory bound of {} reached ({} resident, {frontier} states in the frontier; raise --memory-max or shrink the model)",
+                "memory bound of {} reached ({} resident, {frontier} states in the frontier; raise --memory-max or shrink the model: `replicheck check {} --estimate` measures what drives its size)",
                 engine::memory::describe(*limit_bytes),
-                engine::memory::describe(*resident_bytes)
+                engine::memory::describe(*resident_bytes),
+                job.explore_args
             ),
         }),
         cut: exploration.cut.clone(),
