@@ -474,3 +474,42 @@ fn an_interrupted_run_heals_checks_and_reports_what_ran_and_leaves_no_directory(
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// The run report's timeline, the decision log and the trace count from one moment (the
+/// run's start): the first fault and the heal are at the same millisecond in the report and in
+/// the trace. (The trace used to count from inside the cluster's start, some hundreds of ms
+/// later, so a send "at 881 ms" in a trace verdict and "n1 restarts at 1223 ms" on the timeline
+/// were on two clocks.)
+#[test]
+fn the_timeline_and_the_trace_read_one_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_replicheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["store", "run", "models/ack-timeout-eviction.toml", "--variant", "fixed"])
+        .args(["--duration", "3s", "--clients", "2", "--model-verdicts", "declared", "--trace"])
+        .arg(&trace)
+        .output()
+        .expect("run replicheck");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    let at = |marker: &str| -> u64 {
+        let line =
+            report.lines().find(|l| l.contains(marker)).unwrap_or_else(|| panic!("no {marker}:\n{report}"));
+        line.split_whitespace().next().unwrap().parse().expect("the timeline's ms")
+    };
+    let lines = std::fs::read_to_string(&trace).unwrap();
+    let faults: Vec<(u64, String)> = lines
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            let f = v.get("fault")?;
+            Some((f["at_ms"].as_u64()?, f["fault"].to_string()))
+        })
+        .collect();
+    let first = faults.first().expect("the trace records the faults");
+    let heal = faults.iter().find(|(_, f)| f == "\"heal\"").expect("the trace records the heal");
+    for ((trace_ms, what), report_ms) in [(first, at("  FAULT ")), (heal, at("  HEAL "))] {
+        assert!(trace_ms.abs_diff(report_ms) <= 20, "{what}: trace {trace_ms} ms, timeline {report_ms} ms");
+    }
+}

@@ -510,6 +510,7 @@ pub fn run(
                 trace: None,
                 rebuild_nodes,
                 coordinator_zones: vec![0; coordinators],
+                epoch: std::time::Instant::now(),
             };
             up(config, &sourced)
         }

@@ -179,6 +179,13 @@ impl DecisionLog {
         }
     }
 
+    /// The same log, its milliseconds counted from `epoch` (a moment before now) instead of
+    /// its creation.
+    pub fn counting_from(self, epoch: Instant) -> DecisionLog {
+        assert!(epoch <= Instant::now(), "a log counts from a moment already past");
+        DecisionLog { started: epoch, ..self }
+    }
+
     /// The same log, with lines written as `actor`.
     pub fn with_actor(&self, actor: &str) -> DecisionLog {
         DecisionLog { sink: self.sink.clone(), started: self.started, actor: Arc::from(actor) }

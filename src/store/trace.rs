@@ -99,12 +99,13 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
-    pub fn create(path: &Path, ms_per_tick: u64) -> Result<TraceWriter, String> {
+    /// A trace at `path` whose milliseconds count from `epoch`.
+    pub fn create(path: &Path, ms_per_tick: u64, epoch: Instant) -> Result<TraceWriter, String> {
         let file =
             std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let writer = TraceWriter {
             out: Arc::new(Mutex::new(BufWriter::new(file))),
-            started: Instant::now(),
+            started: epoch,
             next_id: Arc::default(),
         };
         writer.line(&TraceLine::StoreTrace { ms_per_tick });

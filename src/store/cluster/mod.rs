@@ -88,6 +88,9 @@ pub struct ClusterConfig {
     /// Each coordinator's zone: one entry per coordinator, the first the membership leader.
     /// Coordinator `c` serves clients on `client_addr`'s port + `c` (port 0: any free port).
     pub coordinator_zones: Vec<u8>,
+    /// The moment the decision log and the trace count their milliseconds from: `store run`
+    /// passes its own start, so the run's timeline, log and trace read one clock.
+    pub epoch: std::time::Instant,
 }
 
 impl ClusterConfig {
@@ -111,6 +114,7 @@ impl ClusterConfig {
             trace: None,
             rebuild_nodes: Vec::new(),
             coordinator_zones: vec![0],
+            epoch: std::time::Instant::now(),
         }
     }
 }
@@ -304,11 +308,12 @@ impl Cluster {
         }
         let log = match &config.decision_log {
             Some(path) => DecisionLog::create(path, "coordinator")
-                .map_err(|e| format!("cannot create the decision log {}: {e}", path.display()))?,
+                .map_err(|e| format!("cannot create the decision log {}: {e}", path.display()))?
+                .counting_from(config.epoch),
             None => DecisionLog::off(),
         };
         let trace = match &config.trace {
-            Some((path, ms_per_tick)) => Some(TraceWriter::create(path, *ms_per_tick)?),
+            Some((path, ms_per_tick)) => Some(TraceWriter::create(path, *ms_per_tick, config.epoch)?),
             None => None,
         };
         let count = config.coordinator_zones.len();

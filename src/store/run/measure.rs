@@ -19,7 +19,6 @@ pub(super) fn measure(
     load: &LoadReport,
     finals: &[Op],
     log_text: &str,
-    log_offset_ms: u64,
     faulted_at_ms: &BTreeMap<NodeId, u64>,
 ) -> Result<RunOutcome, String> {
     let mut outcome = RunOutcome {
@@ -59,7 +58,7 @@ pub(super) fn measure(
     let mut death: BTreeMap<NodeId, DeathEvidence> = BTreeMap::new();
     for (index, raw) in log_text.lines().enumerate() {
         if let Ok(line) = serde_json::from_str::<EventLine>(raw) {
-            let at_ms = line.elapsed_ms + log_offset_ms;
+            let at_ms = line.elapsed_ms;
             let event = ProtocolEvent::parse(&line.event)
                 .ok_or_else(|| format!("decision log line {}: unknown event {:?}", index + 1, line.event))?;
             match event {

@@ -480,10 +480,9 @@ fn run_store(
             req,
             &log_path,
             trace,
+            before_start,
         )?))
     };
-    // The decision log's clock started inside `Cluster::start`: at most this much after ours.
-    let log_offset_ms = before_start.elapsed().as_millis() as u64;
     let coordinators: Vec<std::net::SocketAddr> = match &cluster {
         Store::Quorum(c) => (0..c.coordinator_count() as u8).map(|c8| c.client_addr_of(c8)).collect(),
         Store::Leader(c) => vec![c.client_addr()],
@@ -626,7 +625,7 @@ fn run_store(
         }
         None => String::new(),
     };
-    let mut outcome = measure(&load, &finals, &log_text, log_offset_ms, &rig.node_faulted_at_ms)?;
+    let mut outcome = measure(&load, &finals, &log_text, &rig.node_faulted_at_ms)?;
     if traced {
         let trace_text = std::fs::read_to_string(&trace_path)
             .map_err(|e| format!("cannot read the trace {}: {e}", trace_path.display()))?;

@@ -14,6 +14,7 @@ pub(super) fn start_quorum(
     req: &RunRequest,
     log_path: &std::path::Path,
     trace_path: Option<&std::path::Path>,
+    epoch: std::time::Instant,
 ) -> Result<Cluster, String> {
     Cluster::start(ClusterConfig {
         binary: req.binary.clone(),
@@ -32,6 +33,7 @@ pub(super) fn start_quorum(
         trace: trace_path.map(|path| (path.to_path_buf(), ms_per_tick)),
         rebuild_nodes: Vec::new(),
         coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
+        epoch,
         membership: Some(config::CoordinatorSpec {
             membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
             // The model's coordinator work: a model tick's worth every `ms_per_tick` ms.
