@@ -178,18 +178,24 @@ pub struct Estimate {
     pub heartbeat_every_ticks: Option<u32>,
 }
 
+/// Explore one scope; with `opts.progress`, on a progress line of its own.
 fn probe(job: &Job, scenario: Scenario, scope: String, opts: &RunOptions) -> Result<Probe, ConfigError> {
+    if opts.progress.is_some() {
+        super::terminal::start(format!("estimate {} / {}: {scope}", job.scenario.name, job.variant), None);
+    }
     let job = Job { scenario, ..job.clone() };
-    let r = run(&job, opts)?;
+    let r = run(&job, opts);
+    super::terminal::clear();
+    let r = r?;
     let finished = r.complete || matches!(r.cut, Some(Cut::AllDecided));
     Ok(Probe { scope, states: r.unique_states, finished, elapsed_ms: r.elapsed_ms })
 }
 
 /// Measure `job`'s scopes, each capped at `opts.max_states` (default
-/// [`PROBE_STATES_DEFAULT`]).
+/// [`PROBE_STATES_DEFAULT`]); with `opts.progress`, each on a progress line.
 pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
     let cap = opts.max_states.unwrap_or(PROBE_STATES_DEFAULT);
-    let opts = RunOptions { max_states: Some(cap), progress: None, ..opts.clone() };
+    let opts = RunOptions { max_states: Some(cap), ..opts.clone() };
     let mut written = job.scenario.clone();
     written.max_states = None;
     let cfg = crate::model::WorldConfig::new(&written, &job.policy)

@@ -38,7 +38,8 @@ pub(super) fn estimate_command(
     }
     let files = check::model_files(&paths)?;
     let jobs = with_settings(check::plan(&files, &policy_choice(policy, variant)?)?, &sets)?;
-    let opts = run_options(run, false, false);
+    let interactive = format == Format::Human && std::io::stderr().is_terminal();
+    let opts = run_options(run, interactive, false);
     let mut estimates = Vec::new();
     for job in &jobs {
         let e = check::estimate::estimate(job, &opts)?;
