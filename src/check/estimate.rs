@@ -12,9 +12,9 @@
 //! measured apart was off by up to 38x on the library, mostly low, which is the wrong side for
 //! a bound.
 
-use super::{run, Job, RunOptions};
+use super::{run, Found, Job, RunOptions};
 use crate::config::{ConfigError, LatencyTicks, Scenario};
-use crate::engine::{self, Cut};
+use crate::engine::Cut;
 use crate::policy::detector::FailureDetection;
 use serde::Serialize;
 
@@ -78,6 +78,52 @@ impl Knob {
         }
     }
 
+    /// For a range knob, each range it collapses, as written and at its shortest.
+    fn ranges(self, s: &Scenario) -> Vec<String> {
+        let ms = |t: crate::policy::Ticks| crate::config::duration::format_ms(u64::from(t) * s.tick_ms);
+        let range = |what: String, r: &LatencyTicks| {
+            (r.hi > r.lo).then(|| format!("{what} {}..{} -> {}", ms(r.lo), ms(r.hi), ms(r.lo)))
+        };
+        let zone = |z: u8| s.zones[usize::from(z)].clone();
+        let mut out = Vec::new();
+        match self {
+            Knob::LatencyRanges => {
+                for (a, row) in s.latency.iter().enumerate() {
+                    for (b, r) in row.iter().enumerate().skip(a) {
+                        out.extend(range(format!("latency {}<->{}", zone(a as u8), zone(b as u8)), r));
+                    }
+                }
+                for d in &s.faults.degrade {
+                    out.extend(range(
+                        format!("degraded {}<->{}", zone(d.zones.0), zone(d.zones.1)),
+                        &d.latency,
+                    ));
+                }
+            }
+            Knob::ThinkTimes => {
+                for c in &s.clients {
+                    out.extend(range(format!("{} think time", c.name), &c.think_ticks));
+                }
+            }
+            Knob::FaultDurations => {
+                let f = &s.faults;
+                for (n, d) in f.crash.iter().zip(&f.crash_duration) {
+                    let name = &s.nodes[usize::from(*n)].name;
+                    out.extend(d.as_ref().and_then(|d| range(format!("crash {name} lasts"), d)));
+                }
+                for (z, d) in f.partition.iter().zip(&f.partition_duration) {
+                    out.extend(d.as_ref().and_then(|d| range(format!("cut of {} lasts", zone(*z)), d)));
+                }
+                for d in &f.degrade {
+                    let what = format!("degraded {}<->{} lasts", zone(d.zones.0), zone(d.zones.1));
+                    out.extend(d.duration.as_ref().and_then(|r| range(what, r)));
+                }
+            }
+            Knob::Budget | Knob::ClientOps(_) => {}
+        }
+        out
+    }
+
     /// `name = value` as the report prints a setting of this knob.
     fn setting(self, s: &Scenario, value: u32, full: u32) -> String {
         let written = if value == full { " (as written)" } else { "" };
@@ -132,11 +178,21 @@ impl Knob {
 pub struct Probe {
     /// The scope: "as written", "base", or the knob changed (`faults.budget = 1`).
     pub scope: String,
+    /// The knob this probe set and its value (ranges: 0 shortest, 1 as written); none for the
+    /// model as written and the base.
+    pub knob: Option<String>,
+    pub value: Option<u32>,
     pub states: u64,
     /// Whether the count is the scope's whole count (exploration finished, or stopped because
     /// every property had its verdict, as `check` would).
     pub finished: bool,
+    /// Why it stopped early, when it did (the cap, or the memory bound).
+    pub stopped: Option<String>,
     pub elapsed_ms: u64,
+    /// The properties whose verdict in this scope is not the one the variant expects
+    /// ("linearizable: expected violated, found holds"): a smaller model that finishes may
+    /// have lost the behaviour the question is about.
+    pub verdicts_differ: Vec<String>,
 }
 
 /// A knob measured two ways: raised alone from the base, and turned down alone from the
@@ -144,6 +200,8 @@ pub struct Probe {
 #[derive(Clone, Debug, Serialize)]
 pub struct Driver {
     pub knob: String,
+    /// For a range knob, the ranges it collapses (`degraded a<->c 300ms..700ms -> 300ms`).
+    pub ranges: Vec<String>,
     /// Its floor and its value as written (ranges: 0 collapsed, 1 as written).
     pub floor: u32,
     pub written: u32,
@@ -167,8 +225,6 @@ pub struct Estimate {
     pub base: Option<Probe>,
     /// Biggest factor alone first.
     pub drivers: Vec<Driver>,
-    /// Resident bytes per state the as-written probe (the largest) added at its peak.
-    pub bytes_per_state: Option<f64>,
     pub memory_max_bytes: Option<u64>,
     /// Turned-down scopes that finished within the probe cap (measured, so known to fit),
     /// nearest to the model as written (the most states) first.
@@ -179,7 +235,12 @@ pub struct Estimate {
 }
 
 /// Explore one scope; with `opts.progress`, on a progress line of its own.
-fn probe(job: &Job, scenario: Scenario, scope: String, opts: &RunOptions) -> Result<Probe, ConfigError> {
+fn probe(
+    job: &Job,
+    scenario: Scenario,
+    (scope, knob): (String, Option<(String, u32)>),
+    opts: &RunOptions,
+) -> Result<Probe, ConfigError> {
     if opts.progress.is_some() {
         super::terminal::start(format!("estimate {} / {}: {scope}", job.scenario.name, job.variant), None);
     }
@@ -188,7 +249,30 @@ fn probe(job: &Job, scenario: Scenario, scope: String, opts: &RunOptions) -> Res
     super::terminal::clear();
     let r = r?;
     let finished = r.complete || matches!(r.cut, Some(Cut::AllDecided));
-    Ok(Probe { scope, states: r.unique_states, finished, elapsed_ms: r.elapsed_ms })
+    let verdicts_differ = r
+        .properties
+        .iter()
+        .filter(|p| p.found != Found::Unknown && !p.as_expected())
+        .map(|p| format!("{}: expected {}, found {}", p.name, p.expected, p.found))
+        .collect();
+    Ok(Probe {
+        scope,
+        knob: knob.as_ref().map(|k| k.0.clone()),
+        value: knob.map(|k| k.1),
+        states: r.unique_states,
+        finished,
+        stopped: match r.cut {
+            _ if finished => None,
+            Some(Cut::MemoryLimit { limit_bytes, .. }) => Some(format!(
+                "stopped at the memory bound of {} (--memory-max)",
+                crate::engine::memory::describe(limit_bytes)
+            )),
+            Some(Cut::StateLimit(_)) => Some("cut at --max-states".into()),
+            _ => r.stopped,
+        },
+        elapsed_ms: r.elapsed_ms,
+        verdicts_differ,
+    })
 }
 
 /// Measure `job`'s scopes, each capped at `opts.max_states` (default
@@ -202,12 +286,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         .map_err(|m| ConfigError::new(&written.path, m))?;
     let heartbeat_every_ticks = (cfg.policy.failure_detection == FailureDetection::Independent)
         .then_some(cfg.policy.heartbeat_interval_ticks);
-    // What the probe adds to the process's resident memory at its peak, per state.
-    let before = crate::bench::reset_peak_memory().then(engine::memory::resident_bytes).flatten();
-    let as_written = probe(job, written.clone(), "as written".into(), &opts)?;
-    let bytes_per_state = before
-        .zip(engine::peak_memory_bytes())
-        .map(|(before, peak)| peak.saturating_sub(before).max(1) as f64 / as_written.states.max(1) as f64);
+    let as_written = probe(job, written.clone(), ("as written".into(), None), &opts)?;
     let mut out = Estimate {
         model: job.scenario.name.clone(),
         variant: job.variant.clone(),
@@ -215,7 +294,6 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         as_written: as_written.clone(),
         base: None,
         drivers: Vec::new(),
-        bytes_per_state,
         memory_max_bytes: opts.memory_max_bytes,
         fits: Vec::new(),
         heartbeat_every_ticks,
@@ -228,11 +306,12 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
     for &(k, floor, _) in &knobs {
         k.set(&mut base_scope, &written, floor);
     }
-    let base = probe(job, base_scope.clone(), "base (every knob at its floor)".into(), &opts)?;
+    let base = probe(job, base_scope.clone(), ("base (every knob at its floor)".into(), None), &opts)?;
     let base_states = base.states.max(1) as f64;
     for &(k, floor, full) in &knobs {
         let mut d = Driver {
             knob: k.name(&written),
+            ranges: k.ranges(&written),
             floor,
             written: full,
             alone: Vec::new(),
@@ -242,7 +321,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         for v in floor + 1..=full {
             let mut s = base_scope.clone();
             k.set(&mut s, &written, v);
-            let p = probe(job, s, k.setting(&written, v, full), &opts)?;
+            let p = probe(job, s, (k.setting(&written, v, full), Some((k.name(&written), v))), &opts)?;
             let cut = !p.finished;
             d.factor_alone = p.states as f64 / base_states;
             d.alone.push(p);
@@ -253,7 +332,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         for v in (floor..full).rev() {
             let mut s = written.clone();
             k.set(&mut s, &written, v);
-            let p = probe(job, s, k.setting(&written, v, full), &opts)?;
+            let p = probe(job, s, (k.setting(&written, v, full), Some((k.name(&written), v))), &opts)?;
             let finished = p.finished;
             d.turned_down.push(p);
             if finished {
@@ -280,18 +359,29 @@ pub fn human(e: &Estimate) -> String {
             format!("> {}", group(p.states))
         }
     };
+    let differ = |out: &mut String, p: &Probe| {
+        for d in &p.verdicts_differ {
+            let _ = writeln!(out, "        but {d}");
+        }
+    };
     let mut out = format!("estimate: {} / {}\n", e.model, e.variant);
-    let _ = writeln!(out, "  each probe capped at {} states", group(e.probe_states_max));
-    if e.as_written.finished {
+    let _ = writeln!(
+        out,
+        "  each probe stops at the first BFS level past {} states (--max-states)",
+        group(e.probe_states_max)
+    );
+    let written = &e.as_written;
+    if written.finished {
         let _ = writeln!(
             out,
             "  as written: {} states, finished in {} ms: nothing to estimate",
-            group(e.as_written.states),
-            e.as_written.elapsed_ms
+            group(written.states),
+            written.elapsed_ms
         );
         return out;
     }
-    let _ = writeln!(out, "  as written: more than {} states (cut at the cap)", group(e.as_written.states));
+    let why = written.stopped.as_deref().unwrap_or("stopped early");
+    let _ = writeln!(out, "  as written: more than {} states ({why})", group(written.states));
     if let Some(base) = &e.base {
         let _ = writeln!(
             out,
@@ -300,55 +390,41 @@ pub fn human(e: &Estimate) -> String {
         );
         for d in &e.drivers {
             let last = d.alone.last().expect("a knob has a value above its floor");
-            let at_least = if last.finished { "" } else { "> " };
-            let _ = writeln!(
-                out,
-                "    {:<44} {:>14} states  x{at_least}{:.1}",
-                last.scope,
-                count(last),
-                d.factor_alone
-            );
+            let factor = if last.finished {
+                format!("x{:.1}", d.factor_alone)
+            } else {
+                format!("more than x{:.1}", d.factor_alone)
+            };
+            let _ = writeln!(out, "    {:<44} {:>14} states  {factor}", last.scope, count(last));
+            for r in &d.ranges {
+                let _ = writeln!(out, "        {r}");
+            }
         }
         out.push_str("\n  the model as written with one knob turned down:\n");
         for d in &e.drivers {
             for p in &d.turned_down {
                 let _ = writeln!(out, "    {:<44} {:>14} states", p.scope, count(p));
+                differ(&mut out, p);
             }
         }
     }
-    out.push('\n');
     if let Some(every) = e.heartbeat_every_ticks {
         let _ = writeln!(
             out,
-            "  heartbeats every {every} tick(s): every node gets a message each round, so each fault can land in every round"
+            "\n  heartbeats: heartbeat_interval is {every} tick(s); every node gets a message each round, so a fault can land in every round"
         );
     }
-    if let (Some(bound), Some(b)) = (e.memory_max_bytes, e.bytes_per_state) {
-        let _ = writeln!(
-            out,
-            "  at {b:.0} B/state (measured as written) the memory bound {} holds about {} states",
-            engine::memory::describe(bound),
-            approx(bound as f64 / b)
-        );
-    }
-    let holds = match (e.memory_max_bytes, e.bytes_per_state) {
-        (Some(bound), Some(b)) => Some(bound as f64 / b),
-        _ => None,
-    };
-    if holds.is_some_and(|n| n > 2.0 * e.probe_states_max as f64) {
-        let n = holds.expect("checked");
-        let _ = writeln!(
-            out,
-            "  a scope cut at the cap may still fit: --max-states {} measures further (slower)",
-            (n as u64 / 1_000_000).max(1) * 1_000_000
-        );
-    }
+    out.push('\n');
     if e.fits.is_empty() {
-        out.push_str("  no single change finished within the cap\n");
+        out.push_str(
+            "  no single change finished: a cut probe may still fit the memory bound with a larger\n",
+        );
+        out.push_str("  --max-states (each probe then takes longer), or turn two knobs down in the model\n");
     } else {
         out.push_str("  single changes that finish (measured), nearest to the model as written first:\n");
         for p in &e.fits {
             let _ = writeln!(out, "    {} ({} states, {} ms)", p.scope, group(p.states), p.elapsed_ms);
+            differ(&mut out, p);
         }
     }
     out
@@ -364,14 +440,4 @@ fn group(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-/// Two significant figures, with a unit for large counts.
-fn approx(n: f64) -> String {
-    match n {
-        n if n >= 1e9 => format!("{:.1}G", n / 1e9),
-        n if n >= 1e6 => format!("{:.1}M", n / 1e6),
-        n if n >= 1e3 => format!("{:.0}k", n / 1e3),
-        n => format!("{n:.0}"),
-    }
 }

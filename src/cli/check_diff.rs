@@ -41,9 +41,12 @@ pub(super) fn estimate_command(
     let interactive = format == Format::Human && std::io::stderr().is_terminal();
     let opts = run_options(run, interactive, false);
     let mut estimates = Vec::new();
-    for job in &jobs {
+    for (i, job) in jobs.iter().enumerate() {
         let e = check::estimate::estimate(job, &opts)?;
         if format == Format::Human {
+            if i > 0 {
+                println!();
+            }
             print!("{}", check::estimate::human(&e));
         }
         estimates.push(e);

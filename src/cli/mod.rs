@@ -102,10 +102,12 @@ pub enum Command {
         /// failures and errors are still printed).
         #[arg(long, short)]
         quiet: bool,
-        /// Instead of checking: measure what drives each run's state count, exploring smaller
-        /// scopes of the model (fault budget, each client's operations, latency, think-time
-        /// and fault-duration ranges; each probe capped at --max-states, default 1000000),
-        /// and name the smallest change predicted to fit --memory-max (docs/writing-a-model.md).
+        /// Instead of checking: measure what drives each run's state count on smaller scopes of
+        /// the model (fault budget, each client's operations, latency, think-time and
+        /// fault-duration ranges), each knob raised alone from a base and turned down alone from
+        /// the model as written; each probe capped at --max-states (default 1000000). Lists the
+        /// single changes that finish, with their exact counts and any verdict they change;
+        /// nothing is extrapolated. Exit 0 once measured (docs/writing-a-model.md).
         #[arg(long, conflicts_with_all = ["simulate", "shard", "workers", "processes"])]
         estimate: bool,
     },
