@@ -85,7 +85,7 @@ fn the_human_report_names_the_drivers_and_what_finishes() {
         "the model as written with one knob turned down:",
         "heartbeat_interval is 5 tick(s)",
         "degraded a<->b 300ms..700ms -> 300ms",
-        "single changes that finish (measured)",
+        "changes that finish (measured)",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
@@ -132,4 +132,20 @@ fn a_scope_that_finishes_names_the_verdicts_it_changes() {
     assert!(differ.contains(&"acked_writes_persist: expected violated, found holds"), "{differ:?}");
     // The model as written was cut by the cap, and says so.
     assert_eq!(e["as_written"]["stopped"], "cut at --max-states");
+}
+
+/// When no knob turned down alone finishes, each pair is turned down one step. quorum-rollout
+/// has two knobs (fault budget 2, the reader's think time), so the pair is the base: the same
+/// scope reached from both ends, the same count.
+#[test]
+fn when_no_single_change_finishes_pairs_are_tried() {
+    let e = estimate("models/quorum-rollout.toml", "base", "5000");
+    let singles = e["drivers"].as_array().unwrap().iter().flat_map(|d| d["turned_down"].as_array().unwrap());
+    assert!(singles.clone().all(|p| p["finished"] == false), "no single change finishes under 5000 states");
+    let pairs = e["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    assert_eq!(pairs[0]["scope"], "faults.budget = 1 and think times at their shortest");
+    assert_eq!(pairs[0]["finished"], true);
+    assert_eq!(pairs[0]["states"], e["base"]["states"]);
+    assert_eq!(e["fits"].as_array().unwrap(), pairs, "the pair that finished is offered");
 }

@@ -225,6 +225,9 @@ pub struct Estimate {
     pub base: Option<Probe>,
     /// Biggest factor alone first.
     pub drivers: Vec<Driver>,
+    /// When no single knob turned down finishes: the model as written with each pair of knobs
+    /// turned down one step (ranges to their shortest).
+    pub pairs: Vec<Probe>,
     pub memory_max_bytes: Option<u64>,
     /// Turned-down scopes that finished within the probe cap (measured, so known to fit),
     /// nearest to the model as written (the most states) first.
@@ -294,6 +297,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         as_written: as_written.clone(),
         base: None,
         drivers: Vec::new(),
+        pairs: Vec::new(),
         memory_max_bytes: opts.memory_max_bytes,
         fits: Vec::new(),
         heartbeat_every_ticks,
@@ -342,9 +346,25 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         out.drivers.push(d);
     }
     out.base = Some(base);
+    let single_finished = out.drivers.iter().any(|d| d.turned_down.iter().any(|p| p.finished));
+    if !single_finished {
+        for (i, &(k, _, k_full)) in knobs.iter().enumerate() {
+            for &(l, _, l_full) in &knobs[i + 1..] {
+                let mut s = written.clone();
+                k.set(&mut s, &written, k_full - 1);
+                l.set(&mut s, &written, l_full - 1);
+                let scope = format!(
+                    "{} and {}",
+                    k.setting(&written, k_full - 1, k_full),
+                    l.setting(&written, l_full - 1, l_full)
+                );
+                out.pairs.push(probe(job, s, (scope, None), &opts)?);
+            }
+        }
+    }
     out.drivers.sort_by(|a, b| b.factor_alone.total_cmp(&a.factor_alone));
-    out.fits =
-        out.drivers.iter().flat_map(|d| d.turned_down.iter().filter(|p| p.finished).cloned()).collect();
+    let turned_down = out.drivers.iter().flat_map(|d| &d.turned_down);
+    out.fits = turned_down.chain(&out.pairs).filter(|p| p.finished).cloned().collect();
     out.fits.sort_by_key(|p| std::cmp::Reverse(p.states));
     Ok(out)
 }
@@ -408,6 +428,13 @@ pub fn human(e: &Estimate) -> String {
             }
         }
     }
+    if !e.pairs.is_empty() {
+        out.push_str("\n  none finished alone: the model as written with two knobs turned down one step:\n");
+        for p in &e.pairs {
+            let _ = writeln!(out, "    {:<66} {:>12} states", p.scope, count(p));
+            differ(&mut out, p);
+        }
+    }
     if let Some(every) = e.heartbeat_every_ticks {
         let _ = writeln!(
             out,
@@ -416,12 +443,10 @@ pub fn human(e: &Estimate) -> String {
     }
     out.push('\n');
     if e.fits.is_empty() {
-        out.push_str(
-            "  no single change finished: a cut probe may still fit the memory bound with a larger\n",
-        );
-        out.push_str("  --max-states (each probe then takes longer), or turn two knobs down in the model\n");
+        out.push_str("  nothing finished: a cut probe may still fit the memory bound with a larger\n");
+        out.push_str("  --max-states (each probe then takes longer)\n");
     } else {
-        out.push_str("  single changes that finish (measured), nearest to the model as written first:\n");
+        out.push_str("  changes that finish (measured), nearest to the model as written first:\n");
         for p in &e.fits {
             let _ = writeln!(out, "    {} ({} states, {} ms)", p.scope, group(p.states), p.elapsed_ms);
             differ(&mut out, p);
