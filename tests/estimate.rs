@@ -49,6 +49,7 @@ fn each_knob_is_raised_alone_and_turned_down_alone_with_exact_counts() {
         // Turned down until a probe finishes: every probe before the last was cut.
         let down = d["turned_down"].as_array().unwrap();
         assert!(down[..down.len() - 1].iter().all(|p| p["finished"] == false));
+        assert_eq!(down.last().unwrap()["complete"], true, "{}: the last one finished", d["knob"]);
     }
     // With two knobs, one turned down to its floor is the other raised alone to as written:
     // the same scope, so the same count, measured from two ends.
@@ -58,7 +59,7 @@ fn each_knob_is_raised_alone_and_turned_down_alone_with_exact_counts() {
     assert_eq!(budget_floor["finished"], true);
     assert_eq!(budget_floor["states"], ops_alone["states"]);
     // What finished is offered, nearest to the model as written (most states) first.
-    let fits = e["fits"].as_array().unwrap();
+    let fits = e["changes_that_finish"].as_array().unwrap();
     assert!(!fits.is_empty());
     assert!(fits.iter().all(|p| p["finished"] == true));
     assert!(fits.windows(2).all(|w| w[0]["states"].as_u64() >= w[1]["states"].as_u64()));
@@ -124,9 +125,11 @@ fn a_check_cut_by_the_memory_bound_points_to_the_estimate_which_runs_as_printed(
 #[test]
 fn a_scope_that_finishes_names_the_verdicts_it_changes() {
     let e = estimate("models/basic-quorum.toml", "write-quorum-1", "50000");
-    let fits = e["fits"].as_array().unwrap();
-    let one_fault =
-        fits.iter().find(|p| p["knob"] == "faults.budget" && p["value"] == 1).expect("one fault finishes");
+    let fits = e["changes_that_finish"].as_array().unwrap();
+    let one_fault = fits
+        .iter()
+        .find(|p| p["settings"] == serde_json::json!([{ "knob": "faults.budget", "value": 1 }]))
+        .expect("one fault finishes");
     let differ: Vec<&str> =
         one_fault["verdicts_differ"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert!(differ.contains(&"acked_writes_persist: expected violated, found holds"), "{differ:?}");
@@ -147,5 +150,72 @@ fn when_no_single_change_finishes_pairs_are_tried() {
     assert_eq!(pairs[0]["scope"], "faults.budget = 1 and think times at their shortest");
     assert_eq!(pairs[0]["finished"], true);
     assert_eq!(pairs[0]["states"], e["base"]["states"]);
-    assert_eq!(e["fits"].as_array().unwrap(), pairs, "the pair that finished is offered");
+    assert_eq!(e["changes_that_finish"].as_array().unwrap(), pairs, "the pair that finished is offered");
+}
+
+/// A turned-down count against an independent check of the same scope: detector-timing's
+/// fault durations at their shortest is `faults.degrade[0].duration=1s` through `--set`.
+#[test]
+fn a_turned_down_count_is_the_count_check_gives_for_that_scope() {
+    let e = estimate("models/detector-timing.toml", "continuous", "20000");
+    let durations = e["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["knob"] == "fault durations")
+        .expect("a fault-duration knob");
+    assert_eq!(durations["ranges"][0], "degraded a<->b lasts 1s..3s -> 1s");
+    let shortest = durations["turned_down"].as_array().unwrap().last().unwrap();
+    assert_eq!(shortest["complete"], true);
+    // A `--set` run is a what-if in which every property must hold: its exit code is the
+    // verdicts', the count is what is compared.
+    let out = replicheck(&[
+        "check",
+        "models/detector-timing.toml",
+        "--variant",
+        "continuous",
+        "--set",
+        "faults.degrade[0].duration=1s",
+        "--format",
+        "json",
+    ]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).expect("a JSON report");
+    assert_eq!(doc["runs"][0]["complete"], true);
+    assert_eq!(shortest["states"], doc["runs"][0]["unique_states"]);
+}
+
+/// A base cut by the cap gives no factors (its count is no denominator), and says so.
+#[test]
+fn a_cut_base_gives_no_factors() {
+    let e = estimate("models/basic-quorum.toml", "default", "300");
+    assert_eq!(e["base"]["complete"], false);
+    assert!(e["drivers"].as_array().unwrap().iter().all(|d| d["factor_alone"].is_null()));
+    let out = replicheck(&[
+        "check",
+        "models/basic-quorum.toml",
+        "--variant",
+        "default",
+        "--estimate",
+        "--max-states",
+        "300",
+    ]);
+    assert!(stdout(&out).contains("the base did not complete"), "{}", stdout(&out));
+}
+
+/// Where every property is violated the check stops early, and so does a probe: its count is
+/// not the scope's size, and the report says so instead of calling it exact.
+#[test]
+fn a_probe_that_stops_because_every_property_is_violated_is_not_an_exact_count() {
+    let path = "tests/data/linearizable-only.toml";
+    let e = estimate(path, "no-read-repair", "100000");
+    let probes = e["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["alone"].as_array().unwrap().iter().chain(d["turned_down"].as_array().unwrap()));
+    let stopped = probes.filter(|p| p["finished"] == true && p["complete"] == false).count();
+    assert!(stopped > 0, "some probe stops at its verdicts: {e}");
+    let out =
+        replicheck(&["check", path, "--variant", "no-read-repair", "--estimate", "--max-states", "100000"]);
+    assert!(stdout(&out).contains("(all violated: stopped)"), "{}", stdout(&out));
 }

@@ -5,14 +5,16 @@
 //! each client's operations (to one), the latency and think-time ranges and the fault
 //! durations (collapsed to their shortest). Each knob is measured two ways: raised alone from
 //! the base (every knob at its floor), which ranks what drives the count; and turned down
-//! alone from the model as written, step by step until a probe finishes, which gives the
-//! nearest smaller models and their exact counts. Every probe is capped, and a cut probe is
-//! reported as "more than". Nothing is extrapolated: the knobs interact (a latency range
+//! alone from the model as written, step by step until a probe finishes (then pairs of knobs
+//! one step down, if none did), which gives the nearest smaller models and their exact counts
+//! (or, where every property is violated, the count at which the check stops, as `check`
+//! would). Every probe is capped, and a cut probe is reported as "more than". Nothing is extrapolated: the knobs interact (a latency range
 //! matters only while the fault that slows the link is in force), and a product of factors
 //! measured apart was off by up to 38x on the library, mostly low, which is the wrong side for
 //! a bound.
 
 use super::{run, Found, Job, RunOptions};
+use crate::config::setting::window_text;
 use crate::config::{ConfigError, LatencyTicks, Scenario};
 use crate::engine::Cut;
 use crate::policy::detector::FailureDetection;
@@ -23,16 +25,16 @@ pub const PROBE_STATES_DEFAULT: u64 = 1_000_000;
 
 /// One knob of a model's scope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Knob {
+enum ScopeKnob {
     /// `faults.budget`, from 1.
     Budget,
     /// The operations of client `i` (the first `v` of its list), from 1.
     ClientOps(usize),
     /// Every zone-to-zone and degraded latency range: 0 collapsed to its low end, 1 as written.
     LatencyRanges,
-    /// Every client's think-time range, as [`Knob::LatencyRanges`].
+    /// Every client's think-time range, as [`ScopeKnob::LatencyRanges`].
     ThinkTimes,
-    /// Every fault duration window, as [`Knob::LatencyRanges`].
+    /// Every fault duration window, as [`ScopeKnob::LatencyRanges`].
     FaultDurations,
 }
 
@@ -40,41 +42,41 @@ fn collapse(r: &mut LatencyTicks) {
     r.hi = r.lo;
 }
 
-impl Knob {
+impl ScopeKnob {
     /// The knobs this model has that can turn down, with (floor, as written).
-    fn of(s: &Scenario) -> Vec<(Knob, u32, u32)> {
+    fn of(s: &Scenario) -> Vec<(ScopeKnob, u32, u32)> {
         let mut knobs = Vec::new();
         // From one fault: with none, the fault menu's ranges and durations would never show.
         if s.faults.budget > 1 {
-            knobs.push((Knob::Budget, 1, u32::from(s.faults.budget)));
+            knobs.push((ScopeKnob::Budget, 1, u32::from(s.faults.budget)));
         }
         for (i, c) in s.clients.iter().enumerate() {
             if c.ops.len() > 1 {
-                knobs.push((Knob::ClientOps(i), 1, c.ops.len() as u32));
+                knobs.push((ScopeKnob::ClientOps(i), 1, c.ops.len() as u32));
             }
         }
         let wide = |r: &LatencyTicks| r.hi > r.lo;
         if s.latency.iter().flatten().any(wide) || s.faults.degrade.iter().any(|d| wide(&d.latency)) {
-            knobs.push((Knob::LatencyRanges, 0, 1));
+            knobs.push((ScopeKnob::LatencyRanges, 0, 1));
         }
         if s.clients.iter().any(|c| wide(&c.think_ticks)) {
-            knobs.push((Knob::ThinkTimes, 0, 1));
+            knobs.push((ScopeKnob::ThinkTimes, 0, 1));
         }
         let faults = &s.faults;
         let durations = faults.crash_duration.iter().chain(&faults.partition_duration).flatten();
         if durations.chain(faults.degrade.iter().filter_map(|d| d.duration.as_ref())).any(wide) {
-            knobs.push((Knob::FaultDurations, 0, 1));
+            knobs.push((ScopeKnob::FaultDurations, 0, 1));
         }
         knobs
     }
 
     fn name(self, s: &Scenario) -> String {
         match self {
-            Knob::Budget => "faults.budget".into(),
-            Knob::ClientOps(i) => format!("clients.{}.ops", s.clients[i].name),
-            Knob::LatencyRanges => "latency ranges".into(),
-            Knob::ThinkTimes => "think times".into(),
-            Knob::FaultDurations => "fault durations".into(),
+            ScopeKnob::Budget => "faults.budget".into(),
+            ScopeKnob::ClientOps(i) => format!("clients.{}.ops", s.clients[i].name),
+            ScopeKnob::LatencyRanges => "latency ranges".into(),
+            ScopeKnob::ThinkTimes => "think times".into(),
+            ScopeKnob::FaultDurations => "fault durations".into(),
         }
     }
 
@@ -82,12 +84,12 @@ impl Knob {
     fn ranges(self, s: &Scenario) -> Vec<String> {
         let ms = |t: crate::policy::Ticks| crate::config::duration::format_ms(u64::from(t) * s.tick_ms);
         let range = |what: String, r: &LatencyTicks| {
-            (r.hi > r.lo).then(|| format!("{what} {}..{} -> {}", ms(r.lo), ms(r.hi), ms(r.lo)))
+            (r.hi > r.lo).then(|| format!("{what} {} -> {}", window_text(*r, s.tick_ms), ms(r.lo)))
         };
         let zone = |z: u8| s.zones[usize::from(z)].clone();
         let mut out = Vec::new();
         match self {
-            Knob::LatencyRanges => {
+            ScopeKnob::LatencyRanges => {
                 for (a, row) in s.latency.iter().enumerate() {
                     for (b, r) in row.iter().enumerate().skip(a) {
                         out.extend(range(format!("latency {}<->{}", zone(a as u8), zone(b as u8)), r));
@@ -100,12 +102,12 @@ impl Knob {
                     ));
                 }
             }
-            Knob::ThinkTimes => {
+            ScopeKnob::ThinkTimes => {
                 for c in &s.clients {
                     out.extend(range(format!("{} think time", c.name), &c.think_ticks));
                 }
             }
-            Knob::FaultDurations => {
+            ScopeKnob::FaultDurations => {
                 let f = &s.faults;
                 for (n, d) in f.crash.iter().zip(&f.crash_duration) {
                     let name = &s.nodes[usize::from(*n)].name;
@@ -119,7 +121,7 @@ impl Knob {
                     out.extend(d.duration.as_ref().and_then(|r| range(what, r)));
                 }
             }
-            Knob::Budget | Knob::ClientOps(_) => {}
+            ScopeKnob::Budget | ScopeKnob::ClientOps(_) => {}
         }
         out
     }
@@ -128,7 +130,7 @@ impl Knob {
     fn setting(self, s: &Scenario, value: u32, full: u32) -> String {
         let written = if value == full { " (as written)" } else { "" };
         match self {
-            Knob::Budget | Knob::ClientOps(_) => format!("{} = {value}{written}", self.name(s)),
+            ScopeKnob::Budget | ScopeKnob::ClientOps(_) => format!("{} = {value}{written}", self.name(s)),
             _ if value == full => format!("{} as written", self.name(s)),
             _ => format!("{} at their shortest", self.name(s)),
         }
@@ -137,9 +139,9 @@ impl Knob {
     /// Set this knob of `s` to `value`, taken from the model as `written`.
     fn set(self, s: &mut Scenario, written: &Scenario, value: u32) {
         match self {
-            Knob::Budget => s.faults.budget = u8::try_from(value).expect("a budget from the model"),
-            Knob::ClientOps(i) => s.clients[i].ops = written.clients[i].ops[..value as usize].to_vec(),
-            Knob::LatencyRanges => {
+            ScopeKnob::Budget => s.faults.budget = u8::try_from(value).expect("a budget from the model"),
+            ScopeKnob::ClientOps(i) => s.clients[i].ops = written.clients[i].ops[..value as usize].to_vec(),
+            ScopeKnob::LatencyRanges => {
                 s.latency = written.latency.clone();
                 for (d, w) in s.faults.degrade.iter_mut().zip(&written.faults.degrade) {
                     d.latency = w.latency;
@@ -149,7 +151,7 @@ impl Knob {
                     s.faults.degrade.iter_mut().for_each(|d| collapse(&mut d.latency));
                 }
             }
-            Knob::ThinkTimes => {
+            ScopeKnob::ThinkTimes => {
                 for (c, w) in s.clients.iter_mut().zip(&written.clients) {
                     c.think_ticks = w.think_ticks;
                     if value == 0 {
@@ -157,7 +159,7 @@ impl Knob {
                     }
                 }
             }
-            Knob::FaultDurations => {
+            ScopeKnob::FaultDurations => {
                 let f = &mut s.faults;
                 f.crash_duration = written.faults.crash_duration.clone();
                 f.partition_duration = written.faults.partition_duration.clone();
@@ -178,13 +180,14 @@ impl Knob {
 pub struct Probe {
     /// The scope: "as written", "base", or the knob changed (`faults.budget = 1`).
     pub scope: String,
-    /// The knob this probe set and its value (ranges: 0 shortest, 1 as written); none for the
-    /// model as written and the base.
-    pub knob: Option<String>,
-    pub value: Option<u32>,
+    /// The knobs this probe set away from the model as written, or raised from the base (none
+    /// for those two themselves).
+    pub settings: Vec<Setting>,
     pub states: u64,
-    /// Whether the count is the scope's whole count (exploration finished, or stopped because
-    /// every property had its verdict, as `check` would).
+    /// Whether `states` is the scope's whole count: exploration completed.
+    pub complete: bool,
+    /// Whether a check of this scope ends: it completed, or it stopped because every property
+    /// was violated (as `check` stops; then `states` is only what it explored by then).
     pub finished: bool,
     /// Why it stopped early, when it did (the cap, or the memory bound).
     pub stopped: Option<String>,
@@ -193,6 +196,13 @@ pub struct Probe {
     /// ("linearizable: expected violated, found holds"): a smaller model that finishes may
     /// have lost the behaviour the question is about.
     pub verdicts_differ: Vec<String>,
+}
+
+/// A knob of a probe and its value (ranges: 0 at their shortest, 1 as written).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Setting {
+    pub knob: String,
+    pub value: u32,
 }
 
 /// A knob measured two ways: raised alone from the base, and turned down alone from the
@@ -207,8 +217,9 @@ pub struct Driver {
     pub written: u32,
     /// The base with only this knob raised, per value above the floor.
     pub alone: Vec<Probe>,
-    /// Its factor alone: the last of `alone` over the base (a lower bound if that was cut).
-    pub factor_alone: f64,
+    /// Its factor alone: the last of `alone` over the base; a lower bound if that probe did not
+    /// complete, and `None` if the base did not (a cut base's count is no denominator).
+    pub factor_alone: Option<f64>,
     /// The model as written with only this knob turned down, from one step down until a
     /// probe finishes.
     pub turned_down: Vec<Probe>,
@@ -231,7 +242,7 @@ pub struct Estimate {
     pub memory_max_bytes: Option<u64>,
     /// Turned-down scopes that finished within the probe cap (measured, so known to fit),
     /// nearest to the model as written (the most states) first.
-    pub fits: Vec<Probe>,
+    pub changes_that_finish: Vec<Probe>,
     /// Ticks between heartbeat rounds, when failure detection sends them: each round gives
     /// every node a message, so a fault can land in every round.
     pub heartbeat_every_ticks: Option<u32>,
@@ -241,7 +252,8 @@ pub struct Estimate {
 fn probe(
     job: &Job,
     scenario: Scenario,
-    (scope, knob): (String, Option<(String, u32)>),
+    scope: String,
+    settings: Vec<Setting>,
     opts: &RunOptions,
 ) -> Result<Probe, ConfigError> {
     if opts.progress.is_some() {
@@ -251,7 +263,8 @@ fn probe(
     let r = run(&job, opts);
     super::terminal::clear();
     let r = r?;
-    let finished = r.complete || matches!(r.cut, Some(Cut::AllDecided));
+    let complete = r.complete;
+    let finished = complete || matches!(r.cut, Some(Cut::AllDecided));
     let verdicts_differ = r
         .properties
         .iter()
@@ -260,12 +273,12 @@ fn probe(
         .collect();
     Ok(Probe {
         scope,
-        knob: knob.as_ref().map(|k| k.0.clone()),
-        value: knob.map(|k| k.1),
+        settings,
         states: r.unique_states,
+        complete,
         finished,
         stopped: match r.cut {
-            _ if finished => None,
+            _ if complete => None,
             Some(Cut::MemoryLimit { limit_bytes, .. }) => Some(format!(
                 "stopped at the memory bound of {} (--memory-max)",
                 crate::engine::memory::describe(limit_bytes)
@@ -283,13 +296,12 @@ fn probe(
 pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
     let cap = opts.max_states.unwrap_or(PROBE_STATES_DEFAULT);
     let opts = RunOptions { max_states: Some(cap), ..opts.clone() };
-    let mut written = job.scenario.clone();
-    written.max_states = None;
+    let written = job.scenario.clone();
     let cfg = crate::model::WorldConfig::new(&written, &job.policy)
         .map_err(|m| ConfigError::new(&written.path, m))?;
     let heartbeat_every_ticks = (cfg.policy.failure_detection == FailureDetection::Independent)
         .then_some(cfg.policy.heartbeat_interval_ticks);
-    let as_written = probe(job, written.clone(), ("as written".into(), None), &opts)?;
+    let as_written = probe(job, written.clone(), "as written".into(), Vec::new(), &opts)?;
     let mut out = Estimate {
         model: job.scenario.name.clone(),
         variant: job.variant.clone(),
@@ -299,18 +311,18 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         drivers: Vec::new(),
         pairs: Vec::new(),
         memory_max_bytes: opts.memory_max_bytes,
-        fits: Vec::new(),
+        changes_that_finish: Vec::new(),
         heartbeat_every_ticks,
     };
     if as_written.finished {
         return Ok(out);
     }
-    let knobs = Knob::of(&written);
+    let knobs = ScopeKnob::of(&written);
     let mut base_scope = written.clone();
     for &(k, floor, _) in &knobs {
         k.set(&mut base_scope, &written, floor);
     }
-    let base = probe(job, base_scope.clone(), ("base (every knob at its floor)".into(), None), &opts)?;
+    let base = probe(job, base_scope.clone(), "base (every knob at its floor)".into(), Vec::new(), &opts)?;
     let base_states = base.states.max(1) as f64;
     for &(k, floor, full) in &knobs {
         let mut d = Driver {
@@ -319,15 +331,21 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
             floor,
             written: full,
             alone: Vec::new(),
-            factor_alone: 1.0,
+            factor_alone: None,
             turned_down: Vec::new(),
         };
         for v in floor + 1..=full {
             let mut s = base_scope.clone();
             k.set(&mut s, &written, v);
-            let p = probe(job, s, (k.setting(&written, v, full), Some((k.name(&written), v))), &opts)?;
-            let cut = !p.finished;
-            d.factor_alone = p.states as f64 / base_states;
+            let p = probe(
+                job,
+                s,
+                k.setting(&written, v, full),
+                vec![Setting { knob: k.name(&written), value: v }],
+                &opts,
+            )?;
+            let cut = !p.complete;
+            d.factor_alone = base.complete.then(|| p.states as f64 / base_states);
             d.alone.push(p);
             if cut {
                 break;
@@ -336,7 +354,13 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         for v in (floor..full).rev() {
             let mut s = written.clone();
             k.set(&mut s, &written, v);
-            let p = probe(job, s, (k.setting(&written, v, full), Some((k.name(&written), v))), &opts)?;
+            let p = probe(
+                job,
+                s,
+                k.setting(&written, v, full),
+                vec![Setting { knob: k.name(&written), value: v }],
+                &opts,
+            )?;
             let finished = p.finished;
             d.turned_down.push(p);
             if finished {
@@ -358,26 +382,28 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
                     k.setting(&written, k_full - 1, k_full),
                     l.setting(&written, l_full - 1, l_full)
                 );
-                out.pairs.push(probe(job, s, (scope, None), &opts)?);
+                let settings = vec![
+                    Setting { knob: k.name(&written), value: k_full - 1 },
+                    Setting { knob: l.name(&written), value: l_full - 1 },
+                ];
+                out.pairs.push(probe(job, s, scope, settings, &opts)?);
             }
         }
     }
-    out.drivers.sort_by(|a, b| b.factor_alone.total_cmp(&a.factor_alone));
+    out.drivers.sort_by(|a, b| b.factor_alone.unwrap_or(0.0).total_cmp(&a.factor_alone.unwrap_or(0.0)));
     let turned_down = out.drivers.iter().flat_map(|d| &d.turned_down);
-    out.fits = turned_down.chain(&out.pairs).filter(|p| p.finished).cloned().collect();
-    out.fits.sort_by_key(|p| std::cmp::Reverse(p.states));
+    out.changes_that_finish = turned_down.chain(&out.pairs).filter(|p| p.finished).cloned().collect();
+    out.changes_that_finish.sort_by_key(|p| std::cmp::Reverse(p.states));
     Ok(out)
 }
 
 /// The human report.
 pub fn human(e: &Estimate) -> String {
     use std::fmt::Write as _;
-    let count = |p: &Probe| {
-        if p.finished {
-            group(p.states)
-        } else {
-            format!("> {}", group(p.states))
-        }
+    let count = |p: &Probe| match (p.complete, p.finished) {
+        (true, _) => thousands(p.states),
+        (false, true) => format!("{} (all violated: stopped)", thousands(p.states)),
+        (false, false) => format!("> {}", thousands(p.states)),
     };
     let differ = |out: &mut String, p: &Probe| {
         for d in &p.verdicts_differ {
@@ -388,32 +414,37 @@ pub fn human(e: &Estimate) -> String {
     let _ = writeln!(
         out,
         "  each probe stops at the first BFS level past {} states (--max-states)",
-        group(e.probe_states_max)
+        thousands(e.probe_states_max)
     );
     let written = &e.as_written;
     if written.finished {
+        let how =
+            if written.complete { "explored completely" } else { "every property violated, the check ends" };
         let _ = writeln!(
             out,
-            "  as written: {} states, finished in {} ms: nothing to estimate",
-            group(written.states),
+            "  as written: {} states ({how}, {} ms): nothing to estimate",
+            thousands(written.states),
             written.elapsed_ms
         );
         return out;
     }
     let why = written.stopped.as_deref().unwrap_or("stopped early");
-    let _ = writeln!(out, "  as written: more than {} states ({why})", group(written.states));
+    let _ = writeln!(out, "  as written: more than {} states ({why})", thousands(written.states));
     if let Some(base) = &e.base {
         let _ = writeln!(
             out,
             "\n  what each knob does alone, from the base ({} states, every knob at its floor):",
             count(base)
         );
+        if !base.complete {
+            out.push_str("    (the base did not complete: its count is no denominator, so no factors)\n");
+        }
         for d in &e.drivers {
             let last = d.alone.last().expect("a knob has a value above its floor");
-            let factor = if last.finished {
-                format!("x{:.1}", d.factor_alone)
-            } else {
-                format!("more than x{:.1}", d.factor_alone)
+            let factor = match d.factor_alone {
+                None => String::new(),
+                Some(f) if last.complete => format!("x{f:.1}"),
+                Some(f) => format!("more than x{f:.1}"),
             };
             let _ = writeln!(out, "    {:<44} {:>14} states  {factor}", last.scope, count(last));
             for r in &d.ranges {
@@ -442,20 +473,20 @@ pub fn human(e: &Estimate) -> String {
         );
     }
     out.push('\n');
-    if e.fits.is_empty() {
+    if e.changes_that_finish.is_empty() {
         out.push_str("  nothing finished: a cut probe may still fit the memory bound with a larger\n");
         out.push_str("  --max-states (each probe then takes longer)\n");
     } else {
         out.push_str("  changes that finish (measured), nearest to the model as written first:\n");
-        for p in &e.fits {
-            let _ = writeln!(out, "    {} ({} states, {} ms)", p.scope, group(p.states), p.elapsed_ms);
+        for p in &e.changes_that_finish {
+            let _ = writeln!(out, "    {} ({} states, {} ms)", p.scope, count(p), p.elapsed_ms);
             differ(&mut out, p);
         }
     }
     out
 }
 
-fn group(n: u64) -> String {
+fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {

@@ -89,7 +89,8 @@ pub struct ClusterConfig {
     /// Coordinator `c` serves clients on `client_addr`'s port + `c` (port 0: any free port).
     pub coordinator_zones: Vec<u8>,
     /// The moment the decision log and the trace count their milliseconds from: `store run`
-    /// passes its own start, so the run's timeline, log and trace read one clock.
+    /// passes its own start, so the run's timeline, log and trace read one clock
+    /// (`ClusterConfig::local` and `store up`: when the config is made, just before the start).
     pub epoch: std::time::Instant,
 }
 
