@@ -334,16 +334,15 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
             factor_alone: None,
             turned_down: Vec::new(),
         };
-        for v in floor + 1..=full {
-            let mut s = base_scope.clone();
+        // The knob at `v`, everything else as in `from`.
+        let at = |from: &Scenario, v: u32| {
+            let mut s = from.clone();
             k.set(&mut s, &written, v);
-            let p = probe(
-                job,
-                s,
-                k.setting(&written, v, full),
-                vec![Setting { knob: k.name(&written), value: v }],
-                &opts,
-            )?;
+            let settings = vec![Setting { knob: k.name(&written), value: v }];
+            probe(job, s, k.setting(&written, v, full), settings, &opts)
+        };
+        for v in floor + 1..=full {
+            let p = at(&base_scope, v)?;
             let cut = !p.complete;
             d.factor_alone = base.complete.then(|| p.states as f64 / base_states);
             d.alone.push(p);
@@ -352,15 +351,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
             }
         }
         for v in (floor..full).rev() {
-            let mut s = written.clone();
-            k.set(&mut s, &written, v);
-            let p = probe(
-                job,
-                s,
-                k.setting(&written, v, full),
-                vec![Setting { knob: k.name(&written), value: v }],
-                &opts,
-            )?;
+            let p = at(&written, v)?;
             let finished = p.finished;
             d.turned_down.push(p);
             if finished {
