@@ -8,10 +8,10 @@
 //! alone from the model as written, step by step until a probe finishes (then pairs of knobs
 //! one step down, if none did), which gives the nearest smaller models and their exact counts
 //! (or, where every property is violated, the count at which the check stops, as `check`
-//! would). Every probe is capped, and a cut probe is reported as "more than". Nothing is extrapolated: the knobs interact (a latency range
-//! matters only while the fault that slows the link is in force), and a product of factors
-//! measured apart was off by up to 38x on the library, mostly low, which is the wrong side for
-//! a bound.
+//! would). Every probe is capped, and a cut probe is reported as "more than". Nothing is
+//! extrapolated: the knobs interact (a latency range matters only while the fault that slows
+//! the link is in force), and a product of factors measured apart was off by up to 38x on the
+//! library, mostly low, which is the wrong side for a bound.
 
 use super::{run, Found, Job, RunOptions};
 use crate::config::setting::window_text;
@@ -38,10 +38,6 @@ enum ScopeKnob {
     FaultDurations,
 }
 
-fn collapse(r: &mut LatencyTicks) {
-    r.hi = r.lo;
-}
-
 impl ScopeKnob {
     /// The knobs this model has that can turn down, with (floor, as written).
     fn of(s: &Scenario) -> Vec<(ScopeKnob, u32, u32)> {
@@ -55,19 +51,56 @@ impl ScopeKnob {
                 knobs.push((ScopeKnob::ClientOps(i), 1, c.ops.len() as u32));
             }
         }
-        let wide = |r: &LatencyTicks| r.hi > r.lo;
-        if s.latency.iter().flatten().any(wide) || s.faults.degrade.iter().any(|d| wide(&d.latency)) {
-            knobs.push((ScopeKnob::LatencyRanges, 0, 1));
-        }
-        if s.clients.iter().any(|c| wide(&c.think_ticks)) {
-            knobs.push((ScopeKnob::ThinkTimes, 0, 1));
-        }
-        let faults = &s.faults;
-        let durations = faults.crash_duration.iter().chain(&faults.partition_duration).flatten();
-        if durations.chain(faults.degrade.iter().filter_map(|d| d.duration.as_ref())).any(wide) {
-            knobs.push((ScopeKnob::FaultDurations, 0, 1));
+        for k in [ScopeKnob::LatencyRanges, ScopeKnob::ThinkTimes, ScopeKnob::FaultDurations] {
+            if k.ranges_of(&mut s.clone()).iter().any(|(_, r)| r.hi > r.lo) {
+                knobs.push((k, 0, 1));
+            }
         }
         knobs
+    }
+
+    /// A range knob's ranges in `s`, each with what it is (`degraded a<->c`); none for the
+    /// counted knobs. The one list of what each range knob collapses.
+    fn ranges_of(self, s: &mut Scenario) -> Vec<(String, &mut LatencyTicks)> {
+        let Scenario { zones, nodes, latency, clients, faults, .. } = s;
+        let zone = |z: usize| zones[z].as_str();
+        let mut out: Vec<(String, &mut LatencyTicks)> = Vec::new();
+        match self {
+            ScopeKnob::LatencyRanges => {
+                for (a, row) in latency.iter_mut().enumerate() {
+                    for (b, r) in row.iter_mut().enumerate() {
+                        let (lo, hi) = (a.min(b), a.max(b));
+                        out.push((format!("latency {}<->{}", zone(lo), zone(hi)), r));
+                    }
+                }
+                for d in faults.degrade.iter_mut() {
+                    let what = format!("degraded {}<->{}", zone(d.zones.0.into()), zone(d.zones.1.into()));
+                    out.push((what, &mut d.latency));
+                }
+            }
+            ScopeKnob::ThinkTimes => {
+                out.extend(
+                    clients.iter_mut().map(|c| (format!("{} think time", c.name), &mut c.think_ticks)),
+                );
+            }
+            ScopeKnob::FaultDurations => {
+                for (n, d) in faults.crash.iter().zip(faults.crash_duration.iter_mut()) {
+                    out.extend(
+                        d.as_mut().map(|d| (format!("crash {} lasts", nodes[usize::from(*n)].name), d)),
+                    );
+                }
+                for (z, d) in faults.partition.iter().zip(faults.partition_duration.iter_mut()) {
+                    out.extend(d.as_mut().map(|d| (format!("cut of {} lasts", zone((*z).into())), d)));
+                }
+                for d in faults.degrade.iter_mut() {
+                    let what =
+                        format!("degraded {}<->{} lasts", zone(d.zones.0.into()), zone(d.zones.1.into()));
+                    out.extend(d.duration.as_mut().map(|r| (what, r)));
+                }
+            }
+            ScopeKnob::Budget | ScopeKnob::ClientOps(_) => {}
+        }
+        out
     }
 
     fn name(self, s: &Scenario) -> String {
@@ -80,48 +113,16 @@ impl ScopeKnob {
         }
     }
 
-    /// For a range knob, each range it collapses, as written and at its shortest.
+    /// For a range knob, each range it collapses, as written and at its shortest (a symmetric
+    /// zone pair once).
     fn ranges(self, s: &Scenario) -> Vec<String> {
         let ms = |t: crate::policy::Ticks| crate::config::duration::format_ms(u64::from(t) * s.tick_ms);
-        let range = |what: String, r: &LatencyTicks| {
-            (r.hi > r.lo).then(|| format!("{what} {} -> {}", window_text(*r, s.tick_ms), ms(r.lo)))
-        };
-        let zone = |z: u8| s.zones[usize::from(z)].clone();
-        let mut out = Vec::new();
-        match self {
-            ScopeKnob::LatencyRanges => {
-                for (a, row) in s.latency.iter().enumerate() {
-                    for (b, r) in row.iter().enumerate().skip(a) {
-                        out.extend(range(format!("latency {}<->{}", zone(a as u8), zone(b as u8)), r));
-                    }
-                }
-                for d in &s.faults.degrade {
-                    out.extend(range(
-                        format!("degraded {}<->{}", zone(d.zones.0), zone(d.zones.1)),
-                        &d.latency,
-                    ));
-                }
+        let mut out: Vec<String> = Vec::new();
+        for (what, r) in self.ranges_of(&mut s.clone()) {
+            let text = format!("{what} {} -> {}", window_text(*r, s.tick_ms), ms(r.lo));
+            if r.hi > r.lo && !out.contains(&text) {
+                out.push(text);
             }
-            ScopeKnob::ThinkTimes => {
-                for c in &s.clients {
-                    out.extend(range(format!("{} think time", c.name), &c.think_ticks));
-                }
-            }
-            ScopeKnob::FaultDurations => {
-                let f = &s.faults;
-                for (n, d) in f.crash.iter().zip(&f.crash_duration) {
-                    let name = &s.nodes[usize::from(*n)].name;
-                    out.extend(d.as_ref().and_then(|d| range(format!("crash {name} lasts"), d)));
-                }
-                for (z, d) in f.partition.iter().zip(&f.partition_duration) {
-                    out.extend(d.as_ref().and_then(|d| range(format!("cut of {} lasts", zone(*z)), d)));
-                }
-                for d in &f.degrade {
-                    let what = format!("degraded {}<->{} lasts", zone(d.zones.0), zone(d.zones.1));
-                    out.extend(d.duration.as_ref().and_then(|r| range(what, r)));
-                }
-            }
-            ScopeKnob::Budget | ScopeKnob::ClientOps(_) => {}
         }
         out
     }
@@ -136,39 +137,16 @@ impl ScopeKnob {
         }
     }
 
-    /// Set this knob of `s` to `value`, taken from the model as `written`.
+    /// Set this knob of `s` to `value`, taken from the model as `written` (a range knob: 0 each
+    /// range at its low end, 1 as written).
     fn set(self, s: &mut Scenario, written: &Scenario, value: u32) {
         match self {
             ScopeKnob::Budget => s.faults.budget = u8::try_from(value).expect("a budget from the model"),
             ScopeKnob::ClientOps(i) => s.clients[i].ops = written.clients[i].ops[..value as usize].to_vec(),
-            ScopeKnob::LatencyRanges => {
-                s.latency = written.latency.clone();
-                for (d, w) in s.faults.degrade.iter_mut().zip(&written.faults.degrade) {
-                    d.latency = w.latency;
-                }
-                if value == 0 {
-                    s.latency.iter_mut().flatten().for_each(collapse);
-                    s.faults.degrade.iter_mut().for_each(|d| collapse(&mut d.latency));
-                }
-            }
-            ScopeKnob::ThinkTimes => {
-                for (c, w) in s.clients.iter_mut().zip(&written.clients) {
-                    c.think_ticks = w.think_ticks;
-                    if value == 0 {
-                        collapse(&mut c.think_ticks);
-                    }
-                }
-            }
-            ScopeKnob::FaultDurations => {
-                let f = &mut s.faults;
-                f.crash_duration = written.faults.crash_duration.clone();
-                f.partition_duration = written.faults.partition_duration.clone();
-                for (d, w) in f.degrade.iter_mut().zip(&written.faults.degrade) {
-                    d.duration = w.duration;
-                }
-                if value == 0 {
-                    f.crash_duration.iter_mut().chain(&mut f.partition_duration).flatten().for_each(collapse);
-                    f.degrade.iter_mut().filter_map(|d| d.duration.as_mut()).for_each(collapse);
+            _ => {
+                let mut from = written.clone();
+                for ((_, r), (_, w)) in self.ranges_of(s).into_iter().zip(self.ranges_of(&mut from)) {
+                    *r = if value == 0 { LatencyTicks { lo: w.lo, hi: w.lo } } else { *w };
                 }
             }
         }
@@ -239,7 +217,6 @@ pub struct Estimate {
     /// When no single knob turned down finishes: the model as written with each pair of knobs
     /// turned down one step (ranges to their shortest).
     pub pairs: Vec<Probe>,
-    pub memory_max_bytes: Option<u64>,
     /// Turned-down scopes that finished within the probe cap (measured, so known to fit),
     /// nearest to the model as written (the most states) first.
     pub changes_that_finish: Vec<Probe>,
@@ -291,6 +268,23 @@ fn probe(
     })
 }
 
+/// Probe `from` with each (knob, value, value as written) of `set` applied, named by them.
+fn probe_with(
+    job: &Job,
+    from: &Scenario,
+    written: &Scenario,
+    set: &[(ScopeKnob, u32, u32)],
+    opts: &RunOptions,
+) -> Result<Probe, ConfigError> {
+    let mut s = from.clone();
+    for &(k, v, _) in set {
+        k.set(&mut s, written, v);
+    }
+    let scope = set.iter().map(|&(k, v, full)| k.setting(written, v, full)).collect::<Vec<_>>().join(" and ");
+    let settings = set.iter().map(|&(k, v, _)| Setting { knob: k.name(written), value: v }).collect();
+    probe(job, s, scope, settings, opts)
+}
+
 /// Measure `job`'s scopes, each capped at `opts.max_states` (default
 /// [`PROBE_STATES_DEFAULT`]); with `opts.progress`, each on a progress line.
 pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
@@ -310,7 +304,6 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         base: None,
         drivers: Vec::new(),
         pairs: Vec::new(),
-        memory_max_bytes: opts.memory_max_bytes,
         changes_that_finish: Vec::new(),
         heartbeat_every_ticks,
     };
@@ -334,13 +327,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
             factor_alone: None,
             turned_down: Vec::new(),
         };
-        // The knob at `v`, everything else as in `from`.
-        let at = |from: &Scenario, v: u32| {
-            let mut s = from.clone();
-            k.set(&mut s, &written, v);
-            let settings = vec![Setting { knob: k.name(&written), value: v }];
-            probe(job, s, k.setting(&written, v, full), settings, &opts)
-        };
+        let at = |from: &Scenario, v: u32| probe_with(job, from, &written, &[(k, v, full)], &opts);
         for v in floor + 1..=full {
             let p = at(&base_scope, v)?;
             let cut = !p.complete;
@@ -365,19 +352,8 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
     if !single_finished {
         for (i, &(k, _, k_full)) in knobs.iter().enumerate() {
             for &(l, _, l_full) in &knobs[i + 1..] {
-                let mut s = written.clone();
-                k.set(&mut s, &written, k_full - 1);
-                l.set(&mut s, &written, l_full - 1);
-                let scope = format!(
-                    "{} and {}",
-                    k.setting(&written, k_full - 1, k_full),
-                    l.setting(&written, l_full - 1, l_full)
-                );
-                let settings = vec![
-                    Setting { knob: k.name(&written), value: k_full - 1 },
-                    Setting { knob: l.name(&written), value: l_full - 1 },
-                ];
-                out.pairs.push(probe(job, s, scope, settings, &opts)?);
+                let both = [(k, k_full - 1, k_full), (l, l_full - 1, l_full)];
+                out.pairs.push(probe_with(job, &written, &written, &both, &opts)?);
             }
         }
     }
