@@ -29,7 +29,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+// tokio's: the simulated store (`store sim`) runs on its paused clock; elsewhere the same as std's.
+use tokio::time::Instant;
 
 /// One call of a policy function: its inputs and its output. One variant per function the
 /// store calls outside the protocol's machine (today only the client's retry).
@@ -181,7 +182,8 @@ impl DecisionLog {
 
     /// The same log, its milliseconds counted from `epoch` (a moment before now) instead of
     /// its creation.
-    pub fn counting_from(self, epoch: Instant) -> DecisionLog {
+    pub fn counting_from(self, epoch: impl Into<Instant>) -> DecisionLog {
+        let epoch = epoch.into();
         assert!(epoch <= Instant::now(), "a log counts from a moment already past");
         DecisionLog { started: epoch, ..self }
     }

@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+// tokio's: the simulated store (`store sim`) runs on its paused clock; elsewhere the same as std's.
+use tokio::time::Instant;
 
 /// A fault as the model's menu names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,7 +101,8 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     /// A trace at `path` whose milliseconds count from `epoch`.
-    pub fn create(path: &Path, ms_per_tick: u64, epoch: Instant) -> Result<TraceWriter, String> {
+    pub fn create(path: &Path, ms_per_tick: u64, epoch: impl Into<Instant>) -> Result<TraceWriter, String> {
+        let epoch = epoch.into();
         let file =
             std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let writer = TraceWriter {

@@ -8,6 +8,7 @@ use crate::protocol;
 use crate::protocol::Outbox;
 use crate::store::clock::{Clock, Clocked};
 use crate::store::coordinator::machine::StoreData;
+use rand::Rng;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -58,7 +59,13 @@ impl Clocked for OnClock<'_> {
         let mut ready: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
         self.0.step(|m, _, _| m.ready(&mut ready));
         for (timer, left) in ready {
-            if rand::random_ratio(1, u32::from(left) + 1) {
+            let fires = self
+                .0
+                .windows_rng
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .random_ratio(1, u32::from(left) + 1);
+            if fires {
                 self.0.step(|m, cfg, io| {
                     let mut still: Vec<(Timer<u64>, protocol::coordinator::TimerTicks)> = Vec::new();
                     m.ready(&mut still);
@@ -97,7 +104,9 @@ impl Shell {
                 shell.counters.clock_wakes.fetch_add(1, Ordering::Relaxed);
                 let at = {
                     let mut clock = shell.clock.lock().unwrap_or_else(|p| p.into_inner());
-                    let clock = clock.get_or_insert_with(Clock::new);
+                    let fast = shell.fault == Some(super::ShellFault::FastClock);
+                    let clock =
+                        clock.get_or_insert_with(|| if fast { Clock::running_fast(2) } else { Clock::new() });
                     shell.catch_up_on(clock);
                     // Kept under the machine's lock, so a step that sets a sooner timer sees it.
                     let mut inner = shell.lock();
@@ -106,7 +115,9 @@ impl Shell {
                     clock.at(inner.clock_wake_tick)
                 };
                 drop(shell);
+                // Biased: polled in order, so a simulated run (`store sim`) is the same every time.
                 tokio::select! {
+                    biased;
                     _ = tokio::time::sleep_until(at) => {}
                     _ = wake.notified() => {}
                 }

@@ -85,8 +85,51 @@ pub struct LinkStats {
     pub max_silence_ms: u64,
 }
 
-/// Measured by the reader tasks, read by `stats`.
-struct Measured {
+/// Where a shell's requests to one node go: its TCP link (the store), or a simulated link
+/// (`store sim`, which runs the same shell on a simulated network and clock).
+pub trait NodeChannel: Send + Sync {
+    /// Send `request`; `done` is called with the reply if it comes by `deadline`, and dropped
+    /// uncalled if it does not (a lost message: late, or the node unreachable).
+    fn post(self: Arc<Self>, request: NodeRequest, deadline: Instant, done: OnReply);
+    fn stats(&self) -> LinkStats;
+    /// Where the node is, as INFO shows it.
+    fn place(&self) -> String;
+}
+
+impl NodeChannel for NodeLink {
+    fn post(self: Arc<Self>, request: NodeRequest, deadline: Instant, done: OnReply) {
+        NodeLink::submit(&self, request, deadline, done);
+    }
+
+    fn stats(&self) -> LinkStats {
+        NodeLink::stats(self)
+    }
+
+    fn place(&self) -> String {
+        self.addr().to_string()
+    }
+}
+
+/// Send `request` on `channel` and wait for its reply until `deadline`: a refusal is the
+/// node's error, no reply by then is `Deadline`.
+pub async fn request_on(
+    channel: &Arc<dyn NodeChannel>,
+    request: NodeRequest,
+    deadline: Instant,
+) -> Result<NodeReply, LinkError> {
+    let (tx, reply) = oneshot::channel();
+    Arc::clone(channel).post(request, deadline, Box::new(move |reply| drop(tx.send(reply))));
+    match tokio::time::timeout_at(deadline, reply).await {
+        Ok(Ok(NodeReply::Failed { message })) => Err(LinkError::Node(message)),
+        Ok(Ok(reply)) => Ok(reply),
+        Ok(Err(_)) if Instant::now() < deadline => Err(LinkError::Unreachable("no reply will come".into())),
+        Ok(Err(_)) | Err(_) => Err(LinkError::Deadline),
+    }
+}
+
+/// What a link measured of its node's frames (the TCP link's reader tasks, a simulated
+/// link's deliveries), read by `stats`.
+pub(crate) struct Measured {
     created: Instant,
     last_frame: Option<Instant>,
     replies: u64,
@@ -96,7 +139,29 @@ struct Measured {
 }
 
 impl Measured {
-    fn heard(&mut self, now: Instant, round_trip: Option<(Instant, bool)>) {
+    pub(crate) fn new(created: Instant) -> Measured {
+        Measured {
+            created,
+            last_frame: None,
+            replies: 0,
+            late_replies: 0,
+            max_round_trip_ms: 0,
+            max_gap_ms: 0,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> LinkStats {
+        let since = self.last_frame.unwrap_or(self.created);
+        LinkStats {
+            replies: self.replies,
+            late_replies: self.late_replies,
+            max_round_trip_ms: self.max_round_trip_ms,
+            max_silence_ms: self.max_gap_ms.max(ms(since.elapsed())),
+        }
+    }
+
+    /// A frame from the node at `now`: the reply to a request sent at `.0`, late if `.1`.
+    pub(crate) fn heard(&mut self, now: Instant, round_trip: Option<(Instant, bool)>) {
         let since = self.last_frame.unwrap_or(self.created);
         self.max_gap_ms = self.max_gap_ms.max(ms(now.duration_since(since)));
         self.last_frame = Some(now);
@@ -163,14 +228,7 @@ pub struct NodeLink {
 impl NodeLink {
     /// A link to node `node_id` of cluster `cluster_id` at `addr`.
     pub fn new(addr: SocketAddr, cluster_id: u64, node_id: u8) -> NodeLink {
-        let measured = Measured {
-            created: Instant::now(),
-            last_frame: None,
-            replies: 0,
-            late_replies: 0,
-            max_round_trip_ms: 0,
-            max_gap_ms: 0,
-        };
+        let measured = Measured::new(Instant::now());
         NodeLink {
             addr: Mutex::new(addr),
             cluster_id,
@@ -193,14 +251,7 @@ impl NodeLink {
     }
 
     pub fn stats(&self) -> LinkStats {
-        let m = self.shared.measured.lock().expect("measured lock");
-        let since = m.last_frame.unwrap_or(m.created);
-        LinkStats {
-            replies: m.replies,
-            late_replies: m.late_replies,
-            max_round_trip_ms: m.max_round_trip_ms,
-            max_silence_ms: m.max_gap_ms.max(ms(since.elapsed())),
-        }
+        self.shared.measured.lock().expect("measured lock").stats()
     }
 
     /// Send `request` and wait for its reply until `deadline`. A reply after the deadline is

@@ -88,23 +88,81 @@ struct Restart {
     fleet: Arc<fleet::FleetMeter>,
 }
 
+/// The shell's view of the store's TCP links.
+fn channels(links: Vec<Arc<NodeLink>>) -> Vec<Arc<dyn link::NodeChannel>> {
+    links.into_iter().map(|l| l as Arc<dyn link::NodeChannel>).collect()
+}
+
+/// Coordinator `peering.me`'s shell over `links` (one per node): the scenario checked, the
+/// highest version any node stores learned, the machine recovered from `state` (or fresh) and
+/// its clock started. The TCP coordinator and the simulated store (`store sim`) start here.
+#[allow(clippy::too_many_arguments)]
+pub async fn start_shell(
+    policy: &Policy,
+    links: Vec<Arc<dyn link::NodeChannel>>,
+    node_zones: &[u8],
+    log: DecisionLog,
+    load: &LoadFacts,
+    layout: Layout,
+    membership: &CoordinatorSpec,
+    state: Option<(StateFile, Option<SavedState>)>,
+    trace: Option<TraceWriter>,
+    peering: &Peering,
+) -> Result<Arc<Shell>, String> {
+    let node_count = links.len();
+    load.check(node_count)?;
+    layout.check(node_count, policy.replication_factor)?;
+    let rf = usize::from(policy.replication_factor);
+    if rf > node_count {
+        return Err(format!("replication_factor {rf} exceeds the {node_count} nodes"));
+    }
+    if node_zones.len() != node_count {
+        return Err(format!("{} node zones for {node_count} nodes: one zone per node", node_zones.len()));
+    }
+    if let Some((file, Some(saved))) = &state {
+        saved.check(&layout, node_count, file.path())?;
+    }
+    let max_version = max_stored_version(&links, matches!(&state, Some((_, Some(_))))).await?;
+    let cfg = machine::resolved(policy, node_zones, &layout, load, membership, &peering.zones)?;
+    let (state_file, saved) = match state {
+        // Only the leader keeps the state file: the others learn every change from it.
+        Some((file, saved)) => ((peering.me == 0).then_some(file), saved),
+        None => (None, None),
+    };
+    let shell = Shell::new(
+        cfg,
+        peering.me,
+        peering,
+        layout,
+        links,
+        state_file,
+        saved,
+        max_version,
+        log,
+        trace,
+        None,
+    )?;
+    shell.start_clock();
+    Ok(shell)
+}
+
 /// The highest version any node stores, asked by heartbeat. With a saved version floor every
 /// version used before is below it: a node that is down (the coordinator restarts after a
 /// crash) need not be waited for.
-async fn max_stored_version(links: &[Arc<NodeLink>], floor_saved: bool) -> Result<u64, String> {
+async fn max_stored_version(links: &[Arc<dyn link::NodeChannel>], floor_saved: bool) -> Result<u64, String> {
     let wait_ms = if floor_saved { RESTART_PROBE_MS } else { STARTUP_TIMEOUT_MS };
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     let mut max_version = 0;
     for (node, link) in links.iter().enumerate() {
         // A node may still be starting: retry until the deadline.
         let reply = loop {
-            match link.request(NodeRequest::Heartbeat, deadline).await {
+            match link::request_on(link, NodeRequest::Heartbeat, deadline).await {
                 Ok(reply) => break Some(reply),
                 Err(LinkError::Deadline) if floor_saved => break None,
                 Err(LinkError::Deadline) => {
                     return Err(format!(
                         "node {node} at {} did not answer within {STARTUP_TIMEOUT_MS} ms",
-                        link.addr()
+                        link.place()
                     ))
                 }
                 Err(_) if floor_saved && Instant::now() >= deadline => break None,
@@ -196,34 +254,9 @@ impl Coordinator {
         peering: Peering,
     ) -> Result<Arc<Coordinator>, String> {
         limits.check()?;
-        let node_addrs = &nodes.addrs;
-        load.check(node_addrs.len())?;
-        layout.check(node_addrs.len(), policy.replication_factor)?;
-        let rf = usize::from(policy.replication_factor);
-        if rf > node_addrs.len() {
-            return Err(format!("replication_factor {rf} exceeds the {} nodes", node_addrs.len()));
-        }
-        if node_zones.len() != node_addrs.len() {
-            return Err(format!(
-                "{} node zones for {} nodes: one zone per node",
-                node_zones.len(),
-                node_addrs.len()
-            ));
-        }
-        if let Some((file, Some(saved))) = &state {
-            saved.check(&layout, node_addrs.len(), file.path())?;
-        }
-        let links = nodes.links();
-        let max_version = max_stored_version(&links, matches!(&state, Some((_, Some(_))))).await?;
-        let cfg = machine::resolved(&policy, node_zones, &layout, &load, &membership, &peering.zones)?;
-        let (state_file, saved) = match state {
-            // Only the leader keeps the state file: the others learn every change from it.
-            Some((file, saved)) => ((peering.me == 0).then_some(file), saved),
-            None => (None, None),
-        };
-        let me = peering.me;
-        let restart = match (&state_file, peering.addrs.len() <= 1) {
-            (Some(file), true) => Some(Restart {
+        // Only the leader keeps the state file, and only a coordinator alone restarts itself.
+        let restart = match &state {
+            Some((file, _)) if peering.me == 0 && peering.addrs.len() <= 1 => Some(Restart {
                 nodes: nodes.clone(),
                 state_file: file.clone(),
                 log: log.clone(),
@@ -233,9 +266,10 @@ impl Coordinator {
             }),
             _ => None,
         };
+        let (policy, links) = (&policy, channels(nodes.links()));
         let shell =
-            Shell::new(cfg, me, &peering, layout, links, state_file, saved, max_version, log, trace, None)?;
-        shell.start_clock();
+            start_shell(policy, links, node_zones, log, &load, layout, &membership, state, trace, &peering)
+                .await?;
         let stopped = tokio::sync::watch::Sender::new(false);
         if let Some(listener) = peering.listener {
             listener.set_nonblocking(true).map_err(|e| format!("peer listener: {e}"))?;
@@ -262,6 +296,20 @@ impl Coordinator {
         Ok(coordinator)
     }
 
+    /// A coordinator around a shell already running, with no server of its own: the
+    /// simulated store's (`store sim`), whose clients call `read` and `write` as the RESP
+    /// server does. Nothing restarts it after a stall.
+    pub fn around(shell: Arc<Shell>) -> Arc<Coordinator> {
+        Arc::new(Coordinator {
+            shell: std::sync::RwLock::new(shell),
+            restart: None,
+            stall_restarts: AtomicU64::new(0),
+            limits: ClientLimits::default(),
+            clients: ClientStats::default(),
+            stopped: tokio::sync::watch::Sender::new(false),
+        })
+    }
+
     /// The shell running now.
     fn shell(&self) -> Arc<Shell> {
         Arc::clone(&self.shell.read().unwrap_or_else(|p| p.into_inner()))
@@ -272,7 +320,7 @@ impl Coordinator {
         let r = self.restart.as_ref().expect("only a coordinator alone restarts itself");
         let old = self.shell();
         let saved = r.state_file.load().map_err(|e| e.to_string())?;
-        let links = r.nodes.links();
+        let links = channels(r.nodes.links());
         let max_version = max_stored_version(&links, saved.is_some()).await?;
         let peering = Peering { fleet: Arc::clone(&r.fleet), ..Peering::alone(r.zone) };
         let cfg = (*old.cfg()).clone();
@@ -421,7 +469,7 @@ impl Coordinator {
             let _ = write!(
                 out,
                 "node{n}:addr={},role={role},health={},last_heard_ms_ago={},max_silence_ms={},max_round_trip_ms={},late_replies={},zone={}\r\n",
-                sh.links[n].addr(),
+                sh.links[n].place(),
                 config_name(h),
                 last_heard[n].elapsed().as_millis(),
                 link.max_silence_ms,

@@ -25,7 +25,7 @@
 use super::failure::failure_text;
 use super::info::{config_name, Counters, Observed};
 use super::layout::Layout;
-use super::link::NodeLink;
+use super::link::{request_on, NodeChannel};
 use super::machine::StoreData;
 use super::peer::{PeerLinks, PeerMsg};
 use super::state::{SavedMember, SavedShard, SavedState, StateFile};
@@ -38,7 +38,9 @@ use crate::protocol::{self, Endpoint, Event, Failure, Msg, Outbox, PerNode};
 use crate::store::decision::DecisionLog;
 use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
 use crate::store::trace::{TraceLine, TraceWriter};
-use std::collections::HashMap;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -75,7 +77,7 @@ struct Inner {
     /// the lock, so every step runs one policy from start to end.
     cfg: Arc<Resolved>,
     machine: Machine,
-    waiting: HashMap<u64, Waiting>,
+    waiting: BTreeMap<u64, Waiting>,
     /// Each token's first value and first replicated version.
     tokens: Tokens,
     /// What the state file holds (replica sets and version floors), as the machine and as
@@ -87,10 +89,35 @@ struct Inner {
     clock_wake_tick: u64,
 }
 
-/// A deliberate shell bug, for the test that trace validation catches one
-/// (`REPLICHECK_SHELL_FAULT=drop_late_replies`: replies after the ack deadline are dropped, as
-/// the store did before its coordinator was the protocol's).
+/// A deliberate shell bug, for the tests that trace validation and `store sim` catch one
+/// (`REPLICHECK_SHELL_FAULT=NAME`).
 const SHELL_FAULT_ENV: &str = "REPLICHECK_SHELL_FAULT";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShellFault {
+    /// Replies after the ack deadline are dropped, as the store did before its coordinator was
+    /// the protocol's (`drop_late_replies`).
+    DropLateReplies,
+    /// A node's reply is delivered as another node's: the next one's (`wrong_node_replies`).
+    WrongNodeReplies,
+    /// The machine's clock runs twice as fast as time (`fast_clock`).
+    FastClock,
+}
+
+impl ShellFault {
+    /// The fault `REPLICHECK_SHELL_FAULT` names, if any.
+    pub fn from_env() -> Result<Option<ShellFault>, String> {
+        let Ok(name) = std::env::var(SHELL_FAULT_ENV) else { return Ok(None) };
+        match name.as_str() {
+            "drop_late_replies" => Ok(Some(ShellFault::DropLateReplies)),
+            "wrong_node_replies" => Ok(Some(ShellFault::WrongNodeReplies)),
+            "fast_clock" => Ok(Some(ShellFault::FastClock)),
+            other => Err(format!(
+                "{SHELL_FAULT_ENV}={other}: not a shell fault (drop_late_replies, wrong_node_replies, fast_clock)"
+            )),
+        }
+    }
+}
 
 pub struct Shell {
     /// Which coordinator this is (0 leads membership).
@@ -100,7 +127,7 @@ pub struct Shell {
     peers: Option<PeerLinks>,
     /// `write_shard_suffixes`, which no reload changes: keys are routed without the lock.
     suffixes: u8,
-    pub links: Vec<Arc<NodeLink>>,
+    pub links: Vec<Arc<dyn NodeChannel>>,
     state_file: Option<StateFile>,
     inner: Mutex<Inner>,
     next_op: AtomicU64,
@@ -114,7 +141,9 @@ pub struct Shell {
     clock_wake: Arc<tokio::sync::Notify>,
     log: DecisionLog,
     trace: Option<TraceWriter>,
-    drop_late_replies: bool,
+    fault: Option<ShellFault>,
+    /// Draws the moment a jittered timer fires within its window (`seed_windows`).
+    windows_rng: Mutex<StdRng>,
     pub fleet: Arc<super::fleet::FleetMeter>,
 }
 
@@ -130,7 +159,7 @@ impl Shell {
         me: u8,
         peering: &super::peer::Peering,
         layout: Layout,
-        links: Vec<Arc<NodeLink>>,
+        links: Vec<Arc<dyn NodeChannel>>,
         state_file: Option<StateFile>,
         saved: Option<SavedState>,
         max_stored_version: u64,
@@ -188,7 +217,7 @@ impl Shell {
                 stalled: None,
                 cfg: Arc::new(cfg),
                 machine,
-                waiting: HashMap::new(),
+                waiting: BTreeMap::new(),
                 tokens: Tokens::default(),
                 saved: None,
                 last_saved: saved.clone(),
@@ -202,7 +231,8 @@ impl Shell {
             clock_wake: Arc::new(tokio::sync::Notify::new()),
             log,
             trace,
-            drop_late_replies: std::env::var(SHELL_FAULT_ENV).is_ok_and(|v| v == "drop_late_replies"),
+            fault: ShellFault::from_env()?,
+            windows_rng: Mutex::new(StdRng::from_os_rng()),
             fleet: Arc::clone(&peering.fleet),
         });
         if fresh_counters && shell.observed(|o| o.first_breach.is_some()) {
@@ -222,6 +252,11 @@ impl Shell {
         let mut inner = self.lock();
         inner.crashed = true;
         inner.waiting.clear();
+    }
+
+    /// Draw timer moments from `seed` from now on (a simulated run is the same every time).
+    pub fn seed_windows(&self, seed: u64) {
+        *self.windows_rng.lock().unwrap_or_else(|p| p.into_inner()) = StdRng::seed_from_u64(seed);
     }
 
     /// Why the machine stopped by itself (its state could not be saved), if it did.
@@ -298,7 +333,7 @@ impl Shell {
                 eprintln!("replicheck store: {why}; nothing it decided since its last save is sent, and it restarts from that save once it can write there again");
                 inner.crashed = true;
                 inner.stalled = Some(why.clone());
-                for (_, mut w) in inner.waiting.drain() {
+                for mut w in std::mem::take(&mut inner.waiting).into_values() {
                     let unknown = if w.kind == OpKind::Write {
                         "; outcome unknown: the write may still have been applied"
                     } else {
@@ -646,7 +681,7 @@ impl Shell {
                 shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), refused, io));
                 return;
             }
-            if shell.drop_late_replies && sent_at.elapsed() > ack_timeout {
+            if shell.fault == Some(ShellFault::DropLateReplies) && sent_at.elapsed() > ack_timeout {
                 return;
             }
             if shell.lock().crashed {
@@ -668,11 +703,15 @@ impl Shell {
                     return;
                 }
             };
-            shell.heard(n, sent_at, ack_timeout);
-            shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(n), answer, io));
+            let from = match shell.fault {
+                Some(ShellFault::WrongNodeReplies) => ((usize::from(n) + 1) % shell.links.len()) as NodeId,
+                _ => n,
+            };
+            shell.heard(from, sent_at, ack_timeout);
+            shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(from), answer, io));
         };
         // Lost (no reply by the deadline, or the connection broke): `on_reply` is dropped.
-        self.links[usize::from(n)].submit(request, deadline, Box::new(on_reply));
+        Arc::clone(&self.links[usize::from(n)]).post(request, deadline, Box::new(on_reply));
     }
 
     /// A reply to a request sent at `sent_at` under a policy with `ack_timeout`.
@@ -709,7 +748,7 @@ impl Shell {
         loop {
             let deadline = Instant::now() + reply_wait(self.ack_timeout());
             let scan = NodeRequest::Scan { after: after.clone(), limit: SCAN_ENTRIES_MAX };
-            let entries = match self.links[usize::from(source)].request(scan, deadline).await {
+            let entries = match request_on(&self.links[usize::from(source)], scan, deadline).await {
                 Ok(NodeReply::Entries { entries }) => entries,
                 Ok(other) => return Err(format!("unexpected scan reply {other:?}")),
                 Err(e) => return Err(format!("scan: {e}")),
@@ -725,7 +764,7 @@ impl Shell {
                 }
                 let link = Arc::clone(&self.links[usize::from(target)]);
                 copies.spawn(async move {
-                    link.request(NodeRequest::Replicate { key, version, value }, deadline).await
+                    request_on(&link, NodeRequest::Replicate { key, version, value }, deadline).await
                 });
             }
             while let Some(copied) = copies.join_next().await {

@@ -170,7 +170,7 @@ fn refusal(me: u8, stamped: Option<u64>, expected: u8, cluster_id: u64) -> Optio
 }
 
 /// Answer a request that writes nothing.
-fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> NodeReply {
+pub(crate) fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> NodeReply {
     let result = match request {
         NodeRequest::Replicate { .. } => Err("a write goes to a committer".to_string()),
         NodeRequest::Read { key } => {

@@ -111,6 +111,30 @@ pub fn unique_value(client: u64, seq: u32) -> u64 {
     ((client + 1) << 32) | u64::from(seq)
 }
 
+/// Client `client`'s own random source in a load seeded with `seed`.
+pub fn client_rng(seed: u64, client: u64) -> StdRng {
+    StdRng::seed_from_u64(seed ^ client.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// A client's next operation on one of `keys`: with `write_permille` a write of its next
+/// unique value (`writes` counts its writes), else a read.
+pub fn next_operation(
+    rng: &mut StdRng,
+    keys: &[String],
+    write_permille: u16,
+    client: u64,
+    writes: &mut u32,
+) -> (String, Input) {
+    let key = keys[rng.random_range(0..keys.len())].clone();
+    let input = if rng.random_range(0..1000u16) < write_permille {
+        *writes += 1;
+        Input::Write(unique_value(client, *writes))
+    } else {
+        Input::Read
+    };
+    (key, input)
+}
+
 /// What one kind of client does: its keys and its share of writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientRole {
@@ -254,7 +278,7 @@ struct ClientLoop<'a> {
 
 impl<'a> ClientLoop<'a> {
     fn new(config: &'a LoadConfig, client: u64, log: DecisionLog, epoch: Instant) -> ClientLoop<'a> {
-        let rng = StdRng::seed_from_u64(config.seed ^ client.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let rng = client_rng(config.seed, client);
         ClientLoop {
             config,
             client,
@@ -287,13 +311,8 @@ impl<'a> ClientLoop<'a> {
         self.addr = role.addr.unwrap_or(self.config.addr);
         let (keys, write_permille) = (&role.keys, role.write_permille);
         while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-            let key = keys[self.rng.random_range(0..keys.len())].clone();
-            let input = if self.rng.random_range(0..1000u16) < write_permille {
-                self.writes += 1;
-                Input::Write(unique_value(self.client, self.writes))
-            } else {
-                Input::Read
-            };
+            let (key, input) =
+                next_operation(&mut self.rng, keys, write_permille, self.client, &mut self.writes);
             let op = self.operation(key, input, deadline, stop);
             let cut_off = op.cut_off;
             self.report.history.push(op);

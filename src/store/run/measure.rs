@@ -15,7 +15,7 @@ pub struct StoreEviction {
 }
 
 /// Everything measured from the history, the final reads and the decision log.
-pub(super) fn measure(
+pub(crate) fn measure(
     load: &LoadReport,
     finals: &[Op],
     log_text: &str,
@@ -210,7 +210,7 @@ pub(super) fn info_counters(info: &str) -> BTreeMap<String, u64> {
 }
 
 /// What the coordinator's INFO says at the end: its counters, links and first capacity breach.
-pub(super) fn read_info(
+pub(crate) fn read_info(
     outcome: &mut RunOutcome,
     info: &str,
     followers: &[String],
@@ -255,7 +255,7 @@ pub(super) fn read_leader_info(outcome: &mut RunOutcome, info: &str) {
 /// operation caught by the faults needs after the heal to be retried once more; a healed
 /// phase shorter than that cannot tell a retry that would have succeeded from one that never
 /// does, and `ops_complete` is then not judged if any such operation is still outstanding.
-pub(super) fn judge_phases(
+pub(crate) fn judge_phases(
     outcome: &mut RunOutcome,
     load: &client::LoadReport,
     heal_at_ms: u64,

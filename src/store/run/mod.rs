@@ -88,16 +88,19 @@ mod start;
 
 pub use measure::StoreEviction;
 use measure::*;
+pub(crate) use measure::{judge_phases, measure, read_info};
 use report::*;
 use rig::*;
+pub(crate) use rig::{menu, Fault, Step, Workload};
 use rollout::RolloutRun;
 use start::*;
+pub(crate) use start::{load_facts, membership_in_ms, ScratchDir};
 
 /// Phases, in thousandths of the run's duration.
-const CALM_PERMILLE: u64 = 150;
+pub(crate) const CALM_PERMILLE: u64 = 150;
 /// Faults start one after another, this far apart.
 const FAULT_STAGGER_PERMILLE: u64 = 50;
-const HEAL_PERMILLE: u64 = 650;
+pub(crate) const HEAL_PERMILLE: u64 = 650;
 /// A run lasts at most this long, so a typo cannot keep a test machine busy for hours.
 pub const DURATION_MS_MAX: u64 = 600_000;
 /// How often a run's waits look for an interrupt (SIGINT, SIGTERM).
@@ -329,8 +332,12 @@ pub fn policy_in_ms(policy: &Policy, ms_per_tick: u64) -> Policy {
 }
 
 /// The policy `store run` uses, with where it came from.
-fn choose_policy(scenario: &Scenario, req: &RunRequest) -> Result<(String, SourcedPolicy), String> {
-    match (&req.policy, &req.variant) {
+pub(crate) fn choose_policy(
+    scenario: &Scenario,
+    policy: Option<&std::path::Path>,
+    variant: Option<&str>,
+) -> Result<(String, SourcedPolicy), String> {
+    match (policy, variant) {
         (Some(path), _) => {
             let patch = config::load_policy(path).map_err(|e| e.to_string())?;
             let sourced = scenario.base_policy.then(&patch);
@@ -338,10 +345,10 @@ fn choose_policy(scenario: &Scenario, req: &RunRequest) -> Result<(String, Sourc
             Ok((path.display().to_string(), sourced))
         }
         (None, name) => {
-            let name = name.clone().unwrap_or_else(|| scenario.variants[0].name.clone());
+            let name = name.map_or_else(|| scenario.variants[0].name.clone(), str::to_string);
             let variant = scenario.variant(&name).ok_or_else(|| {
                 let known: Vec<&str> = scenario.variants.iter().map(|v| v.name.as_str()).collect();
-                format!("{}: no variant \"{name}\" (variants: {})", req.model.display(), known.join(", "))
+                format!("{}: no variant \"{name}\" (variants: {})", scenario.path.display(), known.join(", "))
             })?;
             Ok((name, variant.policy.clone()))
         }
@@ -356,7 +363,8 @@ pub fn run(
     out: &mut String,
 ) -> Result<(RunOutcome, Vec<(PropertyName, Found)>), StoreError> {
     let scenario = Scenario::load(&req.model)?;
-    let (label, sourced) = choose_policy(&scenario, req).map_err(StoreError::Input)?;
+    let (label, sourced) =
+        choose_policy(&scenario, req.policy.as_deref(), req.variant.as_deref()).map_err(StoreError::Input)?;
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(StoreError::Input)?;
     // The schedule and its timeline before anything starts: a bad `--faults` or a run too
@@ -392,7 +400,8 @@ pub fn run(
     let policy = policy_in_ms(&ticks_policy, ms_per_tick);
     let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)
         .map_err(StoreError::Input)?;
-    let load = Workload::of_model(&scenario, &layout, req, ms_per_tick);
+    let load =
+        Workload::of_model(&scenario, &layout, (req.keys, req.write_permille, req.clients), ms_per_tick);
     if let Some(n) = req.clients.filter(|&n| load.rate_checked && n != load.threads) {
         return Err(StoreError::Input(format!(
             "--clients {n}: {} has a capacity, so each of its {} clients is played by one thread (a client's rate of writes is part of what is checked); leave --clients out",
@@ -631,7 +640,8 @@ fn run_store(
             .map_err(|e| format!("cannot read the trace {}: {e}", trace_path.display()))?;
         outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, trace_slack_ms(ms_per_tick))?);
     }
-    outcome.history_files = write_history_files(&load, &finals, req, !outcome.not_linearizable.is_empty())?;
+    outcome.history_files =
+        write_history_files(&load, &finals, req.history.as_deref(), !outcome.not_linearizable.is_empty())?;
     outcome.events = std::mem::take(&mut rig.events);
     outcome.interrupted = interrupted(req.interrupt);
     outcome.faults_over_at_ms = rig.faults_over_at_ms;
@@ -742,15 +752,15 @@ fn final_reads(
 /// The history as Jepsen EDN where `--history` asks for it, and, when some key is not
 /// linearizable, a picture of it (`history check --html`'s page) beside that file or in the
 /// temporary directory. Returns one report line per file written.
-fn write_history_files(
+pub(crate) fn write_history_files(
     load: &LoadReport,
     finals: &[Op],
-    req: &RunRequest,
+    history: Option<&std::path::Path>,
     not_linearizable: bool,
 ) -> Result<Vec<String>, String> {
     let ops: Vec<_> = load.history.iter().chain(finals).filter_map(|op| op.as_kv_op()).collect();
     let mut lines = Vec::new();
-    if let Some(path) = &req.history {
+    if let Some(path) = history {
         std::fs::write(path, lincheck::generate::to_edn(&ops))
             .map_err(|e| format!("cannot write --history {}: {e}", path.display()))?;
         lines.push(format!(
@@ -761,7 +771,7 @@ fn write_history_files(
     if not_linearizable {
         let options = lincheck::Options { threads: 1, every_key: false };
         let checked = lincheck::report::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
-        let path = match &req.history {
+        let path = match history {
             Some(edn) => edn.with_extension("html"),
             None => std::env::temp_dir().join(format!("replicheck-store-run-{}.html", std::process::id())),
         };

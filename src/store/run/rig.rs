@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 
 /// One fault of the schedule, as applied.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum Fault {
+pub(crate) enum Fault {
     Crash(NodeId),
     /// The coordinator crashes and a new one starts from what it saved.
     CoordinatorCrash,
@@ -26,7 +26,7 @@ pub(super) enum Fault {
 impl Fault {
     /// How `--faults` names it: `crash:n2`, `crash:coordinator`, `partition:b`,
     /// `degrade:a-b`, `drop`.
-    pub(super) fn name(&self, scenario: &Scenario) -> String {
+    pub(crate) fn name(&self, scenario: &Scenario) -> String {
         let zone = |z: u8| scenario.zones[usize::from(z)].clone();
         match self {
             Fault::Crash(node) => format!("crash:{}", scenario.nodes[usize::from(*node)].name),
@@ -49,7 +49,7 @@ impl Fault {
 
     /// How long the fault lasts in this run (ms), drawn from the model's `duration` window
     /// as the checker may choose any moment of it; `None`: until the heal.
-    pub(super) fn drawn_duration_ms(
+    pub(crate) fn drawn_duration_ms(
         &self,
         scenario: &Scenario,
         ms_per_tick: u64,
@@ -62,7 +62,7 @@ impl Fault {
 }
 
 /// What the run does to the cluster at a moment of its timeline.
-pub(super) enum Step {
+pub(crate) enum Step {
     Fault(Fault),
     /// A fault with a duration ends by itself.
     End(Fault),
@@ -73,7 +73,7 @@ pub(super) enum Step {
 
 impl Step {
     /// Which goes first when two steps fall on one moment.
-    pub(super) fn rank(&self) -> u8 {
+    pub(crate) fn rank(&self) -> u8 {
         match self {
             Step::Fault(_) => 0,
             Step::End(_) => 1,
@@ -166,7 +166,7 @@ pub(super) fn schedule(scenario: &Scenario, chosen: &[String]) -> Result<Vec<Fau
 }
 
 /// The model's fault menu by kind: crashes, partitions, degradations, drop.
-fn menu(scenario: &Scenario) -> [Vec<Fault>; 4] {
+pub(crate) fn menu(scenario: &Scenario) -> [Vec<Fault>; 4] {
     let f = &scenario.faults;
     [
         f.crash
@@ -591,29 +591,30 @@ fn leader_route_text(route: &str, scenario: &Scenario) -> String {
 /// Client threads of a model without a capacity, unless `--clients` says otherwise.
 pub const CLIENT_THREADS_DEFAULT: usize = 3;
 
-pub(super) struct Workload {
-    pub(super) threads: usize,
+pub(crate) struct Workload {
+    pub(crate) threads: usize,
     /// The model has a capacity: one thread per model client, whatever `--clients` says.
-    pub(super) rate_checked: bool,
-    pub(super) roles: Vec<ClientRole>,
+    pub(crate) rate_checked: bool,
+    pub(crate) roles: Vec<ClientRole>,
 }
 
 impl Workload {
     /// One role per model client. Clients whose keys land on the same partition through the
     /// same suffix (same shard, same `key_hash`) share keys, as they share a register in the
-    /// model; each group gets `req.keys / groups` keys (at least one). A client with
+    /// model; each group gets `keys / groups` keys (at least one). A client with
     /// `key_hash = "any"` writes keys of any hash.
-    pub(super) fn of_model(
+    /// `asked`: the keys, the share of writes (thousandths) and the client threads asked for.
+    pub(crate) fn of_model(
         scenario: &Scenario,
         layout: &Layout,
-        req: &RunRequest,
+        (keys, write_permille, clients): (usize, u16, Option<usize>),
         ms_per_tick: u64,
     ) -> Workload {
         let mut groups: Vec<(u8, Option<routing::KeyHash>)> =
             scenario.clients.iter().map(|c| (c.shard, c.key_hash)).collect();
         groups.sort_unstable();
         groups.dedup();
-        let keys_per_group = (req.keys / groups.len().max(1)).max(1);
+        let keys_per_group = (keys / groups.len().max(1)).max(1);
         let keys_of = |shard: u8, hash: Option<routing::KeyHash>| -> Vec<String> {
             let name = &layout.shards[usize::from(shard)].name;
             (0u32..)
@@ -630,7 +631,7 @@ impl Workload {
                 ClientRole {
                     keys: keys_of(c.shard, c.key_hash),
                     write_permille: match (reads, writes) {
-                        (true, true) => req.write_permille,
+                        (true, true) => write_permille,
                         (false, _) => 1000,
                         (true, false) => 0,
                     },
@@ -644,11 +645,11 @@ impl Workload {
         let has_capacity = layout.partition_write_capacity_per_window.is_some()
             || layout.table_write_capacity_per_window.is_some()
             || layout.backends_modelled();
-        let threads = if has_capacity { roles.len() } else { req.clients.unwrap_or(CLIENT_THREADS_DEFAULT) };
+        let threads = if has_capacity { roles.len() } else { clients.unwrap_or(CLIENT_THREADS_DEFAULT) };
         Workload { threads, rate_checked: has_capacity, roles }
     }
 
-    pub(super) fn key_count(&self) -> usize {
+    pub(crate) fn key_count(&self) -> usize {
         let mut keys: Vec<&String> = self.roles.iter().flat_map(|r| &r.keys).collect();
         keys.sort_unstable();
         keys.dedup();

@@ -34,19 +34,27 @@ pub(super) fn start_quorum(
         rebuild_nodes: Vec::new(),
         coordinator_zones: scenario.coordinators.iter().map(|c| c.zone).collect(),
         epoch,
-        membership: Some(config::CoordinatorSpec {
-            membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
-            // The model's coordinator work: a model tick's worth every `ms_per_tick` ms.
-            work_round_ticks: u16::try_from(ms_per_tick).map_err(|_| {
-                format!(
-                    "--time-scale {ms_per_tick}: at most {} ms per tick with a coordinator work queue",
-                    u16::MAX
-                )
-            })?,
-            ..scenario.coordinator.clone()
-        }),
+        membership: Some(membership_in_ms(scenario, ms_per_tick)?),
     })
     .map_err(|e| e.to_string())
+}
+
+/// The model's membership queue, its update time in milliseconds as every duration.
+pub(crate) fn membership_in_ms(
+    scenario: &Scenario,
+    ms_per_tick: u64,
+) -> Result<config::CoordinatorSpec, String> {
+    Ok(config::CoordinatorSpec {
+        membership_update_ticks: scenario.coordinator.membership_update_ticks * ms_per_tick as u32,
+        // The model's coordinator work: a model tick's worth every `ms_per_tick` ms.
+        work_round_ticks: u16::try_from(ms_per_tick).map_err(|_| {
+            format!(
+                "--time-scale {ms_per_tick}: at most {} ms per tick with a coordinator work queue",
+                u16::MAX
+            )
+        })?,
+        ..scenario.coordinator.clone()
+    })
 }
 
 /// The leader family's cluster for the model: its shards as partitions with their replica sets,
@@ -110,17 +118,22 @@ pub(super) fn leader_policy_text(p: &Policy) -> String {
 
 /// A directory for one run's node data (and its decision log unless kept elsewhere), removed
 /// when the run ends.
-pub(super) struct ScratchDir {
-    pub(super) path: PathBuf,
+pub(crate) struct ScratchDir {
+    pub(crate) path: PathBuf,
 }
 
 impl ScratchDir {
     pub(super) fn new() -> Result<ScratchDir, String> {
+        ScratchDir::under(&std::env::temp_dir(), "store-run")
+    }
+
+    /// A fresh directory under `base`, named for `what`.
+    pub(crate) fn under(base: &std::path::Path, what: &str) -> Result<ScratchDir, String> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!("replicheck-store-run-{}-{nanos}", std::process::id()));
+        let path = base.join(format!("replicheck-{what}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         Ok(ScratchDir { path })
     }
@@ -134,7 +147,7 @@ impl Drop for ScratchDir {
 
 /// The rebalancer's view of the scenario's nodes (the shards' sizes and heat are in the
 /// layout).
-pub(super) fn load_facts(scenario: &Scenario) -> LoadFacts {
+pub(crate) fn load_facts(scenario: &Scenario) -> LoadFacts {
     LoadFacts {
         node_disk_used_pct: scenario.nodes.iter().map(|n| n.disk_used_pct).collect(),
         node_compaction_debt_pct: scenario.nodes.iter().map(|n| n.compaction_debt_pct).collect(),

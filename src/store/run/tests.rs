@@ -45,7 +45,7 @@ fn history_files_are_edn_and_a_picture_of_the_anomaly() {
         binary: "replicheck".into(),
         interrupt: None,
     };
-    let lines = super::write_history_files(&load, &[], &req, true).unwrap();
+    let lines = super::write_history_files(&load, &[], req.history.as_deref(), true).unwrap();
     assert_eq!(lines.len(), 2, "{lines:?}");
     let text = std::fs::read_to_string(&edn).unwrap();
     let back = crate::lincheck::parse::kv_edn(&text).unwrap();

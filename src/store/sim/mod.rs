@@ -1,0 +1,765 @@
+//! `replicheck store sim MODEL`: the store's own code on a simulated network and clock, one
+//! seed after another, each the same on every run.
+//!
+//! What runs is the store's: the coordinator's shell driving the protocol's machine (its clock
+//! task, its state file, its catch-up copies), each node's real storage (redb and its write
+//! log) and request handler, `store run`'s clients (roles, operations, tokens, retry
+//! decisions) and its measurement (the history checker, the decision log's events, INFO). What
+//! is simulated is what is between them (`net`): every request and reply is a message with a
+//! latency drawn from the scenario's links, lost to a partition, a crashed node or the drop
+//! fault; and time, which is tokio's paused clock on one thread, so a run takes as long as its
+//! computation and every choice comes from the seed.
+//!
+//! Each seed draws its own fault schedule from the model's menu: one to `faults.budget`
+//! faults, each at a moment of the fault phase (between `store run`'s calm and heal points),
+//! each lasting a draw from its `duration` window or until the heal. Then, as in `store run`,
+//! the load stops, the last catch-ups settle, every key is read, and the properties are judged
+//! from the history, the decision log, INFO and the coordinator's trace (validated against the
+//! model's environment).
+//!
+//! A seed fails when it violates a property the variant expects to hold (every property, for a
+//! policy file). A property the variant expects violated and some seed violates is reproduced.
+
+pub mod load;
+pub mod net;
+
+use crate::config::{Found, PropertyName, Scenario, Verdict};
+use crate::policy::leader::Replication;
+use crate::policy::NodeId;
+use crate::store::coordinator::layout::Layout;
+use crate::store::coordinator::link::NodeChannel;
+use crate::store::coordinator::peer::Peering;
+use crate::store::coordinator::state::StateFile;
+use crate::store::coordinator::{start_shell, Coordinator};
+use crate::store::decision::DecisionLog;
+use crate::store::run::client::{LoadReport, Op};
+use crate::store::run::{
+    self, judge_phases, load_facts, measure, membership_in_ms, menu, read_info, Fault, RunOutcome,
+    ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
+};
+use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict, TraceWriter};
+use crate::store::StoreError;
+use load::{Front, SimLoad};
+use net::{SimNet, SimNode};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Seeds in one command at most, and simulated time per seed at most.
+pub const SEEDS_MAX: u64 = 100_000;
+pub const DURATION_MS_MAX: u64 = 600_000;
+/// A final read is retried this many times, 200 ms apart.
+const FINAL_READ_ATTEMPTS: u32 = 50;
+
+/// Whose operations the clients play.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadShape {
+    /// The model's: each client plays its model client's operations on its key, and faults
+    /// fall while they run; the model's verdicts then speak of the same load.
+    Model,
+    /// `store run`'s: a random mix of reads and writes on many keys for the whole run, faults
+    /// in its middle; more than the model explores, so a verdict may differ from the model's
+    /// for that reason alone.
+    Continuous,
+}
+
+/// What `store sim` was asked to do.
+#[derive(Clone, Debug)]
+pub struct SimRequest {
+    pub model: PathBuf,
+    pub variant: Option<String>,
+    pub policy: Option<PathBuf>,
+    pub first_seed: u64,
+    pub seeds: u64,
+    /// Simulated time per seed.
+    pub duration: Duration,
+    /// Simulated milliseconds per model tick; `None`: the model's tick.
+    pub ms_per_tick: Option<u64>,
+    pub clients: Option<usize>,
+    pub keys: usize,
+    pub write_permille: u16,
+    pub load: LoadShape,
+    /// Write the history of the first failing seed (or of the only seed) here, as Jepsen EDN.
+    pub history: Option<PathBuf>,
+    /// A line for every seed, not only for those that fail or reproduce a violation first.
+    pub every_seed: bool,
+}
+
+/// What one seed did.
+pub struct SeedRun {
+    pub seed: u64,
+    pub outcome: RunOutcome,
+    /// Each of the scenario's properties the run judges, as found.
+    pub verdicts: Vec<(PropertyName, Found)>,
+    /// The faults as scheduled: "crash n2 at 4.210 s for 1.000 s".
+    pub faults: Vec<String>,
+    pub messages_sent: u64,
+    pub messages_lost: u64,
+    pub simulated_ms: u64,
+    /// A key the store would not let the checker read after the heal: nothing else was judged.
+    pub unavailable: Option<String>,
+    history: LoadReport,
+    finals: Vec<Op>,
+}
+
+/// What the seeds found.
+pub struct SimSummary {
+    pub seeds: u64,
+    /// The first seed that violated a property expected to hold.
+    pub first_failing: Option<u64>,
+    pub simulated_ms: u64,
+}
+
+/// Everything a seed needs that does not change from seed to seed.
+struct Setup {
+    scenario: Scenario,
+    label: String,
+    policy: crate::config::Policy,
+    layout: Layout,
+    workload: Workload,
+    membership: crate::config::CoordinatorSpec,
+    ms_per_tick: u64,
+    duration_ms: u64,
+    request_timeout_ms: u64,
+    /// When faults may start: the model's clients' span, or the middle of a continuous run.
+    fault_window_ms: (u64, u64),
+    load: LoadShape,
+    expect: BTreeMap<PropertyName, Verdict>,
+    /// Where the scratch directories go: memory where the machine has it (a node syncs its
+    /// write log on every write).
+    scratch_base: PathBuf,
+}
+
+fn validate(req: &SimRequest, ms_per_tick: u64) -> Result<(), String> {
+    if req.seeds == 0 || req.seeds > SEEDS_MAX {
+        return Err(format!("--seeds {}: must be 1 to {SEEDS_MAX}", req.seeds));
+    }
+    if req.first_seed.checked_add(req.seeds).is_none() {
+        return Err(format!("--seed {} with --seeds {}: past the last seed", req.first_seed, req.seeds));
+    }
+    if ms_per_tick == 0 || ms_per_tick > 10_000 {
+        return Err(format!("--time-scale {ms_per_tick}: must be 1 to 10000 ms per tick"));
+    }
+    let duration_ms = req.duration.as_millis() as u64;
+    if !(500..=DURATION_MS_MAX).contains(&duration_ms) {
+        return Err(format!(
+            "--duration {duration_ms}ms: must be 500ms to {DURATION_MS_MAX}ms of simulated time"
+        ));
+    }
+    if let Some(n) = req.clients.filter(|&n| n == 0 || n > run::client::LOAD_CLIENTS_MAX) {
+        return Err(format!("--clients {n}: must be 1 to {}", run::client::LOAD_CLIENTS_MAX));
+    }
+    if req.write_permille > 1000 {
+        return Err(format!(
+            "--write-permille {}: at most 1000 (thousandths of the operations)",
+            req.write_permille
+        ));
+    }
+    if req.keys == 0 || req.keys > run::client::LOAD_KEYS_MAX {
+        return Err(format!("--keys {}: must be 1 to {}", req.keys, run::client::LOAD_KEYS_MAX));
+    }
+    Ok(())
+}
+
+fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
+    let scenario = Scenario::load(&req.model)?;
+    let input = StoreError::Input;
+    let (label, sourced) =
+        run::choose_policy(&scenario, req.policy.as_deref(), req.variant.as_deref()).map_err(input)?;
+    let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
+    validate(req, ms_per_tick).map_err(input)?;
+    let model = req.model.display();
+    if sourced.rollout.is_some() {
+        return Err(input(format!(
+            "{model} / {label}: a rollout: store sim plays one policy (store run plays rollouts)"
+        )));
+    }
+    let ticks_policy = sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(input)?;
+    if ticks_policy.replication() == Replication::Leader {
+        return Err(input(format!(
+            "{model} / {label}: the leader family: store sim runs the quorum family's store (store run plays both)"
+        )));
+    }
+    if scenario.coordinators.len() > 1 {
+        return Err(input(format!(
+            "{model}: {} coordinators: store sim runs one coordinator (store run plays several)",
+            scenario.coordinators.len()
+        )));
+    }
+    let policy = run::policy_in_ms(&ticks_policy, ms_per_tick);
+    let layout =
+        Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick).map_err(input)?;
+    // The model's load: one key per group of clients that share a register, one client each.
+    let asked = match req.load {
+        LoadShape::Model => (1, req.write_permille, Some(scenario.clients.len())),
+        LoadShape::Continuous => (req.keys, req.write_permille, req.clients),
+    };
+    let workload = Workload::of_model(&scenario, &layout, asked, ms_per_tick);
+    if workload.roles.is_empty() {
+        return Err(input(format!("{model}: the model has no clients")));
+    }
+    let request_timeout_ms = scenario
+        .clients
+        .first()
+        .map(|c| u64::from(c.request_timeout_ticks) * ms_per_tick)
+        .unwrap_or(u64::from(policy.replica_ack_timeout_ticks) * 2);
+    let expect = match (&req.policy, scenario.variant(&label)) {
+        (None, Some(v)) => v.expect.iter().map(|(p, v)| (*p, *v)).collect(),
+        _ => BTreeMap::new(),
+    };
+    let membership = membership_in_ms(&scenario, ms_per_tick).map_err(input)?;
+    let duration_ms = req.duration.as_millis() as u64;
+    let continuous = (duration_ms * CALM_PERMILLE / 1000, duration_ms * HEAL_PERMILLE / 1000);
+    let fault_window_ms = match req.load {
+        LoadShape::Model if scenario.clients.iter().all(|c| !c.repeat) => {
+            (0, clients_span_ms(&scenario, &policy, ms_per_tick).max(ms_per_tick))
+        }
+        _ => continuous,
+    };
+    let shm = Path::new("/dev/shm");
+    let scratch_base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+    Ok(Setup {
+        label,
+        policy,
+        layout,
+        workload,
+        membership,
+        ms_per_tick,
+        duration_ms,
+        request_timeout_ms,
+        fault_window_ms,
+        load: req.load,
+        expect,
+        scratch_base,
+        scenario,
+    })
+}
+
+/// Run the seeds; the report goes to `out` (the same for the same request, byte for byte),
+/// the speed to `speed`.
+pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<SimSummary, StoreError> {
+    let setup = setup(req)?;
+    let s = &setup.scenario;
+    let last = req.first_seed + req.seeds - 1;
+    let _ = writeln!(
+        out,
+        "store sim {} / {}: {} nodes, {} partitions, 1 tick = {} ms, at most {:.1} simulated s per seed, {} clients playing {}, faults starting {:.1}..{:.1} s, seeds {}..={last}",
+        s.name,
+        setup.label,
+        s.nodes.len(),
+        setup.layout.shards.len(),
+        setup.ms_per_tick,
+        setup.duration_ms as f64 / 1000.0,
+        setup.workload.threads,
+        match setup.load {
+            LoadShape::Model => "the model's operations",
+            LoadShape::Continuous => "a continuous mix",
+        },
+        setup.fault_window_ms.0 as f64 / 1000.0,
+        setup.fault_window_ms.1 as f64 / 1000.0,
+        req.first_seed,
+    );
+    let started = std::time::Instant::now();
+    let mut summary = SimSummary { seeds: 0, first_failing: None, simulated_ms: 0 };
+    // Per property: (seeds that violated it, the first of them).
+    let mut violated: BTreeMap<PropertyName, (u64, u64)> = BTreeMap::new();
+    let mut kept_history = false;
+    let mut diverging = 0u64;
+    let mut unavailable = 0u64;
+    for seed in req.first_seed..=last {
+        let run = run_seed(&setup, seed).map_err(StoreError::Runtime)?;
+        summary.seeds += 1;
+        summary.simulated_ms += run.simulated_ms;
+        let mut firsts = Vec::new();
+        let mut fails = false;
+        for (property, found) in &run.verdicts {
+            if *found != Found::Violated {
+                continue;
+            }
+            let entry = violated.entry(*property).or_insert((0, seed));
+            entry.0 += 1;
+            if entry.0 == 1 {
+                firsts.push(*property);
+            }
+            fails |= setup.expect.get(property) != Some(&Verdict::Violated);
+        }
+        // The store did something the model's environment does not allow.
+        let diverged = matches!(run.outcome.trace_verdict, Some(TraceVerdict::Diverges { .. }));
+        if diverged {
+            diverging += 1;
+            fails = true;
+        }
+        if run.unavailable.is_some() {
+            unavailable += 1;
+            fails = true;
+        }
+        if fails && summary.first_failing.is_none() {
+            summary.first_failing = Some(seed);
+        }
+        if req.every_seed || fails || !firsts.is_empty() {
+            seed_lines(out, &setup, &run);
+        }
+        let keep = req.history.as_deref().filter(|_| !kept_history && (fails || req.seeds == 1));
+        if let Some(path) = keep {
+            kept_history = true;
+            let not_linearizable = !run.outcome.not_linearizable.is_empty();
+            let written = run::write_history_files(&run.history, &run.finals, Some(path), not_linearizable);
+            for line in written.map_err(StoreError::Runtime)? {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
+    let _ = writeln!(out, "{:<22} {:<10} seeds that violated it", "property", "expected");
+    for property in &s.properties {
+        let expected = setup.expect.get(property).map_or("-".to_string(), |v| v.to_string());
+        let found = match violated.get(property) {
+            Some((n, first)) => format!("{n} of {} (first: seed {first})", summary.seeds),
+            None => format!("none of {}", summary.seeds),
+        };
+        let _ = writeln!(out, "{:<22} {expected:<10} {found}", property.as_str());
+    }
+    let _ = writeln!(out, "trace against the model: diverges in {diverging} of {} seeds", summary.seeds);
+    let _ = writeln!(out, "store unavailable after the heal: {unavailable} of {} seeds", summary.seeds);
+    match summary.first_failing {
+        Some(seed) => {
+            let _ = writeln!(
+                out,
+                "first failing seed: {seed} (a property expected to hold was violated, or the trace diverged); again: replicheck store sim {}{} --seed {seed} --seeds 1 --history h.edn",
+                req.model.display(),
+                variant_flag(req, &setup)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "no seed violated a property expected to hold, and every trace conforms");
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let _ = writeln!(
+        speed,
+        "{} seeds, {:.1} simulated s in {wall:.1} s of wall time ({:.0} simulated s per s)",
+        summary.seeds,
+        summary.simulated_ms as f64 / 1000.0,
+        summary.simulated_ms as f64 / 1000.0 / wall.max(1e-9)
+    );
+    Ok(summary)
+}
+
+fn variant_flag(req: &SimRequest, setup: &Setup) -> String {
+    match &req.policy {
+        Some(path) => format!(" --policy {}", path.display()),
+        None => format!(" --variant {}", setup.label),
+    }
+}
+
+fn seed_lines(out: &mut String, setup: &Setup, run: &SeedRun) {
+    let o = &run.outcome;
+    let faults = if run.faults.is_empty() { "none".to_string() } else { run.faults.join(", ") };
+    let _ = writeln!(
+        out,
+        "seed {}: {} ops ({} ok, {} writes unknown, {} reads failed, {} retries), {} messages ({} lost); faults: {faults}",
+        run.seed, o.ops, o.ops_ok, o.writes_unknown, o.reads_failed, o.retries, run.messages_sent, run.messages_lost
+    );
+    for (property, found) in &run.verdicts {
+        if *found != Found::Violated {
+            continue;
+        }
+        let expected = match setup.expect.get(property) {
+            Some(Verdict::Violated) => "as the model expects",
+            Some(Verdict::Holds) => "the model expects it to hold",
+            None => "no expectation",
+        };
+        let _ = writeln!(out, "  {} violated ({expected}): {}", property.as_str(), why(o, *property));
+    }
+    if let Some(why) = &run.unavailable {
+        let _ = writeln!(out, "  {why}");
+    }
+    if let Some(TraceVerdict::Diverges { line, why }) = &o.trace_verdict {
+        let _ = writeln!(out, "  trace diverges from the model at line {line}: {why}");
+    }
+}
+
+/// What a violation looked like, in one line.
+fn why(o: &RunOutcome, property: PropertyName) -> String {
+    let first = |v: &[String]| v.first().cloned().unwrap_or_default();
+    match property {
+        PropertyName::AckedWritesPersist => first(&o.acked_writes_lost),
+        PropertyName::Linearizable => format!("keys {}", o.not_linearizable.join(", ")),
+        PropertyName::NoDuplicateEffects => format!("{} writes applied twice", o.duplicate_effects),
+        PropertyName::NoHealthyEviction => {
+            let e: Vec<String> = o
+                .evictions
+                .iter()
+                .filter(|e| e.healthy)
+                .map(|e| format!("node {} at {} ms", e.node, e.at_ms))
+                .collect();
+            format!("healthy evictions: {}", e.join(", "))
+        }
+        PropertyName::OpsComplete => first(&o.ops_never_completed),
+        PropertyName::Converges => o.changes_after_settle.first().map_or(
+            format!("{} changes in progress at the end", o.changes_in_progress_at_end),
+            |(ms, what)| format!("{what} at {ms} ms, after the settle point"),
+        ),
+        PropertyName::CapacityRespected => o.first_capacity_breach.clone().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// The longest the model's clients may take over their operations: each thinks its longest,
+/// and each attempt times out, with the longest backoff between (three attempts where the
+/// policy sets no limit).
+fn clients_span_ms(scenario: &Scenario, policy: &crate::config::Policy, ms_per_tick: u64) -> u64 {
+    let attempts = u64::from(policy.retry.max_attempts.unwrap_or(3));
+    let backoff_ms = u64::from(policy.retry.backoff_max_ticks); // the policy is in ms here
+    scenario
+        .clients
+        .iter()
+        .map(|c| {
+            let per_op = u64::from(c.think_ticks.hi) * ms_per_tick
+                + attempts * u64::from(c.request_timeout_ticks) * ms_per_tick
+                + (attempts - 1) * backoff_ms;
+            per_op * c.ops.len() as u64
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// One seed, on a runtime of its own whose clock is paused.
+fn run_seed(setup: &Setup, seed: u64) -> Result<SeedRun, String> {
+    let dir = ScratchDir::under(&setup.scratch_base, "store-sim")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("cannot start the simulation's runtime: {e}"))?;
+    runtime.block_on(simulate(setup, seed, &dir.path))
+}
+
+/// A decision log kept in memory, read back at the end.
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The seed's fault timeline: one to `faults.budget` faults of the menu, each at a moment of
+/// the fault phase, lasting a draw from its window or until the heal; and the heal's moment.
+fn schedule(setup: &Setup, rng: &mut StdRng) -> Result<(Vec<(u64, Step)>, u64), String> {
+    let scenario = &setup.scenario;
+    let mut menu: Vec<Fault> = menu(scenario).into_iter().flatten().collect();
+    let most = usize::from(scenario.faults.budget).min(menu.len());
+    let count = if most == 0 { 0 } else { rng.random_range(1..=most) };
+    let (calm_ms, heal_ms) = setup.fault_window_ms;
+    let mut steps = Vec::new();
+    let mut last_end_ms = 0;
+    for _ in 0..count {
+        let fault = menu.swap_remove(rng.random_range(0..menu.len()));
+        // A quarter of the faults are in force from the window's first moment (the model's
+        // checker may inject one before the first message), the rest start anywhere in it.
+        let start_ms = if rng.random_ratio(1, 4) { calm_ms } else { rng.random_range(calm_ms..heal_ms) };
+        if let Some(lasts_ms) = fault.drawn_duration_ms(scenario, setup.ms_per_tick, rng) {
+            last_end_ms = last_end_ms.max(start_ms + lasts_ms);
+            steps.push((start_ms + lasts_ms, Step::End(fault.clone())));
+        } else if matches!(fault, Fault::Crash(_) | Fault::Partition(_) | Fault::Degrade { .. })
+            && rng.random_bool(0.5)
+        {
+            // A fault without a duration may end at any moment, or never (before the heal).
+            steps.push((rng.random_range(start_ms + 1..=heal_ms), Step::End(fault.clone())));
+        }
+        steps.push((start_ms, Step::Fault(fault)));
+    }
+    let heal_at_ms = heal_ms.max(last_end_ms);
+    if heal_at_ms >= setup.duration_ms {
+        return Err(format!(
+            "a fault of the model lasts until {heal_at_ms} ms into a simulated run of {} ms: simulate longer (--duration)",
+            setup.duration_ms
+        ));
+    }
+    steps.push((heal_at_ms, Step::Heal));
+    steps.sort_by_key(|(at, step)| (*at, step.rank()));
+    Ok((steps, heal_at_ms))
+}
+
+/// The store of one seed: its nodes, network, coordinator and what it records.
+struct World<'a> {
+    setup: &'a Setup,
+    seed: u64,
+    dir: &'a Path,
+    net: Arc<SimNet>,
+    front: Arc<Front>,
+    log: DecisionLog,
+    trace: Option<TraceWriter>,
+    epoch: Instant,
+    active: Vec<Fault>,
+    /// When the schedule first crashed or cut off each node.
+    faulted_at_ms: BTreeMap<NodeId, u64>,
+    restarts: u64,
+}
+
+impl World<'_> {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// A coordinator on the state file in the seed's directory (fresh or saved).
+    async fn coordinator(&self) -> Result<Arc<Coordinator>, String> {
+        let s = self.setup;
+        let zone = s.scenario.coordinator.zone;
+        let links: Vec<Arc<dyn NodeChannel>> = (0..s.scenario.nodes.len() as NodeId)
+            .map(|n| self.net.link(zone, n) as Arc<dyn NodeChannel>)
+            .collect();
+        let state_file = StateFile::in_dir(self.dir);
+        let saved = state_file.load().map_err(|e| e.to_string())?;
+        let node_zones: Vec<u8> = s.scenario.nodes.iter().map(|n| n.zone).collect();
+        let shell = start_shell(
+            &s.policy,
+            links,
+            &node_zones,
+            self.log.clone(),
+            &load_facts(&s.scenario),
+            s.layout.clone(),
+            &s.membership,
+            Some((state_file, saved)),
+            self.trace.clone(),
+            &Peering::alone(zone),
+        )
+        .await?;
+        // Before the clock task first runs: it is spawned, and nothing has yielded since.
+        shell.seed_windows(self.seed.wrapping_add(self.restarts));
+        Ok(Coordinator::around(shell))
+    }
+
+    fn traced(&self, fault: TraceFault) {
+        if let Some(t) = &self.trace {
+            t.fault(fault);
+        }
+    }
+
+    fn mark_faulted(&mut self, node: NodeId) {
+        let at = self.now_ms();
+        self.faulted_at_ms.entry(node).or_insert(at);
+    }
+
+    async fn apply(&mut self, fault: Fault) -> Result<(), String> {
+        let scenario = &self.setup.scenario;
+        let coordinator_zone = scenario.coordinator.zone;
+        match &fault {
+            Fault::Crash(node) => {
+                self.traced(TraceFault::Crash { node: *node });
+                self.net.nodes[usize::from(*node)].crash();
+                self.mark_faulted(*node);
+            }
+            Fault::CoordinatorCrash => {
+                self.traced(TraceFault::CoordinatorRestart);
+                self.front.get(0).crash();
+                self.restarts += 1;
+                let restarted = self.coordinator().await?;
+                self.front.replace(0, restarted);
+            }
+            Fault::Partition(zone) => {
+                self.traced(TraceFault::Partition { zone: *zone });
+                for (n, spec) in scenario.nodes.iter().enumerate() {
+                    if (spec.zone == *zone) != (coordinator_zone == *zone) {
+                        self.mark_faulted(n as NodeId);
+                    }
+                }
+            }
+            Fault::Degrade { index, .. } => self.traced(TraceFault::Degrade { index: *index }),
+            Fault::Drop => self.traced(TraceFault::Drop),
+        }
+        if fault != Fault::CoordinatorCrash {
+            self.active.push(fault);
+        }
+        self.net.set_faults(&self.active);
+        Ok(())
+    }
+
+    fn end(&mut self, fault: &Fault) -> Result<(), String> {
+        self.active.retain(|f| f != fault);
+        self.net.set_faults(&self.active);
+        match fault {
+            Fault::Crash(node) => {
+                self.net.nodes[usize::from(*node)].restart()?;
+                self.traced(TraceFault::Restart { node: *node });
+            }
+            Fault::Partition(zone) => self.traced(TraceFault::Healed { zone: *zone }),
+            Fault::Degrade { index, .. } => self.traced(TraceFault::Restored { index: *index }),
+            Fault::CoordinatorCrash | Fault::Drop => unreachable!("a fault without a duration ended"),
+        }
+        Ok(())
+    }
+
+    fn heal(&mut self) -> Result<(), String> {
+        self.active.clear();
+        self.net.set_faults(&[]);
+        for node in &self.net.nodes {
+            node.restart()?;
+        }
+        self.traced(TraceFault::Heal);
+        Ok(())
+    }
+}
+
+fn fault_text(scenario: &Scenario, fault: &Fault, at_ms: u64, lasts_ms: Option<u64>) -> String {
+    let lasts =
+        lasts_ms.map_or("until the heal".to_string(), |ms| format!("for {:.3} s", ms as f64 / 1000.0));
+    match fault {
+        Fault::CoordinatorCrash => format!("{} at {:.3} s", fault.name(scenario), at_ms as f64 / 1000.0),
+        _ => format!("{} at {:.3} s {lasts}", fault.name(scenario), at_ms as f64 / 1000.0),
+    }
+}
+
+async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, String> {
+    let scenario = &setup.scenario;
+    let epoch = Instant::now();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_fa17_0000_0000);
+    let (steps, heal_at_ms) = schedule(setup, &mut rng)?;
+    let faults: Vec<String> = steps
+        .iter()
+        .filter_map(|(at, step)| match step {
+            Step::Fault(f) => {
+                let end =
+                    steps.iter().find_map(|(e, s)| matches!(s, Step::End(g) if g == f).then_some(*e - at));
+                Some(fault_text(scenario, f, *at, end))
+            }
+            _ => None,
+        })
+        .collect();
+    let nodes = (0..scenario.nodes.len() as NodeId)
+        .map(|n| SimNode::start(n, dir.join(format!("node{n}"))).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let net = Arc::new(SimNet::new(scenario, setup.ms_per_tick, epoch, nodes, seed));
+    let log_text = Buffer::default();
+    let log = DecisionLog::to_writer(Box::new(log_text.clone()), "coordinator");
+    let trace_path = dir.join("trace.jsonl");
+    let trace = Some(TraceWriter::create(&trace_path, setup.ms_per_tick, epoch)?);
+    let mut world = World {
+        setup,
+        seed,
+        dir,
+        net: Arc::clone(&net),
+        front: Arc::new(Front::new(Vec::new())),
+        log: log.clone(),
+        trace,
+        epoch,
+        active: Vec::new(),
+        faulted_at_ms: BTreeMap::new(),
+        restarts: 0,
+    };
+    world.front = Arc::new(Front::new(vec![world.coordinator().await?]));
+    let load = SimLoad {
+        roles: setup.workload.roles.clone(),
+        coordinator_of: scenario.clients.iter().map(|c| c.coordinator).collect(),
+        zones: scenario
+            .clients
+            .iter()
+            .map(|c| (c.zone, scenario.coordinators[usize::from(c.coordinator)].zone))
+            .collect(),
+        clients: setup.workload.threads,
+        request_timeout_ms: setup.request_timeout_ms,
+        retry: setup.policy.retry,
+        tokens: true,
+        seed,
+        scripts: (setup.load == LoadShape::Model)
+            .then(|| scenario.clients.iter().map(|c| (c.ops.clone(), c.repeat)).collect()),
+    };
+    let end = epoch + Duration::from_millis(setup.duration_ms);
+    let front = Arc::clone(&world.front);
+    let clients =
+        tokio::spawn(load::run_load(front, Arc::clone(&net), load, log.with_actor("client"), epoch, end));
+    for (at_ms, step) in steps {
+        tokio::time::sleep_until(epoch + Duration::from_millis(at_ms)).await;
+        match step {
+            Step::Fault(fault) => world.apply(fault).await?,
+            Step::End(fault) => world.end(&fault)?,
+            Step::Heal => world.heal()?,
+            Step::Rollout(_) => unreachable!("store sim plays no rollout"),
+        }
+    }
+    let history = clients.await.map_err(|e| format!("the simulated clients: {e}"))?;
+    // The model's clients stop by themselves: the run goes on to its end, so that what the
+    // faults set off has the healed phase to settle in (and `converges` its second half).
+    tokio::time::sleep_until(end).await;
+    let load_end_ms = world.now_ms();
+    if let Some(t) = &world.trace {
+        t.line(&TraceLine::End { at_ms: t.now_ms() });
+        t.flush()?;
+    }
+    // Let the last catch-up copies and deadlines run out before the final reads.
+    let ack_timeout_ms = u64::from(setup.policy.replica_ack_timeout_ticks);
+    tokio::time::sleep(Duration::from_millis(2 * ack_timeout_ms + 200)).await;
+    let timeout = Duration::from_millis(setup.request_timeout_ms.max(1000));
+    let zone = scenario.coordinator.zone;
+    let finals = match load::final_reads(
+        &world.front,
+        &net,
+        zone,
+        &history,
+        timeout,
+        FINAL_READ_ATTEMPTS,
+        epoch,
+    )
+    .await
+    {
+        Ok(finals) => finals,
+        Err(unavailable) => {
+            let (messages_sent, messages_lost) = net.counts();
+            let outcome = RunOutcome { ops: history.history.len(), ..RunOutcome::default() };
+            return Ok(SeedRun {
+                seed,
+                outcome,
+                verdicts: Vec::new(),
+                faults,
+                messages_sent,
+                messages_lost,
+                simulated_ms: world.now_ms(),
+                unavailable: Some(unavailable),
+                history,
+                finals: Vec::new(),
+            });
+        }
+    };
+    let info = world.front.get(0).info();
+    log.flush().map_err(|e| format!("decision log: {e}"))?;
+    let text = String::from_utf8_lossy(&log_text.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let mut outcome = measure(&history, &finals, &text, &world.faulted_at_ms)?;
+    let trace_text = std::fs::read_to_string(&trace_path)
+        .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
+    // A simulated round trip is its two latencies exactly; a tick covers the model's rounding.
+    outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, setup.ms_per_tick)?);
+    read_info(&mut outcome, &info, &[], scenario.nodes.len())?;
+    let retries = setup.policy.retry.max_attempts != Some(1);
+    let retry_round_ms =
+        if retries { setup.request_timeout_ms + u64::from(setup.policy.retry.backoff_max_ticks) } else { 0 };
+    judge_phases(&mut outcome, &history, heal_at_ms, load_end_ms, retry_round_ms);
+    outcome.churn_budget_ms =
+        scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * setup.ms_per_tick));
+    let verdicts = scenario.properties.iter().filter_map(|p| outcome.verdict(*p).map(|f| (*p, f))).collect();
+    let (messages_sent, messages_lost) = net.counts();
+    let simulated_ms = world.now_ms();
+    world.front.get(0).crash(); // its clock task ends with the runtime
+    Ok(SeedRun {
+        seed,
+        outcome,
+        verdicts,
+        faults,
+        messages_sent,
+        messages_lost,
+        simulated_ms,
+        unavailable: None,
+        history,
+        finals,
+    })
+}

@@ -1,0 +1,256 @@
+//! The simulated network and nodes of `store sim`: each coordinator->node request and its
+//! reply is a message with a latency drawn from the scenario's link (or its degraded latency
+//! while that fault is on), lost while either end's zone is cut off, while its node is down,
+//! or by the drop fault's coin; a node answers with its real storage (`node::Storage`, redb
+//! and its write log in a directory of its own) and its real request handler.
+//!
+//! Everything runs on one thread under tokio's paused clock: a message is a task sleeping
+//! for its latency, and the one random source is drawn in the order the tasks run, which is
+//! the same on every run of a seed.
+
+use crate::config::{LatencyTicks, Scenario};
+use crate::policy::NodeId;
+use crate::store::coordinator::link::{LinkStats, Measured, NodeChannel, OnReply};
+use crate::store::node::storage::Storage;
+use crate::store::node::wire::{NodeReply, NodeRequest};
+use crate::store::run::Fault;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// While the drop fault is on, each message on a lossy link is lost with this chance
+/// (thousandths), as `store run`'s proxies drop chunks.
+pub const DROP_PERMILLE: u32 = 150;
+
+/// One storage node: its real storage while it is up.
+pub struct SimNode {
+    pub id: NodeId,
+    dir: PathBuf,
+    storage: Mutex<Option<Storage>>,
+}
+
+impl SimNode {
+    pub fn start(id: NodeId, dir: PathBuf) -> Result<SimNode, String> {
+        let storage = Storage::open(&dir)?;
+        Ok(SimNode { id, dir, storage: Mutex::new(Some(storage)) })
+    }
+
+    /// The node's process dies: what it did not write durably is gone with it (the write log
+    /// is synced before every reply, so nothing it acknowledged is).
+    pub fn crash(&self) {
+        *self.lock() = None;
+    }
+
+    /// Start again from its directory, replaying its write log.
+    pub fn restart(&self) -> Result<(), String> {
+        let mut storage = self.lock();
+        if storage.is_none() {
+            *storage = Some(Storage::open(&self.dir)?);
+        }
+        Ok(())
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// The node's answer, as its server gives it; `None` if it is down.
+    fn answer(&self, request: NodeRequest) -> Option<NodeReply> {
+        let storage = self.lock().clone()?;
+        Some(match request {
+            // Durable before the reply, as the server's committer makes it.
+            NodeRequest::Replicate { key, version, value } => match storage.write(key, version, value) {
+                Ok(version) => NodeReply::Stored { version },
+                Err(message) => NodeReply::Failed { message },
+            },
+            request => crate::store::node::handle(self.id, &storage, request),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Storage>> {
+        self.storage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The links' state: latencies, the faults in force, and the run's one random source.
+struct Links {
+    rng: StdRng,
+    /// One-way latency between two zones, now (a degraded link's while it is).
+    latency: Vec<Vec<LatencyTicks>>,
+    lossy: Vec<Vec<bool>>,
+    /// Zones cut off from every other zone.
+    partitioned: Vec<bool>,
+    dropping: bool,
+    sent: u64,
+    lost: u64,
+}
+
+pub struct SimNet {
+    links: Mutex<Links>,
+    /// The scenario's latencies, to restore when a degradation ends.
+    scenario_latency: Vec<Vec<LatencyTicks>>,
+    /// Tick 0 of the model's time.
+    epoch: Instant,
+    ms_per_tick: u64,
+    pub nodes: Vec<Arc<SimNode>>,
+    node_zones: Vec<u8>,
+}
+
+impl SimNet {
+    /// The scenario's network at `ms_per_tick`, its tick 0 at `epoch`.
+    pub fn new(
+        scenario: &Scenario,
+        ms_per_tick: u64,
+        epoch: Instant,
+        nodes: Vec<Arc<SimNode>>,
+        seed: u64,
+    ) -> SimNet {
+        SimNet {
+            links: Mutex::new(Links {
+                rng: StdRng::seed_from_u64(seed),
+                latency: scenario.latency.clone(),
+                lossy: scenario.lossy.clone(),
+                partitioned: vec![false; scenario.zones.len()],
+                dropping: false,
+                sent: 0,
+                lost: 0,
+            }),
+            scenario_latency: scenario.latency.clone(),
+            epoch,
+            ms_per_tick,
+            nodes,
+            node_zones: scenario.nodes.iter().map(|n| n.zone).collect(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Links> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The links as the faults in force leave them: their zones cut off, each degraded link
+    /// at the slowest of its degradations, lossy links losing messages while `drop` is on.
+    pub(crate) fn set_faults(&self, active: &[Fault]) {
+        let mut links = self.lock();
+        links.latency = self.scenario_latency.clone();
+        links.partitioned.fill(false);
+        links.dropping = false;
+        for fault in active {
+            match *fault {
+                Fault::Partition(zone) => links.partitioned[usize::from(zone)] = true,
+                Fault::Degrade { zones: (a, b), latency, .. } => {
+                    let (a, b) = (usize::from(a), usize::from(b));
+                    if latency.hi > links.latency[a][b].hi {
+                        links.latency[a][b] = latency;
+                        links.latency[b][a] = latency;
+                    }
+                }
+                Fault::Drop => links.dropping = true,
+                Fault::Crash(_) | Fault::CoordinatorCrash => {}
+            }
+        }
+    }
+
+    /// Messages sent and lost so far.
+    pub fn counts(&self) -> (u64, u64) {
+        let links = self.lock();
+        (links.sent, links.lost)
+    }
+
+    fn cut(links: &Links, from: u8, to: u8) -> bool {
+        from != to && (links.partitioned[usize::from(from)] || links.partitioned[usize::from(to)])
+    }
+
+    /// A message from zone `from` to zone `to` leaves now: how long it travels, or `None` if
+    /// it is lost. As in the model, a message sent in tick t with a latency of L ticks arrives
+    /// in tick t + L; the moment within that tick is drawn, so messages due in one tick arrive
+    /// in any order, as the model explores them.
+    fn send(&self, from: u8, to: u8) -> Option<Duration> {
+        let mut links = self.lock();
+        links.sent += 1;
+        let lossy = links.lossy[usize::from(from)][usize::from(to)];
+        let dropped = links.dropping && lossy && links.rng.random_ratio(DROP_PERMILLE, 1000);
+        if Self::cut(&links, from, to) || dropped {
+            links.lost += 1;
+            return None;
+        }
+        let latency = links.latency[usize::from(from)][usize::from(to)];
+        let ticks = u64::from(links.rng.random_range(latency.lo..=latency.hi));
+        let now_ms = self.epoch.elapsed().as_millis() as u64;
+        let arrival_ms = (now_ms / self.ms_per_tick + ticks) * self.ms_per_tick
+            + links.rng.random_range(0..self.ms_per_tick);
+        // At least a millisecond: a client whose every attempt failed at once would otherwise
+        // retry for ever at one moment.
+        Some(Duration::from_millis(arrival_ms.saturating_sub(now_ms).max(1)))
+    }
+
+    /// A message from zone `from` arrives in zone `to` now: lost if either is cut off by then.
+    fn arrives(&self, from: u8, to: u8) -> bool {
+        let mut links = self.lock();
+        let cut = Self::cut(&links, from, to);
+        links.lost += u64::from(cut);
+        !cut
+    }
+
+    /// Carry a message from zone `from` to zone `to`: true once it arrived, false at once if
+    /// it was lost when sent, false on arrival if it was lost on the way.
+    pub async fn carry(&self, from: u8, to: u8) -> bool {
+        let Some(latency) = self.send(from, to) else { return false };
+        tokio::time::sleep(latency).await;
+        self.arrives(from, to)
+    }
+
+    /// The link from a coordinator in `zone` to node `node`.
+    pub fn link(self: &Arc<Self>, zone: u8, node: NodeId) -> Arc<SimLink> {
+        Arc::new(SimLink {
+            net: Arc::clone(self),
+            zone,
+            node,
+            measured: Mutex::new(Measured::new(Instant::now())),
+        })
+    }
+}
+
+/// A coordinator's link to one node over the simulated network.
+pub struct SimLink {
+    net: Arc<SimNet>,
+    /// The coordinator's zone.
+    zone: u8,
+    node: NodeId,
+    measured: Mutex<Measured>,
+}
+
+impl NodeChannel for SimLink {
+    fn post(self: Arc<Self>, request: NodeRequest, deadline: Instant, done: OnReply) {
+        let sent_at = Instant::now();
+        let node_zone = self.net.node_zones[usize::from(self.node)];
+        // Always a task of its own: the shell submits under its machine's lock.
+        tokio::spawn(async move {
+            if !self.net.carry(self.zone, node_zone).await {
+                return;
+            }
+            let Some(reply) = self.net.nodes[usize::from(self.node)].answer(request) else { return };
+            if !self.net.carry(node_zone, self.zone).await {
+                return;
+            }
+            let now = Instant::now();
+            self.measured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .heard(now, Some((sent_at, now > deadline)));
+            if now <= deadline {
+                done(reply);
+            }
+        });
+    }
+
+    fn stats(&self) -> LinkStats {
+        self.measured.lock().unwrap_or_else(|p| p.into_inner()).stats()
+    }
+
+    fn place(&self) -> String {
+        format!("sim:node{}", self.node)
+    }
+}

@@ -1,0 +1,131 @@
+//! `replicheck store sim`: the store's code on a simulated network and clock, through the real
+//! binary. A seed gives the same run byte for byte; a correct shell fails no seed of a variant
+//! whose properties hold; each deliberately broken shell (`REPLICHECK_SHELL_FAULT`) is found
+//! within the 20 seeds docs/store-sim.md promises, on a variant where the unbroken shell fails
+//! none; a variant the model says loses writes loses them in some seed. Every run here is a
+//! fraction of a second: simulated time costs only its computation.
+
+use std::process::{Command, Output};
+
+fn sim(args: &[&str], shell_fault: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_replicheck"));
+    command.current_dir(env!("CARGO_MANIFEST_DIR")).args(["store", "sim"]).args(args);
+    command.env_remove("REPLICHECK_SHELL_FAULT");
+    if let Some(fault) = shell_fault {
+        command.env("REPLICHECK_SHELL_FAULT", fault);
+    }
+    command.output().expect("run replicheck")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", stdout(out), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn a_seed_gives_the_same_run_twice_byte_for_byte() {
+    let dir = std::env::temp_dir().join(format!("replicheck-sim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let runs: Vec<(String, Vec<u8>)> = (0..2)
+        .map(|i| {
+            let run_dir = dir.join(format!("run{i}"));
+            std::fs::create_dir_all(&run_dir).unwrap();
+            let history = run_dir.join("h.edn");
+            let args =
+                ["models/basic-quorum.toml", "--variant", "write-quorum-1", "--seed", "9", "--seeds", "1"];
+            let out =
+                sim(&[&args[..], &["--every-seed", "--history", history.to_str().unwrap()]].concat(), None);
+            let shown = stdout(&out).replace(run_dir.to_str().unwrap(), "DIR");
+            (shown, std::fs::read(&history).expect("the history file"))
+        })
+        .collect();
+    assert_eq!(runs[0].0, runs[1].0, "the same seed printed two different runs");
+    assert_eq!(runs[0].1, runs[1].1, "the same seed wrote two different histories");
+    // Seed 9 is one where the single-replica ack is read past (the model's counterexample).
+    assert!(runs[0].0.contains("acked_writes_persist violated (as the model expects)"), "{}", runs[0].0);
+    assert!(runs[0].1.len() > 100, "a history with operations");
+    // Several seeds, the continuous load: the same lines again.
+    let many = ["models/ack-timeout-eviction.toml", "--variant", "incident", "--seeds", "5", "--every-seed"];
+    let (a, b) = (
+        sim(&[&many[..], &["--load", "continuous"]].concat(), None),
+        sim(&[&many[..], &["--load", "continuous"]].concat(), None),
+    );
+    assert_eq!(stdout(&a), stdout(&b));
+    assert_eq!(stdout(&a).matches("\nseed ").count(), 5, "{}", stdout(&a));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_variant_that_loses_writes_loses_them_and_one_that_does_not_fails_no_seed() {
+    let lossy = sim(&["models/basic-quorum.toml", "--variant", "write-quorum-1", "--seeds", "20"], None);
+    let report = stdout(&lossy);
+    assert_eq!(lossy.status.code(), Some(0), "expected violations are not failures:\n{}", text(&lossy));
+    assert!(report.contains("acked_writes_persist   violated   1 of 20 (first: seed 9)"), "{report}");
+    let sound = sim(&["models/basic-quorum.toml", "--variant", "default", "--seeds", "20"], None);
+    let report = stdout(&sound);
+    assert_eq!(sound.status.code(), Some(0), "{}", text(&sound));
+    assert!(report.contains("acked_writes_persist   holds      none of 20"), "{report}");
+    assert!(report.contains("trace against the model: diverges in 0 of 20 seeds"), "{report}");
+    assert!(report.contains("no seed violated a property expected to hold"), "{report}");
+}
+
+/// (shell fault, model, variant): the variant fails no seed with the store's shell, and the
+/// broken shell fails one of the first 20.
+const BROKEN_SHELLS: [(&str, &str, &str); 3] = [
+    ("drop_late_replies", "models/ack-timeout-eviction-continuous.toml", "fixed"),
+    ("wrong_node_replies", "models/remirror-storm.toml", "throttled"),
+    ("fast_clock", "models/ack-timeout-eviction-continuous.toml", "rollback"),
+];
+
+#[test]
+fn each_broken_shell_is_found_within_twenty_seeds() {
+    for (fault, model, variant) in BROKEN_SHELLS {
+        let args = [model, "--variant", variant, "--seeds", "20"];
+        let sound = sim(&args, None);
+        assert_eq!(sound.status.code(), Some(0), "{model} / {variant}, the store's shell:\n{}", text(&sound));
+        let broken = sim(&args, Some(fault));
+        let report = stdout(&broken);
+        assert_eq!(
+            broken.status.code(),
+            Some(1),
+            "{fault} on {model} / {variant} not found:\n{}",
+            text(&broken)
+        );
+        assert!(report.contains("first failing seed: "), "{report}");
+    }
+    // How each shows: a trace the model's environment does not allow, a store that will not
+    // answer after the heal, a healthy replica evicted.
+    let shown = |i: usize| {
+        stdout(&sim(
+            &[BROKEN_SHELLS[i].1, "--variant", BROKEN_SHELLS[i].2, "--seeds", "20"],
+            Some(BROKEN_SHELLS[i].0),
+        ))
+    };
+    assert!(shown(0).contains("trace diverges from the model at line"), "{}", shown(0));
+    assert!(shown(1).contains("the store is unavailable"), "{}", shown(1));
+    assert!(shown(2).contains("no_healthy_eviction violated (the model expects it to hold)"), "{}", shown(2));
+}
+
+#[test]
+fn what_it_cannot_run_is_refused_with_the_reason() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["models/basic-quorum.toml", "--seeds", "0"], "--seeds 0: must be 1 to 100000"),
+        (&["models/async-failover.toml"], "the leader family: store sim runs the quorum family's store"),
+        (
+            &["models/quorum-rollout.toml", "--variant", "base"],
+            "2 coordinators: store sim runs one coordinator",
+        ),
+        (&["models/basic-quorum.toml", "--variant", "nope"], "no variant \"nope\""),
+    ];
+    for (args, expected) in cases {
+        let out = sim(args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(expected), "{args:?}: {}", text(&out));
+    }
+    let out = sim(&["models/basic-quorum.toml", "--seeds", "1"], Some("slow_disk"));
+    assert_ne!(out.status.code(), Some(0));
+    assert!(text(&out).contains("REPLICHECK_SHELL_FAULT=slow_disk: not a shell fault"), "{}", text(&out));
+}
