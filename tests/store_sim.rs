@@ -72,6 +72,23 @@ fn a_variant_that_loses_writes_loses_them_and_one_that_does_not_fails_no_seed() 
     assert!(report.contains("no seed violated a property expected to hold"), "{report}");
 }
 
+#[test]
+fn several_coordinators_share_the_membership_and_the_capacities() {
+    // Two routers, each writing within its own share: together they breach a partition's
+    // capacity (the model's `incident`), and `fixed` counts the fleet's writes.
+    let incident =
+        sim(&["models/capacity-routing-two-routers.toml", "--variant", "incident", "--seeds", "10"], None);
+    let report = stdout(&incident);
+    assert_eq!(incident.status.code(), Some(0), "{}", text(&incident));
+    assert!(report.contains("capacity_respected     violated   "), "{report}");
+    assert!(!report.contains("capacity_respected     violated   none"), "{report}");
+    assert!(report.contains("trace against the model: not kept with several coordinators"), "{report}");
+    let fixed =
+        sim(&["models/capacity-routing-two-routers.toml", "--variant", "fixed", "--seeds", "10"], None);
+    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
+    assert!(stdout(&fixed).contains("capacity_respected     holds      none of 10"), "{}", stdout(&fixed));
+}
+
 /// (shell fault, model, variant): the variant fails no seed with the store's shell, and the
 /// broken shell fails one of the first 20.
 const BROKEN_SHELLS: [(&str, &str, &str); 3] = [
@@ -114,10 +131,7 @@ fn what_it_cannot_run_is_refused_with_the_reason() {
     let cases: [(&[&str], &str); 4] = [
         (&["models/basic-quorum.toml", "--seeds", "0"], "--seeds 0: must be 1 to 100000"),
         (&["models/async-failover.toml"], "the leader family: store sim runs the quorum family's store"),
-        (
-            &["models/quorum-rollout.toml", "--variant", "base"],
-            "2 coordinators: store sim runs one coordinator",
-        ),
+        (&["models/quorum-rollout.toml", "--variant", "rollout"], "a rollout: store sim plays one policy"),
         (&["models/basic-quorum.toml", "--variant", "nope"], "no variant \"nope\""),
     ];
     for (args, expected) in cases {

@@ -363,6 +363,7 @@ impl Cluster {
                     .unwrap_or_default(),
                 listener,
                 fleet: Arc::clone(&fleet),
+                simulated: None,
             };
             let client_addr = match config.client_addr.port() {
                 0 => config.client_addr,

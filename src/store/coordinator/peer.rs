@@ -65,6 +65,18 @@ impl Wire for PeerMsg {
     }
 }
 
+/// Where a coordinator's messages to the others go: TCP links (the store), or a simulated
+/// network (`store sim`). A message may be lost either way.
+pub trait PeerChannel: Send + Sync {
+    fn send(&self, to: u8, msg: PeerMsg);
+}
+
+impl PeerChannel for PeerLinks {
+    fn send(&self, to: u8, msg: PeerMsg) {
+        PeerLinks::send(self, to, msg);
+    }
+}
+
 /// One coordinator's outgoing links: a queue and a writer task per peer.
 pub struct PeerLinks {
     queues: Vec<Option<mpsc::Sender<PeerMsg>>>,
@@ -170,6 +182,8 @@ pub struct Peering {
     pub listener: Option<std::net::TcpListener>,
     /// What the partitions and backends take from all the coordinators (one meter for all).
     pub fleet: Arc<FleetMeter>,
+    /// The peers over a simulated network instead of `addrs` (`store sim`).
+    pub simulated: Option<Arc<dyn PeerChannel>>,
 }
 
 impl Peering {
@@ -180,6 +194,7 @@ impl Peering {
             addrs: Vec::new(),
             listener: None,
             fleet: Arc::new(FleetMeter::new(1)),
+            simulated: None,
         }
     }
 }

@@ -27,7 +27,7 @@ use super::info::{config_name, Counters, Observed};
 use super::layout::Layout;
 use super::link::{request_on, NodeChannel};
 use super::machine::StoreData;
-use super::peer::{PeerLinks, PeerMsg};
+use super::peer::{PeerChannel, PeerLinks, PeerMsg};
 use super::state::{SavedMember, SavedShard, SavedState, StateFile};
 use super::tokens::{TokenId, Tokens};
 use crate::config::{OpKind, Resolved};
@@ -124,7 +124,7 @@ pub struct Shell {
     pub me: u8,
     pub layout: Layout,
     /// The other coordinators (none with one coordinator).
-    peers: Option<PeerLinks>,
+    peers: Option<Arc<dyn PeerChannel>>,
     /// `write_shard_suffixes`, which no reload changes: keys are routed without the lock.
     suffixes: u8,
     pub links: Vec<Arc<dyn NodeChannel>>,
@@ -203,7 +203,11 @@ impl Shell {
             node_errors: vec![None; node_count],
         };
         let peer_addrs = &peering.addrs[..];
-        let peers = (peer_addrs.len() > 1).then(|| PeerLinks::start(me, peer_addrs));
+        let peers = match &peering.simulated {
+            Some(simulated) => Some(Arc::clone(simulated)),
+            None => (peer_addrs.len() > 1)
+                .then(|| Arc::new(PeerLinks::start(me, peer_addrs)) as Arc<dyn PeerChannel>),
+        };
         let suffixes = cfg.policy.routing.write_shard_suffixes;
         let shell = Arc::new(Shell {
             me,

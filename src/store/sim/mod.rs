@@ -28,6 +28,7 @@ use crate::policy::leader::Replication;
 use crate::policy::NodeId;
 use crate::store::coordinator::layout::Layout;
 use crate::store::coordinator::link::NodeChannel;
+use crate::store::coordinator::peer::PeerChannel;
 use crate::store::coordinator::peer::Peering;
 use crate::store::coordinator::state::StateFile;
 use crate::store::coordinator::{start_shell, Coordinator};
@@ -40,7 +41,7 @@ use crate::store::run::{
 use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict, TraceWriter};
 use crate::store::StoreError;
 use load::{Front, SimLoad};
-use net::{SimNet, SimNode};
+use net::{SimNet, SimNode, SimPeers};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -185,9 +186,9 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
             "{model} / {label}: the leader family: store sim runs the quorum family's store (store run plays both)"
         )));
     }
-    if scenario.coordinators.len() > 1 {
+    if scenario.coordinators.len() > 1 && scenario.faults.crash_coordinator {
         return Err(input(format!(
-            "{model}: {} coordinators: store sim runs one coordinator (store run plays several)",
+            "{model}: a coordinator crash with {} coordinators: a restart is for one coordinator alone",
             scenario.coordinators.len()
         )));
     }
@@ -323,7 +324,12 @@ pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<Sim
         };
         let _ = writeln!(out, "{:<22} {expected:<10} {found}", property.as_str());
     }
-    let _ = writeln!(out, "trace against the model: diverges in {diverging} of {} seeds", summary.seeds);
+    if s.coordinators.len() == 1 {
+        let _ = writeln!(out, "trace against the model: diverges in {diverging} of {} seeds", summary.seeds);
+    } else {
+        // As in `store run`: the trace is the environment of one coordinator.
+        let _ = writeln!(out, "trace against the model: not kept with several coordinators");
+    }
     let _ = writeln!(out, "store unavailable after the heal: {unavailable} of {} seeds", summary.seeds);
     match summary.first_failing {
         Some(seed) => {
@@ -335,7 +341,10 @@ pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<Sim
             );
         }
         None => {
-            let _ = writeln!(out, "no seed violated a property expected to hold, and every trace conforms");
+            let _ = writeln!(
+                out,
+                "no seed violated a property expected to hold, diverged from the model or stopped answering"
+            );
         }
     }
     let wall = started.elapsed().as_secs_f64();
@@ -501,6 +510,9 @@ struct World<'a> {
     front: Arc<Front>,
     log: DecisionLog,
     trace: Option<TraceWriter>,
+    /// Every coordinator's shell, for the messages between them.
+    shells: Arc<Mutex<Vec<std::sync::Weak<crate::store::coordinator::shell::Shell>>>>,
+    fleet: Arc<crate::store::coordinator::fleet::FleetMeter>,
     epoch: Instant,
     active: Vec<Fault>,
     /// When the schedule first crashed or cut off each node.
@@ -513,10 +525,12 @@ impl World<'_> {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// A coordinator on the state file in the seed's directory (fresh or saved).
-    async fn coordinator(&self) -> Result<Arc<Coordinator>, String> {
+    /// Coordinator `me`, on the state file in the seed's directory (fresh or saved; only the
+    /// membership leader, coordinator 0, keeps it).
+    async fn coordinator(&self, me: u8) -> Result<Arc<Coordinator>, String> {
         let s = self.setup;
-        let zone = s.scenario.coordinator.zone;
+        let zones: Vec<u8> = s.scenario.coordinators.iter().map(|c| c.zone).collect();
+        let zone = zones[usize::from(me)];
         let links: Vec<Arc<dyn NodeChannel>> = (0..s.scenario.nodes.len() as NodeId)
             .map(|n| self.net.link(zone, n) as Arc<dyn NodeChannel>)
             .collect();
@@ -533,11 +547,22 @@ impl World<'_> {
             &s.membership,
             Some((state_file, saved)),
             self.trace.clone(),
-            &Peering::alone(zone),
+            &Peering {
+                me,
+                simulated: (zones.len() > 1).then(|| {
+                    Arc::new(SimPeers::new(&self.net, me, zones.clone(), &self.shells))
+                        as Arc<dyn PeerChannel>
+                }),
+                zones,
+                addrs: Vec::new(),
+                listener: None,
+                fleet: Arc::clone(&self.fleet),
+            },
         )
         .await?;
+        self.shells.lock().unwrap_or_else(|p| p.into_inner())[usize::from(me)] = Arc::downgrade(&shell);
         // Before the clock task first runs: it is spawned, and nothing has yielded since.
-        shell.seed_windows(self.seed.wrapping_add(self.restarts));
+        shell.seed_windows(self.seed.wrapping_add(self.restarts).wrapping_add(u64::from(me) << 32));
         Ok(Coordinator::around(shell))
     }
 
@@ -554,7 +579,6 @@ impl World<'_> {
 
     async fn apply(&mut self, fault: Fault) -> Result<(), String> {
         let scenario = &self.setup.scenario;
-        let coordinator_zone = scenario.coordinator.zone;
         match &fault {
             Fault::Crash(node) => {
                 self.traced(TraceFault::Crash { node: *node });
@@ -565,19 +589,23 @@ impl World<'_> {
                 self.traced(TraceFault::CoordinatorRestart);
                 self.front.get(0).crash();
                 self.restarts += 1;
-                let restarted = self.coordinator().await?;
+                let restarted = self.coordinator(0).await?;
                 self.front.replace(0, restarted);
             }
             Fault::Partition(zone) => {
                 self.traced(TraceFault::Partition { zone: *zone });
+                // Cut off from a coordinator: on the far side of the cut from it.
                 for (n, spec) in scenario.nodes.iter().enumerate() {
-                    if (spec.zone == *zone) != (coordinator_zone == *zone) {
+                    if scenario.coordinators.iter().any(|c| (spec.zone == *zone) != (c.zone == *zone)) {
                         self.mark_faulted(n as NodeId);
                     }
                 }
             }
             Fault::Degrade { index, .. } => self.traced(TraceFault::Degrade { index: *index }),
-            Fault::Drop => self.traced(TraceFault::Drop),
+            Fault::Drop => {
+                self.traced(TraceFault::Drop);
+                self.net.arm_drop();
+            }
         }
         if fault != Fault::CoordinatorCrash {
             self.active.push(fault);
@@ -644,7 +672,11 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let log_text = Buffer::default();
     let log = DecisionLog::to_writer(Box::new(log_text.clone()), "coordinator");
     let trace_path = dir.join("trace.jsonl");
-    let trace = Some(TraceWriter::create(&trace_path, setup.ms_per_tick, epoch)?);
+    // The trace is validated against the environment of one coordinator (as `store run` does).
+    let coordinators = scenario.coordinators.len();
+    let trace = (coordinators == 1)
+        .then(|| TraceWriter::create(&trace_path, setup.ms_per_tick, epoch))
+        .transpose()?;
     let mut world = World {
         setup,
         seed,
@@ -653,12 +685,18 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         front: Arc::new(Front::new(Vec::new())),
         log: log.clone(),
         trace,
+        shells: Arc::new(Mutex::new(vec![std::sync::Weak::new(); coordinators])),
+        fleet: Arc::new(crate::store::coordinator::fleet::FleetMeter::new(coordinators)),
         epoch,
         active: Vec::new(),
         faulted_at_ms: BTreeMap::new(),
         restarts: 0,
     };
-    world.front = Arc::new(Front::new(vec![world.coordinator().await?]));
+    let mut started = Vec::new();
+    for c in 0..coordinators as u8 {
+        started.push(world.coordinator(c).await?);
+    }
+    world.front = Arc::new(Front::new(started));
     let load = SimLoad {
         roles: setup.workload.roles.clone(),
         coordinator_of: scenario.clients.iter().map(|c| c.coordinator).collect(),
@@ -732,14 +770,17 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         }
     };
     let info = world.front.get(0).info();
+    let followers: Vec<String> = (1..coordinators as u8).map(|c| world.front.get(c).info()).collect();
     log.flush().map_err(|e| format!("decision log: {e}"))?;
     let text = String::from_utf8_lossy(&log_text.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
     let mut outcome = measure(&history, &finals, &text, &world.faulted_at_ms)?;
-    let trace_text = std::fs::read_to_string(&trace_path)
-        .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
-    // A simulated round trip is its two latencies exactly; a tick covers the model's rounding.
-    outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, setup.ms_per_tick)?);
-    read_info(&mut outcome, &info, &[], scenario.nodes.len())?;
+    if world.trace.is_some() {
+        let trace_text = std::fs::read_to_string(&trace_path)
+            .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
+        // A simulated round trip is its two latencies exactly; a tick covers the model's rounding.
+        outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, setup.ms_per_tick)?);
+    }
+    read_info(&mut outcome, &info, &followers, scenario.nodes.len())?;
     let retries = setup.policy.retry.max_attempts != Some(1);
     let retry_round_ms =
         if retries { setup.request_timeout_ms + u64::from(setup.policy.retry.backoff_max_ticks) } else { 0 };
@@ -749,7 +790,9 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let verdicts = scenario.properties.iter().filter_map(|p| outcome.verdict(*p).map(|f| (*p, f))).collect();
     let (messages_sent, messages_lost) = net.counts();
     let simulated_ms = world.now_ms();
-    world.front.get(0).crash(); // its clock task ends with the runtime
+    for c in 0..coordinators as u8 {
+        world.front.get(c).crash(); // its clock task ends with the runtime
+    }
     Ok(SeedRun {
         seed,
         outcome,

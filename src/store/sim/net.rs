@@ -1,7 +1,7 @@
 //! The simulated network and nodes of `store sim`: each coordinator->node request and its
 //! reply is a message with a latency drawn from the scenario's link (or its degraded latency
 //! while that fault is on), lost while either end's zone is cut off, while its node is down,
-//! or by the drop fault's coin; a node answers with its real storage (`node::Storage`, redb
+//! or to the drop fault (one message, as in the model); a node answers with its real storage (`node::Storage`, redb
 //! and its write log in a directory of its own) and its real request handler.
 //!
 //! Everything runs on one thread under tokio's paused clock: a message is a task sleeping
@@ -11,19 +11,17 @@
 use crate::config::{LatencyTicks, Scenario};
 use crate::policy::NodeId;
 use crate::store::coordinator::link::{LinkStats, Measured, NodeChannel, OnReply};
+use crate::store::coordinator::peer::{PeerChannel, PeerMsg};
+use crate::store::coordinator::shell::Shell;
 use crate::store::node::storage::Storage;
 use crate::store::node::wire::{NodeReply, NodeRequest};
 use crate::store::run::Fault;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// While the drop fault is on, each message on a lossy link is lost with this chance
-/// (thousandths), as `store run`'s proxies drop chunks.
-pub const DROP_PERMILLE: u32 = 150;
 
 /// One storage node: its real storage while it is up.
 pub struct SimNode {
@@ -83,7 +81,9 @@ struct Links {
     lossy: Vec<Vec<bool>>,
     /// Zones cut off from every other zone.
     partitioned: Vec<bool>,
-    dropping: bool,
+    /// The drop fault loses one message on a lossy link, as the model's does: one of the
+    /// next few (each with even chance), then it is spent.
+    drop_armed: bool,
     sent: u64,
     lost: u64,
 }
@@ -114,7 +114,7 @@ impl SimNet {
                 latency: scenario.latency.clone(),
                 lossy: scenario.lossy.clone(),
                 partitioned: vec![false; scenario.zones.len()],
-                dropping: false,
+                drop_armed: false,
                 sent: 0,
                 lost: 0,
             }),
@@ -136,7 +136,6 @@ impl SimNet {
         let mut links = self.lock();
         links.latency = self.scenario_latency.clone();
         links.partitioned.fill(false);
-        links.dropping = false;
         for fault in active {
             match *fault {
                 Fault::Partition(zone) => links.partitioned[usize::from(zone)] = true,
@@ -147,10 +146,14 @@ impl SimNet {
                         links.latency[b][a] = latency;
                     }
                 }
-                Fault::Drop => links.dropping = true,
-                Fault::Crash(_) | Fault::CoordinatorCrash => {}
+                Fault::Crash(_) | Fault::CoordinatorCrash | Fault::Drop => {}
             }
         }
+    }
+
+    /// The drop fault: the next few messages on a lossy link may be lost, one at most.
+    pub fn arm_drop(&self) {
+        self.lock().drop_armed = true;
     }
 
     /// Messages sent and lost so far.
@@ -171,7 +174,8 @@ impl SimNet {
         let mut links = self.lock();
         links.sent += 1;
         let lossy = links.lossy[usize::from(from)][usize::from(to)];
-        let dropped = links.dropping && lossy && links.rng.random_ratio(DROP_PERMILLE, 1000);
+        let dropped = links.drop_armed && lossy && links.rng.random_bool(0.5);
+        links.drop_armed &= !dropped;
         if Self::cut(&links, from, to) || dropped {
             links.lost += 1;
             return None;
@@ -252,5 +256,39 @@ impl NodeChannel for SimLink {
 
     fn place(&self) -> String {
         format!("sim:node{}", self.node)
+    }
+}
+
+/// One coordinator's messages to the others over the simulated network (the membership
+/// protocol's views, acks and proposals), each carried between the two coordinators' zones.
+pub struct SimPeers {
+    net: Arc<SimNet>,
+    me: u8,
+    /// Every coordinator's zone.
+    zones: Vec<u8>,
+    /// Every coordinator's shell running now (a message to one not started yet is lost).
+    shells: Arc<Mutex<Vec<Weak<Shell>>>>,
+}
+
+impl SimPeers {
+    pub fn new(net: &Arc<SimNet>, me: u8, zones: Vec<u8>, shells: &Arc<Mutex<Vec<Weak<Shell>>>>) -> SimPeers {
+        SimPeers { net: Arc::clone(net), me, zones, shells: Arc::clone(shells) }
+    }
+}
+
+impl PeerChannel for SimPeers {
+    fn send(&self, to: u8, msg: PeerMsg) {
+        let (net, shells, from) = (Arc::clone(&self.net), Arc::clone(&self.shells), self.me);
+        let (from_zone, to_zone) = (self.zones[usize::from(from)], self.zones[usize::from(to)]);
+        tokio::spawn(async move {
+            if !net.carry(from_zone, to_zone).await {
+                return;
+            }
+            let shell =
+                shells.lock().unwrap_or_else(|p| p.into_inner()).get(usize::from(to)).and_then(Weak::upgrade);
+            if let Some(shell) = shell {
+                shell.deliver_peer(from, msg.into_msg());
+            }
+        });
     }
 }
