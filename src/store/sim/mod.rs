@@ -685,7 +685,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         front: Arc::new(Front::new(Vec::new())),
         log: log.clone(),
         trace,
-        shells: Arc::new(Mutex::new(vec![std::sync::Weak::new(); coordinators])),
+        shells: Arc::new(Mutex::new((0..coordinators).map(|_| std::sync::Weak::new()).collect())),
         fleet: Arc::new(crate::store::coordinator::fleet::FleetMeter::new(coordinators)),
         epoch,
         active: Vec::new(),
