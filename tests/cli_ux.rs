@@ -199,7 +199,7 @@ fn completions_for_each_shell_and_the_man_page() {
     let out = replicheck(&["man", "store", "down"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("no command \"down\" in \"store\" (commands: up, run, bench)"),
+        stderr(&out).contains("no command \"down\" in \"store\" (commands: up, run, sim, bench)"),
         "{}",
         stderr(&out)
     );

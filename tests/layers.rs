@@ -103,7 +103,9 @@ fn the_scanner_sees_grouped_and_plain_paths() {
 /// trace) and the clock its machines run on.
 const RECORDS: [&str; 3] = ["decision", "trace", "clock"];
 
-/// The store's rooms, each using only the rooms below it: `run` plays a model on a `cluster`,
+/// The store's rooms, each using only the rooms below it: `sim` plays a model on the
+/// coordinator and the nodes' storage over a simulated network, with `run`'s clients and
+/// checks; `run` plays a model on a `cluster`,
 /// which starts the `coordinator` and the `node`s (or, for the leader family, on the `leader`
 /// room's cluster); the coordinator talks to the nodes. The
 /// store's other files are commands over the rooms (`cli`, `bench`) or the records that
@@ -115,11 +117,12 @@ fn store_rooms() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("coordinator", &["node"][..]),
         ("cluster", &["coordinator", "node"][..]),
         ("run", &["cluster", "coordinator", "node", "leader"][..]),
+        ("sim", &["run", "coordinator", "node"][..]),
         ("leader", &["cluster", "coordinator", "node"][..]),
         ("decision", &[][..]),
         ("trace", &[][..]),
         ("clock", &[][..]),
-        ("cli", &["run", "cluster", "coordinator", "node", "bench", "leader"][..]),
+        ("cli", &["run", "sim", "cluster", "coordinator", "node", "bench", "leader"][..]),
         ("bench", &["cluster", "coordinator", "node", "leader"][..]),
         ("mod", &[][..]),
     ])
