@@ -8,8 +8,8 @@
 //!
 //! | room | what lives there |
 //! |---|---|
-//! | [`run`] | `store run`: a model's environment played on a cluster (rig, measure, report, rollout), and the clients' load generator ([`run::client`]), whose only caller in the store it is |
 //! | [`sim`] | `store sim`: the store's code (shell, machines, storage, `run`'s clients and checks) on a simulated network and paused clock, seed by seed |
+//! | [`run`] | `store run`: a model's environment played on a cluster (rig, measure, report, rollout), and the clients' load generator ([`run::client`]), whose choices and records `sim` shares |
 //! | [`cluster`] | a local cluster: the node processes and the coordinator, the fault-injecting proxies, the data directory's lock and layout |
 //! | [`coordinator`] | the coordinator: its RESP server, the shell driving `protocol::Coordinator`, the store's protocol data, layout, state file, node links, peers, fleet meter |
 //! | [`node`] | a storage node: its process, redb storage with group commit, the wire protocol it serves |

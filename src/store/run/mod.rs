@@ -435,24 +435,33 @@ fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
     if req.model_verdicts == ModelVerdicts::Declared && req.policy.is_some() {
         return Err("--model-verdicts declared needs a --variant: a policy file declares no verdicts".into());
     }
-    if ms_per_tick == 0 || ms_per_tick > 10_000 {
-        return Err(format!("--time-scale {ms_per_tick}: must be 1 to 10000 ms per tick"));
-    }
     let duration_ms = req.duration.as_millis() as u64;
     if !(500..=DURATION_MS_MAX).contains(&duration_ms) {
         return Err(format!("--duration {duration_ms}ms: must be 500ms to {DURATION_MS_MAX}ms"));
     }
-    if let Some(n) = req.clients.filter(|&n| n == 0 || n > client::LOAD_CLIENTS_MAX) {
+    validate_load(ms_per_tick, req.clients, req.keys, req.write_permille)
+}
+
+/// The time scale and the load's flags, as `store run` and `store sim` take them.
+pub(crate) fn validate_load(
+    ms_per_tick: u64,
+    clients: Option<usize>,
+    keys: usize,
+    write_permille: u16,
+) -> Result<(), String> {
+    if ms_per_tick == 0 || ms_per_tick > 10_000 {
+        return Err(format!("--time-scale {ms_per_tick}: must be 1 to 10000 ms per tick"));
+    }
+    if let Some(n) = clients.filter(|&n| n == 0 || n > client::LOAD_CLIENTS_MAX) {
         return Err(format!("--clients {n}: must be 1 to {}", client::LOAD_CLIENTS_MAX));
     }
-    if req.write_permille > 1000 {
+    if write_permille > 1000 {
         return Err(format!(
-            "--write-permille {}: at most 1000 (thousandths of the operations)",
-            req.write_permille
+            "--write-permille {write_permille}: at most 1000 (thousandths of the operations)"
         ));
     }
-    if req.keys == 0 || req.keys > client::LOAD_KEYS_MAX {
-        return Err(format!("--keys {}: must be 1 to {}", req.keys, client::LOAD_KEYS_MAX));
+    if keys == 0 || keys > client::LOAD_KEYS_MAX {
+        return Err(format!("--keys {keys}: must be 1 to {}", client::LOAD_KEYS_MAX));
     }
     Ok(())
 }

@@ -143,28 +143,13 @@ fn validate(req: &SimRequest, ms_per_tick: u64) -> Result<(), String> {
     if req.first_seed.checked_add(req.seeds).is_none() {
         return Err(format!("--seed {} with --seeds {}: past the last seed", req.first_seed, req.seeds));
     }
-    if ms_per_tick == 0 || ms_per_tick > 10_000 {
-        return Err(format!("--time-scale {ms_per_tick}: must be 1 to 10000 ms per tick"));
-    }
     let duration_ms = req.duration.as_millis() as u64;
     if !(500..=DURATION_MS_MAX).contains(&duration_ms) {
         return Err(format!(
             "--duration {duration_ms}ms: must be 500ms to {DURATION_MS_MAX}ms of simulated time"
         ));
     }
-    if let Some(n) = req.clients.filter(|&n| n == 0 || n > run::client::LOAD_CLIENTS_MAX) {
-        return Err(format!("--clients {n}: must be 1 to {}", run::client::LOAD_CLIENTS_MAX));
-    }
-    if req.write_permille > 1000 {
-        return Err(format!(
-            "--write-permille {}: at most 1000 (thousandths of the operations)",
-            req.write_permille
-        ));
-    }
-    if req.keys == 0 || req.keys > run::client::LOAD_KEYS_MAX {
-        return Err(format!("--keys {}: must be 1 to {}", req.keys, run::client::LOAD_KEYS_MAX));
-    }
-    Ok(())
+    run::validate_load(ms_per_tick, req.clients, req.keys, req.write_permille)
 }
 
 fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
