@@ -38,7 +38,7 @@ impl Fault {
     }
 
     /// The fault as the model's menu names it, where it may carry a duration.
-    fn on_menu(&self) -> Option<MenuFault> {
+    pub(crate) fn on_menu(&self) -> Option<MenuFault> {
         match self {
             Fault::Crash(node) => Some(MenuFault::Crash(*node)),
             Fault::Partition(zone) => Some(MenuFault::Partition(*zone)),

@@ -101,6 +101,9 @@ async fn client_loop(
     let mut rng = client_rng(load.seed, client);
     let (mut writes, mut retries_used) = (0u32, 0u8);
     let mut report = LoadReport::default();
+    // A call after the client's last return, by a nanosecond at least: on the paused clock
+    // they can fall on one instant, and a history must order a process's operations.
+    let mut last_ns = 0u64;
     let think = |rng: &mut rand::rngs::StdRng| {
         Duration::from_millis(rng.random_range(role.think_lo_ms..=role.think_hi_ms))
     };
@@ -129,7 +132,7 @@ async fn client_loop(
                 (role.keys[0].clone(), input)
             }
         };
-        let call_ns = ns_since(epoch);
+        let call_ns = ns_since(epoch).max(last_ns + 1);
         // The same token on every attempt: the coordinator recognises a retry by it.
         let token = format!("c{client}-{writes}");
         let mut attempts: u8 = 0;
@@ -148,7 +151,10 @@ async fn client_loop(
             let timeout = Duration::from_millis(load.request_timeout_ms);
             let edge = Edge { net, zones };
             if let Some(read) = attempt(&front.get(coordinator), &edge, &key, input, token, timeout).await {
-                break Op { outcome: Outcome::Ok { return_ns: ns_since(epoch), read }, ..done };
+                break Op {
+                    outcome: Outcome::Ok { return_ns: ns_since(epoch).max(call_ns + 1), read },
+                    ..done
+                };
             }
             let unfinished = Op {
                 outcome: if matches!(input, Input::Write(_)) { Outcome::Unknown } else { Outcome::Failed },
@@ -173,6 +179,11 @@ async fn client_loop(
             }
         };
         let cut_off = op.cut_off;
+        if let Outcome::Ok { return_ns, .. } = op.outcome {
+            last_ns = return_ns.max(call_ns);
+        } else {
+            last_ns = call_ns;
+        }
         report.history.push(op);
         if cut_off {
             break; // the load is over for this client
@@ -245,13 +256,16 @@ pub async fn final_reads(
     keys.sort_unstable();
     keys.dedup();
     let mut finals = Vec::new();
+    let mut checker_ns = 0u64;
     for key in keys {
         let mut read = None;
         for _ in 0..attempts {
-            let call_ns = ns_since(epoch);
+            let call_ns = ns_since(epoch).max(checker_ns + 1);
+            checker_ns = call_ns;
             let edge = Edge { net, zones: (checker_zone, checker_zone) };
             if let Some(value) = attempt(&front.get(0), &edge, key, Input::Read, None, timeout).await {
-                let outcome = Outcome::Ok { return_ns: ns_since(epoch), read: value };
+                checker_ns = ns_since(epoch).max(call_ns + 1);
+                let outcome = Outcome::Ok { return_ns: checker_ns, read: value };
                 read = Some(Op {
                     client: checker,
                     key: key.to_string(),

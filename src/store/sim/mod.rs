@@ -33,7 +33,7 @@ use crate::store::coordinator::peer::Peering;
 use crate::store::coordinator::state::StateFile;
 use crate::store::coordinator::{start_shell, Coordinator};
 use crate::store::decision::DecisionLog;
-use crate::store::run::client::{LoadReport, Op};
+use crate::store::run::client::{LoadReport, Op, Outcome};
 use crate::store::run::{
     self, judge_phases, load_facts, measure, membership_in_ms, menu, read_info, Fault, RunOutcome,
     ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
@@ -207,6 +207,32 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         }
         _ => continuous,
     };
+    // The heal waits for the longest timed fault: the run must outlast it.
+    let longest_fault_ms = menu(&scenario)
+        .iter()
+        .flatten()
+        .filter_map(|f| scenario.faults.duration(f.on_menu()?))
+        .map(|window| u64::from(window.hi) * ms_per_tick)
+        .max()
+        .unwrap_or(0);
+    let needed_ms = fault_window_ms.1 + longest_fault_ms;
+    if needed_ms >= duration_ms {
+        let most = match req.load {
+            LoadShape::Model => format!("{} ms", needed_ms + 1),
+            // The window grows with the run: its heal point is HEAL_PERMILLE of it.
+            LoadShape::Continuous => format!("{} ms", longest_fault_ms * 1000 / (1000 - HEAL_PERMILLE) + 1),
+        };
+        return Err(input(format!(
+            "--duration {duration_ms}ms: the faults may last until {needed_ms} ms (their window and the longest `duration`); simulate at least {most}"
+        )));
+    }
+    if let Some(path) = &req.history {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if path.is_dir() || !parent.is_dir() {
+            return Err(input(format!("--history {}: not a file in an existing directory", path.display())));
+        }
+    }
+    crate::store::coordinator::shell::ShellFault::from_env().map_err(input)?;
     let shm = Path::new("/dev/shm");
     let scratch_base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
     Ok(Setup {
@@ -257,13 +283,19 @@ pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<Sim
     let mut kept_history = false;
     let mut diverging = 0u64;
     let mut unavailable = 0u64;
+    // Why the first failing seed failed.
+    let mut first_why = String::new();
+    // The properties the store's checks judge (others are the model's alone).
+    let mut judged: std::collections::BTreeSet<PropertyName> = std::collections::BTreeSet::new();
     for seed in req.first_seed..=last {
         let run = run_seed(&setup, seed).map_err(StoreError::Runtime)?;
         summary.seeds += 1;
         summary.simulated_ms += run.simulated_ms;
         let mut firsts = Vec::new();
         let mut fails = false;
+        let mut why = Vec::new();
         for (property, found) in &run.verdicts {
+            judged.insert(*property);
             if *found != Found::Violated {
                 continue;
             }
@@ -272,20 +304,26 @@ pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<Sim
             if entry.0 == 1 {
                 firsts.push(*property);
             }
-            fails |= setup.expect.get(property) != Some(&Verdict::Violated);
+            if setup.expect.get(property) != Some(&Verdict::Violated) {
+                fails = true;
+                why.push(format!("{} violated", property.as_str()));
+            }
         }
         // The store did something the model's environment does not allow.
         let diverged = matches!(run.outcome.trace_verdict, Some(TraceVerdict::Diverges { .. }));
         if diverged {
             diverging += 1;
             fails = true;
+            why.push("its trace diverges from the model".into());
         }
         if run.unavailable.is_some() {
             unavailable += 1;
             fails = true;
+            why.push("the store stopped answering".into());
         }
         if fails && summary.first_failing.is_none() {
             summary.first_failing = Some(seed);
+            first_why = why.join(", ");
         }
         if req.every_seed || fails || !firsts.is_empty() {
             seed_lines(out, &setup, &run);
@@ -305,6 +343,10 @@ pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<Sim
         let expected = setup.expect.get(property).map_or("-".to_string(), |v| v.to_string());
         let found = match violated.get(property) {
             Some((n, first)) => format!("{n} of {} (first: seed {first})", summary.seeds),
+            None if !judged.contains(property) => "not judged by the store (the model's alone)".to_string(),
+            None if setup.expect.get(property) == Some(&Verdict::Violated) => {
+                format!("none of {}: not reproduced (more seeds, or --load continuous)", summary.seeds)
+            }
             None => format!("none of {}", summary.seeds),
         };
         let _ = writeln!(out, "{:<22} {expected:<10} {found}", property.as_str());
@@ -320,9 +362,14 @@ pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<Sim
         Some(seed) => {
             let _ = writeln!(
                 out,
-                "first failing seed: {seed} (a property expected to hold was violated, or the trace diverged); again: replicheck store sim {}{} --seed {seed} --seeds 1 --history h.edn",
+                "first failing seed: {seed} ({first_why}); again: replicheck store sim {}{} --seed {seed} --seeds 1{}{}",
                 req.model.display(),
-                variant_flag(req, &setup)
+                variant_flag(req, &setup),
+                match req.load {
+                    LoadShape::Model => "",
+                    LoadShape::Continuous => " --load continuous",
+                },
+                if req.history.is_some() { "" } else { " --history h.edn" }
             );
         }
         None => {
@@ -630,6 +677,7 @@ fn fault_text(scenario: &Scenario, fault: &Fault, at_ms: u64, lasts_ms: Option<u
         lasts_ms.map_or("until the heal".to_string(), |ms| format!("for {:.3} s", ms as f64 / 1000.0));
     match fault {
         Fault::CoordinatorCrash => format!("{} at {:.3} s", fault.name(scenario), at_ms as f64 / 1000.0),
+        Fault::Drop => format!("drop (one message) from {:.3} s", at_ms as f64 / 1000.0),
         _ => format!("{} at {:.3} s {lasts}", fault.name(scenario), at_ms as f64 / 1000.0),
     }
 }
@@ -739,7 +787,15 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         Ok(finals) => finals,
         Err(unavailable) => {
             let (messages_sent, messages_lost) = net.counts();
-            let outcome = RunOutcome { ops: history.history.len(), ..RunOutcome::default() };
+            let count = |f: &dyn Fn(&Op) -> bool| history.history.iter().filter(|op| f(op)).count();
+            let outcome = RunOutcome {
+                ops: history.history.len(),
+                ops_ok: count(&|op| matches!(op.outcome, Outcome::Ok { .. })),
+                writes_unknown: count(&|op| op.outcome == Outcome::Unknown),
+                reads_failed: count(&|op| op.outcome == Outcome::Failed),
+                retries: history.retries,
+                ..RunOutcome::default()
+            };
             return Ok(SeedRun {
                 seed,
                 outcome,
