@@ -31,6 +31,7 @@ pub mod machine;
 pub mod peer;
 pub mod resp;
 pub mod shell;
+pub mod shell_fault;
 pub mod state;
 mod tokens;
 

@@ -28,6 +28,7 @@ use super::layout::Layout;
 use super::link::{request_on, NodeChannel};
 use super::machine::StoreData;
 use super::peer::{PeerChannel, PeerLinks, PeerMsg};
+pub use super::shell_fault::ShellFault;
 use super::state::{SavedMember, SavedShard, SavedState, StateFile};
 use super::tokens::{TokenId, Tokens};
 use crate::config::{OpKind, Resolved};
@@ -87,36 +88,6 @@ struct Inner {
     observed: Observed,
     /// The tick the clock task sleeps until: a step that sets a timer due sooner wakes it.
     clock_wake_tick: u64,
-}
-
-/// A deliberate shell bug, for the tests that trace validation and `store sim` catch one
-/// (`REPLICHECK_SHELL_FAULT=NAME`).
-const SHELL_FAULT_ENV: &str = "REPLICHECK_SHELL_FAULT";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShellFault {
-    /// Replies after the ack deadline are dropped, as the store did before its coordinator was
-    /// the protocol's (`drop_late_replies`).
-    DropLateReplies,
-    /// A node's reply is delivered as another node's: the next one's (`wrong_node_replies`).
-    WrongNodeReplies,
-    /// The machine's clock runs twice as fast as time (`fast_clock`).
-    FastClock,
-}
-
-impl ShellFault {
-    /// The fault `REPLICHECK_SHELL_FAULT` names, if any.
-    pub fn from_env() -> Result<Option<ShellFault>, String> {
-        let Ok(name) = std::env::var(SHELL_FAULT_ENV) else { return Ok(None) };
-        match name.as_str() {
-            "drop_late_replies" => Ok(Some(ShellFault::DropLateReplies)),
-            "wrong_node_replies" => Ok(Some(ShellFault::WrongNodeReplies)),
-            "fast_clock" => Ok(Some(ShellFault::FastClock)),
-            other => Err(format!(
-                "{SHELL_FAULT_ENV}={other}: not a shell fault (drop_late_replies, wrong_node_replies, fast_clock)"
-            )),
-        }
-    }
 }
 
 pub struct Shell {

@@ -89,6 +89,7 @@ mod start;
 pub use measure::StoreEviction;
 use measure::*;
 pub(crate) use measure::{judge_phases, measure, read_info};
+pub(crate) use report::write_history_files;
 use report::*;
 use rig::*;
 pub(crate) use rig::{menu, Fault, Step, Workload};
@@ -756,39 +757,6 @@ fn final_reads(
             .push(read.ok_or_else(|| format!("final read of {key} failed {attempts} times: {last_error}"))?);
     }
     Ok(finals)
-}
-
-/// The history as Jepsen EDN where `--history` asks for it, and, when some key is not
-/// linearizable, a picture of it (`history check --html`'s page) beside that file or in the
-/// temporary directory. Returns one report line per file written.
-pub(crate) fn write_history_files(
-    load: &LoadReport,
-    finals: &[Op],
-    history: Option<&std::path::Path>,
-    not_linearizable: bool,
-) -> Result<Vec<String>, String> {
-    let ops: Vec<_> = load.history.iter().chain(finals).filter_map(|op| op.as_kv_op()).collect();
-    let mut lines = Vec::new();
-    if let Some(path) = history {
-        std::fs::write(path, lincheck::generate::to_edn(&ops))
-            .map_err(|e| format!("cannot write --history {}: {e}", path.display()))?;
-        lines.push(format!(
-            "history (Jepsen EDN, for `replicheck history check`, Knossos, Elle): {}",
-            path.display()
-        ));
-    }
-    if not_linearizable {
-        let options = lincheck::Options { threads: 1, every_key: false };
-        let checked = lincheck::report::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
-        let path = match history {
-            Some(edn) => edn.with_extension("html"),
-            None => std::env::temp_dir().join(format!("replicheck-store-run-{}.html", std::process::id())),
-        };
-        std::fs::write(&path, lincheck::html::page("store run history", &checked))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        lines.push(format!("picture of the non-linearizable history: {}", path.display()));
-    }
-    Ok(lines)
 }
 
 fn interrupted(interrupt: Option<&AtomicBool>) -> bool {

@@ -415,3 +415,36 @@ pub(super) fn with_model_names(text: &str, scenario: &Scenario) -> String {
     }
     out
 }
+
+/// The history as Jepsen EDN where `--history` asks for it, and, when some key is not
+/// linearizable, a picture of it (`history check --html`'s page) beside that file or in the
+/// temporary directory. Returns one report line per file written.
+pub(crate) fn write_history_files(
+    load: &LoadReport,
+    finals: &[Op],
+    history: Option<&std::path::Path>,
+    not_linearizable: bool,
+) -> Result<Vec<String>, String> {
+    let ops: Vec<_> = load.history.iter().chain(finals).filter_map(|op| op.as_kv_op()).collect();
+    let mut lines = Vec::new();
+    if let Some(path) = history {
+        std::fs::write(path, lincheck::generate::to_edn(&ops))
+            .map_err(|e| format!("cannot write --history {}: {e}", path.display()))?;
+        lines.push(format!(
+            "history (Jepsen EDN, for `replicheck history check`, Knossos, Elle): {}",
+            path.display()
+        ));
+    }
+    if not_linearizable {
+        let options = lincheck::Options { threads: 1, every_key: false };
+        let checked = lincheck::report::check_kv(&ops, true, Budget::steps(LINCHECK_STEPS_MAX), options);
+        let path = match history {
+            Some(edn) => edn.with_extension("html"),
+            None => std::env::temp_dir().join(format!("replicheck-store-run-{}.html", std::process::id())),
+        };
+        std::fs::write(&path, lincheck::html::page("store run history", &checked))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        lines.push(format!("picture of the non-linearizable history: {}", path.display()));
+    }
+    Ok(lines)
+}
