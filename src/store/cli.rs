@@ -167,52 +167,7 @@ pub enum StoreCommand {
     /// process: each seed draws a fault schedule from the model's menu and the same seed gives
     /// the same run, byte for byte. Prints each seed that violates a property, and the first
     /// that violates one the variant expects to hold. Exit 1 if a seed did.
-    Sim {
-        /// A model file (models/*.toml).
-        model: std::path::PathBuf,
-        /// The model's variant whose policy to run (default: its first).
-        #[arg(long, conflicts_with = "policy")]
-        variant: Option<String>,
-        /// A policy file over the model's [policy] instead of a variant (every property is
-        /// then expected to hold).
-        #[arg(long)]
-        policy: Option<PathBuf>,
-        /// The first seed.
-        #[arg(long, default_value = "0")]
-        seed: u64,
-        /// How many seeds, from `--seed` on.
-        #[arg(long, default_value = "20")]
-        seeds: u64,
-        /// Simulated time per seed ("20s", "1m").
-        #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
-        duration: std::time::Duration,
-        /// Simulated milliseconds per model tick (default: the model's tick).
-        #[arg(long = "time-scale", value_name = "MS_PER_TICK")]
-        time_scale: Option<u64>,
-        /// Clients (default 3; one per model client where the model has a capacity).
-        #[arg(long)]
-        clients: Option<usize>,
-        /// Keys the clients share with `--load continuous`. Many, so that a key written
-        /// during a fault is often not written again before it is read: a lost write shows.
-        #[arg(long, default_value = "100")]
-        keys: usize,
-        /// Share of writes among operations, in thousandths.
-        #[arg(long, default_value = "500")]
-        write_permille: u16,
-        /// Whose operations the clients play: the model's (each client its model client's
-        /// `ops`, faults while they run: the model's verdicts speak of the same load), or
-        /// `store run`'s continuous random mix on `--keys` keys.
-        #[arg(long, value_enum, default_value = "model")]
-        load: crate::store::sim::LoadShape,
-        /// Write the history of the first failing seed (or of the only seed) here as Jepsen
-        /// EDN; a picture of a non-linearizable one goes beside it (`.html`).
-        #[arg(long)]
-        history: Option<PathBuf>,
-        /// A line for every seed (by default: only seeds that fail, or that show a violation
-        /// first).
-        #[arg(long)]
-        every_seed: bool,
-    },
+    Sim(crate::store::sim::SimRequest),
     /// Replicated write throughput and latency: a fresh local cluster (fsync on every node),
     /// `--concurrency` connections sending SETs of `--value-size` bytes for `--duration`.
     Bench {
@@ -466,36 +421,7 @@ pub fn run(
             let (outcome, model) = result?;
             Ok(crate::store::run::exit_code(&outcome, &model))
         }
-        StoreCommand::Sim {
-            model,
-            variant,
-            policy,
-            seed,
-            seeds,
-            duration,
-            time_scale,
-            clients,
-            keys,
-            write_permille,
-            load,
-            history,
-            every_seed,
-        } => {
-            let request = crate::store::sim::SimRequest {
-                model,
-                variant,
-                policy,
-                first_seed: seed,
-                seeds,
-                duration,
-                ms_per_tick: time_scale,
-                clients,
-                keys,
-                write_permille,
-                load,
-                history,
-                every_seed,
-            };
+        StoreCommand::Sim(request) => {
             let (mut out, mut speed) = (String::new(), String::new());
             let result = crate::store::sim::run(&request, &mut out, &mut speed);
             print!("{out}");

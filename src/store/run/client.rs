@@ -135,6 +135,26 @@ pub fn next_operation(
     (key, input)
 }
 
+/// After a failed attempt, how long to wait before the next, as the retry policy decides
+/// (`decision::after_failure`, logged): a draw from its window, ticks of `ms_per_tick` ms;
+/// `None`: give up.
+pub fn retry_wait(
+    log: &DecisionLog,
+    retry: &RetryPolicy,
+    attempts: u8,
+    retries_used: u8,
+    rng: &mut StdRng,
+    ms_per_tick: u64,
+) -> Option<Duration> {
+    match decision::after_failure(log, retry, attempts, retries_used) {
+        RetryDecision::GiveUp => None,
+        RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
+            let wait_ticks = rng.random_range(earliest_ticks..=latest_ticks);
+            Some(Duration::from_millis(u64::from(wait_ticks) * ms_per_tick))
+        }
+    }
+}
+
 /// What one kind of client does: its keys and its share of writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientRole {
@@ -367,14 +387,14 @@ impl<'a> ClientLoop<'a> {
                 attempts,
                 cut_off: false,
             };
-            match decision::after_failure(&self.log, &self.config.retry, attempts, self.retries_used) {
-                RetryDecision::GiveUp => {
+            let (log, retry) = (&self.log, &self.config.retry);
+            match retry_wait(log, retry, attempts, self.retries_used, &mut self.rng, self.config.ms_per_tick)
+            {
+                None => {
                     self.report.give_ups += 1;
                     return give_up;
                 }
-                RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
-                    let wait_ticks = self.rng.random_range(earliest_ticks..=latest_ticks);
-                    let wait = Duration::from_millis(u64::from(wait_ticks) * self.config.ms_per_tick);
+                Some(wait) => {
                     if Instant::now() + wait >= deadline || stop.load(Ordering::Relaxed) {
                         return Op { cut_off: true, ..give_up };
                     }

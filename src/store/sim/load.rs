@@ -4,12 +4,12 @@
 
 use super::net::SimNet;
 use crate::config::OpKind;
-use crate::policy::retry::{RetryDecision, RetryPolicy};
+use crate::policy::retry::RetryPolicy;
 use crate::store::coordinator::Coordinator;
-use crate::store::decision::{self, DecisionLog};
+use crate::store::decision::DecisionLog;
 use crate::store::node::wire::StoredValue;
 use crate::store::run::client::{
-    client_rng, next_operation, unique_value, ClientRole, Input, LoadReport, Op, Outcome,
+    client_rng, next_operation, retry_wait, unique_value, ClientRole, Input, LoadReport, Op, Outcome,
 };
 use rand::Rng;
 use std::sync::{Arc, Mutex};
@@ -160,15 +160,13 @@ async fn client_loop(
                 outcome: if matches!(input, Input::Write(_)) { Outcome::Unknown } else { Outcome::Failed },
                 ..done
             };
-            match decision::after_failure(&log, &load.retry, attempts, retries_used) {
-                RetryDecision::GiveUp => {
+            // The policy is in milliseconds here: one tick is one millisecond.
+            match retry_wait(&log, &load.retry, attempts, retries_used, &mut rng, 1) {
+                None => {
                     report.give_ups += 1;
                     break unfinished;
                 }
-                RetryDecision::RetryAfter { earliest_ticks, latest_ticks } => {
-                    // The policy is in milliseconds here: one tick is one millisecond.
-                    let wait =
-                        Duration::from_millis(u64::from(rng.random_range(earliest_ticks..=latest_ticks)));
+                Some(wait) => {
                     if Instant::now() + wait >= end {
                         break Op { cut_off: true, ..unfinished };
                     }

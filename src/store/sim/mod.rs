@@ -70,25 +70,52 @@ pub enum LoadShape {
     Continuous,
 }
 
-/// What `store sim` was asked to do.
-#[derive(Clone, Debug)]
+/// What `store sim` was asked to do: its command line (`store sim --help`).
+#[derive(Clone, Debug, clap::Args)]
 pub struct SimRequest {
+    /// A model file (models/*.toml).
     pub model: PathBuf,
+    /// The model's variant whose policy to run (default: its first).
+    #[arg(long, conflicts_with = "policy")]
     pub variant: Option<String>,
+    /// A policy file over the model's [policy] instead of a variant (every property is then
+    /// expected to hold).
+    #[arg(long)]
     pub policy: Option<PathBuf>,
+    /// The first seed.
+    #[arg(long = "seed", default_value = "0")]
     pub first_seed: u64,
+    /// How many seeds, from `--seed` on.
+    #[arg(long, default_value = "20")]
     pub seeds: u64,
-    /// Simulated time per seed.
+    /// Simulated time per seed ("20s", "1m").
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
-    /// Simulated milliseconds per model tick; `None`: the model's tick.
+    /// Simulated milliseconds per model tick (default: the model's tick).
+    #[arg(long = "time-scale", value_name = "MS_PER_TICK")]
     pub ms_per_tick: Option<u64>,
+    /// Clients (default 3; one per model client where the model has a capacity).
+    #[arg(long)]
     pub clients: Option<usize>,
+    /// Keys the clients share with `--load continuous`. Many, so that a key written during a
+    /// fault is often not written again before it is read: a lost write shows.
+    #[arg(long, default_value = "100")]
     pub keys: usize,
+    /// Share of writes among operations, in thousandths.
+    #[arg(long, default_value = "500")]
     pub write_permille: u16,
+    /// Whose operations the clients play: the model's (each client its model client's `ops`,
+    /// faults while they run: the model's verdicts speak of the same load), or `store run`'s
+    /// continuous random mix on `--keys` keys.
+    #[arg(long, value_enum, default_value = "model")]
     pub load: LoadShape,
-    /// Write the history of the first failing seed (or of the only seed) here, as Jepsen EDN.
+    /// Write the history of the first failing seed (or of the only seed) here as Jepsen EDN;
+    /// a picture of a non-linearizable one goes beside it (`.html`).
+    #[arg(long)]
     pub history: Option<PathBuf>,
-    /// A line for every seed, not only for those that fail or reproduce a violation first.
+    /// A line for every seed (by default: only seeds that fail, or that show a violation
+    /// first).
+    #[arg(long)]
     pub every_seed: bool,
 }
 
