@@ -48,6 +48,10 @@ pub struct Counterexample {
     pub final_state: String,
     /// For a liveness violation (a lasso): the steps from this one on repeat forever.
     pub loop_from_step: Option<usize>,
+    /// The path itself, for a replay on the store (`store sim --replay`): the initial state's
+    /// index among the world's initial states, then each step's action.
+    #[serde(skip)]
+    pub path: (usize, Vec<Action>),
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -347,6 +351,18 @@ pub fn run_one(
     variant: &str,
     opts: &RunOptions,
 ) -> Result<RunResult, ConfigError> {
+    run(&job_of(model, policy, variant)?, opts)
+}
+
+/// The world `run_one` explores for the same arguments.
+pub fn world_of(model: &Path, policy: Option<&Path>, variant: &str) -> Result<World, ConfigError> {
+    let job = job_of(model, policy, variant)?;
+    let cfg =
+        WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
+    Ok(World::new(cfg))
+}
+
+fn job_of(model: &Path, policy: Option<&Path>, variant: &str) -> Result<Job, ConfigError> {
     let choice = match policy {
         Some(path) => PolicyChoice::File {
             path: path.to_path_buf(),
@@ -355,9 +371,7 @@ pub fn run_one(
         None => PolicyChoice::Variants(Some(variant.to_string())),
     };
     let jobs = plan(&[model.to_path_buf()], &choice)?;
-    let job =
-        jobs.first().ok_or_else(|| ConfigError::new(model, format!("no variant {variant:?} to check")))?;
-    run(job, opts)
+    jobs.into_iter().next().ok_or_else(|| ConfigError::new(model, format!("no variant {variant:?} to check")))
 }
 
 /// `"NAME": WHAT (variants: ...)`, with the nearest name if one is close.
@@ -587,6 +601,7 @@ pub fn counterexample(
         explore_command: format!("replicheck explore {explore_args} --addr {addr}"),
         final_state,
         loop_from_step: None,
+        path: (init, path.iter().skip(1).filter_map(|s| s.action.as_ref().map(|(_, a)| a.clone())).collect()),
     }
 }
 

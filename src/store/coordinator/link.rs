@@ -90,14 +90,23 @@ pub struct LinkStats {
 pub trait NodeChannel: Send + Sync {
     /// Send `request`; `done` is called with the reply if it comes by `deadline`, and dropped
     /// uncalled if it does not (a lost message: late, or the node unreachable).
-    fn post(self: Arc<Self>, request: NodeRequest, deadline: Instant, done: OnReply);
+    fn post(self: Arc<Self>, request: NodeRequest, traffic: Traffic, deadline: Instant, done: OnReply);
     fn stats(&self) -> LinkStats;
     /// Where the node is, as INFO shows it.
     fn place(&self) -> String;
 }
 
+/// Whose message a request is: the protocol machine's (a message the model has too), or the
+/// shell's own (a catch-up copy's pages, the startup probe), which the model does not send.
+/// A replay (`store sim --replay`) times the first as the model's trace does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Traffic {
+    Machine,
+    Shell,
+}
+
 impl NodeChannel for NodeLink {
-    fn post(self: Arc<Self>, request: NodeRequest, deadline: Instant, done: OnReply) {
+    fn post(self: Arc<Self>, request: NodeRequest, _traffic: Traffic, deadline: Instant, done: OnReply) {
         NodeLink::submit(&self, request, deadline, done);
     }
 
@@ -110,15 +119,15 @@ impl NodeChannel for NodeLink {
     }
 }
 
-/// Send `request` on `channel` and wait for its reply until `deadline`: a refusal is the
-/// node's error, no reply by then is `Deadline`.
+/// Send `request` (the shell's own traffic) on `channel` and wait for its reply until
+/// `deadline`: a refusal is the node's error, no reply by then is `Deadline`.
 pub async fn request_on(
     channel: &Arc<dyn NodeChannel>,
     request: NodeRequest,
     deadline: Instant,
 ) -> Result<NodeReply, LinkError> {
     let (tx, reply) = oneshot::channel();
-    Arc::clone(channel).post(request, deadline, Box::new(move |reply| drop(tx.send(reply))));
+    Arc::clone(channel).post(request, Traffic::Shell, deadline, Box::new(move |reply| drop(tx.send(reply))));
     match tokio::time::timeout_at(deadline, reply).await {
         Ok(Ok(NodeReply::Failed { message })) => Err(LinkError::Node(message)),
         Ok(Ok(reply)) => Ok(reply),

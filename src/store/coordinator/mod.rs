@@ -312,7 +312,7 @@ impl Coordinator {
     }
 
     /// The shell running now.
-    fn shell(&self) -> Arc<Shell> {
+    pub(crate) fn shell(&self) -> Arc<Shell> {
         Arc::clone(&self.shell.read().unwrap_or_else(|p| p.into_inner()))
     }
 

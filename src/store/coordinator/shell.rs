@@ -25,7 +25,7 @@
 use super::failure::failure_text;
 use super::info::{config_name, Counters, Observed};
 use super::layout::Layout;
-use super::link::{request_on, NodeChannel};
+use super::link::{request_on, NodeChannel, Traffic};
 use super::machine::StoreData;
 use super::peer::{PeerChannel, PeerLinks, PeerMsg};
 pub use super::shell_fault::ShellFault;
@@ -686,7 +686,7 @@ impl Shell {
             shell.step_msg(|m, cfg, io| m.on_msg(cfg, Endpoint::Node(from), answer, io));
         };
         // Lost (no reply by the deadline, or the connection broke): `on_reply` is dropped.
-        Arc::clone(&self.links[usize::from(n)]).post(request, deadline, Box::new(on_reply));
+        Arc::clone(&self.links[usize::from(n)]).post(request, Traffic::Machine, deadline, Box::new(on_reply));
     }
 
     /// A reply to a request sent at `sent_at` under a policy with `ack_timeout`.

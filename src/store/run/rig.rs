@@ -62,6 +62,7 @@ impl Fault {
 }
 
 /// What the run does to the cluster at a moment of its timeline.
+#[derive(Clone, Debug)]
 pub(crate) enum Step {
     Fault(Fault),
     /// A fault with a duration ends by itself.
@@ -600,8 +601,9 @@ pub(crate) struct Workload {
 
 impl Workload {
     /// One role per model client. Clients whose keys land on the same partition through the
-    /// same suffix (same shard, same `key_hash`) share keys, as they share a register in the
-    /// model; each group gets `keys / groups` keys (at least one). A client with
+    /// same suffix (same shard, and `key_hash` the same modulo `write_shard_suffixes`) share
+    /// keys, as they share a register in the model (its register is the partition); each group
+    /// gets `keys / groups` keys (at least one), of its first client's hash. A client with
     /// `key_hash = "any"` writes keys of any hash.
     /// `asked`: the keys, the share of writes (thousandths) and the client threads asked for.
     pub(crate) fn of_model(
@@ -609,11 +611,18 @@ impl Workload {
         layout: &Layout,
         (keys, write_permille, clients): (usize, u16, Option<usize>),
         ms_per_tick: u64,
+        write_shard_suffixes: u8,
     ) -> Workload {
-        let mut groups: Vec<(u8, Option<routing::KeyHash>)> =
-            scenario.clients.iter().map(|c| (c.shard, c.key_hash)).collect();
+        let group_of = |c: &crate::config::ClientSpec| {
+            (c.shard, c.key_hash.map(|h| routing::write_suffix(h, write_shard_suffixes)))
+        };
+        let mut groups: Vec<(u8, Option<u8>)> = scenario.clients.iter().map(group_of).collect();
         groups.sort_unstable();
         groups.dedup();
+        // The hash a group's keys have: its first client's.
+        let hash_of = |group: (u8, Option<u8>)| {
+            scenario.clients.iter().find(|c| group_of(c) == group).and_then(|c| c.key_hash)
+        };
         let keys_per_group = (keys / groups.len().max(1)).max(1);
         let keys_of = |shard: u8, hash: Option<routing::KeyHash>| -> Vec<String> {
             let name = &layout.shards[usize::from(shard)].name;
@@ -629,7 +638,7 @@ impl Workload {
             .map(|c| {
                 let (reads, writes) = (c.ops.contains(&OpKind::Read), c.ops.contains(&OpKind::Write));
                 ClientRole {
-                    keys: keys_of(c.shard, c.key_hash),
+                    keys: keys_of(c.shard, hash_of(group_of(c))),
                     write_permille: match (reads, writes) {
                         (true, true) => write_permille,
                         (false, _) => 1000,

@@ -2,7 +2,9 @@
 //! unique values, idempotency tokens and retry decisions), as tasks on the simulated clock
 //! calling the coordinator as its RESP server does, and the final read of every key.
 
-use super::net::SimNet;
+use super::net::{SimNet, Wire};
+use super::replay::ClientStep;
+use crate::protocol::Endpoint;
 use crate::config::OpKind;
 use crate::policy::retry::RetryPolicy;
 use crate::store::coordinator::Coordinator;
@@ -49,10 +51,23 @@ pub struct SimLoad {
     /// last unless the client repeats. `None`: `store run`'s continuous random mix.
     pub scripts: Option<Vec<(Vec<OpKind>, bool)>>,
     pub clients: usize,
+    /// Replaying a counterexample: client `i`'s invocations and retries, as offsets from tick
+    /// 0 (each client plays its model client's script; it stops when its steps run out).
+    pub replay: Option<Arc<ReplayLoad>>,
+    /// Each write the coordinator acknowledged, when it did (before its response travels
+    /// back): (key, value, ns since tick 0). The model counts a write acknowledged then.
+    pub acked: Arc<Mutex<Vec<(String, u64, u64)>>>,
     pub request_timeout_ms: u64,
     pub retry: RetryPolicy,
     pub tokens: bool,
     pub seed: u64,
+}
+
+/// A replay's client steps: client `i`'s invocations and retries as offsets from tick 0, and
+/// when the trace ends.
+pub struct ReplayLoad {
+    pub steps: Vec<Vec<(Duration, ClientStep)>>,
+    pub end: Duration,
 }
 
 /// Run every client until `end`; the history is in call order, times from `epoch`.
@@ -109,7 +124,15 @@ async fn client_loop(
     };
     let script = load.scripts.as_ref().map(|s| &s[index]);
     let mut seq = 0usize;
+    let mut replay = load.replay.as_ref().map(|r| r.steps[client as usize].iter().copied().peekable());
     while Instant::now() < end {
+        if let Some(steps) = replay.as_mut() {
+            // The trace's next invocation (a retry of an attempt that succeeded here is skipped).
+            match steps.find(|(_, step)| *step == ClientStep::Invoke) {
+                Some((at, _)) => tokio::time::sleep_until(epoch + at).await,
+                None => break,
+            }
+        }
         let (key, input) = match script {
             None => next_operation(&mut rng, &role.keys, role.write_permille, client, &mut writes),
             Some((ops, repeat)) => {
@@ -118,7 +141,9 @@ async fn client_loop(
                 }
                 let kind = ops[seq % ops.len()];
                 seq += 1;
-                tokio::time::sleep(think(&mut rng)).await;
+                if replay.is_none() {
+                    tokio::time::sleep(think(&mut rng)).await;
+                }
                 if Instant::now() >= end {
                     break;
                 }
@@ -149,7 +174,7 @@ async fn client_loop(
             };
             let token = load.tokens.then_some(token.as_bytes());
             let timeout = Duration::from_millis(load.request_timeout_ms);
-            let edge = Edge { net, zones };
+            let edge = Edge { net, zones, client: client as u8, coordinator, acked: Some((&load.acked, epoch)) };
             if let Some(read) = attempt(&front.get(coordinator), &edge, &key, input, token, timeout).await {
                 break Op {
                     outcome: Outcome::Ok { return_ns: ns_since(epoch).max(call_ns + 1), read },
@@ -167,6 +192,20 @@ async fn client_loop(
                     break unfinished;
                 }
                 Some(wait) => {
+                    // A replay retries when the trace does, and gives up when the trace does.
+                    let wait = match replay.as_mut() {
+                        None => wait,
+                        Some(steps) => match steps.next_if(|(_, step)| *step == ClientStep::Retry) {
+                            Some((at, _)) => (epoch + at).saturating_duration_since(Instant::now()),
+                            // Past the trace's end the client goes on as its policy says (a
+                            // retry storm the trace loops in goes on, or ends, by itself).
+                            None if steps.peek().is_none() => {
+                                let trace_end = epoch + load.replay.as_ref().map_or(Duration::ZERO, |r| r.end);
+                                wait.max(trace_end.saturating_duration_since(Instant::now()))
+                            }
+                            None => break unfinished,
+                        },
+                    };
                     if Instant::now() + wait >= end {
                         break Op { cut_off: true, ..unfinished };
                     }
@@ -197,6 +236,9 @@ async fn client_loop(
 struct Edge<'a> {
     net: &'a SimNet,
     zones: (u8, u8),
+    client: u8,
+    coordinator: u8,
+    acked: Option<(&'a Mutex<Vec<(String, u64, u64)>>, Instant)>,
 }
 
 /// One attempt, the request and its reply each carried over the edge link: `Some(read
@@ -210,21 +252,26 @@ async fn attempt(
     timeout: Duration,
 ) -> Option<Option<u64>> {
     let (client, coordinator_zone) = edge.zones;
+    let (src, dst) = (Endpoint::Client(edge.client), Endpoint::Coordinator(edge.coordinator));
     let round_trip = async {
-        if !edge.net.carry(client, coordinator_zone).await {
+        if !edge.net.carry(Wire { src, dst, kind: "request" }, client, coordinator_zone).await {
             return std::future::pending().await; // lost: the client waits out its timeout
         }
         let answer = match input {
-            Input::Write(value) => {
-                let value: StoredValue = Some(value.to_string().into_bytes());
-                coordinator.write(key.as_bytes(), value, token).await.map(|()| None)
+            Input::Write(number) => {
+                let value: StoredValue = Some(number.to_string().into_bytes());
+                let written = coordinator.write(key.as_bytes(), value, token).await;
+                if let (Ok(()), Some((acked, epoch))) = (&written, edge.acked) {
+                    acked.lock().unwrap_or_else(|p| p.into_inner()).push((key.to_string(), number, ns_since(epoch)));
+                }
+                written.map(|()| None)
             }
             Input::Read => coordinator.read(key.as_bytes()).await.map(|value| match value {
                 None => Some(None),
                 Some(bytes) => String::from_utf8_lossy(&bytes).parse::<u64>().ok().map(Some),
             }),
         };
-        if !edge.net.carry(coordinator_zone, client).await {
+        if !edge.net.carry(Wire { src: dst, dst: src, kind: "response" }, coordinator_zone, client).await {
             return std::future::pending().await;
         }
         answer
@@ -260,7 +307,8 @@ pub async fn final_reads(
         for _ in 0..attempts {
             let call_ns = ns_since(epoch).max(checker_ns + 1);
             checker_ns = call_ns;
-            let edge = Edge { net, zones: (checker_zone, checker_zone) };
+            let edge =
+                Edge { net, zones: (checker_zone, checker_zone), client: u8::MAX, coordinator: 0, acked: None };
             if let Some(value) = attempt(&front.get(0), &edge, key, Input::Read, None, timeout).await {
                 checker_ns = ns_since(epoch).max(call_ns + 1);
                 let outcome = Outcome::Ok { return_ns: checker_ns, read: value };

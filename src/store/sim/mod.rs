@@ -22,6 +22,7 @@
 
 pub mod load;
 pub mod net;
+pub mod replay;
 mod seed;
 
 use crate::config::{Found, PropertyName, Scenario, Verdict};
@@ -43,6 +44,7 @@ use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict, TraceWriter
 use crate::store::StoreError;
 use load::{Front, SimLoad};
 use net::{SimNet, SimNode, SimPeers};
+use replay::{ClientStep, Holding, Moment, Plan, Replayer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -117,6 +119,11 @@ pub struct SimRequest {
     /// first).
     #[arg(long)]
     pub every_seed: bool,
+    /// Replay the model's counterexample for PROPERTY on the store instead of drawing seeds:
+    /// its faults, client steps and message deliveries and losses at the trace's moments.
+    /// Exit 0 if the store shows the same violation, 1 if it does not.
+    #[arg(long, value_name = "PROPERTY", conflicts_with_all = ["seeds", "every_seed"])]
+    pub replay: Option<String>,
 }
 
 /// What one seed did.
@@ -134,12 +141,19 @@ pub struct SeedRun {
     pub unavailable: Option<String>,
     history: LoadReport,
     finals: Vec<Op>,
+    /// A replay's record of the store's messages against the trace's.
+    replayed: Option<Arc<Mutex<Replayer>>>,
+    /// A replay: the client keys' replicas when the trace ended.
+    held: Option<Vec<Holding>>,
+    /// Each write the coordinator acknowledged: (key, value, ns since tick 0).
+    acked: Vec<(String, u64, u64)>,
 }
 
 /// What the seeds found.
 pub struct SimSummary {
     pub seeds: u64,
-    /// The first seed that violated a property expected to hold.
+    /// The first seed that violated a property expected to hold (a replay: its seed, if the
+    /// store did not show the trace's violation).
     pub first_failing: Option<u64>,
     pub simulated_ms: u64,
 }
@@ -162,6 +176,8 @@ struct Setup {
     /// Where the scratch directories go: memory where the machine has it (a node syncs its
     /// write log on every write).
     scratch_base: PathBuf,
+    /// Replaying a counterexample: its plan (faults, client steps, messages).
+    replay: Option<Plan>,
 }
 
 fn validate(req: &SimRequest, ms_per_tick: u64) -> Result<(), String> {
@@ -213,7 +229,8 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         LoadShape::Model => (1, req.write_permille, Some(scenario.clients.len())),
         LoadShape::Continuous => (req.keys, req.write_permille, req.clients),
     };
-    let workload = Workload::of_model(&scenario, &layout, asked, ms_per_tick);
+    let workload =
+        Workload::of_model(&scenario, &layout, asked, ms_per_tick, policy.routing.write_shard_suffixes);
     if workload.roles.is_empty() {
         return Err(input(format!("{model}: the model has no clients")));
     }
@@ -277,12 +294,16 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         expect,
         scratch_base,
         scenario,
+        replay: None,
     })
 }
 
 /// Run the seeds; the report goes to `out` (the same for the same request, byte for byte),
 /// the speed to `speed`.
 pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<SimSummary, StoreError> {
+    if let Some(property) = &req.replay {
+        return run_replay(req, property, out, speed);
+    }
     let setup = setup(req)?;
     let s = &setup.scenario;
     let last = req.first_seed + req.seeds - 1;
@@ -495,4 +516,154 @@ fn clients_span_ms(scenario: &Scenario, policy: &crate::config::Policy, ms_per_t
         })
         .max()
         .unwrap_or(0)
+}
+
+/// A lasso's loop is played this many times: a livelock the store shares repeats in it.
+const LOOP_PLAYS: usize = 3;
+
+/// `--replay PROPERTY`: the model's counterexample for it, played on the store (`replay`).
+fn run_replay(
+    req: &SimRequest,
+    property: &str,
+    out: &mut String,
+    speed: &mut String,
+) -> Result<SimSummary, StoreError> {
+    let input = StoreError::Input;
+    if req.load == LoadShape::Continuous {
+        return Err(input("--replay plays the model's load: not with --load continuous".into()));
+    }
+    let mut setup = setup(req)?;
+    let name = PropertyName::parse(property).filter(|p| setup.scenario.properties.contains(p)).ok_or_else(|| {
+        let names: Vec<&str> = setup.scenario.properties.iter().map(|p| p.as_str()).collect();
+        input(format!(
+            "--replay {property}: not a property of {} (its properties: {})",
+            req.model.display(),
+            names.join(", ")
+        ))
+    })?;
+    let opts = crate::check::RunOptions::default();
+    let checked = crate::check::run_one(&req.model, req.policy.as_deref(), &setup.label, &opts)
+        .map_err(|e| input(e.to_string()))?;
+    let result = checked.properties.iter().find(|p| p.name == name).expect("the model checks its properties");
+    let Some(cx) = result.counterexample.as_ref() else {
+        return Err(input(format!(
+            "--replay {property}: the model finds no violation of it ({}): there is no counterexample to replay",
+            match result.found {
+                Found::Holds => "it holds",
+                _ => "exploration did not complete",
+            }
+        )));
+    };
+    let (init, mut actions) = cx.path.clone();
+    let looped = cx.loop_from_step.map(|from| {
+        let body: Vec<_> = actions[from - 1..].to_vec();
+        for _ in 1..LOOP_PLAYS {
+            actions.extend(body.iter().cloned());
+        }
+        (from, from - 1 + body.len())
+    });
+    let world = crate::check::world_of(&req.model, req.policy.as_deref(), &setup.label)
+        .map_err(|e| input(e.to_string()))?;
+    let plan = Plan::of(&world, &setup.scenario, init, &actions).map_err(StoreError::Runtime)?;
+    let ms_per_tick = setup.ms_per_tick;
+    let plan_ms = plan.end(ms_per_tick).as_millis() as u64;
+    // After the trace: the heal, the clients' last attempts, the catch-ups, then the reads.
+    setup.duration_ms = setup.duration_ms.max(plan_ms + 5 * setup.request_timeout_ms.max(1000));
+    let _ = writeln!(
+        out,
+        "store sim {} / {}: replaying the model's counterexample for {name}: {} steps, {:.3} s of model time (1 tick = {ms_per_tick} ms){}",
+        setup.scenario.name,
+        setup.label,
+        actions.len(),
+        plan_ms as f64 / 1000.0,
+        looped.map_or(String::new(), |(from, to)| format!(
+            "; its loop (steps {from} to {to}) played {LOOP_PLAYS} times"
+        )),
+    );
+    setup.replay = Some(plan);
+    let seed = req.first_seed;
+    let started = std::time::Instant::now();
+    let run = seed::run_seed(&setup, seed).map_err(StoreError::Runtime)?;
+    let replayed = run.replayed.as_ref().expect("a replay records its messages");
+    let replayed = replayed.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = writeln!(out, "  {:>4} {:>11}  {:<70} the store", "step", "time", "the model's trace (time passing left out)");
+    replayed.side_by_side(out, ms_per_tick);
+    if let Some(cannot) = replayed.cannot_follow() {
+        let _ = writeln!(out, "a step the store cannot take as the trace does: {cannot}");
+    }
+    match replayed.first_departure() {
+        Some((_, what)) => {
+            let _ = writeln!(out, "where the store left the trace: {what}");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "the store followed the trace: it sent every message the trace sent, in the same ticks, and no other"
+            );
+        }
+    }
+    let shown = run.verdicts.iter().find(|(p, _)| *p == name).map(|(_, f)| *f);
+    // The model judges this property on states: the store's state at the trace's end.
+    let unseen = match (&run.held, name) {
+        (Some(held), PropertyName::AckedWritesPersist) => replay::acked_but_unseen(
+            &replayed.plan,
+            held,
+            &run.acked,
+            plan_ms * 1_000_000,
+            setup.policy.read_quorum,
+        ),
+        _ => None,
+    };
+    let reproduced = shown == Some(Found::Violated) || unseen.is_some();
+    let o = &run.outcome;
+    let verdict = match shown {
+        Some(Found::Violated) => format!("{name} violated, as in the trace: {}", why(o, name)),
+        Some(_) => format!("{name} not violated by what the clients and the final reads saw"),
+        None => format!("{name} is not judged by the store (the model's alone)"),
+    };
+    let _ = writeln!(out, "the store: {verdict}");
+    if let Some(unseen) = unseen {
+        let _ = writeln!(out, "the store's state when the trace ends violates {name} as the model judges it: {unseen}");
+    }
+    for (p, found) in &run.verdicts {
+        if *p != name && *found == Found::Violated {
+            let _ = writeln!(out, "  also violated: {}: {}", p.as_str(), why(o, *p));
+        }
+    }
+    if let Some(why) = &run.unavailable {
+        let _ = writeln!(out, "  {why}");
+    }
+    match &o.trace_verdict {
+        Some(TraceVerdict::Diverges { line, why }) => {
+            let _ = writeln!(out, "the store's trace against the model's environment: diverges at line {line}: {why}");
+        }
+        Some(_) => {
+            let _ = writeln!(out, "the store's trace against the model's environment: conforms");
+        }
+        None => {}
+    }
+    if let Some(path) = &req.history {
+        let not_linearizable = !o.not_linearizable.is_empty();
+        for line in run::write_history_files(&run.history, &run.finals, Some(path), not_linearizable)
+            .map_err(StoreError::Runtime)?
+        {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        if reproduced {
+            "reproduced: the store shows the model's violation"
+        } else {
+            "not reproduced: the store does not show the model's violation"
+        }
+    );
+    let _ = writeln!(
+        speed,
+        "replay: {:.1} simulated s in {:.1} s of wall time",
+        run.simulated_ms as f64 / 1000.0,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(SimSummary { seeds: 1, first_failing: (!reproduced).then_some(seed), simulated_ms: run.simulated_ms })
 }

@@ -14,8 +14,11 @@ use crate::store::coordinator::link::{LinkStats, Measured, NodeChannel, OnReply}
 use crate::store::coordinator::peer::{PeerChannel, PeerMsg};
 use crate::store::coordinator::shell::Shell;
 use crate::store::node::storage::Storage;
-use crate::store::node::wire::{NodeReply, NodeRequest};
+use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue};
+use crate::protocol::Endpoint;
+use crate::store::coordinator::link::Traffic;
 use crate::store::run::Fault;
+use super::replay::{kind, Replayer, Route, COPY_WRITE, LAST_SCAN_REPLY, PROBE, SCAN, SHELL_REPLY};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
@@ -49,6 +52,16 @@ impl SimNode {
             *storage = Some(Storage::open(&self.dir)?);
         }
         Ok(())
+    }
+
+    /// What the node stores for `key` (its disk's, up or not: a crashed node's disk is read
+    /// as its restart would).
+    pub fn stored(&self, key: &[u8]) -> Result<(u64, StoredValue), String> {
+        let storage = self.lock().clone();
+        match storage {
+            Some(storage) => storage.read(key),
+            None => Storage::open(&self.dir)?.read(key),
+        }
     }
 
     pub fn is_up(&self) -> bool {
@@ -88,8 +101,19 @@ struct Links {
     lost: u64,
 }
 
+/// A message as the replay matches it to the model's: who sends it to whom, and its kind
+/// (`replay::kind`).
+#[derive(Clone, Copy, Debug)]
+pub struct Wire {
+    pub src: Endpoint,
+    pub dst: Endpoint,
+    pub kind: &'static str,
+}
+
 pub struct SimNet {
     links: Mutex<Links>,
+    /// Replaying a counterexample: the machines' messages go where the trace's went.
+    pub replay: Option<Arc<Mutex<Replayer>>>,
     /// The scenario's latencies, to restore when a degradation ends.
     scenario_latency: Vec<Vec<LatencyTicks>>,
     /// Tick 0 of the model's time.
@@ -107,8 +131,10 @@ impl SimNet {
         epoch: Instant,
         nodes: Vec<Arc<SimNode>>,
         seed: u64,
+        replay: Option<Arc<Mutex<Replayer>>>,
     ) -> SimNet {
         SimNet {
+            replay,
             links: Mutex::new(Links {
                 rng: StdRng::seed_from_u64(seed),
                 latency: scenario.latency.clone(),
@@ -153,7 +179,8 @@ impl SimNet {
 
     /// The drop fault: the next few messages on a lossy link may be lost, one at most.
     pub fn arm_drop(&self) {
-        self.lock().drop_armed = true;
+        // A replay loses the trace's lost message itself.
+        self.lock().drop_armed = self.replay.is_none();
     }
 
     /// Messages sent and lost so far.
@@ -199,17 +226,42 @@ impl SimNet {
     }
 
     /// Carry a message from zone `from` to zone `to`: true once it arrived, false at once if
-    /// it was lost when sent, false on arrival if it was lost on the way.
-    pub async fn carry(&self, from: u8, to: u8) -> bool {
+    /// it was lost when sent, false on arrival if it was lost on the way. `wire` names the
+    /// message for a replay.
+    pub async fn carry(&self, wire: Wire, from: u8, to: u8) -> bool {
+        if let Some(replay) = &self.replay {
+            let now = self.epoch.elapsed();
+            // The model drops a message sent across a cut or to a crashed node when it is sent.
+            let lost_now = Self::cut(&self.lock(), from, to)
+                || matches!(wire.dst, Endpoint::Node(n) if !self.nodes[usize::from(n)].is_up());
+            let route = replay.lock().unwrap_or_else(|p| p.into_inner()).route(&wire, now, lost_now);
+            match route {
+                Route::At(at) => {
+                    self.lock().sent += 1;
+                    if at > now {
+                        tokio::time::sleep_until(self.epoch + at).await;
+                    }
+                    return self.arrives(from, to);
+                }
+                Route::Lost => {
+                    let mut links = self.lock();
+                    links.sent += 1;
+                    links.lost += 1;
+                    return false;
+                }
+                Route::Free => {}
+            }
+        }
         let Some(latency) = self.send(from, to) else { return false };
         tokio::time::sleep(latency).await;
         self.arrives(from, to)
     }
 
-    /// The link from a coordinator in `zone` to node `node`.
-    pub fn link(self: &Arc<Self>, zone: u8, node: NodeId) -> Arc<SimLink> {
+    /// The link from coordinator `coordinator`, in `zone`, to node `node`.
+    pub fn link(self: &Arc<Self>, coordinator: u8, zone: u8, node: NodeId) -> Arc<SimLink> {
         Arc::new(SimLink {
             net: Arc::clone(self),
+            coordinator,
             zone,
             node,
             measured: Mutex::new(Measured::new(Instant::now())),
@@ -220,6 +272,7 @@ impl SimNet {
 /// A coordinator's link to one node over the simulated network.
 pub struct SimLink {
     net: Arc<SimNet>,
+    coordinator: u8,
     /// The coordinator's zone.
     zone: u8,
     node: NodeId,
@@ -227,16 +280,19 @@ pub struct SimLink {
 }
 
 impl NodeChannel for SimLink {
-    fn post(self: Arc<Self>, request: NodeRequest, deadline: Instant, done: OnReply) {
+    fn post(self: Arc<Self>, request: NodeRequest, traffic: Traffic, deadline: Instant, done: OnReply) {
         let sent_at = Instant::now();
         let node_zone = self.net.node_zones[usize::from(self.node)];
+        let (coordinator, node) = (Endpoint::Coordinator(self.coordinator), Endpoint::Node(self.node));
+        let out = Wire { src: coordinator, dst: node, kind: request_kind(&request, traffic) };
         // Always a task of its own: the shell submits under its machine's lock.
         tokio::spawn(async move {
-            if !self.net.carry(self.zone, node_zone).await {
+            if !self.net.carry(out, self.zone, node_zone).await {
                 return;
             }
             let Some(reply) = self.net.nodes[usize::from(self.node)].answer(request) else { return };
-            if !self.net.carry(node_zone, self.zone).await {
+            let back = Wire { src: node, dst: coordinator, kind: reply_kind(out.kind, &reply) };
+            if !self.net.carry(back, node_zone, self.zone).await {
                 return;
             }
             let now = Instant::now();
@@ -280,15 +336,43 @@ impl PeerChannel for SimPeers {
     fn send(&self, to: u8, msg: PeerMsg) {
         let (net, shells, from) = (Arc::clone(&self.net), Arc::clone(&self.shells), self.me);
         let (from_zone, to_zone) = (self.zones[usize::from(from)], self.zones[usize::from(to)]);
+        let msg = msg.into_msg();
+        let wire = Wire { src: Endpoint::Coordinator(from), dst: Endpoint::Coordinator(to), kind: kind(&msg) };
         tokio::spawn(async move {
-            if !net.carry(from_zone, to_zone).await {
+            if !net.carry(wire, from_zone, to_zone).await {
                 return;
             }
             let shell =
                 shells.lock().unwrap_or_else(|p| p.into_inner()).get(usize::from(to)).and_then(Weak::upgrade);
             if let Some(shell) = shell {
-                shell.deliver_peer(from, msg.into_msg());
+                shell.deliver_peer(from, msg);
             }
         });
+    }
+}
+
+/// A request's kind, as the model names the message it carries; the shell's own requests
+/// (a catch-up copy's scans and writes, the startup probe) have kinds of their own.
+fn request_kind(request: &NodeRequest, traffic: Traffic) -> &'static str {
+    match (traffic, request) {
+        (Traffic::Machine, NodeRequest::Replicate { .. }) => "replicate",
+        (Traffic::Machine, NodeRequest::Read { .. }) => "read",
+        (Traffic::Machine, _) => "ping",
+        (Traffic::Shell, NodeRequest::Scan { .. }) => SCAN,
+        (Traffic::Shell, NodeRequest::Replicate { .. }) => COPY_WRITE,
+        (Traffic::Shell, _) => PROBE,
+    }
+}
+
+/// A reply's kind: the answer to a request of kind `request` (a refusal answers a replicate
+/// or a read as the machine takes it, `Refused`; a heartbeat's, a pong). The last page of a
+/// scan (empty) ends its copy.
+fn reply_kind(request: &'static str, reply: &NodeReply) -> &'static str {
+    match (request, reply) {
+        ("replicate", _) => "replicate reply",
+        ("read", _) => "read reply",
+        ("ping", _) => "pong",
+        (SCAN, NodeReply::Entries { entries }) if entries.is_empty() => LAST_SCAN_REPLY,
+        _ => SHELL_REPLY,
     }
 }

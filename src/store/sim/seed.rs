@@ -87,6 +87,27 @@ struct World<'a> {
 }
 
 impl World<'_> {
+    /// Each client key's replicas now (`replay::Holding`).
+    fn holdings(&self) -> Result<Vec<Holding>, String> {
+        let shell = self.front.get(0).shell();
+        let mut keys: Vec<&String> = self.setup.workload.roles.iter().filter_map(|r| r.keys.first()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.into_iter()
+            .map(|key| {
+                let shard = usize::from(shell.partition_of(key.as_bytes()));
+                let members: Vec<NodeId> = shell.machine(|m| m.shards[shard].members.iter().copied().collect());
+                let members = members
+                    .into_iter()
+                    .map(|n| self.net.nodes[usize::from(n)].stored(key.as_bytes()).map(|(v, value)| (n, v, value)))
+                    .collect::<Result<_, String>>()?;
+                Ok(Holding { key: key.clone(), members })
+            })
+            .collect()
+    }
+}
+
+impl World<'_> {
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
@@ -98,7 +119,7 @@ impl World<'_> {
         let zones: Vec<u8> = s.scenario.coordinators.iter().map(|c| c.zone).collect();
         let zone = zones[usize::from(me)];
         let links: Vec<Arc<dyn NodeChannel>> = (0..s.scenario.nodes.len() as NodeId)
-            .map(|n| self.net.link(zone, n) as Arc<dyn NodeChannel>)
+            .map(|n| self.net.link(me, zone, n) as Arc<dyn NodeChannel>)
             .collect();
         let state_file = StateFile::in_dir(self.dir);
         let saved = state_file.load().map_err(|e| e.to_string())?;
@@ -220,22 +241,41 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let scenario = &setup.scenario;
     let epoch = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_fa17_0000_0000);
-    let (steps, heal_at_ms) = schedule(setup, &mut rng)?;
+    // The timeline: the seed's draw, or the trace's faults and a heal after its last step.
+    let (steps, heal_at_ms): (Vec<(Duration, Step)>, u64) = match &setup.replay {
+        None => {
+            let (steps, heal_at_ms) = schedule(setup, &mut rng)?;
+            (steps.into_iter().map(|(ms, step)| (Duration::from_millis(ms), step)).collect(), heal_at_ms)
+        }
+        Some(plan) => {
+            let mut steps: Vec<(Duration, Step)> =
+                plan.env.iter().map(|(at, step)| (at.offset(setup.ms_per_tick), step.clone())).collect();
+            let heal = plan.end(setup.ms_per_tick);
+            steps.push((heal, Step::Heal));
+            (steps, heal.as_millis() as u64)
+        }
+    };
+    let ms = |d: &Duration| d.as_millis() as u64;
     let faults: Vec<String> = steps
         .iter()
         .filter_map(|(at, step)| match step {
             Step::Fault(f) => {
-                let end =
-                    steps.iter().find_map(|(e, s)| matches!(s, Step::End(g) if g == f).then_some(*e - at));
-                Some(fault_text(scenario, f, *at, end))
+                let end = steps
+                    .iter()
+                    .find_map(|(e, s)| matches!(s, Step::End(g) if g == f && e > at).then_some(ms(e) - ms(at)));
+                Some(fault_text(scenario, f, ms(at), end))
             }
             _ => None,
         })
         .collect();
+    let replayer = setup
+        .replay
+        .as_ref()
+        .map(|plan| Arc::new(Mutex::new(Replayer::new(plan.clone(), setup.ms_per_tick))));
     let nodes = (0..scenario.nodes.len() as NodeId)
         .map(|n| SimNode::start(n, dir.join(format!("node{n}"))).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
-    let net = Arc::new(SimNet::new(scenario, setup.ms_per_tick, epoch, nodes, seed));
+    let net = Arc::new(SimNet::new(scenario, setup.ms_per_tick, epoch, nodes, seed, replayer.clone()));
     let log_text = Buffer::default();
     let log = DecisionLog::to_writer(Box::new(log_text.clone()), "coordinator");
     let trace_path = dir.join("trace.jsonl");
@@ -264,6 +304,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         started.push(world.coordinator(c).await?);
     }
     world.front = Arc::new(Front::new(started));
+    let acked = Arc::new(Mutex::new(Vec::new()));
     let load = SimLoad {
         roles: setup.workload.roles.clone(),
         coordinator_of: scenario.clients.iter().map(|c| c.coordinator).collect(),
@@ -273,6 +314,16 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
             .map(|c| (c.zone, scenario.coordinators[usize::from(c.coordinator)].zone))
             .collect(),
         clients: setup.workload.threads,
+        acked: Arc::clone(&acked),
+        replay: setup.replay.as_ref().map(|plan| {
+            let offsets = |steps: &Vec<(Moment, ClientStep)>| -> Vec<(Duration, ClientStep)> {
+                steps.iter().map(|(at, step)| (at.offset(setup.ms_per_tick), *step)).collect()
+            };
+            Arc::new(load::ReplayLoad {
+                steps: plan.clients.iter().map(offsets).collect(),
+                end: plan.end(setup.ms_per_tick),
+            })
+        }),
         request_timeout_ms: setup.request_timeout_ms,
         retry: setup.policy.retry,
         tokens: true,
@@ -284,12 +335,19 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let front = Arc::clone(&world.front);
     let clients =
         tokio::spawn(load::run_load(front, Arc::clone(&net), load, log.with_actor("client"), epoch, end));
-    for (at_ms, step) in steps {
-        tokio::time::sleep_until(epoch + Duration::from_millis(at_ms)).await;
+    let mut held = None;
+    for (at, step) in steps {
+        tokio::time::sleep_until(epoch + at).await;
         match step {
             Step::Fault(fault) => world.apply(fault).await?,
             Step::End(fault) => world.end(&fault)?,
-            Step::Heal => world.heal()?,
+            Step::Heal => {
+                // A replay's trace ends here: the store's state then, as the model judges states.
+                if setup.replay.is_some() && held.is_none() {
+                    held = Some(world.holdings()?);
+                }
+                world.heal()?
+            }
             Step::Rollout(_) => unreachable!("store sim plays no rollout"),
         }
     }
@@ -341,6 +399,9 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
                 unavailable: Some(unavailable),
                 history,
                 finals: Vec::new(),
+                replayed: replayer,
+                held,
+                acked: take(&acked),
             });
         }
     };
@@ -379,5 +440,12 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         unavailable: None,
         history,
         finals,
+        replayed: replayer,
+        held,
+        acked: take(&acked),
     })
+}
+
+fn take<T>(shared: &Mutex<Vec<T>>) -> Vec<T> {
+    std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()))
 }

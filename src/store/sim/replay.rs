@@ -1,0 +1,564 @@
+//! `store sim --replay`: a counterexample of the model played on the store's own code.
+//!
+//! The model's path names every step, so the replay can make the store's environment do what
+//! the trace's did: each fault at its step's moment, each client invocation and retry at
+//! theirs, and each message the trace sent delivered at the moment the trace delivered it, or
+//! lost where the trace lost it. A step's moment is its tick plus a millisecond for each step
+//! before it in that tick, so steps of one tick keep their order, after the timers due at the
+//! tick's start (the shell fires those first).
+//!
+//! The store's own steps (its machine's timers, what it sends in answer) are not forced: it is
+//! the code under test. Each message the store sends is matched to one the trace sent from the
+//! same sender to the same receiver, of the same kind, in the same tick; a message with no
+//! match is the store doing something the trace did not, and a message of the trace's that
+//! the store never sent is the trace doing something the store did not. The first of either is
+//! where the store left the trace; from there on its messages travel as in a seed.
+
+use super::net::Wire;
+use crate::model::{display, Action, World, WorldState};
+use crate::config::Scenario;
+use crate::policy::{quorum, NodeId};
+use crate::store::node::wire::StoredValue;
+use crate::protocol::data::Data;
+use crate::protocol::{Endpoint, Msg};
+use crate::store::run::{menu, Fault, Step};
+use stateright::Model;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// The shell's own messages (no model message is one of them): a catch-up copy's scan of its
+/// source and writes to the replacement, and the startup probe. A replay times a copy as the
+/// trace times its three messages: the first scan arrives when the copy request does, the
+/// writes when the copy data does, and the last (empty) page's reply when the copy ack does,
+/// so the shell's ack step falls where the trace's does.
+pub const SCAN: &str = "scan";
+pub const COPY_WRITE: &str = "copy write";
+pub const PROBE: &str = "probe";
+pub const LAST_SCAN_REPLY: &str = "last scan reply";
+pub const SHELL_REPLY: &str = "shell reply";
+
+
+/// A step's place in the model's time: its tick, and how many steps came before it in that tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment {
+    pub tick: u64,
+    pub order: u32,
+}
+
+impl Moment {
+    /// When on the simulated clock, from tick 0: a millisecond (tokio's timers' grain) for
+    /// each step before it in the tick, after the tick's start, where the shell fires its due
+    /// timers. A tick of more steps than milliseconds ends with its last steps at one moment.
+    pub fn offset(self, ms_per_tick: u64) -> Duration {
+        let within_ms = (u64::from(self.order) + 1).min(ms_per_tick.saturating_sub(1));
+        Duration::from_millis(self.tick * ms_per_tick + within_ms)
+    }
+}
+
+/// What became of a message the trace sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Delivered at this step.
+    Delivered { step: usize, at: Moment },
+    /// Lost to the drop fault at this step.
+    Lost { step: usize },
+    /// Gone with a crash, a partition or a restart: the store's fault does the same.
+    Vanished,
+    /// Still travelling when the trace ends.
+    InFlight,
+}
+
+/// A message of the trace.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub src: Endpoint,
+    pub dst: Endpoint,
+    pub kind: &'static str,
+    /// The step that sent it and its moment.
+    pub sent_step: usize,
+    pub sent: Moment,
+    pub fate: Fate,
+}
+
+/// A client's step of the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientStep {
+    Invoke,
+    Retry,
+}
+
+/// A counterexample as the store's environment plays it.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Each step of the trace but time passing: its number (as `check` numbers them), its
+    /// moment and its text.
+    pub steps: Vec<(usize, Moment, String)>,
+    pub messages: Vec<Planned>,
+    /// Per client, its invocations and retries in order.
+    pub clients: Vec<Vec<(Moment, ClientStep)>>,
+    /// The faults and their ends, in order.
+    pub(crate) env: Vec<(Moment, Step)>,
+    /// The tick after the trace's last step.
+    pub end_tick: u64,
+    /// The scenario's names of nodes and clients.
+    node_names: Vec<String>,
+    client_names: Vec<String>,
+}
+
+/// The kind of a message, as the store's wire and the model's name it alike. Messages the
+/// store's machine never puts on a wire (the catch-up copy's, the debt query's, the leader
+/// family's) have kinds no store message has.
+pub fn kind<D: Data>(msg: &Msg<D>) -> &'static str {
+    match msg {
+        Msg::Request { .. } => "request",
+        Msg::Response { .. } => "response",
+        Msg::Replicate { .. } => "replicate",
+        Msg::ReplicateAck { .. } | Msg::Refused { .. } => "replicate reply",
+        Msg::ReadReq { .. } => "read",
+        Msg::ReadReply { .. } => "read reply",
+        Msg::Ping => "ping",
+        Msg::Pong => "pong",
+        Msg::CopyRequest { .. } => "copy request",
+        Msg::CopyData { .. } => "copy data",
+        Msg::CopyAck { .. } => "copy ack",
+        Msg::View { .. } => "view",
+        Msg::ViewAck { .. } => "view ack",
+        Msg::Propose { .. } => "propose",
+        Msg::LoadQuery => "load query",
+        Msg::LoadReport { .. } => "load report",
+        Msg::Leader(_) => "leader family",
+    }
+}
+
+/// Why the store does not send a message of this kind (`None`: it does).
+pub fn not_sent_by_store(kind: &str) -> Option<&'static str> {
+    match kind {
+        "load query" | "load report" => {
+            Some("the store's coordinator reads compaction debt from its load facts, not by asking nodes")
+        }
+        "leader family" => Some("store sim runs the quorum family's store"),
+        _ => None,
+    }
+}
+
+impl Plan {
+    /// An endpoint as the scenario names it.
+    pub fn name(&self, e: Endpoint) -> String {
+        match e {
+            Endpoint::Node(n) => self.node_names.get(usize::from(n)).cloned().unwrap_or_else(|| format!("node {n}")),
+            Endpoint::Coordinator(0) => "coordinator".to_string(),
+            Endpoint::Coordinator(c) => format!("coordinator {c}"),
+            Endpoint::Client(c) => self.client_names.get(usize::from(c)).cloned().unwrap_or_else(|| "checker".into()),
+        }
+    }
+
+    /// The plan of `actions` taken from the world's initial state `init` (a lasso's loop is
+    /// given repeated as often as it should be played).
+    pub fn of(world: &World, scenario: &Scenario, init: usize, actions: &[Action]) -> Result<Plan, String> {
+        let scenario_menu: Vec<Fault> = menu(scenario).into_iter().flatten().collect();
+        let mut state: WorldState = world
+            .init_states()
+            .into_iter()
+            .nth(init)
+            .ok_or_else(|| format!("the counterexample starts at initial state {init}, which the model does not have"))?;
+        let mut plan = Plan {
+            steps: Vec::new(),
+            messages: Vec::new(),
+            clients: vec![Vec::new(); world.cfg.clients.len()],
+            env: Vec::new(),
+            end_tick: 0,
+            node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
+            client_names: scenario.clients.iter().map(|c| c.name.clone()).collect(),
+        };
+        // Per (sender, receiver, message): the indices of `messages` still travelling, oldest first.
+        let mut open: BTreeMap<(Endpoint, Endpoint, Msg), Vec<usize>> = BTreeMap::new();
+        for e in &state.net {
+            let i = plan.messages.len();
+            plan.messages.push(Planned {
+                src: e.src,
+                dst: e.dst,
+                kind: kind(&e.msg),
+                sent_step: 0,
+                sent: Moment { tick: 0, order: 0 },
+                fate: Fate::InFlight,
+            });
+            open.entry((e.src, e.dst, e.msg)).or_default().push(i);
+        }
+        let (mut tick, mut order) = (0u64, 0u32);
+        for (index, action) in actions.iter().enumerate() {
+            let step = index + 1;
+            let mut enabled = Vec::new();
+            world.actions(&state, &mut enabled);
+            if !enabled.contains(action) {
+                return Err(format!("step {step} ({}) is not a step of the model here", display::action(&world.cfg, action)));
+            }
+            let next = world
+                .next_state(&state, action.clone())
+                .ok_or_else(|| format!("step {step} has no next state"))?;
+            let at = Moment { tick, order };
+            if *action == Action::Tick {
+                tick += 1;
+                order = 0;
+            } else {
+                order += 1;
+                plan.steps.push((step, at, display::action(&world.cfg, action)));
+            }
+            // What left the network, and what joined it.
+            let count = |s: &WorldState| {
+                let mut m: BTreeMap<(Endpoint, Endpoint, Msg), usize> = BTreeMap::new();
+                for e in &s.net {
+                    *m.entry((e.src, e.dst, e.msg)).or_default() += 1;
+                }
+                m
+            };
+            let (before, after) = (count(&state), count(&next));
+            for (key, n) in &before {
+                let left = n.saturating_sub(after.get(key).copied().unwrap_or(0));
+                for k in 0..left {
+                    let Some(i) = open.get_mut(key).filter(|v| !v.is_empty()).map(|v| v.remove(0)) else { break };
+                    let this = k == 0
+                        && match action {
+                            Action::Deliver(e) | Action::Lose(e) => (e.src, e.dst, e.msg) == *key,
+                            _ => false,
+                        };
+                    plan.messages[i].fate = match action {
+                        Action::Deliver(_) if this => Fate::Delivered { step, at },
+                        Action::Lose(_) if this => {
+                            // The drop fault is on from the tick the lost message left in (the
+                            // store's trace is judged so); the plan loses the message itself.
+                            let tick = plan.messages[i].sent.tick;
+                            plan.env.push((Moment { tick, order: 0 }, Step::Fault(Fault::Drop)));
+                            Fate::Lost { step }
+                        }
+                        _ => Fate::Vanished,
+                    };
+                }
+            }
+            for (key, n) in &after {
+                let joined = n.saturating_sub(before.get(key).copied().unwrap_or(0));
+                for _ in 0..joined {
+                    let i = plan.messages.len();
+                    plan.messages.push(Planned {
+                        src: key.0,
+                        dst: key.1,
+                        kind: kind(&key.2),
+                        sent_step: step,
+                        sent: at,
+                        fate: Fate::InFlight,
+                    });
+                    open.entry(*key).or_default().push(i);
+                }
+            }
+            match *action {
+                Action::ClientInvoke(c) => plan.clients[usize::from(c)].push((at, ClientStep::Invoke)),
+                Action::ClientRetry(c) => plan.clients[usize::from(c)].push((at, ClientStep::Retry)),
+                Action::Crash(n) => plan.env.push((at, Step::Fault(Fault::Crash(n)))),
+                Action::Restart(n) => plan.env.push((at, Step::End(Fault::Crash(n)))),
+                Action::Partition(z) => plan.env.push((at, Step::Fault(Fault::Partition(z)))),
+                Action::Heal(z) => plan.env.push((at, Step::End(Fault::Partition(z)))),
+                Action::Degrade(i) => plan.env.push((at, Step::Fault(degrade(&scenario_menu, i)?))),
+                Action::Restore(i) => plan.env.push((at, Step::End(degrade(&scenario_menu, i)?))),
+                Action::CoordinatorRestart => plan.env.push((at, Step::Fault(Fault::CoordinatorCrash))),
+                _ => {}
+            }
+            state = next;
+        }
+        if std::env::var_os("REPLICHECK_REPLAY_DEBUG").is_some() {
+            for (i, m) in plan.messages.iter().enumerate() {
+                eprintln!("planned {i}: {m:?}");
+            }
+        }
+        plan.env.sort_by_key(|(at, step)| (*at, step.rank()));
+        plan.end_tick = tick + 1;
+        Ok(plan)
+    }
+
+    /// When the trace is over, from tick 0.
+    pub fn end(&self, ms_per_tick: u64) -> Duration {
+        Duration::from_millis(self.end_tick * ms_per_tick)
+    }
+}
+
+fn degrade(menu: &[Fault], index: u8) -> Result<Fault, String> {
+    menu.iter()
+        .find(|f| matches!(f, Fault::Degrade { index: i, .. } if *i == index))
+        .cloned()
+        .ok_or_else(|| format!("degradation {index} is not on the fault menu"))
+}
+
+/// Which message of the trace: sent in a tick, or by a step.
+#[derive(Clone, Copy)]
+enum Sent {
+    InTick(u64),
+    ByStep(usize),
+}
+
+/// Where the store's message goes: at a moment, lost, or as a seed would carry it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    At(Duration),
+    Lost,
+    Free,
+}
+
+/// A message the store sent that the trace did not.
+#[derive(Clone, Debug)]
+pub struct Unplanned {
+    pub at: Duration,
+    pub tick: u64,
+    pub src: Endpoint,
+    pub dst: Endpoint,
+    pub kind: &'static str,
+}
+
+/// The replay as the simulated network follows it.
+pub struct Replayer {
+    pub plan: Plan,
+    ms_per_tick: u64,
+    /// For each planned message, when the store sent it.
+    pub matched: Vec<Option<Duration>>,
+    pub unplanned: Vec<Unplanned>,
+    /// Catch-up copies under way: (source, the trace's copy data message, if it has one).
+    copies: Vec<(NodeId, Option<usize>)>,
+}
+
+impl Replayer {
+    pub fn new(plan: Plan, ms_per_tick: u64) -> Replayer {
+        let matched = vec![None; plan.messages.len()];
+        Replayer { plan, ms_per_tick, matched, unplanned: Vec::new(), copies: Vec::new() }
+    }
+
+    /// The first unmatched message of the trace of `kind` from `src` to `dst` that `sent`
+    /// (a tick, or the step that sent it).
+    fn find(&self, kind: &str, src: Endpoint, dst: Option<Endpoint>, sent: Sent) -> Option<usize> {
+        self.plan.messages.iter().enumerate().position(|(i, m)| {
+            self.matched[i].is_none()
+                && m.kind == kind
+                && m.src == src
+                && dst.is_none_or(|d| d == m.dst)
+                && match sent {
+                    Sent::InTick(tick) => m.sent.tick == tick,
+                    Sent::ByStep(step) => m.sent_step == step,
+                }
+        })
+    }
+
+    /// Message `i` of the trace, sent by the store at `now`: where the trace's went.
+    fn as_planned(&mut self, i: usize, now: Duration) -> Route {
+        self.matched[i].get_or_insert(now);
+        match self.plan.messages[i].fate {
+            Fate::Delivered { at, .. } => Route::At(at.offset(self.ms_per_tick).max(now)),
+            Fate::Lost { .. } => Route::Lost,
+            Fate::Vanished | Fate::InFlight => Route::Free,
+        }
+    }
+
+    fn delivered_by(&self, i: usize) -> Option<usize> {
+        match self.plan.messages[i].fate {
+            Fate::Delivered { step, .. } => Some(step),
+            _ => None,
+        }
+    }
+
+    /// The shell's own message (see [`SCAN`]): at once, or as the copy's messages in the trace.
+    fn route_shell(&mut self, wire: &Wire, now: Duration, tick: u64) -> Route {
+        let at_once = Route::At(now);
+        match (wire.kind, wire.src, wire.dst) {
+            (SCAN, _, Endpoint::Node(source)) => {
+                if self.copies.iter().any(|c| c.0 == source) {
+                    return at_once; // a later page
+                }
+                let Some(i) = self.find("copy request", wire.src, Some(wire.dst), Sent::InTick(tick)) else {
+                    return at_once;
+                };
+                let data = self
+                    .delivered_by(i)
+                    .and_then(|step| self.find("copy data", wire.dst, None, Sent::ByStep(step)));
+                self.copies.push((source, data));
+                self.as_planned(i, now)
+            }
+            (COPY_WRITE, _, target) => {
+                let data = self.copies.iter().filter_map(|c| c.1).find(|&j| self.plan.messages[j].dst == target);
+                data.map_or(at_once, |j| self.as_planned(j, now))
+            }
+            (LAST_SCAN_REPLY, Endpoint::Node(source), _) => {
+                let Some(at) = self.copies.iter().position(|c| c.0 == source) else { return at_once };
+                let Some(j) = self.copies.remove(at).1 else { return at_once };
+                self.matched[j].get_or_insert(now); // an empty copy writes nothing
+                let target = self.plan.messages[j].dst;
+                let ack = self.delivered_by(j).and_then(|step| self.find("copy ack", target, None, Sent::ByStep(step)));
+                ack.map_or(at_once, |k| self.as_planned(k, now))
+            }
+            _ => at_once,
+        }
+    }
+
+    /// The store sends `wire` at `now` (from tick 0): where it goes. `lost_now`: it is sent
+    /// across a cut or to a crashed node, which the model loses as it is sent (the trace
+    /// shows no such message, and none is missing from it).
+    pub fn route(&mut self, wire: &Wire, now: Duration, lost_now: bool) -> Route {
+        let tick = now.as_millis() as u64 / self.ms_per_tick;
+        if tick >= self.plan.end_tick {
+            return Route::Free;
+        }
+        if [SCAN, COPY_WRITE, PROBE, LAST_SCAN_REPLY, SHELL_REPLY].contains(&wire.kind) {
+            return self.route_shell(wire, now, tick);
+        }
+        let found = self.plan.messages.iter().enumerate().position(|(i, m)| {
+            self.matched[i].is_none()
+                && m.sent.tick == tick
+                && (m.src, m.dst, m.kind) == (wire.src, wire.dst, wire.kind)
+        });
+        if std::env::var_os("REPLICHECK_REPLAY_DEBUG").is_some() {
+            eprintln!("route {wire:?} at {now:?} tick {tick} -> {found:?}");
+        }
+        let Some(i) = found else {
+            if lost_now {
+                return Route::Lost;
+            }
+            self.unplanned.push(Unplanned { at: now, tick, src: wire.src, dst: wire.dst, kind: wire.kind });
+            return Route::Free;
+        };
+        self.as_planned(i, now)
+    }
+
+    /// The first place the store left the trace: a message it sent that the trace did not,
+    /// or one of the trace's it did not send (by the step that would have sent it).
+    pub fn first_departure(&self) -> Option<(Moment, String)> {
+        let missing = self
+            .plan
+            .messages
+            .iter()
+            .zip(&self.matched)
+            .filter(|(m, sent)| sent.is_none() && m.sent_step > 0 && not_sent_by_store(m.kind).is_none())
+            .map(|(m, _)| {
+                let why = "";
+                (
+                    m.sent,
+                    format!(
+                        "step {}: the trace sends {} from {} to {} in tick {}; the store did not{why}",
+                        m.sent_step,
+                        m.kind,
+                        self.plan.name(m.src),
+                        self.plan.name(m.dst),
+                        m.sent.tick
+                    ),
+                )
+            })
+            .min_by_key(|(at, _)| *at);
+        let extra = self.unplanned.first().map(|u| {
+            let after = self.plan.steps.iter().take_while(|(_, m, _)| m.tick <= u.tick).last().map_or(0, |s| s.0);
+            (
+                Moment { tick: u.tick, order: 0 },
+                format!(
+                    "after step {after}: the store sends {} from {} to {} in tick {} ({:.3} s); the trace sends none then",
+                    u.kind,
+                    self.plan.name(u.src),
+                    self.plan.name(u.dst),
+                    u.tick,
+                    u.at.as_secs_f64()
+                ),
+            )
+        });
+        match (missing, extra) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The first message of the trace the store cannot send (its machine has no such
+    /// message), and why.
+    pub fn cannot_follow(&self) -> Option<String> {
+        let m = self.plan.messages.iter().find(|m| m.sent_step > 0 && not_sent_by_store(m.kind).is_some())?;
+        Some(format!(
+            "step {}: the trace sends {} from {} to {}; {}",
+            m.sent_step,
+            m.kind,
+            self.plan.name(m.src),
+            self.plan.name(m.dst),
+            not_sent_by_store(m.kind).unwrap_or_default()
+        ))
+    }
+
+    /// The trace's steps with what the store did at each: a message delivered or lost as
+    /// planned, or not sent by the store.
+    pub fn side_by_side(&self, out: &mut String, ms_per_tick: u64) {
+        let mut by_step: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for (m, sent) in self.plan.messages.iter().zip(&self.matched) {
+            let step = match m.fate {
+                Fate::Delivered { step, .. } | Fate::Lost { step } => step,
+                _ => continue,
+            };
+            let note = match sent {
+                Some(at) => format!("store sent it at {:.3} s", at.as_secs_f64()),
+                None => match not_sent_by_store(m.kind) {
+                    Some(_) => "not a store message".to_string(),
+                    None => "the store never sent it".to_string(),
+                },
+            };
+            by_step.entry(step).or_default().push(note);
+        }
+        for (step, at, text) in &self.plan.steps {
+            let store = by_step.get(&step).map(|v| v.join("; ")).unwrap_or_default();
+            let time_ms = at.tick * ms_per_tick;
+            let _ = writeln!(out, "  {step:>4} {:>9.3} s  {text:<70} {store}", time_ms as f64 / 1000.0);
+        }
+    }
+}
+
+/// A key's replicas at the trace's end: its partition's replica set as the coordinator runs
+/// it, each member with what its disk holds (version, value).
+#[derive(Clone, Debug)]
+pub struct Holding {
+    pub key: String,
+    pub members: Vec<(NodeId, u64, StoredValue)>,
+}
+
+/// `acked_writes_persist` as the model judges a state, on the store's state at the trace's
+/// end: the newest write acknowledged by then of each key is held, at its version or newer, by
+/// enough members that every read quorum of `read_quorum` sees it. Why not, if it is not.
+pub fn acked_but_unseen(
+    plan: &Plan,
+    holdings: &[Holding],
+    acked: &[(String, u64, u64)],
+    until_ns: u64,
+    read_quorum: u8,
+) -> Option<String> {
+    for held in holdings {
+        // The acknowledged writes' versions: where a member holds the written value.
+        let acked =
+            acked.iter().filter(|(key, _, ns)| *key == held.key && *ns <= until_ns).map(|(_, value, _)| *value);
+        let mut newest: Option<(u64, u64)> = None; // (version, value)
+        for value in acked {
+            let bytes = value.to_string().into_bytes();
+            let version = held
+                .members
+                .iter()
+                .find(|(_, _, v)| v.as_deref() == Some(bytes.as_slice()))
+                .map_or(u64::MAX, |(_, version, _)| *version); // held by none: seen by no read
+            if newest.is_none_or(|(v, _)| version > v) {
+                newest = Some((version, value));
+            }
+        }
+        let Some((version, value)) = newest else { continue };
+        let holders: Vec<String> = held
+            .members
+            .iter()
+            .filter(|(_, v, _)| *v >= version)
+            .map(|(n, _, _)| plan.name(Endpoint::Node(*n)))
+            .collect();
+        let needed = quorum::holders_needed_for_reads(held.members.len(), read_quorum);
+        if holders.len() < needed {
+            let members: Vec<String> = held.members.iter().map(|(n, _, _)| plan.name(Endpoint::Node(*n))).collect();
+            return Some(format!(
+                "the acknowledged write of {} (value {value}) is on {} of its replicas [{}]{}; a read of {read_quorum} sees it for sure only if it is on {needed}",
+                held.key,
+                holders.len(),
+                members.join(", "),
+                if holders.is_empty() { String::new() } else { format!(" ({})", holders.join(", ")) },
+            ));
+        }
+    }
+    None
+}
