@@ -161,6 +161,13 @@ pub enum StoreCommand {
         /// (at most `faults.budget`). Default: one of each kind, up to the budget.
         #[arg(long, value_delimiter = ',')]
         faults: Vec<String>,
+        /// Replay a counterexample of the model on the store instead: the one `check` finds
+        /// for PROPERTY, or the first in FILE (`check --format json`). It is played on `store
+        /// sim`'s simulated network and clock, where each message can be delivered or lost at
+        /// the trace's moment (as `store sim MODEL --replay`). Exit 0 if the store shows the
+        /// same violation, 1 if not.
+        #[arg(long, value_name = "PROPERTY|FILE", conflicts_with_all = ["faults", "clients", "rollout_order", "decision_log", "trace"])]
+        replay: Option<String>,
     },
     /// The store's own code (the coordinator's shell and machine, each node's storage, the
     /// clients and the checks of `store run`) on a simulated network and clock, in one
@@ -385,6 +392,26 @@ pub fn run(
             policy,
             time_scale,
             duration,
+            history,
+            seed,
+            replay: Some(replay),
+            ..
+        } => {
+            let request = crate::store::sim::SimRequest {
+                ms_per_tick: time_scale,
+                duration,
+                history,
+                first_seed: seed,
+                ..crate::store::sim::SimRequest::replay(model, variant, policy, replay)
+            };
+            sim(&request)
+        }
+        StoreCommand::Run {
+            model,
+            variant,
+            policy,
+            time_scale,
+            duration,
             clients,
             keys,
             write_permille,
@@ -395,6 +422,7 @@ pub fn run(
             seed,
             rollout_order,
             faults,
+            replay: None,
         } => {
             let request = crate::store::run::RunRequest {
                 model,
@@ -421,13 +449,7 @@ pub fn run(
             let (outcome, model) = result?;
             Ok(crate::store::run::exit_code(&outcome, &model))
         }
-        StoreCommand::Sim(request) => {
-            let (mut out, mut speed) = (String::new(), String::new());
-            let result = crate::store::sim::run(&request, &mut out, &mut speed);
-            print!("{out}");
-            eprint!("{speed}");
-            Ok(u8::from(result?.first_failing.is_some()))
-        }
+        StoreCommand::Sim(request) => sim(&request),
         StoreCommand::Bench { value_size, concurrency, duration, nodes, policy, replication } => {
             let leader = leader_family(replication.as_deref(), policy.as_deref())?;
             bench(value_size, concurrency, &duration, nodes, policy.as_deref(), leader)
@@ -740,4 +762,13 @@ async fn first_signal(signals: &mut [(&'static str, tokio::signal::unix::Signal)
         std::task::Poll::Pending
     })
     .await
+}
+
+/// `store sim`, and `store run --replay`: the report to stdout, the speed to stderr.
+fn sim(request: &crate::store::sim::SimRequest) -> Result<u8, StoreError> {
+    let (mut out, mut speed) = (String::new(), String::new());
+    let result = crate::store::sim::run(request, &mut out, &mut speed);
+    print!("{out}");
+    eprint!("{speed}");
+    Ok(u8::from(result?.first_failing.is_some()))
 }

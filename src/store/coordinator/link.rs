@@ -97,12 +97,14 @@ pub trait NodeChannel: Send + Sync {
 }
 
 /// Whose message a request is: the protocol machine's (a message the model has too), or the
-/// shell's own (a catch-up copy's pages, the startup probe), which the model does not send.
-/// A replay (`store sim --replay`) times the first as the model's trace does.
+/// shell's own, which the model does not send: a catch-up copy's scans and writes (of the
+/// copy from `source`), the startup probe. A replay (`store sim --replay`) times them as the
+/// model's trace times the machine's messages and the copy's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Traffic {
     Machine,
-    Shell,
+    Copy { source: crate::policy::NodeId },
+    Probe,
 }
 
 impl NodeChannel for NodeLink {
@@ -124,10 +126,11 @@ impl NodeChannel for NodeLink {
 pub async fn request_on(
     channel: &Arc<dyn NodeChannel>,
     request: NodeRequest,
+    traffic: Traffic,
     deadline: Instant,
 ) -> Result<NodeReply, LinkError> {
     let (tx, reply) = oneshot::channel();
-    Arc::clone(channel).post(request, Traffic::Shell, deadline, Box::new(move |reply| drop(tx.send(reply))));
+    Arc::clone(channel).post(request, traffic, deadline, Box::new(move |reply| drop(tx.send(reply))));
     match tokio::time::timeout_at(deadline, reply).await {
         Ok(Ok(NodeReply::Failed { message })) => Err(LinkError::Node(message)),
         Ok(Ok(reply)) => Ok(reply),

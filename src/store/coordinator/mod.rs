@@ -157,9 +157,10 @@ async fn max_stored_version(links: &[Arc<dyn link::NodeChannel>], floor_saved: b
     for (node, link) in links.iter().enumerate() {
         // A node may still be starting: retry until the deadline.
         let reply = loop {
-            match link::request_on(link, NodeRequest::Heartbeat, deadline).await {
+            match link::request_on(link, NodeRequest::Heartbeat, link::Traffic::Probe, deadline).await {
                 Ok(reply) => break Some(reply),
-                Err(LinkError::Deadline) if floor_saved => break None,
+                // The floor covers every version used before: a node down now adds nothing.
+                Err(LinkError::Deadline | LinkError::Unreachable(_)) if floor_saved => break None,
                 Err(LinkError::Deadline) => {
                     return Err(format!(
                         "node {node} at {} did not answer within {STARTUP_TIMEOUT_MS} ms",

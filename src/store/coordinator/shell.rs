@@ -723,13 +723,17 @@ impl Shell {
         loop {
             let deadline = Instant::now() + reply_wait(self.ack_timeout());
             let scan = NodeRequest::Scan { after: after.clone(), limit: SCAN_ENTRIES_MAX };
-            let entries = match request_on(&self.links[usize::from(source)], scan, deadline).await {
+            let traffic = Traffic::Copy { source };
+            let entries = match request_on(&self.links[usize::from(source)], scan, traffic, deadline).await {
                 Ok(NodeReply::Entries { entries }) => entries,
                 Ok(other) => return Err(format!("unexpected scan reply {other:?}")),
                 Err(e) => return Err(format!("scan: {e}")),
             };
             let Some(last) = entries.last() else { return Ok(()) };
             after = Some(last.0.clone());
+            // A page short of the limit is the last: no scan after it (the copy then needs its
+            // source only for as long as the model's one copy message does).
+            let last_page = entries.len() < SCAN_ENTRIES_MAX as usize;
             // A page's writes go out together, so the target commits them in few fsyncs.
             let deadline = Instant::now() + reply_wait(self.ack_timeout());
             let mut copies = tokio::task::JoinSet::new();
@@ -739,12 +743,15 @@ impl Shell {
                 }
                 let link = Arc::clone(&self.links[usize::from(target)]);
                 copies.spawn(async move {
-                    request_on(&link, NodeRequest::Replicate { key, version, value }, deadline).await
+                    request_on(&link, NodeRequest::Replicate { key, version, value }, traffic, deadline).await
                 });
             }
             while let Some(copied) = copies.join_next().await {
                 copied.map_err(|e| format!("copy task: {e}"))?.map_err(|e| format!("copy: {e}"))?;
                 self.counters.keys_copied.fetch_add(1, Ordering::Relaxed);
+            }
+            if last_page {
+                return Ok(());
             }
         }
     }

@@ -401,8 +401,13 @@ pub fn run(
     let policy = policy_in_ms(&ticks_policy, ms_per_tick);
     let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)
         .map_err(StoreError::Input)?;
-    let load =
-        Workload::of_model(&scenario, &layout, (req.keys, req.write_permille, req.clients), ms_per_tick, policy.routing.write_shard_suffixes);
+    let load = Workload::of_model(
+        &scenario,
+        &layout,
+        (req.keys, req.write_permille, req.clients),
+        ms_per_tick,
+        policy.routing.write_shard_suffixes,
+    );
     if let Some(n) = req.clients.filter(|&n| load.rate_checked && n != load.threads) {
         return Err(StoreError::Input(format!(
             "--clients {n}: {} has a capacity, so each of its {} clients is played by one thread (a client's rate of writes is part of what is checked); leave --clients out",

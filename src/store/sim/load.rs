@@ -4,9 +4,9 @@
 
 use super::net::{SimNet, Wire};
 use super::replay::ClientStep;
-use crate::protocol::Endpoint;
 use crate::config::OpKind;
 use crate::policy::retry::RetryPolicy;
+use crate::protocol::Endpoint;
 use crate::store::coordinator::Coordinator;
 use crate::store::decision::DecisionLog;
 use crate::store::node::wire::StoredValue;
@@ -174,7 +174,8 @@ async fn client_loop(
             };
             let token = load.tokens.then_some(token.as_bytes());
             let timeout = Duration::from_millis(load.request_timeout_ms);
-            let edge = Edge { net, zones, client: client as u8, coordinator, acked: Some((&load.acked, epoch)) };
+            let edge =
+                Edge { net, zones, client: client as u8, coordinator, acked: Some((&load.acked, epoch)) };
             if let Some(read) = attempt(&front.get(coordinator), &edge, &key, input, token, timeout).await {
                 break Op {
                     outcome: Outcome::Ok { return_ns: ns_since(epoch).max(call_ns + 1), read },
@@ -200,7 +201,8 @@ async fn client_loop(
                             // Past the trace's end the client goes on as its policy says (a
                             // retry storm the trace loops in goes on, or ends, by itself).
                             None if steps.peek().is_none() => {
-                                let trace_end = epoch + load.replay.as_ref().map_or(Duration::ZERO, |r| r.end);
+                                let trace_end =
+                                    epoch + load.replay.as_ref().map_or(Duration::ZERO, |r| r.end);
                                 wait.max(trace_end.saturating_duration_since(Instant::now()))
                             }
                             None => break unfinished,
@@ -254,7 +256,7 @@ async fn attempt(
     let (client, coordinator_zone) = edge.zones;
     let (src, dst) = (Endpoint::Client(edge.client), Endpoint::Coordinator(edge.coordinator));
     let round_trip = async {
-        if !edge.net.carry(Wire { src, dst, kind: "request" }, client, coordinator_zone).await {
+        if !edge.net.carry(Wire { src, dst, kind: "request", copy: None }, client, coordinator_zone).await {
             return std::future::pending().await; // lost: the client waits out its timeout
         }
         let answer = match input {
@@ -262,7 +264,11 @@ async fn attempt(
                 let value: StoredValue = Some(number.to_string().into_bytes());
                 let written = coordinator.write(key.as_bytes(), value, token).await;
                 if let (Ok(()), Some((acked, epoch))) = (&written, edge.acked) {
-                    acked.lock().unwrap_or_else(|p| p.into_inner()).push((key.to_string(), number, ns_since(epoch)));
+                    acked.lock().unwrap_or_else(|p| p.into_inner()).push((
+                        key.to_string(),
+                        number,
+                        ns_since(epoch),
+                    ));
                 }
                 written.map(|()| None)
             }
@@ -271,7 +277,11 @@ async fn attempt(
                 Some(bytes) => String::from_utf8_lossy(&bytes).parse::<u64>().ok().map(Some),
             }),
         };
-        if !edge.net.carry(Wire { src: dst, dst: src, kind: "response" }, coordinator_zone, client).await {
+        if !edge
+            .net
+            .carry(Wire { src: dst, dst: src, kind: "response", copy: None }, coordinator_zone, client)
+            .await
+        {
             return std::future::pending().await;
         }
         answer
@@ -307,8 +317,13 @@ pub async fn final_reads(
         for _ in 0..attempts {
             let call_ns = ns_since(epoch).max(checker_ns + 1);
             checker_ns = call_ns;
-            let edge =
-                Edge { net, zones: (checker_zone, checker_zone), client: u8::MAX, coordinator: 0, acked: None };
+            let edge = Edge {
+                net,
+                zones: (checker_zone, checker_zone),
+                client: u8::MAX,
+                coordinator: 0,
+                acked: None,
+            };
             if let Some(value) = attempt(&front.get(0), &edge, key, Input::Read, None, timeout).await {
                 checker_ns = ns_since(epoch).max(call_ns + 1);
                 let outcome = Outcome::Ok { return_ns: checker_ns, read: value };

@@ -44,9 +44,9 @@ use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict, TraceWriter
 use crate::store::StoreError;
 use load::{Front, SimLoad};
 use net::{SimNet, SimNode, SimPeers};
-use replay::{ClientStep, Holding, Moment, Plan, Replayer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use replay::{ClientStep, Holding, Moment, Plan, Replayer};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -124,6 +124,34 @@ pub struct SimRequest {
     /// Exit 0 if the store shows the same violation, 1 if it does not.
     #[arg(long, value_name = "PROPERTY", conflicts_with_all = ["seeds", "every_seed"])]
     pub replay: Option<String>,
+}
+
+impl SimRequest {
+    /// `store run --replay`: a replay of one counterexample, everything else as `store sim`'s
+    /// defaults (a replay lasts as long as its trace needs, at least).
+    pub fn replay(
+        model: PathBuf,
+        variant: Option<String>,
+        policy: Option<PathBuf>,
+        replay: String,
+    ) -> SimRequest {
+        SimRequest {
+            model,
+            variant,
+            policy,
+            first_seed: 0,
+            seeds: 1,
+            duration: Duration::from_secs(20),
+            ms_per_tick: None,
+            clients: None,
+            keys: 100,
+            write_permille: 500,
+            load: LoadShape::Model,
+            history: None,
+            every_seed: false,
+            replay: Some(replay),
+        }
+    }
 }
 
 /// What one seed did.
@@ -261,7 +289,8 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         .max()
         .unwrap_or(0);
     let needed_ms = fault_window_ms.1 + longest_fault_ms;
-    if needed_ms >= duration_ms {
+    // A replay's faults are the trace's, and it runs as long as they need.
+    if needed_ms >= duration_ms && req.replay.is_none() {
         let most = match req.load {
             LoadShape::Model => format!("{} ms", needed_ms + 1),
             // The window grows with the run: its heal point is HEAL_PERMILLE of it.
@@ -518,29 +547,23 @@ fn clients_span_ms(scenario: &Scenario, policy: &crate::config::Policy, ms_per_t
         .unwrap_or(0)
 }
 
-/// A lasso's loop is played this many times: a livelock the store shares repeats in it.
-const LOOP_PLAYS: usize = 3;
-
-/// `--replay PROPERTY`: the model's counterexample for it, played on the store (`replay`).
-fn run_replay(
+/// The counterexample `check` finds for `property`: its name, initial state, actions and
+/// the step its loop starts at (a lasso's).
+fn counterexample_for(
     req: &SimRequest,
+    setup: &Setup,
     property: &str,
-    out: &mut String,
-    speed: &mut String,
-) -> Result<SimSummary, StoreError> {
+) -> Result<(PropertyName, usize, Vec<crate::model::Action>, Option<usize>), StoreError> {
     let input = StoreError::Input;
-    if req.load == LoadShape::Continuous {
-        return Err(input("--replay plays the model's load: not with --load continuous".into()));
-    }
-    let mut setup = setup(req)?;
-    let name = PropertyName::parse(property).filter(|p| setup.scenario.properties.contains(p)).ok_or_else(|| {
-        let names: Vec<&str> = setup.scenario.properties.iter().map(|p| p.as_str()).collect();
-        input(format!(
-            "--replay {property}: not a property of {} (its properties: {})",
-            req.model.display(),
-            names.join(", ")
-        ))
-    })?;
+    let name =
+        PropertyName::parse(property).filter(|p| setup.scenario.properties.contains(p)).ok_or_else(|| {
+            let names: Vec<&str> = setup.scenario.properties.iter().map(|p| p.as_str()).collect();
+            input(format!(
+                "--replay {property}: not a property of {} (its properties: {}), nor a file",
+                req.model.display(),
+                names.join(", ")
+            ))
+        })?;
     let opts = crate::check::RunOptions::default();
     let checked = crate::check::run_one(&req.model, req.policy.as_deref(), &setup.label, &opts)
         .map_err(|e| input(e.to_string()))?;
@@ -554,16 +577,38 @@ fn run_replay(
             }
         )));
     };
-    let (init, mut actions) = cx.path.clone();
-    let looped = cx.loop_from_step.map(|from| {
+    Ok((name, cx.path.0, cx.path.1.clone(), cx.loop_from_step))
+}
+
+/// A lasso's loop is played this many times: a livelock the store shares repeats in it.
+const LOOP_PLAYS: usize = 3;
+
+/// `--replay PROPERTY|FILE`: a counterexample of the model, played on the store (`replay`).
+fn run_replay(
+    req: &SimRequest,
+    replay: &str,
+    out: &mut String,
+    speed: &mut String,
+) -> Result<SimSummary, StoreError> {
+    let input = StoreError::Input;
+    if req.load == LoadShape::Continuous {
+        return Err(input("--replay plays the model's load: not with --load continuous".into()));
+    }
+    let mut setup = setup(req)?;
+    let world = crate::check::world_of(&req.model, req.policy.as_deref(), &setup.label)
+        .map_err(|e| input(e.to_string()))?;
+    let (name, init, mut actions, loop_from) = if Path::new(replay).is_file() {
+        replay::from_file(&world, Path::new(replay), &setup.scenario.name, &setup.label).map_err(input)?
+    } else {
+        counterexample_for(req, &setup, replay)?
+    };
+    let looped = loop_from.map(|from| {
         let body: Vec<_> = actions[from - 1..].to_vec();
         for _ in 1..LOOP_PLAYS {
             actions.extend(body.iter().cloned());
         }
         (from, from - 1 + body.len())
     });
-    let world = crate::check::world_of(&req.model, req.policy.as_deref(), &setup.label)
-        .map_err(|e| input(e.to_string()))?;
     let plan = Plan::of(&world, &setup.scenario, init, &actions).map_err(StoreError::Runtime)?;
     let ms_per_tick = setup.ms_per_tick;
     let plan_ms = plan.end(ms_per_tick).as_millis() as u64;
@@ -586,7 +631,11 @@ fn run_replay(
     let run = seed::run_seed(&setup, seed).map_err(StoreError::Runtime)?;
     let replayed = run.replayed.as_ref().expect("a replay records its messages");
     let replayed = replayed.lock().unwrap_or_else(|p| p.into_inner());
-    let _ = writeln!(out, "  {:>4} {:>11}  {:<70} the store", "step", "time", "the model's trace (time passing left out)");
+    let _ = writeln!(
+        out,
+        "  {:>4} {:>11}  {:<70} the store",
+        "step", "time", "the model's trace (time passing left out)"
+    );
     replayed.side_by_side(out, ms_per_tick);
     if let Some(cannot) = replayed.cannot_follow() {
         let _ = writeln!(out, "a step the store cannot take as the trace does: {cannot}");
@@ -623,7 +672,10 @@ fn run_replay(
     };
     let _ = writeln!(out, "the store: {verdict}");
     if let Some(unseen) = unseen {
-        let _ = writeln!(out, "the store's state when the trace ends violates {name} as the model judges it: {unseen}");
+        let _ = writeln!(
+            out,
+            "the store's state when the trace ends violates {name} as the model judges it: {unseen}"
+        );
     }
     for (p, found) in &run.verdicts {
         if *p != name && *found == Found::Violated {
@@ -635,7 +687,10 @@ fn run_replay(
     }
     match &o.trace_verdict {
         Some(TraceVerdict::Diverges { line, why }) => {
-            let _ = writeln!(out, "the store's trace against the model's environment: diverges at line {line}: {why}");
+            let _ = writeln!(
+                out,
+                "the store's trace against the model's environment: diverges at line {line}: {why}"
+            );
         }
         Some(_) => {
             let _ = writeln!(out, "the store's trace against the model's environment: conforms");

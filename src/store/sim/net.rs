@@ -8,17 +8,19 @@
 //! for its latency, and the one random source is drawn in the order the tasks run, which is
 //! the same on every run of a seed.
 
+use super::replay::{
+    kind, Replayer, Route, COPY_WRITE, COPY_WRITE_REPLY, LAST_SCAN_REPLY, PROBE, SCAN, SHELL_REPLY,
+};
 use crate::config::{LatencyTicks, Scenario};
 use crate::policy::NodeId;
+use crate::protocol::Endpoint;
+use crate::store::coordinator::link::Traffic;
 use crate::store::coordinator::link::{LinkStats, Measured, NodeChannel, OnReply};
 use crate::store::coordinator::peer::{PeerChannel, PeerMsg};
 use crate::store::coordinator::shell::Shell;
 use crate::store::node::storage::Storage;
-use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue};
-use crate::protocol::Endpoint;
-use crate::store::coordinator::link::Traffic;
+use crate::store::node::wire::{NodeReply, NodeRequest, StoredValue, SCAN_ENTRIES_MAX};
 use crate::store::run::Fault;
-use super::replay::{kind, Replayer, Route, COPY_WRITE, LAST_SCAN_REPLY, PROBE, SCAN, SHELL_REPLY};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
@@ -108,6 +110,8 @@ pub struct Wire {
     pub src: Endpoint,
     pub dst: Endpoint,
     pub kind: &'static str,
+    /// A catch-up copy's scan or write: the copy's source.
+    pub copy: Option<NodeId>,
 }
 
 pub struct SimNet {
@@ -284,14 +288,18 @@ impl NodeChannel for SimLink {
         let sent_at = Instant::now();
         let node_zone = self.net.node_zones[usize::from(self.node)];
         let (coordinator, node) = (Endpoint::Coordinator(self.coordinator), Endpoint::Node(self.node));
-        let out = Wire { src: coordinator, dst: node, kind: request_kind(&request, traffic) };
+        let copy = match traffic {
+            Traffic::Copy { source } => Some(source),
+            _ => None,
+        };
+        let out = Wire { src: coordinator, dst: node, kind: request_kind(&request, traffic), copy };
         // Always a task of its own: the shell submits under its machine's lock.
         tokio::spawn(async move {
             if !self.net.carry(out, self.zone, node_zone).await {
                 return;
             }
             let Some(reply) = self.net.nodes[usize::from(self.node)].answer(request) else { return };
-            let back = Wire { src: node, dst: coordinator, kind: reply_kind(out.kind, &reply) };
+            let back = Wire { src: node, dst: coordinator, kind: reply_kind(out.kind, &reply), copy };
             if !self.net.carry(back, node_zone, self.zone).await {
                 return;
             }
@@ -337,7 +345,12 @@ impl PeerChannel for SimPeers {
         let (net, shells, from) = (Arc::clone(&self.net), Arc::clone(&self.shells), self.me);
         let (from_zone, to_zone) = (self.zones[usize::from(from)], self.zones[usize::from(to)]);
         let msg = msg.into_msg();
-        let wire = Wire { src: Endpoint::Coordinator(from), dst: Endpoint::Coordinator(to), kind: kind(&msg) };
+        let wire = Wire {
+            src: Endpoint::Coordinator(from),
+            dst: Endpoint::Coordinator(to),
+            kind: kind(&msg),
+            copy: None,
+        };
         tokio::spawn(async move {
             if !net.carry(wire, from_zone, to_zone).await {
                 return;
@@ -358,21 +371,24 @@ fn request_kind(request: &NodeRequest, traffic: Traffic) -> &'static str {
         (Traffic::Machine, NodeRequest::Replicate { .. }) => "replicate",
         (Traffic::Machine, NodeRequest::Read { .. }) => "read",
         (Traffic::Machine, _) => "ping",
-        (Traffic::Shell, NodeRequest::Scan { .. }) => SCAN,
-        (Traffic::Shell, NodeRequest::Replicate { .. }) => COPY_WRITE,
-        (Traffic::Shell, _) => PROBE,
+        (Traffic::Copy { .. }, NodeRequest::Scan { .. }) => SCAN,
+        (Traffic::Copy { .. }, _) => COPY_WRITE,
+        (Traffic::Probe, _) => PROBE,
     }
 }
 
 /// A reply's kind: the answer to a request of kind `request` (a refusal answers a replicate
 /// or a read as the machine takes it, `Refused`; a heartbeat's, a pong). The last page of a
-/// scan (empty) ends its copy.
+/// scan (short of the limit) ends its copy.
 fn reply_kind(request: &'static str, reply: &NodeReply) -> &'static str {
     match (request, reply) {
         ("replicate", _) => "replicate reply",
         ("read", _) => "read reply",
         ("ping", _) => "pong",
-        (SCAN, NodeReply::Entries { entries }) if entries.is_empty() => LAST_SCAN_REPLY,
+        (SCAN, NodeReply::Entries { entries }) if entries.len() < SCAN_ENTRIES_MAX as usize => {
+            LAST_SCAN_REPLY
+        }
+        (COPY_WRITE, _) => COPY_WRITE_REPLY,
         _ => SHELL_REPLY,
     }
 }

@@ -15,29 +15,31 @@
 //! where the store left the trace; from there on its messages travel as in a seed.
 
 use super::net::Wire;
+use crate::config::{PropertyName, Scenario};
 use crate::model::{display, Action, World, WorldState};
-use crate::config::Scenario;
 use crate::policy::{quorum, NodeId};
-use crate::store::node::wire::StoredValue;
 use crate::protocol::data::Data;
 use crate::protocol::{Endpoint, Msg};
+use crate::store::node::wire::StoredValue;
 use crate::store::run::{menu, Fault, Step};
 use stateright::Model;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Duration;
 
 /// The shell's own messages (no model message is one of them): a catch-up copy's scan of its
 /// source and writes to the replacement, and the startup probe. A replay times a copy as the
-/// trace times its three messages: the first scan arrives when the copy request does, the
-/// writes when the copy data does, and the last (empty) page's reply when the copy ack does,
-/// so the shell's ack step falls where the trace's does.
+/// trace times its three messages: the scan arrives when the copy request does (the source's
+/// snapshot), the last page's reply and the writes when the copy data does, and the writes'
+/// replies when the copy ack does, so the shell's ack step falls where the trace's does (an
+/// empty copy, which writes nothing, ends when its last page's reply arrives: then).
 pub const SCAN: &str = "scan";
 pub const COPY_WRITE: &str = "copy write";
 pub const PROBE: &str = "probe";
 pub const LAST_SCAN_REPLY: &str = "last scan reply";
+pub const COPY_WRITE_REPLY: &str = "copy write reply";
 pub const SHELL_REPLY: &str = "shell reply";
-
 
 /// A step's place in the model's time: its tick, and how many steps came before it in that tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -79,6 +81,8 @@ pub struct Planned {
     pub sent_step: usize,
     pub sent: Moment,
     pub fate: Fate,
+    /// A copy data message that carries nothing (the source never held a write).
+    pub empty_copy: bool,
 }
 
 /// A client's step of the trace.
@@ -131,6 +135,10 @@ pub fn kind<D: Data>(msg: &Msg<D>) -> &'static str {
     }
 }
 
+fn empty_copy(msg: &Msg) -> bool {
+    matches!(msg, Msg::CopyData { data, .. } if data.version == 0)
+}
+
 /// Why the store does not send a message of this kind (`None`: it does).
 pub fn not_sent_by_store(kind: &str) -> Option<&'static str> {
     match kind {
@@ -146,10 +154,14 @@ impl Plan {
     /// An endpoint as the scenario names it.
     pub fn name(&self, e: Endpoint) -> String {
         match e {
-            Endpoint::Node(n) => self.node_names.get(usize::from(n)).cloned().unwrap_or_else(|| format!("node {n}")),
+            Endpoint::Node(n) => {
+                self.node_names.get(usize::from(n)).cloned().unwrap_or_else(|| format!("node {n}"))
+            }
             Endpoint::Coordinator(0) => "coordinator".to_string(),
             Endpoint::Coordinator(c) => format!("coordinator {c}"),
-            Endpoint::Client(c) => self.client_names.get(usize::from(c)).cloned().unwrap_or_else(|| "checker".into()),
+            Endpoint::Client(c) => {
+                self.client_names.get(usize::from(c)).cloned().unwrap_or_else(|| "checker".into())
+            }
         }
     }
 
@@ -157,11 +169,9 @@ impl Plan {
     /// given repeated as often as it should be played).
     pub fn of(world: &World, scenario: &Scenario, init: usize, actions: &[Action]) -> Result<Plan, String> {
         let scenario_menu: Vec<Fault> = menu(scenario).into_iter().flatten().collect();
-        let mut state: WorldState = world
-            .init_states()
-            .into_iter()
-            .nth(init)
-            .ok_or_else(|| format!("the counterexample starts at initial state {init}, which the model does not have"))?;
+        let mut state: WorldState = world.init_states().into_iter().nth(init).ok_or_else(|| {
+            format!("the counterexample starts at initial state {init}, which the model does not have")
+        })?;
         let mut plan = Plan {
             steps: Vec::new(),
             messages: Vec::new(),
@@ -182,6 +192,7 @@ impl Plan {
                 sent_step: 0,
                 sent: Moment { tick: 0, order: 0 },
                 fate: Fate::InFlight,
+                empty_copy: empty_copy(&e.msg),
             });
             open.entry((e.src, e.dst, e.msg)).or_default().push(i);
         }
@@ -191,7 +202,10 @@ impl Plan {
             let mut enabled = Vec::new();
             world.actions(&state, &mut enabled);
             if !enabled.contains(action) {
-                return Err(format!("step {step} ({}) is not a step of the model here", display::action(&world.cfg, action)));
+                return Err(format!(
+                    "step {step} ({}) is not a step of the model here",
+                    display::action(&world.cfg, action)
+                ));
             }
             let next = world
                 .next_state(&state, action.clone())
@@ -216,7 +230,9 @@ impl Plan {
             for (key, n) in &before {
                 let left = n.saturating_sub(after.get(key).copied().unwrap_or(0));
                 for k in 0..left {
-                    let Some(i) = open.get_mut(key).filter(|v| !v.is_empty()).map(|v| v.remove(0)) else { break };
+                    let Some(i) = open.get_mut(key).filter(|v| !v.is_empty()).map(|v| v.remove(0)) else {
+                        break;
+                    };
                     let this = k == 0
                         && match action {
                             Action::Deliver(e) | Action::Lose(e) => (e.src, e.dst, e.msg) == *key,
@@ -246,6 +262,7 @@ impl Plan {
                         sent_step: step,
                         sent: at,
                         fate: Fate::InFlight,
+                        empty_copy: empty_copy(&key.2),
                     });
                     open.entry(*key).or_default().push(i);
                 }
@@ -264,11 +281,6 @@ impl Plan {
             }
             state = next;
         }
-        if std::env::var_os("REPLICHECK_REPLAY_DEBUG").is_some() {
-            for (i, m) in plan.messages.iter().enumerate() {
-                eprintln!("planned {i}: {m:?}");
-            }
-        }
         plan.env.sort_by_key(|(at, step)| (*at, step.rank()));
         plan.end_tick = tick + 1;
         Ok(plan)
@@ -285,6 +297,16 @@ fn degrade(menu: &[Fault], index: u8) -> Result<Fault, String> {
         .find(|f| matches!(f, Fault::Degrade { index: i, .. } if *i == index))
         .cloned()
         .ok_or_else(|| format!("degradation {index} is not on the fault menu"))
+}
+
+/// A catch-up copy of the store's, as the replay times it.
+struct CopyRun {
+    source: NodeId,
+    /// The trace's copy data message for it, if the trace's copy request was delivered.
+    data: Option<usize>,
+    /// When its last page's reply arrives, and its writes.
+    reply_at: Option<Duration>,
+    write_at: Option<Duration>,
 }
 
 /// Which message of the trace: sent in a tick, or by a step.
@@ -319,8 +341,8 @@ pub struct Replayer {
     /// For each planned message, when the store sent it.
     pub matched: Vec<Option<Duration>>,
     pub unplanned: Vec<Unplanned>,
-    /// Catch-up copies under way: (source, the trace's copy data message, if it has one).
-    copies: Vec<(NodeId, Option<usize>)>,
+    /// Catch-up copies under way, oldest first.
+    copies: Vec<CopyRun>,
 }
 
 impl Replayer {
@@ -362,11 +384,17 @@ impl Replayer {
     }
 
     /// The shell's own message (see [`SCAN`]): at once, or as the copy's messages in the trace.
+    /// The store's messages of one copy are told apart by their source and their moments: a
+    /// copy's writes leave when its last page's reply arrives, their replies when they arrive.
     fn route_shell(&mut self, wire: &Wire, now: Duration, tick: u64) -> Route {
         let at_once = Route::At(now);
-        match (wire.kind, wire.src, wire.dst) {
-            (SCAN, _, Endpoint::Node(source)) => {
-                if self.copies.iter().any(|c| c.0 == source) {
+        let Some(source) = wire.copy else { return at_once };
+        let run = |copies: &[CopyRun], f: &dyn Fn(&CopyRun) -> bool| {
+            copies.iter().position(|c| c.source == source && f(c))
+        };
+        match wire.kind {
+            SCAN => {
+                if run(&self.copies, &|c| c.reply_at.is_none()).is_some() {
                     return at_once; // a later page
                 }
                 let Some(i) = self.find("copy request", wire.src, Some(wire.dst), Sent::InTick(tick)) else {
@@ -375,23 +403,43 @@ impl Replayer {
                 let data = self
                     .delivered_by(i)
                     .and_then(|step| self.find("copy data", wire.dst, None, Sent::ByStep(step)));
-                self.copies.push((source, data));
+                self.copies.push(CopyRun { source, data, reply_at: None, write_at: None });
                 self.as_planned(i, now)
             }
-            (COPY_WRITE, _, target) => {
-                let data = self.copies.iter().filter_map(|c| c.1).find(|&j| self.plan.messages[j].dst == target);
-                data.map_or(at_once, |j| self.as_planned(j, now))
+            LAST_SCAN_REPLY => {
+                let Some(c) = run(&self.copies, &|c| c.reply_at.is_none()) else { return at_once };
+                let route = match self.copies[c].data {
+                    None => at_once,
+                    Some(j) if self.plan.messages[j].empty_copy => {
+                        // Nothing to write: the copy ends as this reply arrives, when the
+                        // trace's ack does.
+                        self.matched[j].get_or_insert(now);
+                        self.ack_of(j).map_or(at_once, |k| self.as_planned(k, now))
+                    }
+                    Some(j) => self.as_planned(j, now),
+                };
+                self.copies[c].reply_at = Some(arrival(route, now));
+                route
             }
-            (LAST_SCAN_REPLY, Endpoint::Node(source), _) => {
-                let Some(at) = self.copies.iter().position(|c| c.0 == source) else { return at_once };
-                let Some(j) = self.copies.remove(at).1 else { return at_once };
-                self.matched[j].get_or_insert(now); // an empty copy writes nothing
-                let target = self.plan.messages[j].dst;
-                let ack = self.delivered_by(j).and_then(|step| self.find("copy ack", target, None, Sent::ByStep(step)));
-                ack.map_or(at_once, |k| self.as_planned(k, now))
+            COPY_WRITE => {
+                let Some(c) = run(&self.copies, &|c| c.reply_at == Some(now)) else { return at_once };
+                let route = self.copies[c].data.map_or(at_once, |j| self.as_planned(j, now));
+                self.copies[c].write_at.get_or_insert(arrival(route, now));
+                route
+            }
+            COPY_WRITE_REPLY => {
+                let Some(c) = run(&self.copies, &|c| c.write_at == Some(now)) else { return at_once };
+                self.copies[c].data.and_then(|j| self.ack_of(j)).map_or(at_once, |k| self.as_planned(k, now))
             }
             _ => at_once,
         }
+    }
+
+    /// The trace's copy ack for its copy data message `j`.
+    fn ack_of(&self, j: usize) -> Option<usize> {
+        let target = self.plan.messages[j].dst;
+        let step = self.delivered_by(j)?;
+        self.plan.messages.iter().position(|m| m.kind == "copy ack" && m.src == target && m.sent_step == step)
     }
 
     /// The store sends `wire` at `now` (from tick 0): where it goes. `lost_now`: it is sent
@@ -402,7 +450,7 @@ impl Replayer {
         if tick >= self.plan.end_tick {
             return Route::Free;
         }
-        if [SCAN, COPY_WRITE, PROBE, LAST_SCAN_REPLY, SHELL_REPLY].contains(&wire.kind) {
+        if [SCAN, COPY_WRITE, PROBE, LAST_SCAN_REPLY, COPY_WRITE_REPLY, SHELL_REPLY].contains(&wire.kind) {
             return self.route_shell(wire, now, tick);
         }
         let found = self.plan.messages.iter().enumerate().position(|(i, m)| {
@@ -410,9 +458,6 @@ impl Replayer {
                 && m.sent.tick == tick
                 && (m.src, m.dst, m.kind) == (wire.src, wire.dst, wire.kind)
         });
-        if std::env::var_os("REPLICHECK_REPLAY_DEBUG").is_some() {
-            eprintln!("route {wire:?} at {now:?} tick {tick} -> {found:?}");
-        }
         let Some(i) = found else {
             if lost_now {
                 return Route::Lost;
@@ -433,11 +478,10 @@ impl Replayer {
             .zip(&self.matched)
             .filter(|(m, sent)| sent.is_none() && m.sent_step > 0 && not_sent_by_store(m.kind).is_none())
             .map(|(m, _)| {
-                let why = "";
                 (
                     m.sent,
                     format!(
-                        "step {}: the trace sends {} from {} to {} in tick {}; the store did not{why}",
+                        "step {}: the trace sends {} from {} to {} in tick {}; the store did not",
                         m.sent_step,
                         m.kind,
                         self.plan.name(m.src),
@@ -527,8 +571,10 @@ pub fn acked_but_unseen(
 ) -> Option<String> {
     for held in holdings {
         // The acknowledged writes' versions: where a member holds the written value.
-        let acked =
-            acked.iter().filter(|(key, _, ns)| *key == held.key && *ns <= until_ns).map(|(_, value, _)| *value);
+        let acked = acked
+            .iter()
+            .filter(|(key, _, ns)| *key == held.key && *ns <= until_ns)
+            .map(|(_, value, _)| *value);
         let mut newest: Option<(u64, u64)> = None; // (version, value)
         for value in acked {
             let bytes = value.to_string().into_bytes();
@@ -550,7 +596,8 @@ pub fn acked_but_unseen(
             .collect();
         let needed = quorum::holders_needed_for_reads(held.members.len(), read_quorum);
         if holders.len() < needed {
-            let members: Vec<String> = held.members.iter().map(|(n, _, _)| plan.name(Endpoint::Node(*n))).collect();
+            let members: Vec<String> =
+                held.members.iter().map(|(n, _, _)| plan.name(Endpoint::Node(*n))).collect();
             return Some(format!(
                 "the acknowledged write of {} (value {value}) is on {} of its replicas [{}]{}; a read of {read_quorum} sees it for sure only if it is on {needed}",
                 held.key,
@@ -561,4 +608,74 @@ pub fn acked_but_unseen(
         }
     }
     None
+}
+
+/// When a message routed `route` at `now` arrives (`now` if not at a set moment).
+fn arrival(route: Route, now: Duration) -> Duration {
+    match route {
+        Route::At(at) => at,
+        Route::Lost | Route::Free => now,
+    }
+}
+
+/// The first counterexample for `model` / `variant` in a `check --format json` report: its
+/// property, initial state, actions (from its explorer link's indices) and loop start.
+pub fn from_file(
+    world: &World,
+    path: &Path,
+    model: &str,
+    variant: &str,
+) -> Result<(PropertyName, usize, Vec<Action>, Option<usize>), String> {
+    let file = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--replay {file}: {e}"))?;
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("--replay {file}: not a `check --format json` report: {e}"))?;
+    let runs = report["runs"]
+        .as_array()
+        .ok_or_else(|| format!("--replay {file}: no `runs` (a `check --format json` report has them)"))?;
+    let run = runs
+        .iter()
+        .find(|r| r["model"] == model && r["variant"] == variant)
+        .ok_or_else(|| format!("--replay {file}: no run of {model} / {variant} in it"))?;
+    let property = run["properties"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["counterexample"].is_object())
+        .ok_or_else(|| format!("--replay {file}: the run of {model} / {variant} has no counterexample"))?;
+    let name = property["name"].as_str().and_then(PropertyName::parse).ok_or_else(|| {
+        format!("--replay {file}: a counterexample of an unknown property {}", property["name"])
+    })?;
+    let cx = &property["counterexample"];
+    let url = cx["explorer_url"].as_str().unwrap_or_default();
+    let indices: Vec<usize> = url
+        .split_once("#/steps/")
+        .map(|(_, steps)| steps.split('/').map(|i| i.parse::<usize>()).collect::<Result<_, _>>())
+        .transpose()
+        .map_err(|e| format!("--replay {file}: the counterexample's explorer_url {url:?}: {e}"))?
+        .ok_or_else(|| format!("--replay {file}: the counterexample has no explorer_url with its steps"))?;
+    let (&init, steps) =
+        indices.split_first().ok_or_else(|| format!("--replay {file}: an empty counterexample"))?;
+    let mut state = world.init_states().into_iter().nth(init).ok_or_else(|| {
+        format!("--replay {file}: it starts at initial state {init}, which the model does not have")
+    })?;
+    let mut actions = Vec::new();
+    for (n, &i) in steps.iter().enumerate() {
+        let mut enabled = Vec::new();
+        world.actions(&state, &mut enabled);
+        let action = enabled.get(i).cloned().ok_or_else(|| {
+            format!(
+                "--replay {file}: step {} takes action {i} of {}: the counterexample is not of this model (made from another version of it?)",
+                n + 1,
+                enabled.len()
+            )
+        })?;
+        state = world
+            .next_state(&state, action.clone())
+            .ok_or_else(|| format!("--replay {file}: step {} has no next state", n + 1))?;
+        actions.push(action);
+    }
+    let loop_from =
+        cx["loop_from_step"].as_u64().map(|s| s as usize).filter(|&s| (1..=actions.len()).contains(&s));
+    Ok((name, init, actions, loop_from))
 }

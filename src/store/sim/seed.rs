@@ -90,16 +90,20 @@ impl World<'_> {
     /// Each client key's replicas now (`replay::Holding`).
     fn holdings(&self) -> Result<Vec<Holding>, String> {
         let shell = self.front.get(0).shell();
-        let mut keys: Vec<&String> = self.setup.workload.roles.iter().filter_map(|r| r.keys.first()).collect();
+        let mut keys: Vec<&String> =
+            self.setup.workload.roles.iter().filter_map(|r| r.keys.first()).collect();
         keys.sort_unstable();
         keys.dedup();
         keys.into_iter()
             .map(|key| {
                 let shard = usize::from(shell.partition_of(key.as_bytes()));
-                let members: Vec<NodeId> = shell.machine(|m| m.shards[shard].members.iter().copied().collect());
+                let members: Vec<NodeId> =
+                    shell.machine(|m| m.shards[shard].members.iter().copied().collect());
                 let members = members
                     .into_iter()
-                    .map(|n| self.net.nodes[usize::from(n)].stored(key.as_bytes()).map(|(v, value)| (n, v, value)))
+                    .map(|n| {
+                        self.net.nodes[usize::from(n)].stored(key.as_bytes()).map(|(v, value)| (n, v, value))
+                    })
                     .collect::<Result<_, String>>()?;
                 Ok(Holding { key: key.clone(), members })
             })
@@ -260,9 +264,9 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         .iter()
         .filter_map(|(at, step)| match step {
             Step::Fault(f) => {
-                let end = steps
-                    .iter()
-                    .find_map(|(e, s)| matches!(s, Step::End(g) if g == f && e > at).then_some(ms(e) - ms(at)));
+                let end = steps.iter().find_map(|(e, s)| {
+                    matches!(s, Step::End(g) if g == f && e > at).then_some(ms(e) - ms(at))
+                });
                 Some(fault_text(scenario, f, ms(at), end))
             }
             _ => None,
