@@ -93,7 +93,7 @@ pub(crate) use report::write_history_files;
 use report::*;
 use rig::*;
 pub(crate) use rig::{menu, Fault, Step, Workload};
-use rollout::RolloutRun;
+pub(crate) use rollout::RolloutRun;
 use start::*;
 pub(crate) use start::{load_facts, membership_in_ms, ScratchDir};
 
@@ -580,7 +580,8 @@ fn run_store(
             move || client::run_load(&load, &clients_log, epoch, stop)
         })
         .map_err(|e| format!("cannot start the load: {e}"))?;
-    let rollout_times_ms = rollout.map_or(Vec::new(), |r| r.times_ms(duration_ms));
+    let rollout_times_ms =
+        rollout.map_or(Vec::new(), |r| r.times_ms((duration_ms * CALM_PERMILLE / 1000, duration_ms)));
     let faults = rig.faults.clone();
     let (steps, mut heal_at_ms) =
         timeline(scenario, &faults, duration_ms, ms_per_tick, req.seed, &rollout_times_ms)?;

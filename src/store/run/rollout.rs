@@ -11,16 +11,16 @@
 use super::*;
 
 /// The stages' policies (durations in ms) and the steps, in order.
-pub(super) struct RolloutRun {
-    pub(super) names: Vec<String>,
-    pub(super) policies: Vec<Policy>,
+pub(crate) struct RolloutRun {
+    pub(crate) names: Vec<String>,
+    pub(crate) policies: Vec<Policy>,
     /// (coordinator, stage it moves to).
-    pub(super) steps: Vec<(u8, usize)>,
+    pub(crate) steps: Vec<(u8, usize)>,
 }
 
 impl RolloutRun {
     /// The run of `sourced`'s rollout, if it has one.
-    pub(super) fn of(
+    pub(crate) fn of(
         scenario: &Scenario,
         sourced: &SourcedPolicy,
         ms_per_tick: u64,
@@ -49,12 +49,11 @@ impl RolloutRun {
         Ok(Some(RolloutRun { names: plan.stages.iter().map(|(n, _)| n.clone()).collect(), policies, steps }))
     }
 
-    /// When each step is taken, in ms since the run began: evenly between the end of the calm
-    /// phase and the end of the load, so that a mixed fleet runs while faults are on and one
-    /// runs across the heal (when what a fault left behind, such as a write on one replica, is
-    /// read again).
-    pub(super) fn times_ms(&self, duration_ms: u64) -> Vec<u64> {
-        let (from, to) = (duration_ms * CALM_PERMILLE / 1000, duration_ms);
+    /// When each step is taken, in ms since the run began: evenly between `from` and `to`
+    /// (for `store run`, the end of the calm phase and the end of the load, so that a mixed
+    /// fleet runs while faults are on and one runs across the heal, when what a fault left
+    /// behind, such as a write on one replica, is read again).
+    pub(crate) fn times_ms(&self, (from, to): (u64, u64)) -> Vec<u64> {
         let n = self.steps.len() as u64;
         (1..=n).map(|i| from + (to - from) * i / (n + 1)).collect()
     }

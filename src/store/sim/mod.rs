@@ -37,8 +37,8 @@ use crate::store::coordinator::{start_shell, Coordinator};
 use crate::store::decision::DecisionLog;
 use crate::store::run::client::{LoadReport, Op, Outcome};
 use crate::store::run::{
-    self, judge_phases, load_facts, measure, membership_in_ms, menu, read_info, Fault, RunOutcome,
-    ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
+    self, judge_phases, load_facts, measure, membership_in_ms, menu, read_info, Fault, RolloutRun,
+    RunOutcome, ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
 };
 use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict, TraceWriter};
 use crate::store::StoreError;
@@ -206,6 +206,9 @@ struct Setup {
     scratch_base: PathBuf,
     /// Replaying a counterexample: its plan (faults, client steps, messages).
     replay: Option<Plan>,
+    /// A rollout variant: its stages' policies, and (for a seed) its steps, taken in waves
+    /// as `store run` takes them, spread over the fault window.
+    rollout: Option<RolloutRun>,
 }
 
 fn validate(req: &SimRequest, ms_per_tick: u64) -> Result<(), String> {
@@ -232,11 +235,12 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(input)?;
     let model = req.model.display();
-    if sourced.rollout.is_some() {
-        return Err(input(format!(
-            "{model} / {label}: a rollout: store sim plays one policy (store run plays rollouts)"
-        )));
-    }
+    let rollout = RolloutRun::of(&scenario, &sourced, ms_per_tick, &[]).map_err(input)?;
+    // A rollout starts on its first stage.
+    let sourced = match &sourced.rollout {
+        Some(plan) => plan.stages[0].1.clone(),
+        None => sourced,
+    };
     let ticks_policy = sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(input)?;
     if ticks_policy.replication() == Replication::Leader {
         return Err(input(format!(
@@ -259,8 +263,9 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
     };
     let workload =
         Workload::of_model(&scenario, &layout, asked, ms_per_tick, policy.routing.write_shard_suffixes);
-    if workload.roles.is_empty() {
-        return Err(input(format!("{model}: the model has no clients")));
+    // A model without clients still has a detector to judge (healthy evictions, churn).
+    if workload.roles.is_empty() && req.load == LoadShape::Continuous {
+        return Err(input(format!("{model}: the model has no clients to play a continuous load")));
     }
     let request_timeout_ms = scenario
         .clients
@@ -324,6 +329,7 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         scratch_base,
         scenario,
         replay: None,
+        rollout,
     })
 }
 

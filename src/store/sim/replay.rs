@@ -101,8 +101,11 @@ pub struct Plan {
     pub messages: Vec<Planned>,
     /// Per client, its invocations and retries in order.
     pub clients: Vec<Vec<(Moment, ClientStep)>>,
-    /// The faults and their ends, in order.
+    /// The faults and their ends, and the rollout's steps (`Step::Rollout(i)` is
+    /// `stages[i]`), in order.
     pub(crate) env: Vec<(Moment, Step)>,
+    /// A rollout's steps: (coordinator, the stage it moves to).
+    pub stages: Vec<(u8, usize)>,
     /// The tick after the trace's last step.
     pub end_tick: u64,
     /// The scenario's names of nodes and clients.
@@ -177,6 +180,7 @@ impl Plan {
             messages: Vec::new(),
             clients: vec![Vec::new(); world.cfg.clients.len()],
             env: Vec::new(),
+            stages: Vec::new(),
             end_tick: 0,
             node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
             client_names: scenario.clients.iter().map(|c| c.name.clone()).collect(),
@@ -277,6 +281,10 @@ impl Plan {
                 Action::Degrade(i) => plan.env.push((at, Step::Fault(degrade(&scenario_menu, i)?))),
                 Action::Restore(i) => plan.env.push((at, Step::End(degrade(&scenario_menu, i)?))),
                 Action::CoordinatorRestart => plan.env.push((at, Step::Fault(Fault::CoordinatorCrash))),
+                Action::Upgrade(c) | Action::Rollback(c) => {
+                    plan.env.push((at, Step::Rollout(plan.stages.len())));
+                    plan.stages.push((c, usize::from(next.stage(c))));
+                }
                 _ => {}
             }
             state = next;

@@ -84,9 +84,26 @@ struct World<'a> {
     /// When the schedule first crashed or cut off each node.
     faulted_at_ms: BTreeMap<NodeId, u64>,
     restarts: u64,
+    /// The policy each coordinator runs now (a rollout's stage; a restart keeps it).
+    policies: Vec<crate::config::Policy>,
 }
 
 impl World<'_> {
+    /// Step `i` of the rollout (the trace's, in a replay): one coordinator reloads its stage's
+    /// policy, as `CONFIG SET policy` does.
+    fn take_stage(&mut self, i: usize) -> Result<(), String> {
+        let s = self.setup;
+        let rollout = s.rollout.as_ref().ok_or("a rollout step, and the policy is not a rollout")?;
+        let (c, stage) = match &s.replay {
+            Some(plan) => plan.stages[i],
+            None => rollout.steps[i],
+        };
+        let policy = rollout.policies[stage].clone();
+        self.front.get(c).reload(policy.clone())?;
+        self.policies[usize::from(c)] = policy;
+        Ok(())
+    }
+
     /// Each client key's replicas now (`replay::Holding`).
     fn holdings(&self) -> Result<Vec<Holding>, String> {
         let shell = self.front.get(0).shell();
@@ -129,7 +146,7 @@ impl World<'_> {
         let saved = state_file.load().map_err(|e| e.to_string())?;
         let node_zones: Vec<u8> = s.scenario.nodes.iter().map(|n| n.zone).collect();
         let shell = start_shell(
-            &s.policy,
+            &self.policies[usize::from(me)],
             links,
             &node_zones,
             self.log.clone(),
@@ -248,7 +265,13 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     // The timeline: the seed's draw, or the trace's faults and a heal after its last step.
     let (steps, heal_at_ms): (Vec<(Duration, Step)>, u64) = match &setup.replay {
         None => {
-            let (steps, heal_at_ms) = schedule(setup, &mut rng)?;
+            let (mut steps, heal_at_ms) = schedule(setup, &mut rng)?;
+            // A rollout's waves while the faults may strike (as `store run` spreads them).
+            if let Some(rollout) = &setup.rollout {
+                let times = rollout.times_ms(setup.fault_window_ms);
+                steps.extend(times.into_iter().enumerate().map(|(i, at)| (at, Step::Rollout(i))));
+                steps.sort_by_key(|(at, step)| (*at, step.rank()));
+            }
             (steps.into_iter().map(|(ms, step)| (Duration::from_millis(ms), step)).collect(), heal_at_ms)
         }
         Some(plan) => {
@@ -302,6 +325,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         active: Vec::new(),
         faulted_at_ms: BTreeMap::new(),
         restarts: 0,
+        policies: vec![setup.policy.clone(); coordinators],
     };
     let mut started = Vec::new();
     for c in 0..coordinators as u8 {
@@ -352,7 +376,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
                 }
                 world.heal()?
             }
-            Step::Rollout(_) => unreachable!("store sim plays no rollout"),
+            Step::Rollout(i) => world.take_stage(i)?,
         }
     }
     let history = clients.await.map_err(|e| format!("the simulated clients: {e}"))?;
