@@ -212,7 +212,7 @@ fn each_timed_fault_ends_within_its_window_and_the_heal_waits_for_it() {
 fn a_run_too_short_for_a_faults_duration_is_refused() {
     let scenario = remirror_storm();
     let faults = super::rig::schedule(&scenario, &[]).unwrap();
-    let err = super::rig::timeline(&scenario, &faults, 4_000, 100, 1, &[]).err().expect("refused");
+    let err = super::rig::timeline(&scenario, &faults, 4_000, 100, 1, &[]).expect_err("refused");
     assert!(err.contains("run longer") && err.contains("4000 ms"), "{err}");
 }
 
@@ -325,4 +325,29 @@ fn ops_complete_is_judged_only_when_the_healed_phase_outlasts_a_retry() {
     super::measure::judge_phases(&mut o, &done, 2_000, 2_500, 4_400);
     assert_eq!(o.ops_complete_unjudged, None);
     assert_eq!(o.verdict(PropertyName::OpsComplete), Some(Found::Holds));
+}
+
+/// Clients share keys exactly when the model gives them one register: their keys land on the
+/// same partition. basic-quorum's writer and reader have key hashes 0 and 1 (their indices)
+/// and one suffix per prefix, so one partition, one register, one key: the stale read the model
+/// finds is a read of the writer's key. With two suffixes the hashes land on two partitions.
+#[test]
+fn clients_share_keys_where_the_model_shares_a_register() {
+    let scenario = crate::config::Scenario::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/basic-quorum.toml"
+    )))
+    .unwrap();
+    let layout =
+        crate::store::coordinator::layout::Layout::of_model(&scenario, &scenario.base_policy, 3, 100)
+            .unwrap();
+    let keys = |suffixes: u8| {
+        let load = super::Workload::of_model(&scenario, &layout, (1, 500, None), 100, suffixes);
+        load.roles.iter().map(|r| r.keys.clone()).collect::<Vec<_>>()
+    };
+    let one = keys(1);
+    assert_eq!(one.len(), 2);
+    assert_eq!(one[0], one[1], "writer and reader share the model's register: {one:?}");
+    let two = keys(2);
+    assert_ne!(two[0], two[1], "hashes 0 and 1 land on two suffixes: {two:?}");
 }

@@ -37,6 +37,9 @@ impl Front {
     }
 }
 
+/// A write the coordinator acknowledged: its key, its value, and when (ns since tick 0).
+pub type Ack = (String, u64, u64);
+
 /// What the clients do: `store run`'s load settings.
 #[derive(Clone)]
 pub struct SimLoad {
@@ -56,7 +59,7 @@ pub struct SimLoad {
     pub replay: Option<Arc<ReplayLoad>>,
     /// Each write the coordinator acknowledged, when it did (before its response travels
     /// back): (key, value, ns since tick 0). The model counts a write acknowledged then.
-    pub acked: Arc<Mutex<Vec<(String, u64, u64)>>>,
+    pub acked: Arc<Mutex<Vec<Ack>>>,
     pub request_timeout_ms: u64,
     pub retry: RetryPolicy,
     pub tokens: bool,
@@ -240,7 +243,7 @@ struct Edge<'a> {
     zones: (u8, u8),
     client: u8,
     coordinator: u8,
-    acked: Option<(&'a Mutex<Vec<(String, u64, u64)>>, Instant)>,
+    acked: Option<(&'a Mutex<Vec<Ack>>, Instant)>,
 }
 
 /// One attempt, the request and its reply each carried over the edge link: `Some(read

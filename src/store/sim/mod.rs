@@ -174,7 +174,7 @@ pub struct SeedRun {
     /// A replay: the client keys' replicas when the trace ended.
     held: Option<Vec<Holding>>,
     /// Each write the coordinator acknowledged: (key, value, ns since tick 0).
-    acked: Vec<(String, u64, u64)>,
+    acked: Vec<load::Ack>,
 }
 
 /// What the seeds found.
@@ -685,7 +685,13 @@ fn run_replay(
     }
     for (p, found) in &run.verdicts {
         if *p != name && *found == Found::Violated {
-            let _ = writeln!(out, "  also violated: {}: {}", p.as_str(), why(o, *p));
+            let why = why(o, *p);
+            let _ = writeln!(
+                out,
+                "  also violated: {}{}{why}",
+                p.as_str(),
+                if why.is_empty() { "" } else { ": " }
+            );
         }
     }
     if let Some(why) = &run.unavailable {

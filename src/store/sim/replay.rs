@@ -552,7 +552,7 @@ impl Replayer {
             by_step.entry(step).or_default().push(note);
         }
         for (step, at, text) in &self.plan.steps {
-            let store = by_step.get(&step).map(|v| v.join("; ")).unwrap_or_default();
+            let store = by_step.get(step).map(|v| v.join("; ")).unwrap_or_default();
             let time_ms = at.tick * ms_per_tick;
             let _ = writeln!(out, "  {step:>4} {:>9.3} s  {text:<70} {store}", time_ms as f64 / 1000.0);
         }
@@ -573,7 +573,7 @@ pub struct Holding {
 pub fn acked_but_unseen(
     plan: &Plan,
     holdings: &[Holding],
-    acked: &[(String, u64, u64)],
+    acked: &[super::load::Ack],
     until_ns: u64,
     read_quorum: u8,
 ) -> Option<String> {

@@ -1,0 +1,172 @@
+//! `replicheck store sim --replay` (and `store run --replay`): a counterexample of the model
+//! played on the store's own code, each message delivered or lost at the trace's moment. The
+//! store follows the trace and shows the same violation: a state the model judges (an
+//! acknowledged write on too few replicas), a stale read the clients see, a coordinator restart
+//! with catch-up copies, a livelock's loop, a rollout. A shell whose clock runs fast leaves the
+//! trace, and the replay names where. Every run here is well under a second.
+
+use std::process::{Command, Output};
+
+fn replicheck(args: &[&str], shell_fault: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_replicheck"));
+    command.current_dir(env!("CARGO_MANIFEST_DIR")).args(args);
+    command.env_remove("REPLICHECK_SHELL_FAULT");
+    if let Some(fault) = shell_fault {
+        command.env("REPLICHECK_SHELL_FAULT", fault);
+    }
+    command.output().expect("run replicheck")
+}
+
+fn replay(model: &str, variant: &str, property: &str, shell_fault: Option<&str>) -> Output {
+    replicheck(&["store", "sim", model, "--variant", variant, "--replay", property], shell_fault)
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", stdout(out), String::from_utf8_lossy(&out.stderr))
+}
+
+const FOLLOWED: &str =
+    "the store followed the trace: it sent every message the trace sent, in the same ticks";
+const REPRODUCED: &str = "reproduced: the store shows the model's violation";
+
+#[test]
+fn a_state_the_model_judges_is_judged_on_the_stores_state() {
+    // One replica acknowledges the write: no client sees it lost, but every read quorum of two
+    // could miss it, which is what the model's acked_writes_persist says of the state.
+    let out = replay("models/basic-quorum.toml", "write-quorum-1", "acked_writes_persist", None);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(report.contains(FOLLOWED), "{report}");
+    assert!(
+        report.contains("the store's state when the trace ends violates acked_writes_persist as the model judges it: the acknowledged write of s1:"),
+        "{report}"
+    );
+    assert!(report.contains("is on 1 of its replicas [n1, n2, n3]"), "{report}");
+    assert!(report.ends_with(&format!("{REPRODUCED}\n")), "{report}");
+}
+
+#[test]
+fn a_stale_read_is_seen_by_the_clients_and_a_replay_is_the_same_twice() {
+    let runs: Vec<Output> =
+        (0..2).map(|_| replay("models/basic-quorum.toml", "no-read-repair", "linearizable", None)).collect();
+    let report = stdout(&runs[0]);
+    assert_eq!(runs[0].status.code(), Some(0), "{}", text(&runs[0]));
+    assert_eq!(report, stdout(&runs[1]), "one counterexample replayed twice printed two runs");
+    assert!(report.contains(FOLLOWED), "{report}");
+    assert!(report.contains("the store: linearizable violated, as in the trace: keys s1:"), "{report}");
+    // Side by side: the trace's delivery and when the store sent that message.
+    assert!(
+        report.contains(
+            "deliver coordinator -> reader: Response reader.read#2 attempt=1 ok value=0 store sent it at"
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn restarts_copies_loops_and_rollouts_are_followed() {
+    let cases = [
+        // A coordinator restart that forgets a membership change, with two catch-up copies.
+        ("models/coordinator-restart.toml", "membership-in-memory", "linearizable"),
+        // A lasso: the rebalancer moves the hot shard back and forth; its loop is played 3 times.
+        ("models/rebalancer-compaction.toml", "incident", "converges"),
+        // A rollout: one coordinator on the new stage reads with a quorum the old one's writes miss.
+        ("models/quorum-rollout.toml", "rollout", "linearizable"),
+        // No clients: the detector evicts a slow replica.
+        ("models/detector-timing.toml", "continuous", "no_healthy_eviction"),
+    ];
+    for (model, variant, property) in cases {
+        let out = replay(model, variant, property, None);
+        let report = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{model} / {variant} / {property}:\n{}", text(&out));
+        assert!(report.contains(FOLLOWED), "{model} / {variant} / {property}:\n{report}");
+        assert!(report.contains(REPRODUCED), "{report}");
+    }
+    let lasso = stdout(&replay("models/rebalancer-compaction.toml", "incident", "converges", None));
+    assert!(lasso.lines().next().unwrap().contains("; its loop (steps "), "{lasso}");
+    assert!(lasso.contains("played 3 times"), "{lasso}");
+}
+
+#[test]
+fn a_shell_that_leaves_the_trace_is_named_where_it_left() {
+    // The clock runs twice as fast: the store pings in a tick the trace does not.
+    let out = replay("models/detector-timing.toml", "continuous", "no_healthy_eviction", Some("fast_clock"));
+    let report = stdout(&out);
+    assert!(
+        report.contains("where the store left the trace: after step 1: the store sends ping from coordinator to n1 in tick 2"),
+        "{report}"
+    );
+    assert!(!report.contains(FOLLOWED), "{report}");
+}
+
+#[test]
+fn store_run_replays_a_counterexample_from_checks_json() {
+    let dir = std::env::temp_dir().join(format!("replicheck-replay-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("cx.json");
+    let check = replicheck(
+        &["check", "models/basic-quorum.toml", "--variant", "write-quorum-1", "--format", "json"],
+        None,
+    );
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check));
+    std::fs::write(&json, &check.stdout).unwrap();
+    let json = json.to_str().unwrap();
+    let out = replicheck(
+        &["store", "run", "models/basic-quorum.toml", "--variant", "write-quorum-1", "--replay", json],
+        None,
+    );
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The file's first counterexample is acked_writes_persist's.
+    assert!(report.starts_with("store sim basic-quorum / write-quorum-1: replaying the model's counterexample for acked_writes_persist"), "{report}");
+    assert!(report.contains(REPRODUCED), "{report}");
+    // The file is of another variant: refused, with the reason.
+    let other = replicheck(
+        &["store", "sim", "models/basic-quorum.toml", "--variant", "no-read-repair", "--replay", json],
+        None,
+    );
+    assert_eq!(other.status.code(), Some(2), "{}", text(&other));
+    assert!(text(&other).contains("no run of basic-quorum / no-read-repair in it"), "{}", text(&other));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn what_cannot_be_replayed_is_refused_and_what_the_store_does_not_judge_says_so() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["models/basic-quorum.toml", "--replay", "linearizable"],
+            "--replay linearizable: the model finds no violation of it (it holds)",
+        ),
+        (&["models/basic-quorum.toml", "--replay", "lineariz"], "--replay lineariz: not a property of"),
+        (
+            &[
+                "models/basic-quorum.toml",
+                "--variant",
+                "write-quorum-1",
+                "--replay",
+                "linearizable",
+                "--load",
+                "continuous",
+            ],
+            "--replay plays the model's load",
+        ),
+        (&["models/async-failover.toml", "--replay", "linearizable"], "the leader family"),
+    ];
+    for (args, expected) in cases {
+        let out = replicheck(&[&["store", "sim"][..], args].concat(), None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(expected), "{args:?}: {}", text(&out));
+    }
+    // A liveness property only the model judges: replayed, and said to be unjudged.
+    let out = replay("models/rebalancer-compaction-debt.toml", "fixed", "hot_shard_leaves_slow_node", None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        stdout(&out).contains("hot_shard_leaves_slow_node is not judged by the store"),
+        "{}",
+        stdout(&out)
+    );
+}
