@@ -12,6 +12,7 @@ mod check_diff;
 mod conform;
 mod explore;
 mod man;
+mod replay;
 mod simulate;
 
 use bench::{bench, bench_distributed, bench_repl};
@@ -524,7 +525,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
             } else {
                 None
             };
-            Ok(crate::store::cli::run(command, &model_verdicts, interrupt)?)
+            Ok(crate::store::cli::run(command, &model_verdicts, &replay::plan_replay, interrupt)?)
         }
         Command::Explore { model, variant, policy, rollout_from, rollback, set, addr, memory_max } => {
             let rollout = rollout_from.map(|from| (from, rollback));

@@ -371,12 +371,14 @@ fn stop_on_panic() {
 }
 
 /// Run a store command. `check_model` explores a model for `store run --model-verdicts
-/// check` (see [`crate::store::run::ModelChecker`]).
+/// check` (see [`crate::store::run::ModelChecker`]); `plan_replay` finds and plans the
+/// counterexample of `--replay` (see [`crate::store::sim::ReplayPlanner`]).
 /// `interrupt`: set by the first SIGINT or SIGTERM (the caller's handler); `store run` then
 /// stops early and reports what ran.
 pub fn run(
     command: StoreCommand,
     check_model: crate::store::run::ModelChecker,
+    plan_replay: crate::store::sim::ReplayPlanner,
     interrupt: Option<&'static std::sync::atomic::AtomicBool>,
 ) -> Result<u8, StoreError> {
     stop_on_panic();
@@ -404,7 +406,7 @@ pub fn run(
                 first_seed: seed,
                 ..crate::store::sim::SimRequest::replay(model, variant, policy, replay)
             };
-            sim(&request)
+            sim(&request, plan_replay)
         }
         StoreCommand::Run {
             model,
@@ -449,7 +451,7 @@ pub fn run(
             let (outcome, model) = result?;
             Ok(crate::store::run::exit_code(&outcome, &model))
         }
-        StoreCommand::Sim(request) => sim(&request),
+        StoreCommand::Sim(request) => sim(&request, plan_replay),
         StoreCommand::Bench { value_size, concurrency, duration, nodes, policy, replication } => {
             let leader = leader_family(replication.as_deref(), policy.as_deref())?;
             bench(value_size, concurrency, &duration, nodes, policy.as_deref(), leader)
@@ -765,9 +767,12 @@ async fn first_signal(signals: &mut [(&'static str, tokio::signal::unix::Signal)
 }
 
 /// `store sim`, and `store run --replay`: the report to stdout, the speed to stderr.
-fn sim(request: &crate::store::sim::SimRequest) -> Result<u8, StoreError> {
+fn sim(
+    request: &crate::store::sim::SimRequest,
+    plan_replay: crate::store::sim::ReplayPlanner,
+) -> Result<u8, StoreError> {
     let (mut out, mut speed) = (String::new(), String::new());
-    let result = crate::store::sim::run(request, &mut out, &mut speed);
+    let result = crate::store::sim::run(request, plan_replay, &mut out, &mut speed);
     print!("{out}");
     eprint!("{speed}");
     Ok(u8::from(result?.first_failing.is_some()))

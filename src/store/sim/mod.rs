@@ -335,9 +335,15 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
 
 /// Run the seeds; the report goes to `out` (the same for the same request, byte for byte),
 /// the speed to `speed`.
-pub fn run(req: &SimRequest, out: &mut String, speed: &mut String) -> Result<SimSummary, StoreError> {
-    if let Some(property) = &req.replay {
-        return run_replay(req, property, out, speed);
+/// `planner` finds a replay's counterexample (`--replay`).
+pub fn run(
+    req: &SimRequest,
+    planner: ReplayPlanner,
+    out: &mut String,
+    speed: &mut String,
+) -> Result<SimSummary, StoreError> {
+    if let Some(replay) = &req.replay {
+        return run_replay(req, replay, planner, out, speed);
     }
     let setup = setup(req)?;
     let s = &setup.scenario;
@@ -553,46 +559,37 @@ fn clients_span_ms(scenario: &Scenario, policy: &crate::config::Policy, ms_per_t
         .unwrap_or(0)
 }
 
-/// The counterexample `check` finds for `property`: its name, initial state, actions and
-/// the step its loop starts at (a lasso's).
-fn counterexample_for(
-    req: &SimRequest,
-    setup: &Setup,
-    property: &str,
-) -> Result<(PropertyName, usize, Vec<crate::model::Action>, Option<usize>), StoreError> {
-    let input = StoreError::Input;
-    let name =
-        PropertyName::parse(property).filter(|p| setup.scenario.properties.contains(p)).ok_or_else(|| {
-            let names: Vec<&str> = setup.scenario.properties.iter().map(|p| p.as_str()).collect();
-            input(format!(
-                "--replay {property}: not a property of {} (its properties: {}), nor a file",
-                req.model.display(),
-                names.join(", ")
-            ))
-        })?;
-    let opts = crate::check::RunOptions::default();
-    let checked = crate::check::run_one(&req.model, req.policy.as_deref(), &setup.label, &opts)
-        .map_err(|e| input(e.to_string()))?;
-    let result = checked.properties.iter().find(|p| p.name == name).expect("the model checks its properties");
-    let Some(cx) = result.counterexample.as_ref() else {
-        return Err(input(format!(
-            "--replay {property}: the model finds no violation of it ({}): there is no counterexample to replay",
-            match result.found {
-                Found::Holds => "it holds",
-                _ => "exploration did not complete",
-            }
-        )));
-    };
-    Ok((name, cx.path.0, cx.path.1.clone(), cx.loop_from_step))
+/// What a replay asks the model's side for (`ReplayPlanner`).
+pub struct ReplayQuery<'a> {
+    pub model: &'a Path,
+    pub policy: Option<&'a Path>,
+    /// The variant (or policy file) as `store sim` names it.
+    pub label: &'a str,
+    pub scenario: &'a Scenario,
+    /// `--replay`'s argument: a property, or a `check --format json` report.
+    pub replay: &'a str,
 }
 
-/// A lasso's loop is played this many times: a livelock the store shares repeats in it.
-const LOOP_PLAYS: usize = 3;
+/// A counterexample to replay, as the model's side plans it.
+pub struct Replay {
+    pub property: PropertyName,
+    /// Its steps (a lasso's loop counted as often as it is played).
+    pub steps: usize,
+    /// A lasso: its loop's first and last step, and how often it is played.
+    pub looped: Option<(usize, usize, usize)>,
+    pub plan: Plan,
+}
+
+/// Finds and plans the counterexample a replay asks for. The store does not explore models
+/// itself (it sits beside the checker, not above it): the CLI hands it one, as it hands
+/// `store run` a [`run::ModelChecker`].
+pub type ReplayPlanner<'a> = &'a dyn Fn(&ReplayQuery) -> Result<Replay, String>;
 
 /// `--replay PROPERTY|FILE`: a counterexample of the model, played on the store (`replay`).
 fn run_replay(
     req: &SimRequest,
     replay: &str,
+    planner: ReplayPlanner,
     out: &mut String,
     speed: &mut String,
 ) -> Result<SimSummary, StoreError> {
@@ -601,21 +598,14 @@ fn run_replay(
         return Err(input("--replay plays the model's load: not with --load continuous".into()));
     }
     let mut setup = setup(req)?;
-    let world = crate::check::world_of(&req.model, req.policy.as_deref(), &setup.label)
-        .map_err(|e| input(e.to_string()))?;
-    let (name, init, mut actions, loop_from) = if Path::new(replay).is_file() {
-        replay::from_file(&world, Path::new(replay), &setup.scenario.name, &setup.label).map_err(input)?
-    } else {
-        counterexample_for(req, &setup, replay)?
+    let query = ReplayQuery {
+        model: &req.model,
+        policy: req.policy.as_deref(),
+        label: &setup.label,
+        scenario: &setup.scenario,
+        replay,
     };
-    let looped = loop_from.map(|from| {
-        let body: Vec<_> = actions[from - 1..].to_vec();
-        for _ in 1..LOOP_PLAYS {
-            actions.extend(body.iter().cloned());
-        }
-        (from, from - 1 + body.len())
-    });
-    let plan = Plan::of(&world, &setup.scenario, init, &actions).map_err(StoreError::Runtime)?;
+    let Replay { property: name, steps, looped, plan } = planner(&query).map_err(input)?;
     let ms_per_tick = setup.ms_per_tick;
     let plan_ms = plan.end(ms_per_tick).as_millis() as u64;
     // After the trace: the heal, the clients' last attempts, the catch-ups, then the reads.
@@ -625,10 +615,10 @@ fn run_replay(
         "store sim {} / {}: replaying the model's counterexample for {name}: {} steps, {:.3} s of model time (1 tick = {ms_per_tick} ms){}",
         setup.scenario.name,
         setup.label,
-        actions.len(),
+        steps,
         plan_ms as f64 / 1000.0,
-        looped.map_or(String::new(), |(from, to)| format!(
-            "; its loop (steps {from} to {to}) played {LOOP_PLAYS} times"
+        looped.map_or(String::new(), |(from, to, plays)| format!(
+            "; its loop (steps {from} to {to}) played {plays} times"
         )),
     );
     setup.replay = Some(plan);

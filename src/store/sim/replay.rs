@@ -15,17 +15,14 @@
 //! where the store left the trace; from there on its messages travel as in a seed.
 
 use super::net::Wire;
-use crate::config::{PropertyName, Scenario};
-use crate::model::{display, Action, World, WorldState};
+use crate::config::Scenario;
 use crate::policy::{quorum, NodeId};
 use crate::protocol::data::Data;
 use crate::protocol::{Endpoint, Msg};
 use crate::store::node::wire::StoredValue;
-use crate::store::run::{menu, Fault, Step};
-use stateright::Model;
+use crate::store::run::Step;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 use std::time::Duration;
 
 /// The shell's own messages (no model message is one of them): a catch-up copy's scan of its
@@ -138,10 +135,6 @@ pub fn kind<D: Data>(msg: &Msg<D>) -> &'static str {
     }
 }
 
-fn empty_copy(msg: &Msg) -> bool {
-    matches!(msg, Msg::CopyData { data, .. } if data.version == 0)
-}
-
 /// Why the store does not send a message of this kind (`None`: it does).
 pub fn not_sent_by_store(kind: &str) -> Option<&'static str> {
     match kind {
@@ -168,143 +161,24 @@ impl Plan {
         }
     }
 
-    /// The plan of `actions` taken from the world's initial state `init` (a lasso's loop is
-    /// given repeated as often as it should be played).
-    pub fn of(world: &World, scenario: &Scenario, init: usize, actions: &[Action]) -> Result<Plan, String> {
-        let scenario_menu: Vec<Fault> = menu(scenario).into_iter().flatten().collect();
-        let mut state: WorldState = world.init_states().into_iter().nth(init).ok_or_else(|| {
-            format!("the counterexample starts at initial state {init}, which the model does not have")
-        })?;
-        let mut plan = Plan {
+    /// An empty plan, naming the scenario's nodes and clients.
+    pub fn new(scenario: &Scenario) -> Plan {
+        Plan {
             steps: Vec::new(),
             messages: Vec::new(),
-            clients: vec![Vec::new(); world.cfg.clients.len()],
+            clients: vec![Vec::new(); scenario.clients.len()],
             env: Vec::new(),
             stages: Vec::new(),
             end_tick: 0,
             node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
             client_names: scenario.clients.iter().map(|c| c.name.clone()).collect(),
-        };
-        // Per (sender, receiver, message): the indices of `messages` still travelling, oldest first.
-        let mut open: BTreeMap<(Endpoint, Endpoint, Msg), Vec<usize>> = BTreeMap::new();
-        for e in &state.net {
-            let i = plan.messages.len();
-            plan.messages.push(Planned {
-                src: e.src,
-                dst: e.dst,
-                kind: kind(&e.msg),
-                sent_step: 0,
-                sent: Moment { tick: 0, order: 0 },
-                fate: Fate::InFlight,
-                empty_copy: empty_copy(&e.msg),
-            });
-            open.entry((e.src, e.dst, e.msg)).or_default().push(i);
         }
-        let (mut tick, mut order) = (0u64, 0u32);
-        for (index, action) in actions.iter().enumerate() {
-            let step = index + 1;
-            let mut enabled = Vec::new();
-            world.actions(&state, &mut enabled);
-            if !enabled.contains(action) {
-                return Err(format!(
-                    "step {step} ({}) is not a step of the model here",
-                    display::action(&world.cfg, action)
-                ));
-            }
-            let next = world
-                .next_state(&state, action.clone())
-                .ok_or_else(|| format!("step {step} has no next state"))?;
-            let at = Moment { tick, order };
-            if *action == Action::Tick {
-                tick += 1;
-                order = 0;
-            } else {
-                order += 1;
-                plan.steps.push((step, at, display::action(&world.cfg, action)));
-            }
-            // What left the network, and what joined it.
-            let count = |s: &WorldState| {
-                let mut m: BTreeMap<(Endpoint, Endpoint, Msg), usize> = BTreeMap::new();
-                for e in &s.net {
-                    *m.entry((e.src, e.dst, e.msg)).or_default() += 1;
-                }
-                m
-            };
-            let (before, after) = (count(&state), count(&next));
-            for (key, n) in &before {
-                let left = n.saturating_sub(after.get(key).copied().unwrap_or(0));
-                for k in 0..left {
-                    let Some(i) = open.get_mut(key).filter(|v| !v.is_empty()).map(|v| v.remove(0)) else {
-                        break;
-                    };
-                    let this = k == 0
-                        && match action {
-                            Action::Deliver(e) | Action::Lose(e) => (e.src, e.dst, e.msg) == *key,
-                            _ => false,
-                        };
-                    plan.messages[i].fate = match action {
-                        Action::Deliver(_) if this => Fate::Delivered { step, at },
-                        Action::Lose(_) if this => {
-                            // The drop fault is on from the tick the lost message left in (the
-                            // store's trace is judged so); the plan loses the message itself.
-                            let tick = plan.messages[i].sent.tick;
-                            plan.env.push((Moment { tick, order: 0 }, Step::Fault(Fault::Drop)));
-                            Fate::Lost { step }
-                        }
-                        _ => Fate::Vanished,
-                    };
-                }
-            }
-            for (key, n) in &after {
-                let joined = n.saturating_sub(before.get(key).copied().unwrap_or(0));
-                for _ in 0..joined {
-                    let i = plan.messages.len();
-                    plan.messages.push(Planned {
-                        src: key.0,
-                        dst: key.1,
-                        kind: kind(&key.2),
-                        sent_step: step,
-                        sent: at,
-                        fate: Fate::InFlight,
-                        empty_copy: empty_copy(&key.2),
-                    });
-                    open.entry(*key).or_default().push(i);
-                }
-            }
-            match *action {
-                Action::ClientInvoke(c) => plan.clients[usize::from(c)].push((at, ClientStep::Invoke)),
-                Action::ClientRetry(c) => plan.clients[usize::from(c)].push((at, ClientStep::Retry)),
-                Action::Crash(n) => plan.env.push((at, Step::Fault(Fault::Crash(n)))),
-                Action::Restart(n) => plan.env.push((at, Step::End(Fault::Crash(n)))),
-                Action::Partition(z) => plan.env.push((at, Step::Fault(Fault::Partition(z)))),
-                Action::Heal(z) => plan.env.push((at, Step::End(Fault::Partition(z)))),
-                Action::Degrade(i) => plan.env.push((at, Step::Fault(degrade(&scenario_menu, i)?))),
-                Action::Restore(i) => plan.env.push((at, Step::End(degrade(&scenario_menu, i)?))),
-                Action::CoordinatorRestart => plan.env.push((at, Step::Fault(Fault::CoordinatorCrash))),
-                Action::Upgrade(c) | Action::Rollback(c) => {
-                    plan.env.push((at, Step::Rollout(plan.stages.len())));
-                    plan.stages.push((c, usize::from(next.stage(c))));
-                }
-                _ => {}
-            }
-            state = next;
-        }
-        plan.env.sort_by_key(|(at, step)| (*at, step.rank()));
-        plan.end_tick = tick + 1;
-        Ok(plan)
     }
 
     /// When the trace is over, from tick 0.
     pub fn end(&self, ms_per_tick: u64) -> Duration {
         Duration::from_millis(self.end_tick * ms_per_tick)
     }
-}
-
-fn degrade(menu: &[Fault], index: u8) -> Result<Fault, String> {
-    menu.iter()
-        .find(|f| matches!(f, Fault::Degrade { index: i, .. } if *i == index))
-        .cloned()
-        .ok_or_else(|| format!("degradation {index} is not on the fault menu"))
 }
 
 /// A catch-up copy of the store's, as the replay times it.
@@ -624,66 +498,4 @@ fn arrival(route: Route, now: Duration) -> Duration {
         Route::At(at) => at,
         Route::Lost | Route::Free => now,
     }
-}
-
-/// The first counterexample for `model` / `variant` in a `check --format json` report: its
-/// property, initial state, actions (from its explorer link's indices) and loop start.
-pub fn from_file(
-    world: &World,
-    path: &Path,
-    model: &str,
-    variant: &str,
-) -> Result<(PropertyName, usize, Vec<Action>, Option<usize>), String> {
-    let file = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--replay {file}: {e}"))?;
-    let report: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("--replay {file}: not a `check --format json` report: {e}"))?;
-    let runs = report["runs"]
-        .as_array()
-        .ok_or_else(|| format!("--replay {file}: no `runs` (a `check --format json` report has them)"))?;
-    let run = runs
-        .iter()
-        .find(|r| r["model"] == model && r["variant"] == variant)
-        .ok_or_else(|| format!("--replay {file}: no run of {model} / {variant} in it"))?;
-    let property = run["properties"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["counterexample"].is_object())
-        .ok_or_else(|| format!("--replay {file}: the run of {model} / {variant} has no counterexample"))?;
-    let name = property["name"].as_str().and_then(PropertyName::parse).ok_or_else(|| {
-        format!("--replay {file}: a counterexample of an unknown property {}", property["name"])
-    })?;
-    let cx = &property["counterexample"];
-    let url = cx["explorer_url"].as_str().unwrap_or_default();
-    let indices: Vec<usize> = url
-        .split_once("#/steps/")
-        .map(|(_, steps)| steps.split('/').map(|i| i.parse::<usize>()).collect::<Result<_, _>>())
-        .transpose()
-        .map_err(|e| format!("--replay {file}: the counterexample's explorer_url {url:?}: {e}"))?
-        .ok_or_else(|| format!("--replay {file}: the counterexample has no explorer_url with its steps"))?;
-    let (&init, steps) =
-        indices.split_first().ok_or_else(|| format!("--replay {file}: an empty counterexample"))?;
-    let mut state = world.init_states().into_iter().nth(init).ok_or_else(|| {
-        format!("--replay {file}: it starts at initial state {init}, which the model does not have")
-    })?;
-    let mut actions = Vec::new();
-    for (n, &i) in steps.iter().enumerate() {
-        let mut enabled = Vec::new();
-        world.actions(&state, &mut enabled);
-        let action = enabled.get(i).cloned().ok_or_else(|| {
-            format!(
-                "--replay {file}: step {} takes action {i} of {}: the counterexample is not of this model (made from another version of it?)",
-                n + 1,
-                enabled.len()
-            )
-        })?;
-        state = world
-            .next_state(&state, action.clone())
-            .ok_or_else(|| format!("--replay {file}: step {} has no next state", n + 1))?;
-        actions.push(action);
-    }
-    let loop_from =
-        cx["loop_from_step"].as_u64().map(|s| s as usize).filter(|&s| (1..=actions.len()).contains(&s));
-    Ok((name, init, actions, loop_from))
 }
