@@ -131,12 +131,34 @@ fn store_run_replays_a_counterexample_from_checks_json() {
     );
     assert_eq!(other.status.code(), Some(2), "{}", text(&other));
     assert!(text(&other).contains("no run of basic-quorum / no-read-repair in it"), "{}", text(&other));
+    // A report of another version of the model: its steps fit, but violate nothing here.
+    let changed = dir.join("basic-quorum.toml");
+    let model = std::fs::read_to_string("models/basic-quorum.toml").unwrap();
+    std::fs::write(&changed, model.replacen("write_quorum = 2\n", "write_quorum = 1\n", 1)).unwrap();
+    let stale =
+        replicheck(&["check", changed.to_str().unwrap(), "--variant", "default", "--format", "json"], None);
+    let stale_json = dir.join("stale.json");
+    std::fs::write(&stale_json, &stale.stdout).unwrap();
+    let out = replicheck(
+        &[
+            "store",
+            "sim",
+            "models/basic-quorum.toml",
+            "--variant",
+            "default",
+            "--replay",
+            stale_json.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("does not violate it in this model"), "{}", text(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn what_cannot_be_replayed_is_refused_and_what_the_store_does_not_judge_says_so() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["models/basic-quorum.toml", "--replay", "linearizable"],
             "--replay linearizable: the model finds no violation of it (it holds)",
@@ -155,6 +177,18 @@ fn what_cannot_be_replayed_is_refused_and_what_the_store_does_not_judge_says_so(
             "--replay plays the model's load",
         ),
         (&["models/async-failover.toml", "--replay", "linearizable"], "the leader family"),
+        (
+            &[
+                "models/basic-quorum.toml",
+                "--variant",
+                "write-quorum-1",
+                "--replay",
+                "linearizable",
+                "--time-scale",
+                "3",
+            ],
+            "--time-scale 3: the trace takes 4 steps in one tick",
+        ),
     ];
     for (args, expected) in cases {
         let out = replicheck(&[&["store", "sim"][..], args].concat(), None);
@@ -166,6 +200,11 @@ fn what_cannot_be_replayed_is_refused_and_what_the_store_does_not_judge_says_so(
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         stdout(&out).contains("hot_shard_leaves_slow_node is not judged by the store"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).ends_with("not judged: the store's checks do not judge this property\n"),
         "{}",
         stdout(&out)
     );

@@ -21,7 +21,12 @@ const LOOP_PLAYS: usize = 3;
 pub fn plan_replay(query: &ReplayQuery) -> Result<Replay, String> {
     let world = check::world_of(query.model, query.policy, query.label).map_err(|e| e.to_string())?;
     let (property, init, mut actions, loop_from) = if Path::new(query.replay).is_file() {
-        from_file(&world, Path::new(query.replay), &query.scenario.name, query.label)?
+        // `check --policy FILE` names its run "policy FILE".
+        let run = match query.policy {
+            Some(_) => format!("policy {}", query.label),
+            None => query.label.to_string(),
+        };
+        from_file(&world, Path::new(query.replay), &query.scenario.name, &run)?
     } else {
         counterexample_for(query)?
     };
@@ -32,7 +37,8 @@ pub fn plan_replay(query: &ReplayQuery) -> Result<Replay, String> {
         }
         (from, from - 1 + body.len(), LOOP_PLAYS)
     });
-    let plan = plan_of(&world, query.scenario, init, &actions)?;
+    let mut plan = plan_of(&world, query.scenario, init, &actions)?;
+    plan.looped = looped;
     Ok(Replay { property, steps: actions.len(), looped, plan })
 }
 
@@ -47,7 +53,7 @@ fn counterexample_for(
         PropertyName::parse(property).filter(|p| scenario.properties.contains(p)).ok_or_else(|| {
             let names: Vec<&str> = scenario.properties.iter().map(|p| p.as_str()).collect();
             format!(
-                "--replay {property}: not a property of {} (its properties: {}), nor a file",
+                "--replay {property}: not a property of {} (its properties: {}), nor an existing file",
                 query.model.display(),
                 names.join(", ")
             )
@@ -113,7 +119,12 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
             order = 0;
         } else {
             order += 1;
-            plan.steps.push((step, at, display::action(&world.cfg, action)));
+            let mut text = display::action(&world.cfg, action);
+            let changes = display::topology_changes(&world.cfg, &state, &next);
+            if !changes.is_empty() {
+                text.push_str(&format!(" => {changes}"));
+            }
+            plan.steps.push((step, at, text));
         }
         // What left the network, and what joined it.
         let count = |s: &WorldState| {
@@ -174,6 +185,10 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
             Action::Degrade(i) => plan.env.push((at, Step::Fault(degrade(&scenario_menu, i)?))),
             Action::Restore(i) => plan.env.push((at, Step::End(degrade(&scenario_menu, i)?))),
             Action::CoordinatorRestart => plan.env.push((at, Step::Fault(Fault::CoordinatorCrash))),
+            Action::BurstEnds(_) if plan.cannot.is_none() => {
+                let why = "the store's burst never ends (its background load runs for the whole run)";
+                plan.cannot = Some((step, why.to_string()));
+            }
             Action::Upgrade(c) | Action::Rollback(c) => {
                 plan.env.push((at, Step::Rollout(plan.stages.len())));
                 plan.stages.push((c, usize::from(next.stage(c))));
@@ -257,5 +272,23 @@ pub fn from_file(
     }
     let loop_from =
         cx["loop_from_step"].as_u64().map(|s| s as usize).filter(|&s| (1..=actions.len()).contains(&s));
+    // The steps fit this model; do they still violate the property? (A report of another
+    // version of the model, or of another policy, may walk here and violate nothing.)
+    let violates = match loop_from {
+        // A lasso's loop ends in the state it began in.
+        Some(from) => {
+            let mut at_loop = world.init_states().into_iter().nth(init).expect("checked above");
+            for action in &actions[..from - 1] {
+                at_loop = world.next_state(&at_loop, action.clone()).expect("checked above");
+            }
+            at_loop == state
+        }
+        None => !name.is_liveness() && !crate::model::properties::holds(name, &world.cfg, &state),
+    };
+    if !violates {
+        return Err(format!(
+            "--replay {file}: its counterexample for {name} does not violate it in this model (made from another version of the model, or another policy?): check the model again"
+        ));
+    }
     Ok((name, init, actions, loop_from))
 }

@@ -166,7 +166,10 @@ pub enum StoreCommand {
         /// sim`'s simulated network and clock, where each message can be delivered or lost at
         /// the trace's moment (as `store sim MODEL --replay`). Exit 0 if the store shows the
         /// same violation, 1 if not.
-        #[arg(long, value_name = "PROPERTY|FILE", conflicts_with_all = ["faults", "clients", "rollout_order", "decision_log", "trace"])]
+        #[arg(long, value_name = "PROPERTY|FILE", conflicts_with_all = [
+            "faults", "clients", "rollout_order", "decision_log", "trace", "seed", "duration", "keys",
+            "write_permille", "model_verdicts",
+        ])]
         replay: Option<String>,
     },
     /// The store's own code (the coordinator's shell and machine, each node's storage, the
@@ -388,22 +391,11 @@ pub fn run(
                 .map_err(|e| StoreError::Runtime(format!("node {id}: {e}")))?;
             Ok(0)
         }
-        StoreCommand::Run {
-            model,
-            variant,
-            policy,
-            time_scale,
-            duration,
-            history,
-            seed,
-            replay: Some(replay),
-            ..
-        } => {
+        StoreCommand::Run { model, variant, policy, time_scale, history, replay: Some(replay), .. } => {
+            // `store sim --replay`'s defaults: the same replay prints the same report.
             let request = crate::store::sim::SimRequest {
                 ms_per_tick: time_scale,
-                duration,
                 history,
-                first_seed: seed,
                 ..crate::store::sim::SimRequest::replay(model, variant, policy, replay)
             };
             sim(&request, plan_replay)

@@ -119,10 +119,11 @@ pub struct SimRequest {
     /// first).
     #[arg(long)]
     pub every_seed: bool,
-    /// Replay the model's counterexample for PROPERTY on the store instead of drawing seeds:
-    /// its faults, client steps and message deliveries and losses at the trace's moments.
-    /// Exit 0 if the store shows the same violation, 1 if it does not.
-    #[arg(long, value_name = "PROPERTY", conflicts_with_all = ["seeds", "every_seed"])]
+    /// Replay a counterexample of the model on the store instead of drawing seeds: the one
+    /// `check` finds for PROPERTY, or the first in FILE (`check --format json`); its faults,
+    /// client steps and message deliveries and losses at the trace's moments. Exit 0 if the
+    /// store shows the same violation, 1 if it does not.
+    #[arg(long, value_name = "PROPERTY|FILE", conflicts_with_all = ["seeds", "every_seed", "clients", "keys", "write_permille"])]
     pub replay: Option<String>,
 }
 
@@ -243,9 +244,12 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
     };
     let ticks_policy = sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(input)?;
     if ticks_policy.replication() == Replication::Leader {
-        return Err(input(format!(
-            "{model} / {label}: the leader family: store sim runs the quorum family's store (store run plays both)"
-        )));
+        let why = match req.replay {
+            // `store run --replay` comes here too: a replay needs the simulated store.
+            Some(_) => "a replay runs on the simulated store, which is the quorum family's",
+            None => "store sim runs the quorum family's store (store run plays both)",
+        };
+        return Err(input(format!("{model} / {label}: the leader family: {why}")));
     }
     if scenario.coordinators.len() > 1 && scenario.faults.crash_coordinator {
         return Err(input(format!(
@@ -607,6 +611,14 @@ fn run_replay(
     };
     let Replay { property: name, steps, looped, plan } = planner(&query).map_err(input)?;
     let ms_per_tick = setup.ms_per_tick;
+    // Steps of one tick are a millisecond apart, after the timers due at the tick's start.
+    let needed_ms = u64::from(plan.most_steps_in_a_tick()) + 2;
+    if ms_per_tick < needed_ms {
+        return Err(input(format!(
+            "--time-scale {ms_per_tick}: the trace takes {} steps in one tick, which a replay plays a millisecond apart: at least {needed_ms} ms per tick",
+            needed_ms - 2
+        )));
+    }
     let plan_ms = plan.end(ms_per_tick).as_millis() as u64;
     // After the trace: the heal, the clients' last attempts, the catch-ups, then the reads.
     setup.duration_ms = setup.duration_ms.max(plan_ms + 5 * setup.request_timeout_ms.max(1000));
@@ -615,10 +627,10 @@ fn run_replay(
         "store sim {} / {}: replaying the model's counterexample for {name}: {} steps, {:.3} s of model time (1 tick = {ms_per_tick} ms){}",
         setup.scenario.name,
         setup.label,
-        steps,
-        plan_ms as f64 / 1000.0,
+        looped.map_or(steps, |(_, to, _)| to),
+        plan.steps.last().map_or(0, |s| s.1.tick * ms_per_tick) as f64 / 1000.0,
         looped.map_or(String::new(), |(from, to, plays)| format!(
-            "; its loop (steps {from} to {to}) played {plays} times"
+            "; its loop (steps {from} to {to}) played {plays} times ({steps} steps in all)"
         )),
     );
     setup.replay = Some(plan);
@@ -663,7 +675,7 @@ fn run_replay(
     let o = &run.outcome;
     let verdict = match shown {
         Some(Found::Violated) => format!("{name} violated, as in the trace: {}", why(o, name)),
-        Some(_) => format!("{name} not violated by what the clients and the final reads saw"),
+        Some(_) => format!("{name} not violated in the store's run"),
         None => format!("{name} is not judged by the store (the model's alone)"),
     };
     let _ = writeln!(out, "the store: {verdict}");
@@ -710,10 +722,10 @@ fn run_replay(
     let _ = writeln!(
         out,
         "{}",
-        if reproduced {
-            "reproduced: the store shows the model's violation"
-        } else {
-            "not reproduced: the store does not show the model's violation"
+        match (reproduced, shown) {
+            (true, _) => "reproduced: the store shows the model's violation",
+            (false, None) => "not judged: the store's checks do not judge this property",
+            (false, Some(_)) => "not reproduced: the store does not show the model's violation",
         }
     );
     let _ = writeln!(

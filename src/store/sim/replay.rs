@@ -105,6 +105,12 @@ pub struct Plan {
     pub stages: Vec<(u8, usize)>,
     /// The tick after the trace's last step.
     pub end_tick: u64,
+    /// The first step the store cannot take as the trace does, with the reason (a step of
+    /// the model's environment that has no counterpart in the store's).
+    pub cannot: Option<(usize, String)>,
+    /// A lasso played several times: its loop's first and last step (as `check` numbers them)
+    /// and how often it is played; the steps after the first pass are numbered on from there.
+    pub looped: Option<(usize, usize, usize)>,
     /// The scenario's names of nodes and clients.
     node_names: Vec<String>,
     client_names: Vec<String>,
@@ -170,9 +176,24 @@ impl Plan {
             env: Vec::new(),
             stages: Vec::new(),
             end_tick: 0,
+            cannot: None,
+            looped: None,
             node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
             client_names: scenario.clients.iter().map(|c| c.name.clone()).collect(),
         }
+    }
+
+    /// Step `step` as `check` numbers it: a lasso's later passes repeat its loop's numbers.
+    pub fn shown(&self, step: usize) -> usize {
+        match self.looped {
+            Some((from, to, _)) if step > to => from + (step - from) % (to + 1 - from),
+            _ => step,
+        }
+    }
+
+    /// The busiest tick's steps: a replay keeps them a millisecond apart.
+    pub fn most_steps_in_a_tick(&self) -> u32 {
+        self.steps.iter().map(|(_, at, _)| at.order + 1).max().unwrap_or(0)
     }
 
     /// When the trace is over, from tick 0.
@@ -360,21 +381,28 @@ impl Replayer {
             .zip(&self.matched)
             .filter(|(m, sent)| sent.is_none() && m.sent_step > 0 && not_sent_by_store(m.kind).is_none())
             .map(|(m, _)| {
+                let delivered = match m.fate {
+                    Fate::Delivered { step, .. } => format!(", delivered at step {}", self.plan.shown(step)),
+                    Fate::Lost { step } => format!(", lost at step {}", self.plan.shown(step)),
+                    Fate::Vanished | Fate::InFlight => String::new(),
+                };
                 (
                     m.sent,
                     format!(
-                        "step {}: the trace sends {} from {} to {} in tick {}; the store did not",
-                        m.sent_step,
+                        "step {} sends {} from {} to {} in tick {} ({:.3} s{delivered}); the store never sent it",
+                        self.plan.shown(m.sent_step),
                         m.kind,
                         self.plan.name(m.src),
                         self.plan.name(m.dst),
-                        m.sent.tick
+                        m.sent.tick,
+                        m.sent.offset(self.ms_per_tick).as_secs_f64(),
                     ),
                 )
             })
             .min_by_key(|(at, _)| *at);
         let extra = self.unplanned.first().map(|u| {
-            let after = self.plan.steps.iter().take_while(|(_, m, _)| m.tick <= u.tick).last().map_or(0, |s| s.0);
+            let after =
+                self.plan.steps.iter().take_while(|(_, m, _)| m.tick <= u.tick).last().map_or(0, |s| self.plan.shown(s.0));
             (
                 Moment { tick: u.tick, order: 0 },
                 format!(
@@ -396,15 +424,28 @@ impl Replayer {
     /// The first message of the trace the store cannot send (its machine has no such
     /// message), and why.
     pub fn cannot_follow(&self) -> Option<String> {
-        let m = self.plan.messages.iter().find(|m| m.sent_step > 0 && not_sent_by_store(m.kind).is_some())?;
-        Some(format!(
-            "step {}: the trace sends {} from {} to {}; {}",
-            m.sent_step,
-            m.kind,
-            self.plan.name(m.src),
-            self.plan.name(m.dst),
-            not_sent_by_store(m.kind).unwrap_or_default()
-        ))
+        let message =
+            self.plan.messages.iter().find(|m| m.sent_step > 0 && not_sent_by_store(m.kind).is_some()).map(
+                |m| {
+                    (
+                        m.sent_step,
+                        format!(
+                            "step {}: the trace sends {} from {} to {}; {}",
+                            self.plan.shown(m.sent_step),
+                            m.kind,
+                            self.plan.name(m.src),
+                            self.plan.name(m.dst),
+                            not_sent_by_store(m.kind).unwrap_or_default()
+                        ),
+                    )
+                },
+            );
+        let environment = self
+            .plan
+            .cannot
+            .as_ref()
+            .map(|(step, why)| (*step, format!("step {}: {why}", self.plan.shown(*step))));
+        [message, environment].into_iter().flatten().min_by_key(|(step, _)| *step).map(|(_, what)| what)
     }
 
     /// The trace's steps with what the store did at each: a message delivered or lost as
@@ -426,9 +467,18 @@ impl Replayer {
             by_step.entry(step).or_default().push(note);
         }
         for (step, at, text) in &self.plan.steps {
+            if let Some((from, to, _)) = self.plan.looped {
+                let len = to + 1 - from;
+                if *step > to && (step - from) % len == 0 {
+                    let pass = (step - from) / len + 1;
+                    let _ = writeln!(out, "  --- the loop again (pass {pass}): steps {from} to {to} ---");
+                }
+            }
             let store = by_step.get(step).map(|v| v.join("; ")).unwrap_or_default();
             let time_ms = at.tick * ms_per_tick;
-            let _ = writeln!(out, "  {step:>4} {:>9.3} s  {text:<70} {store}", time_ms as f64 / 1000.0);
+            let shown = self.plan.shown(*step);
+            let line = format!("  {shown:>4} {:>9.3} s  {text:<70} {store}", time_ms as f64 / 1000.0);
+            let _ = writeln!(out, "{}", line.trim_end());
         }
     }
 }
