@@ -128,8 +128,12 @@ fn each_broken_shell_is_found_within_twenty_seeds() {
 
 #[test]
 fn what_it_cannot_run_is_refused_with_the_reason() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["models/basic-quorum.toml", "--seeds", "0"], "--seeds 0: must be 1 to 100000"),
+        (
+            &["models/basic-quorum.toml", "--time-scale", "10000"],
+            "--time-scale 10000: `replica_ack_timeout` = 100000 ms: the store's timers count at most 65535 ms",
+        ),
         (&["models/async-failover.toml"], "the leader family: store sim runs the quorum family's store"),
         (
             &["models/detector-timing.toml", "--load", "continuous"],

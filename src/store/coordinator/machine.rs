@@ -141,7 +141,7 @@ pub fn resolved(
 }
 
 /// Every policy duration within what the store's timers count.
-fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), String> {
+pub(crate) fn check_timers(policy: &Policy, membership: &CoordinatorSpec) -> Result<(), String> {
     let too_long = |key: &str, ms: u32| {
         format!("`{key}` = {ms} ms: the store's timers count at most {} ms", TimerTicks::MAX)
     };

@@ -281,6 +281,12 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         _ => BTreeMap::new(),
     };
     let membership = membership_in_ms(&scenario, ms_per_tick).map_err(input)?;
+    // Before anything runs: a time scale the store's timers cannot count is bad input.
+    let stages = rollout.iter().flat_map(|r| r.policies.iter());
+    for p in std::iter::once(&policy).chain(stages) {
+        crate::store::coordinator::machine::check_timers(p, &membership)
+            .map_err(|e| input(format!("--time-scale {ms_per_tick}: {e}")))?;
+    }
     let duration_ms = req.duration.as_millis() as u64;
     let continuous = (duration_ms * CALM_PERMILLE / 1000, duration_ms * HEAL_PERMILLE / 1000);
     let fault_window_ms = match req.load {
@@ -425,11 +431,7 @@ pub fn run(
         let keep = req.history.as_deref().filter(|_| !kept_history && (fails || req.seeds == 1));
         if let Some(path) = keep {
             kept_history = true;
-            let not_linearizable = !run.outcome.not_linearizable.is_empty();
-            let written = run::write_history_files(&run.history, &run.finals, Some(path), not_linearizable);
-            for line in written.map_err(StoreError::Runtime)? {
-                let _ = writeln!(out, "  {line}");
-            }
+            keep_history(out, &run, path)?;
         }
     }
     let _ = writeln!(out, "{:<22} {:<10} seeds that violated it", "property", "expected");
@@ -482,6 +484,21 @@ pub fn run(
         summary.simulated_ms as f64 / 1000.0 / wall.max(1e-9)
     );
     Ok(summary)
+}
+
+/// `--history FILE`: a run's history as Jepsen EDN (and a picture of a key that is not
+/// linearizable); a run without clients has none to write.
+fn keep_history(out: &mut String, run: &SeedRun, path: &Path) -> Result<(), StoreError> {
+    if run.history.history.is_empty() && run.finals.is_empty() {
+        let _ = writeln!(out, "  no history to write to {}: the model has no clients", path.display());
+        return Ok(());
+    }
+    let not_linearizable = !run.outcome.not_linearizable.is_empty();
+    let written = run::write_history_files(&run.history, &run.finals, Some(path), not_linearizable);
+    for line in written.map_err(StoreError::Runtime)? {
+        let _ = writeln!(out, "  {line}");
+    }
+    Ok(())
 }
 
 fn variant_flag(req: &SimRequest, setup: &Setup) -> String {
@@ -712,12 +729,7 @@ fn run_replay(
         None => {}
     }
     if let Some(path) = &req.history {
-        let not_linearizable = !o.not_linearizable.is_empty();
-        for line in run::write_history_files(&run.history, &run.finals, Some(path), not_linearizable)
-            .map_err(StoreError::Runtime)?
-        {
-            let _ = writeln!(out, "  {line}");
-        }
+        keep_history(out, &run, path)?;
     }
     let _ = writeln!(
         out,
