@@ -439,7 +439,7 @@ pub fn run(
             };
             let mut out = String::new();
             let result = crate::store::run::run(&request, check_model, &mut out);
-            print!("{out}");
+            emit(&out);
             let (outcome, model) = result?;
             Ok(crate::store::run::exit_code(&outcome, &model))
         }
@@ -765,7 +765,13 @@ fn sim(
 ) -> Result<u8, StoreError> {
     let (mut out, mut speed) = (String::new(), String::new());
     let result = crate::store::sim::run(request, plan_replay, &mut out, &mut speed);
-    print!("{out}");
-    eprint!("{speed}");
+    emit(&out);
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), speed.as_bytes());
     Ok(u8::from(result?.first_failing.is_some()))
+}
+
+/// The report to stdout. A reader that stopped reading (`| head`) is no error: `print!` would
+/// panic, and a store command's panic stops the process with an abort.
+fn emit(out: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
 }
