@@ -8,7 +8,7 @@ use crate::check::{self, RunOptions};
 use crate::config::{PropertyName, Scenario};
 use crate::model::{display, Action, Endpoint, Msg, World, WorldState};
 use crate::store::run::{menu, Fault, Step};
-use crate::store::sim::replay::{kind, ClientStep, Fate, Moment, Plan, Planned};
+use crate::store::sim::replay::{kind, timer_kind, ClientStep, Fate, Moment, Plan, Planned};
 use crate::store::sim::{Replay, ReplayQuery};
 use stateright::Model;
 use std::collections::BTreeMap;
@@ -185,6 +185,13 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
             Action::Degrade(i) => plan.env.push((at, Step::Fault(degrade(&scenario_menu, i)?))),
             Action::Restore(i) => plan.env.push((at, Step::End(degrade(&scenario_menu, i)?))),
             Action::CoordinatorRestart => plan.env.push((at, Step::Fault(Fault::CoordinatorCrash))),
+            Action::AckDeadline { .. } => plan.timers.push((0, tick, "ack deadline")),
+            Action::FanOut { .. } => plan.timers.push((0, tick, "fan out")),
+            Action::ApplyMembershipUpdate => plan.timers.push((0, tick, "membership update")),
+            Action::Heartbeat => plan.timers.push((0, tick, "heartbeat")),
+            Action::Rebalance => plan.timers.push((0, tick, "rebalance")),
+            Action::CopyRetry(_) => plan.timers.push((0, tick, "copy retry")),
+            Action::PeerTimer { coord, timer } => plan.timers.push((coord, tick, timer_kind(&timer))),
             Action::BurstEnds(_) if plan.cannot.is_none() => {
                 let why = "the store's burst never ends (its background load runs for the whole run)";
                 plan.cannot = Some((step, why.to_string()));

@@ -24,6 +24,8 @@ impl Clocked for OnClock<'_> {
         if !inner.crashed {
             inner.machine.due(&inner.cfg, out);
         }
+        drop(inner);
+        self.0.order_due(out);
     }
 
     fn fire(&mut self, timer: Timer<u64>) -> Result<(), String> {

@@ -17,6 +17,7 @@
 use super::net::Wire;
 use crate::config::Scenario;
 use crate::policy::{quorum, NodeId};
+use crate::protocol::coordinator::Timer;
 use crate::protocol::data::Data;
 use crate::protocol::{Endpoint, Msg};
 use crate::store::node::wire::StoredValue;
@@ -105,6 +106,8 @@ pub struct Plan {
     pub stages: Vec<(u8, usize)>,
     /// The tick after the trace's last step.
     pub end_tick: u64,
+    /// Each coordinator's timers as the trace fires them: (coordinator, tick, kind), in order.
+    pub timers: Vec<(u8, u64, &'static str)>,
     /// The first step the store cannot take as the trace does, with the reason (a step of
     /// the model's environment that has no counterpart in the store's).
     pub cannot: Option<(usize, String)>,
@@ -139,6 +142,35 @@ pub fn kind<D: Data>(msg: &Msg<D>) -> &'static str {
         Msg::LoadReport { .. } => "load report",
         Msg::Leader(_) => "leader family",
     }
+}
+
+/// A coordinator timer's kind, as the trace's timer steps and the store's due timers name it.
+pub fn timer_kind<O>(timer: &Timer<O>) -> &'static str {
+    match timer {
+        Timer::AckDeadline { .. } => "ack deadline",
+        Timer::ApplyMembershipUpdate => "membership update",
+        Timer::Heartbeat => "heartbeat",
+        Timer::Rebalance => "rebalance",
+        Timer::CopyRetry { .. } => "copy retry",
+        Timer::ViewResend { .. } => "view resend",
+        Timer::FanOut { .. } => "fan out",
+        Timer::SilenceCrossed { .. } => "silence crossed",
+        Timer::DownOut { .. } => "down out",
+        Timer::CopyBackoffOver { .. } => "copy backoff over",
+        Timer::JoinTimeout { .. } => "join timeout",
+    }
+}
+
+/// The timers due at one moment of coordinator `me`'s, in the order the trace fires their
+/// kinds in the tick of `now_ms` (a stable sort: kinds the trace does not fire then keep the
+/// machine's order, after those it does).
+pub fn order_as_traced(timers: &[(u8, u64, &'static str)], me: u8, tick: u64, due: &mut [Timer<u64>]) {
+    let traced: Vec<&str> =
+        timers.iter().filter(|(c, t, _)| *c == me && *t == tick).map(|(_, _, kind)| *kind).collect();
+    if traced.is_empty() {
+        return;
+    }
+    due.sort_by_key(|timer| traced.iter().position(|k| *k == timer_kind(timer)).unwrap_or(usize::MAX));
 }
 
 /// Why the store does not send a message of this kind (`None`: it does).
@@ -178,6 +210,7 @@ impl Plan {
             end_tick: 0,
             cannot: None,
             looped: None,
+            timers: Vec::new(),
             node_names: scenario.nodes.iter().map(|n| n.name.clone()).collect(),
             client_names: scenario.clients.iter().map(|c| c.name.clone()).collect(),
         }

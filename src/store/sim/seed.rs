@@ -169,6 +169,14 @@ impl World<'_> {
         )
         .await?;
         self.shells.lock().unwrap_or_else(|p| p.into_inner())[usize::from(me)] = Arc::downgrade(&shell);
+        // A replay fires the timers due at one moment in the order the trace fires them.
+        if let Some(plan) = &s.replay {
+            let (timers, epoch, ms_per_tick) = (plan.timers.clone(), self.epoch, s.ms_per_tick);
+            shell.order_due_timers(Box::new(move |due| {
+                let tick = epoch.elapsed().as_millis() as u64 / ms_per_tick;
+                replay::order_as_traced(&timers, me, tick, due);
+            }));
+        }
         // Before the clock task first runs: it is spawned, and nothing has yielded since.
         shell.seed_windows(self.seed.wrapping_add(self.restarts).wrapping_add(u64::from(me) << 32));
         Ok(Coordinator::around(shell))
