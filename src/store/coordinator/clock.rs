@@ -94,7 +94,24 @@ impl Clocked for OnClock<'_> {
     }
 }
 
+/// Reorders the timers due at one moment (`Shell::order_due_timers`).
+pub type DueOrder = Box<dyn Fn(&mut Vec<Timer<u64>>) + Send + Sync>;
+
 impl Shell {
+    /// Fire the timers due at one moment in the order `order` leaves them (a simulated run
+    /// replaying a trace fires them in the trace's order; the model allows every order of
+    /// timers due in one tick).
+    pub fn order_due_timers(&self, order: DueOrder) {
+        *self.due_order.lock().unwrap_or_else(|p| p.into_inner()) = Some(order);
+    }
+
+    /// The timers due now, in the order they fire.
+    fn order_due(&self, due: &mut Vec<Timer<u64>>) {
+        if let Some(order) = self.due_order.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            order(due);
+        }
+    }
+
     /// Start the clock: tick 0 is now. A task wakes when the next timer may be due (or after
     /// `IDLE_WAKE_MAX_MS` with none set, or when a step set a sooner one) and catches up.
     pub fn start_clock(self: &Arc<Self>) {

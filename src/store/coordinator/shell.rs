@@ -117,7 +117,7 @@ pub struct Shell {
     windows_rng: Mutex<StdRng>,
     /// Orders the timers due at one moment before they fire (`order_due_timers`); none: the
     /// machine's order.
-    due_order: Mutex<Option<DueOrder>>,
+    due_order: Mutex<Option<clock::DueOrder>>,
     pub fleet: Arc<super::fleet::FleetMeter>,
 }
 
@@ -234,20 +234,6 @@ impl Shell {
     }
 
     /// Draw timer moments from `seed` from now on (a simulated run is the same every time).
-    /// Fire the timers due at one moment in the order `order` leaves them (a simulated run
-    /// replaying a trace fires them in the trace's order; the model allows every order of
-    /// timers due in one tick).
-    pub fn order_due_timers(&self, order: DueOrder) {
-        *self.due_order.lock().unwrap_or_else(|p| p.into_inner()) = Some(order);
-    }
-
-    /// The timers due now, in the order they fire.
-    pub(super) fn order_due(&self, due: &mut Vec<Timer<u64>>) {
-        if let Some(order) = self.due_order.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            order(due);
-        }
-    }
-
     pub fn seed_windows(&self, seed: u64) {
         *self.windows_rng.lock().unwrap_or_else(|p| p.into_inner()) = StdRng::seed_from_u64(seed);
     }
@@ -792,9 +778,6 @@ fn observe_token(inner: &mut Inner, op: u64, version: u64, log: &DecisionLog) {
         log.event(&format!("duplicate_effect first_version={first} version={version}"));
     }
 }
-
-/// Reorders the timers due at one moment (`Shell::order_due_timers`).
-pub type DueOrder = Box<dyn Fn(&mut Vec<Timer<u64>>) + Send + Sync>;
 
 /// Whether `node` is dead to the machine's detector.
 pub fn is_dead(machine: &Machine, node: NodeId) -> bool {
