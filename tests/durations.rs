@@ -209,13 +209,17 @@ fn the_store_ends_each_timed_fault_as_the_model_does() {
     let report = storm.join().unwrap();
     let ended = at(&report, "END zone b reachable again");
     let line = report.lines().find(|l| l.starts_with("re-replication after the faults ended")).unwrap();
-    assert!(line.contains("began: n2 -> n4 in v1 at"), "{report}");
-    // Once n2 was cut off: after the cut ended when the write that misses its deadline was
-    // sent during the cut, within it when one was in flight as the cut began (real time
-    // decides which; both are behaviours of the model).
+    // n2's re-mirror begins once n2 was cut off: after the cut ended when the write that misses
+    // its deadline was sent during the cut, within it when one was in flight as the cut began
+    // (the cut and the deadline are both 800ms: real time decides; both are behaviours of the
+    // model). Only the first is "after the faults ended".
     let cut_at = at(&report, "FAULT zone b partitioned");
     assert!(ended > cut_at, "{report}");
-    assert!(at(&report, "evict n2 -> n4") >= cut_at, "the re-mirror starts once n2 is cut off:\n{report}");
+    let evicted_at = at(&report, "evict n2 -> n4");
+    assert!(evicted_at >= cut_at, "the re-mirror starts once n2 is cut off:\n{report}");
+    if evicted_at >= ended {
+        assert!(line.contains("began: n2 -> n4 in v1 at"), "{report}");
+    }
     let report = crash.join().unwrap();
     let down = at(&report, "END n1 restarts") - at(&report, "FAULT crash n1");
     assert!((150..=650).contains(&down), "n1 is down 200ms..500ms, not {down} ms:\n{report}");
