@@ -30,7 +30,7 @@ pub(crate) fn measure(
         ..RunOutcome::default()
     };
     let mut by_key: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
-    for op in load.history.iter().chain(finals) {
+    for op in &load.history {
         by_key.entry(op.key.as_str()).or_default().push(op);
     }
     let mut pairs: Vec<(String, Operation<RegisterInput, RegisterOutput>)> = Vec::new();
@@ -39,6 +39,9 @@ pub(crate) fn measure(
         if let Some(why) = acked_write_missed(ops, last) {
             outcome.acked_writes_lost.push(format!("{key}: {why}"));
         }
+        // `linearizable` is judged on the clients' history, as the model judges its clients'
+        // (where no client reads after a lost write, it holds); the checker's final reads
+        // judge `acked_writes_persist`, above.
         pairs.extend(ops.iter().filter_map(|op| op.as_register_op()).map(|op| (key.to_string(), op)));
     }
     // Every key's verdict (the report lists each key that is not linearizable), searched in
@@ -240,7 +243,7 @@ pub(crate) fn read_info(
 
 /// What the leader family's coordinator says at the end: its counters and failovers still
 /// under way.
-pub(super) fn read_leader_info(outcome: &mut RunOutcome, info: &str) {
+pub(crate) fn read_leader_info(outcome: &mut RunOutcome, info: &str) {
     outcome.info_counters = info_counters(info);
     outcome.changes_in_progress_at_end = info
         .lines()
