@@ -4,7 +4,7 @@
 //! `DIR/manager-state` before any send of the step that changed it, so no replica hears of an
 //! epoch the manager could forget.
 
-use super::mesh::{self, Mesh};
+use super::mesh::{self, LeaderLink, Mesh};
 use super::{LeaderData, Spec};
 use crate::config::{OpKind, Resolved};
 use crate::policy::detector::Health;
@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub const STATE_FILE: &str = "manager-state";
 /// Client requests waiting for the machine's task at most; the connections wait beyond it.
 const REQUESTS_QUEUED_MAX: usize = 4096;
-const INBOX_MAX: usize = 4096;
+pub(crate) const INBOX_MAX: usize = 4096;
 /// How often a coordinator that could not save its state tries again.
 const STALL_RETRY_MS: u64 = 200;
 
@@ -153,7 +153,6 @@ impl ManagerHost {
         let durable = load_state(&state_path, spec.partitions)?.ok_or_else(|| {
             format!("{}: missing (a leader cluster writes it when first created)", state_path.display())
         })?;
-        let machine = Manager::<LeaderData>::recover(&cfg, &durable);
         let mesh_listener = match mesh_listener {
             Some(l) => l
                 .set_nonblocking(true)
@@ -163,7 +162,30 @@ impl ManagerHost {
         };
         let client_listener = crate::store::node::bind_with_retry(client_addr).await?;
         let client_addr = client_listener.local_addr().map_err(|e| format!("client listener: {e}"))?;
+        let (inbox_tx, inbox) = mpsc::channel(INBOX_MAX);
+        tokio::spawn(mesh::listen(mesh_listener, Endpoint::LEADER, spec.cluster_id, inbox_tx));
+        let addrs = spec.clone();
+        let mesh = Mesh::new(Endpoint::LEADER, spec.cluster_id, move |e| addrs.route(Endpoint::LEADER, e));
+        let host = ManagerHost::launch(cfg, layout, limits, (state_path, durable), Arc::new(mesh), inbox);
+        tokio::spawn(clients::serve(Arc::clone(&host), client_listener));
+        Ok((host, client_addr))
+    }
+
+    /// The manager recovered from `saved` (its state file and what it holds), stepping the
+    /// replicas' messages from `inbox` and client requests (`request`), sending through `link`:
+    /// the coordinator's, and `store sim`'s simulated one (which has no client listener).
+    pub(crate) fn launch(
+        cfg: Resolved,
+        layout: Layout,
+        limits: ClientLimits,
+        saved: (PathBuf, ManagerDurable<LeaderData>),
+        link: Arc<dyn LeaderLink>,
+        inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>,
+    ) -> Arc<ManagerHost> {
+        let (state_path, durable) = saved;
+        let machine = Manager::<LeaderData>::recover(&cfg, &durable);
         let (requests, requests_rx) = mpsc::channel(REQUESTS_QUEUED_MAX);
+        let partitions = layout.shards.len();
         let host = Arc::new(ManagerHost {
             cfg: cfg.clone(),
             layout,
@@ -177,28 +199,29 @@ impl ManagerHost {
             stalled: Mutex::new(None),
             stalls: AtomicU64::new(0),
         });
-        let (inbox_tx, inbox) = mpsc::channel(INBOX_MAX);
-        tokio::spawn(mesh::listen(mesh_listener, Endpoint::LEADER, spec.cluster_id, inbox_tx));
-        let addrs = spec.clone();
-        let mesh = Mesh::new(Endpoint::LEADER, spec.cluster_id, move |e| addrs.route(Endpoint::LEADER, e));
         let stepper = Stepper {
             host: Arc::clone(&host),
             cfg,
             machine,
-            mesh,
+            mesh: link,
             state_path,
             saved: durable,
             waiting: HashMap::new(),
             failures: HashMap::new(),
-            acked_epoch: vec![0; spec.partitions],
+            acked_epoch: vec![0; partitions],
             next_op: 1,
         };
         tokio::spawn(stepper.run(inbox, requests_rx));
-        tokio::spawn(clients::serve(Arc::clone(&host), client_listener));
-        Ok((host, client_addr))
+        host
     }
 
-    async fn request(&self, kind: OpKind, key: &[u8], value: StoredValue) -> Result<StoredValue, String> {
+    /// A client's GET (`Read`) or SET (`Write`), as the RESP front end asks it.
+    pub(crate) async fn request(
+        &self,
+        kind: OpKind,
+        key: &[u8],
+        value: StoredValue,
+    ) -> Result<StoredValue, String> {
         let (reply, answer) = oneshot::channel();
         let request = ClientRequest { kind, key: key.to_vec(), value, reply };
         if self.requests.send(request).await.is_err() {
@@ -352,7 +375,7 @@ struct Stepper {
     host: Arc<ManagerHost>,
     cfg: Resolved,
     machine: Manager<LeaderData>,
-    mesh: Mesh,
+    mesh: Arc<dyn LeaderLink>,
     state_path: PathBuf,
     saved: ManagerDurable<LeaderData>,
     /// Client requests waiting for their response, by op.
@@ -378,7 +401,9 @@ impl Stepper {
         loop {
             // Asleep until the next timer may be due, not woken every millisecond.
             let wake = clock.wake(self.machine.quiet_ticks(&self.cfg));
+            // In a fixed order, so that `store sim` gives the same run for the same seed.
             let stepped = tokio::select! {
+                biased;
                 _ = stopped.wait_for(|s| *s) => return,
                 received = inbox.recv() => {
                     let Some((src, msg)) = received else { return };
@@ -441,6 +466,7 @@ impl Stepper {
         let mut retry = tokio::time::interval(Duration::from_millis(STALL_RETRY_MS));
         loop {
             tokio::select! {
+                biased;
                 _ = stopped.wait_for(|s| *s) => return false,
                 received = inbox.recv() => if received.is_none() { return false },
                 request = requests.recv() => match request {

@@ -36,6 +36,12 @@ struct Hello {
     to: Endpoint,
 }
 
+/// Where a machine's sends go: the TCP mesh between processes, or `store sim`'s network.
+/// A send never blocks and may lose the message, as the models' network may.
+pub trait LeaderLink: Send + Sync {
+    fn send(&self, to: Endpoint, msg: LeaderMsg);
+}
+
 /// One process's outgoing links, one per destination, each dialled when first needed.
 pub struct Mesh {
     me: Endpoint,
@@ -52,10 +58,12 @@ impl Mesh {
     ) -> Mesh {
         Mesh { me, cluster_id, addrs: Arc::new(addrs), links: Mutex::new(HashMap::new()) }
     }
+}
 
+impl LeaderLink for Mesh {
     /// Put `msg` on the way to `to` (from a tokio runtime); dropped if `to` has no address or
     /// its queue is full.
-    pub fn send(&self, to: Endpoint, msg: LeaderMsg) {
+    fn send(&self, to: Endpoint, msg: LeaderMsg) {
         let mut links = self.links.lock().expect("no panic holds the links");
         let link = links.entry(to).or_insert_with(|| {
             let (tx, rx) = mpsc::channel(QUEUED_MAX);

@@ -20,10 +20,10 @@
 //! `node-N/replica.redb`; a quorum-family directory is refused and the reverse.
 
 pub mod cluster;
-mod manager;
-mod mesh;
+pub(crate) mod manager;
+pub(crate) mod mesh;
 pub mod node;
-mod replica_db;
+pub(crate) mod replica_db;
 
 use crate::config::{PolicyPatch, Resolved, SourcedPolicy};
 use crate::policy::leader::Replication;
@@ -98,6 +98,17 @@ pub struct ModelPlacement {
     pub shards: Vec<(String, Vec<crate::policy::NodeId>)>,
     pub node_names: Vec<String>,
     pub manager_zone: u8,
+}
+
+impl ModelPlacement {
+    /// The model's shards on `layout` (from `Layout::of_model`), the manager in `manager_zone`.
+    pub fn of(layout: &Layout, manager_zone: u8) -> ModelPlacement {
+        ModelPlacement {
+            shards: layout.shards.iter().map(|s| (s.name.clone(), s.replicas.clone())).collect(),
+            node_names: layout.node_names.clone(),
+            manager_zone,
+        }
+    }
 }
 
 /// The link from `from` to `to` goes through `via`.

@@ -5,7 +5,7 @@
 //! Time: the machine counts 1 ms ticks; every millisecond of real time the node fires the
 //! timers that are due, then lets one tick pass, as the timed world does per tick.
 
-use super::mesh::{self, Mesh};
+use super::mesh::{self, LeaderLink, Mesh};
 use super::replica_db::ReplicaDb;
 use super::{LeaderData, Spec};
 use crate::config::Resolved;
@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 /// Messages received and not yet stepped at most; the connections wait beyond it.
-const INBOX_MAX: usize = 4096;
+pub(crate) const INBOX_MAX: usize = 4096;
 /// Messages stepped before one commit at most (group commit: what arrived during the last
 /// fsync shares the next one).
 const BATCH_STEPS_MAX: usize = 256;
@@ -63,27 +63,42 @@ pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), St
         let addrs = spec.clone();
         let mesh =
             Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.route(Endpoint::Node(me), e));
-        let primary_epochs = node_dir.join(super::PRIMARY_EPOCHS_FILE);
-        NodeLoop {
-            me,
-            cfg,
-            db,
-            mesh,
-            shard_names,
-            stale_logged: Default::default(),
-            primary_epochs,
-            accepted: Default::default(),
-        }
-        .run(inbox)
-        .await
+        serve(me, cfg, db, std::sync::Arc::new(mesh), shard_names, &node_dir, inbox).await
     })
+}
+
+/// Node `me`'s replica on `db` (in `node_dir`), stepping what arrives in `inbox` and sending
+/// through `link`, until `inbox` closes or a step cannot be persisted: the node's process, and
+/// `store sim`'s simulated node.
+pub(crate) async fn serve(
+    me: NodeId,
+    cfg: Resolved,
+    db: ReplicaDb,
+    link: std::sync::Arc<dyn LeaderLink>,
+    shard_names: Vec<String>,
+    node_dir: &Path,
+    inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>,
+) -> Result<(), String> {
+    let primary_epochs = node_dir.join(super::PRIMARY_EPOCHS_FILE);
+    NodeLoop {
+        me,
+        cfg,
+        db,
+        mesh: link,
+        shard_names,
+        stale_logged: Default::default(),
+        primary_epochs,
+        accepted: Default::default(),
+    }
+    .run(inbox)
+    .await
 }
 
 struct NodeLoop {
     me: NodeId,
     cfg: Resolved,
     db: ReplicaDb,
-    mesh: Mesh,
+    mesh: std::sync::Arc<dyn LeaderLink>,
     /// Each partition's name, for the log.
     shard_names: Vec<String>,
     /// Fencing refusals logged, once per partition and epoch.
@@ -105,7 +120,9 @@ impl NodeLoop {
         let mut clock = Clock::new();
         loop {
             let wake = clock.wake(replica.quiet_ticks().map(u32::from));
+            // In a fixed order, so that `store sim` gives the same run for the same seed.
             tokio::select! {
+                biased;
                 received = inbox.recv() => {
                     let Some((src, msg)) = received else { return Ok(()) };
                     // Time first, so that the step sees the moment it happens at.

@@ -88,14 +88,14 @@ mod start;
 
 pub use measure::StoreEviction;
 use measure::*;
-pub(crate) use measure::{judge_phases, measure, read_info};
+pub(crate) use measure::{judge_phases, measure, read_info, read_leader_info};
 pub(crate) use report::write_history_files;
 use report::*;
 use rig::*;
-pub(crate) use rig::{menu, Fault, Step, Workload};
+pub(crate) use rig::{menu, Fault, PromotionWatch, Step, Workload};
 pub(crate) use rollout::RolloutRun;
 use start::*;
-pub(crate) use start::{load_facts, membership_in_ms, ScratchDir};
+pub(crate) use start::{leader_policy_file, load_facts, membership_in_ms, ScratchDir};
 
 /// Phases, in thousandths of the run's duration.
 pub(crate) const CALM_PERMILLE: u64 = 150;
@@ -528,10 +528,7 @@ fn run_store(
         faults_over_at_ms: None,
         faults: schedule(scenario, &req.faults)?,
         events: Vec::new(),
-        promotions_seen: 0,
-        promotions: Vec::new(),
-        late_epoch_acks_seen: 0,
-        late_epoch_acks: 0,
+        promotions: PromotionWatch::default(),
     };
     rig.set_scenario_links()?;
     if let Store::Leader(cluster) = &rig.cluster {
@@ -664,19 +661,11 @@ fn run_store(
     outcome.rollout = rollout.is_some();
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
     outcome.leader = leader;
-    outcome.promotions = std::mem::take(&mut rig.promotions);
+    outcome.promotions = std::mem::take(&mut rig.promotions.promotions);
     if let Store::Leader(cluster) = &rig.cluster {
         read_leader_info(&mut outcome, &info);
-        outcome.late_epoch_acks = rig.late_epoch_acks;
-        let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
-        outcome.two_primaries = cluster
-            .two_primaries()?
-            .into_iter()
-            .map(|(p, epoch, nodes)| {
-                let nodes: Vec<String> = nodes.iter().map(name).collect();
-                format!("{} epoch {epoch}: {}", scenario.shards[usize::from(p)].name, nodes.join(", "))
-            })
-            .collect();
+        outcome.late_epoch_acks = rig.promotions.late_epoch_acks;
+        outcome.two_primaries = two_primaries_named(scenario, cluster.two_primaries()?);
     } else {
         read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;
     }
@@ -688,6 +677,19 @@ fn run_store(
     outcome.churn_budget_ms =
         rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));
     Ok(outcome)
+}
+
+/// Leader family: each partition and epoch in which two nodes took writes as primary, named
+/// as the model names them ("s1 epoch 2: n1, n2").
+pub(crate) fn two_primaries_named(scenario: &Scenario, found: Vec<(u8, u64, Vec<NodeId>)>) -> Vec<String> {
+    let name = |n: &NodeId| scenario.nodes[usize::from(*n)].name.clone();
+    found
+        .into_iter()
+        .map(|(p, epoch, nodes)| {
+            let nodes: Vec<String> = nodes.iter().map(name).collect();
+            format!("{} epoch {epoch}: {}", scenario.shards[usize::from(p)].name, nodes.join(", "))
+        })
+        .collect()
 }
 
 /// What a real round trip may take beyond the model's latencies: a tick (time is discrete in

@@ -276,13 +276,45 @@ pub(super) struct Rig<'a> {
     /// The run's schedule.
     pub(super) faults: Vec<Fault>,
     pub(super) events: Vec<Event>,
-    /// Leader family: INFO's `promotions` and `late_epoch_acks` when last looked at, each
-    /// promotion seen (ms, the partitions' routes after it), and the late acks over every
-    /// start of the coordinator.
-    pub(super) promotions_seen: u64,
-    pub(super) promotions: Vec<(u64, String)>,
-    pub(super) late_epoch_acks_seen: u64,
-    pub(super) late_epoch_acks: u64,
+    pub(super) promotions: PromotionWatch,
+}
+
+/// Leader family: INFO's `promotions` and `late_epoch_acks` when last looked at, each
+/// promotion seen (ms, the partitions' routes after it), and the late acks over every start
+/// of the coordinator (a restarted coordinator counts from zero again).
+#[derive(Default)]
+pub(crate) struct PromotionWatch {
+    promotions_seen: u64,
+    pub(crate) promotions: Vec<(u64, String)>,
+    late_epoch_acks_seen: u64,
+    pub(crate) late_epoch_acks: u64,
+}
+
+impl PromotionWatch {
+    /// Look at the coordinator's INFO at `at_ms`: the promotions since the last look, as the
+    /// timeline's line, if there were any.
+    pub(crate) fn look(&mut self, info: &str, at_ms: u64, scenario: &Scenario) -> Option<String> {
+        let counters = info_counters(info);
+        let since = |seen: &mut u64, name: &str| {
+            let now = counters.get(name).copied().unwrap_or(0);
+            let new = if now >= *seen { now - *seen } else { now };
+            *seen = now;
+            new
+        };
+        self.late_epoch_acks += since(&mut self.late_epoch_acks_seen, "late_epoch_acks");
+        let promoted = since(&mut self.promotions_seen, "promotions");
+        if promoted == 0 {
+            return None;
+        }
+        let routes: Vec<String> = info
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("partition_"))
+            .map(|route| leader_route_text(route, scenario))
+            .collect();
+        let what = format!("PROMOTION ({promoted} since the last look): {}", routes.join("; "));
+        self.promotions.push((at_ms, what.clone()));
+        Some(what)
+    }
 }
 
 impl Rig<'_> {
@@ -367,27 +399,10 @@ impl Rig<'_> {
     pub(super) fn watch_promotions(&mut self) {
         let Store::Leader(cluster) = &self.cluster else { return };
         let info = cluster.info();
-        let counters = info_counters(&info);
-        let since = |seen: &mut u64, name: &str| {
-            let now = counters.get(name).copied().unwrap_or(0);
-            let new = if now >= *seen { now - *seen } else { now };
-            *seen = now;
-            new
-        };
-        self.late_epoch_acks += since(&mut self.late_epoch_acks_seen, "late_epoch_acks");
-        let promoted = since(&mut self.promotions_seen, "promotions");
-        if promoted == 0 {
-            return;
-        }
-        let routes: Vec<String> = info
-            .lines()
-            .filter_map(|line| line.trim().strip_prefix("partition_"))
-            .map(|route| leader_route_text(route, self.scenario))
-            .collect();
-        let what = format!("PROMOTION ({promoted} since the last look): {}", routes.join("; "));
         let at_ms = self.now_ms();
-        self.promotions.push((at_ms, what.clone()));
-        self.events.push(Event { at_ms, what });
+        if let Some(what) = self.promotions.look(&info, at_ms, self.scenario) {
+            self.events.push(Event { at_ms, what });
+        }
     }
 
     pub(super) fn mark_faulted(&mut self, node: NodeId) {

@@ -71,11 +71,7 @@ pub(super) fn start_leader(
     let policy_file = dir.path.join("policy.toml");
     let text = leader_policy_file(sourced, ms_per_tick, scenario.tick_ms);
     std::fs::write(&policy_file, text).map_err(|e| format!("cannot write {}: {e}", policy_file.display()))?;
-    let model = crate::store::leader::ModelPlacement {
-        shards: layout.shards.iter().map(|s| (s.name.clone(), s.replicas.clone())).collect(),
-        node_names: layout.node_names.clone(),
-        manager_zone: scenario.coordinators[0].zone,
-    };
+    let model = crate::store::leader::ModelPlacement::of(layout, scenario.coordinators[0].zone);
     LeaderCluster::start(LeaderConfig {
         binary: req.binary.clone(),
         node_count: scenario.nodes.len(),
@@ -94,7 +90,7 @@ pub(super) fn start_leader(
 
 /// The policy file a leader store runs a variant's policy from: every key, the defaults'
 /// included, with its durations at `ms_per_tick` real ms per model tick of `tick_ms`.
-pub(super) fn leader_policy_file(sourced: &SourcedPolicy, ms_per_tick: u64, tick_ms: u64) -> String {
+pub(crate) fn leader_policy_file(sourced: &SourcedPolicy, ms_per_tick: u64, tick_ms: u64) -> String {
     sourced.patch.with_defaults().time_scaled(ms_per_tick, tick_ms).to_toml()
 }
 

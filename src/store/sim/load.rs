@@ -9,6 +9,7 @@ use crate::policy::retry::RetryPolicy;
 use crate::protocol::Endpoint;
 use crate::store::coordinator::Coordinator;
 use crate::store::decision::DecisionLog;
+use crate::store::leader::manager::ManagerHost;
 use crate::store::node::wire::StoredValue;
 use crate::store::run::client::{
     client_rng, next_operation, retry_wait, unique_value, ClientRole, Input, LoadReport, Op, Outcome,
@@ -18,21 +19,71 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// A coordinator as its RESP server calls it: the quorum family's (the shell and its
+/// machine), or the leader family's (the failover manager, which routes to primaries).
+#[derive(Clone)]
+pub enum Served {
+    Quorum(Arc<Coordinator>),
+    Leader(Arc<ManagerHost>),
+}
+
+impl Served {
+    /// SET: `Ok` once acknowledged. The leader family takes no token.
+    async fn write(&self, key: &[u8], value: StoredValue, token: Option<&[u8]>) -> Result<(), String> {
+        match self {
+            Served::Quorum(c) => c.write(key, value, token).await,
+            Served::Leader(m) => m.request(OpKind::Write, key, value).await.map(|_| ()),
+        }
+    }
+
+    async fn read(&self, key: &[u8]) -> Result<StoredValue, String> {
+        match self {
+            Served::Quorum(c) => c.read(key).await,
+            Served::Leader(m) => m.request(OpKind::Read, key, None).await,
+        }
+    }
+
+    /// The INFO reply's text.
+    pub fn info(&self) -> String {
+        match self {
+            Served::Quorum(c) => c.info(),
+            Served::Leader(m) => m.info(),
+        }
+    }
+
+    /// Nothing more is decided or answered (a crash; the run's end).
+    pub fn crash(&self) {
+        match self {
+            Served::Quorum(c) => c.crash(),
+            Served::Leader(m) => m.crash(),
+        }
+    }
+
+    /// The quorum family's coordinator (its shell, its reload): `store sim`'s world for that
+    /// family holds only these.
+    pub fn quorum(&self) -> &Arc<Coordinator> {
+        match self {
+            Served::Quorum(c) => c,
+            Served::Leader(_) => unreachable!("the quorum family's world holds quorum coordinators"),
+        }
+    }
+}
+
 /// The coordinators clients reach, each replaced whole when it crashes and restarts.
 pub struct Front {
-    coordinators: Vec<Mutex<Arc<Coordinator>>>,
+    coordinators: Vec<Mutex<Served>>,
 }
 
 impl Front {
-    pub fn new(coordinators: Vec<Arc<Coordinator>>) -> Front {
+    pub fn new(coordinators: Vec<Served>) -> Front {
         Front { coordinators: coordinators.into_iter().map(Mutex::new).collect() }
     }
 
-    pub fn get(&self, c: u8) -> Arc<Coordinator> {
-        Arc::clone(&self.coordinators[usize::from(c)].lock().unwrap_or_else(|p| p.into_inner()))
+    pub fn get(&self, c: u8) -> Served {
+        self.coordinators[usize::from(c)].lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    pub fn replace(&self, c: u8, coordinator: Arc<Coordinator>) {
+    pub fn replace(&self, c: u8, coordinator: Served) {
         *self.coordinators[usize::from(c)].lock().unwrap_or_else(|p| p.into_inner()) = coordinator;
     }
 }
@@ -249,7 +300,7 @@ struct Edge<'a> {
 /// One attempt, the request and its reply each carried over the edge link: `Some(read
 /// value)` (`Some(None)` for a write or an absent key) if it succeeded within `timeout`.
 async fn attempt(
-    coordinator: &Arc<Coordinator>,
+    coordinator: &Served,
     edge: &Edge<'_>,
     key: &str,
     input: Input,

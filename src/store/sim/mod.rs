@@ -17,9 +17,13 @@
 //! from the history, the decision log, INFO and the coordinator's trace (validated against the
 //! model's environment).
 //!
+//! The leader family runs its own store's code the same way (`leader`): each node's replica
+//! loop on its redb and the coordinator's failover manager, their messages on `net`.
+//!
 //! A seed fails when it violates a property the variant expects to hold (every property, for a
 //! policy file). A property the variant expects violated and some seed violates is reproduced.
 
+mod leader;
 pub mod load;
 pub mod net;
 pub mod replay;
@@ -37,12 +41,12 @@ use crate::store::coordinator::{start_shell, Coordinator};
 use crate::store::decision::DecisionLog;
 use crate::store::run::client::{LoadReport, Op, Outcome};
 use crate::store::run::{
-    self, judge_phases, load_facts, measure, membership_in_ms, menu, read_info, Fault, RolloutRun,
-    RunOutcome, ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
+    self, judge_phases, load_facts, measure, membership_in_ms, menu, read_info, read_leader_info, Fault,
+    RolloutRun, RunOutcome, ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
 };
 use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict, TraceWriter};
 use crate::store::StoreError;
-use load::{Front, SimLoad};
+use load::{Front, Served, SimLoad};
 use net::{SimNet, SimNode, SimPeers};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -210,6 +214,9 @@ struct Setup {
     /// A rollout variant: its stages' policies, and (for a seed) its steps, taken in waves
     /// as `store run` takes them, spread over the fault window.
     rollout: Option<RolloutRun>,
+    /// The leader family: the policy file its processes run (durations in ms, as `store run`
+    /// writes it); `None` for the quorum family.
+    leader_policy: Option<String>,
 }
 
 fn validate(req: &SimRequest, ms_per_tick: u64) -> Result<(), String> {
@@ -243,13 +250,17 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         None => sourced,
     };
     let ticks_policy = sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(input)?;
-    if ticks_policy.replication() == Replication::Leader {
-        let why = match req.replay {
-            // `store run --replay` comes here too: a replay needs the simulated store.
-            Some(_) => "a replay runs on the simulated store, which is the quorum family's",
-            None => "store sim runs the quorum family's store (store run plays both)",
-        };
-        return Err(input(format!("{model} / {label}: the leader family: {why}")));
+    let leader = ticks_policy.replication() == Replication::Leader;
+    if leader && req.replay.is_some() {
+        // `store run --replay` comes here too.
+        return Err(input(format!(
+            "{model} / {label}: the leader family: a replay matches the quorum machine's messages only (store sim runs this model's seeds)"
+        )));
+    }
+    if leader && rollout.is_some() {
+        return Err(input(format!(
+            "{model} / {label}: a rollout of a leader-family policy: the store plays rollouts of the quorum family only"
+        )));
     }
     if scenario.coordinators.len() > 1 && scenario.faults.crash_coordinator {
         return Err(input(format!(
@@ -324,6 +335,7 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
     crate::store::coordinator::shell_fault::ShellFault::from_env().map_err(input)?;
     let shm = Path::new("/dev/shm");
     let scratch_base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+    let leader_policy = leader.then(|| run::leader_policy_file(&sourced, ms_per_tick, scenario.tick_ms));
     Ok(Setup {
         label,
         policy,
@@ -340,6 +352,7 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
         scenario,
         replay: None,
         rollout,
+        leader_policy,
     })
 }
 
@@ -447,7 +460,9 @@ pub fn run(
         };
         let _ = writeln!(out, "{:<22} {expected:<10} {found}", property.as_str());
     }
-    if s.coordinators.len() == 1 {
+    if setup.leader_policy.is_some() {
+        let _ = writeln!(out, "trace against the model: not kept for the leader family (as in store run)");
+    } else if s.coordinators.len() == 1 {
         let _ = writeln!(out, "trace against the model: diverges in {diverging} of {} seeds", summary.seeds);
     } else {
         // As in `store run`: the trace is the environment of one coordinator.

@@ -187,6 +187,13 @@ impl SimNet {
         self.lock().drop_armed = self.replay.is_none();
     }
 
+    /// A message sent to a machine that is down: lost as it is sent, as the model loses it.
+    pub fn lost_when_sent(&self) {
+        let mut links = self.lock();
+        links.sent += 1;
+        links.lost += 1;
+    }
+
     /// Messages sent and lost so far.
     pub fn counts(&self) -> (u64, u64) {
         let links = self.lock();
@@ -248,9 +255,7 @@ impl SimNet {
                     return self.arrives(from, to);
                 }
                 Route::Lost => {
-                    let mut links = self.lock();
-                    links.sent += 1;
-                    links.lost += 1;
+                    self.lost_when_sent();
                     return false;
                 }
                 Route::Free => {}

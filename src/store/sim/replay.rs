@@ -179,7 +179,7 @@ pub fn not_sent_by_store(kind: &str) -> Option<&'static str> {
         "load query" | "load report" => {
             Some("the store's coordinator reads compaction debt from its load facts, not by asking nodes")
         }
-        "leader family" => Some("store sim runs the quorum family's store"),
+        "leader family" => Some("a replay matches the quorum machine's messages only"),
         _ => None,
     }
 }

@@ -86,6 +86,8 @@ struct World<'a> {
     restarts: u64,
     /// The policy each coordinator runs now (a rollout's stage; a restart keeps it).
     policies: Vec<crate::config::Policy>,
+    /// The leader family's nodes and manager (the quorum family's are `net.nodes` and `front`).
+    leader: Option<leader::LeaderWorld>,
 }
 
 impl World<'_> {
@@ -99,14 +101,14 @@ impl World<'_> {
             None => rollout.steps[i],
         };
         let policy = rollout.policies[stage].clone();
-        self.front.get(c).reload(policy.clone())?;
+        self.front.get(c).quorum().reload(policy.clone())?;
         self.policies[usize::from(c)] = policy;
         Ok(())
     }
 
     /// Each client key's replicas now (`replay::Holding`).
     fn holdings(&self) -> Result<Vec<Holding>, String> {
-        let shell = self.front.get(0).shell();
+        let shell = self.front.get(0).quorum().shell();
         let mut keys: Vec<&String> =
             self.setup.workload.roles.iter().filter_map(|r| r.keys.first()).collect();
         keys.sort_unstable();
@@ -131,6 +133,20 @@ impl World<'_> {
 impl World<'_> {
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Until `at`; the leader family's manager is looked at every tick meanwhile, for its
+    /// promotions (as `store run` looks at its INFO).
+    async fn wait_until(&mut self, at: Instant) {
+        let Some(leader) = &mut self.leader else { return tokio::time::sleep_until(at).await };
+        let tick = Duration::from_millis(self.setup.ms_per_tick);
+        loop {
+            leader.look(self.epoch.elapsed().as_millis() as u64, &self.setup.scenario);
+            if Instant::now() >= at {
+                return;
+            }
+            tokio::time::sleep_until(at.min(Instant::now() + tick)).await;
+        }
     }
 
     /// Coordinator `me`, on the state file in the seed's directory (fresh or saved; only the
@@ -198,15 +214,22 @@ impl World<'_> {
         match &fault {
             Fault::Crash(node) => {
                 self.traced(TraceFault::Crash { node: *node });
-                self.net.nodes[usize::from(*node)].crash();
+                match &mut self.leader {
+                    Some(leader) => leader.crash_node(*node).await,
+                    None => self.net.nodes[usize::from(*node)].crash(),
+                }
                 self.mark_faulted(*node);
+            }
+            Fault::CoordinatorCrash if self.leader.is_some() => {
+                let manager = self.leader.as_mut().expect("matched").restart_manager()?;
+                self.front.replace(0, Served::Leader(manager));
             }
             Fault::CoordinatorCrash => {
                 self.traced(TraceFault::CoordinatorRestart);
                 self.front.get(0).crash();
                 self.restarts += 1;
                 let restarted = self.coordinator(0).await?;
-                self.front.replace(0, restarted);
+                self.front.replace(0, Served::Quorum(restarted));
             }
             Fault::Partition(zone) => {
                 self.traced(TraceFault::Partition { zone: *zone });
@@ -235,7 +258,10 @@ impl World<'_> {
         self.net.set_faults(&self.active);
         match fault {
             Fault::Crash(node) => {
-                self.net.nodes[usize::from(*node)].restart()?;
+                match &mut self.leader {
+                    Some(leader) => leader.start_node(*node)?,
+                    None => self.net.nodes[usize::from(*node)].restart()?,
+                }
                 self.traced(TraceFault::Restart { node: *node });
             }
             Fault::Partition(zone) => self.traced(TraceFault::Healed { zone: *zone }),
@@ -248,6 +274,9 @@ impl World<'_> {
     fn heal(&mut self) -> Result<(), String> {
         self.active.clear();
         self.net.set_faults(&[]);
+        if let Some(leader) = &mut self.leader {
+            leader.restart_all()?;
+        }
         for node in &self.net.nodes {
             node.restart()?;
         }
@@ -295,9 +324,9 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         .iter()
         .filter_map(|(at, step)| match step {
             Step::Fault(f) => {
-                let end = steps.iter().find_map(|(e, s)| {
-                    matches!(s, Step::End(g) if g == f && e > at).then_some(ms(e) - ms(at))
-                });
+                let end = steps
+                    .iter()
+                    .find_map(|(e, s)| matches!(s, Step::End(g) if g == f && e > at).then(|| ms(e) - ms(at)));
                 Some(fault_text(scenario, f, ms(at), end))
             }
             _ => None,
@@ -307,7 +336,11 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         .replay
         .as_ref()
         .map(|plan| Arc::new(Mutex::new(Replayer::new(plan.clone(), setup.ms_per_tick))));
-    let nodes = (0..scenario.nodes.len() as NodeId)
+    let leader_family = setup.leader_policy.is_some();
+    // The quorum family's nodes answer the coordinator's requests on the network's side; the
+    // leader family's run their own loops (`leader`).
+    let quorum_nodes = if leader_family { 0 } else { scenario.nodes.len() as NodeId };
+    let nodes = (0..quorum_nodes)
         .map(|n| SimNode::start(n, dir.join(format!("node{n}"))).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let net = Arc::new(SimNet::new(scenario, setup.ms_per_tick, epoch, nodes, seed, replayer.clone()));
@@ -316,7 +349,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let trace_path = dir.join("trace.jsonl");
     // The trace is validated against the environment of one coordinator (as `store run` does).
     let coordinators = scenario.coordinators.len();
-    let trace = (coordinators == 1)
+    let trace = (coordinators == 1 && !leader_family)
         .then(|| TraceWriter::create(&trace_path, setup.ms_per_tick, epoch))
         .transpose()?;
     let mut world = World {
@@ -334,12 +367,19 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         faulted_at_ms: BTreeMap::new(),
         restarts: 0,
         policies: vec![setup.policy.clone(); coordinators],
+        leader: None,
     };
-    let mut started = Vec::new();
-    for c in 0..coordinators as u8 {
-        started.push(world.coordinator(c).await?);
+    if leader_family {
+        let leader = leader::LeaderWorld::start(setup, dir, Arc::clone(&net)).await?;
+        world.front = Arc::new(Front::new(vec![Served::Leader(Arc::clone(&leader.manager))]));
+        world.leader = Some(leader);
+    } else {
+        let mut started = Vec::new();
+        for c in 0..coordinators as u8 {
+            started.push(world.coordinator(c).await?);
+        }
+        world.front = Arc::new(Front::new(started.into_iter().map(Served::Quorum).collect()));
     }
-    world.front = Arc::new(Front::new(started));
     let acked = Arc::new(Mutex::new(Vec::new()));
     let load = SimLoad {
         roles: setup.workload.roles.clone(),
@@ -362,7 +402,8 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         }),
         request_timeout_ms: setup.request_timeout_ms,
         retry: setup.policy.retry,
-        tokens: true,
+        // The leader family's primary keeps no token table.
+        tokens: !leader_family,
         seed,
         scripts: (setup.load == LoadShape::Model)
             .then(|| scenario.clients.iter().map(|c| (c.ops.clone(), c.repeat)).collect()),
@@ -373,7 +414,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         tokio::spawn(load::run_load(front, Arc::clone(&net), load, log.with_actor("client"), epoch, end));
     let mut held = None;
     for (at, step) in steps {
-        tokio::time::sleep_until(epoch + at).await;
+        world.wait_until(epoch + at).await;
         match step {
             Step::Fault(fault) => world.apply(fault).await?,
             Step::End(fault) => world.end(&fault)?,
@@ -387,10 +428,10 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
             Step::Rollout(i) => world.take_stage(i)?,
         }
     }
-    let history = clients.await.map_err(|e| format!("the simulated clients: {e}"))?;
     // The model's clients stop by themselves: the run goes on to its end, so that what the
     // faults set off has the healed phase to settle in (and `converges` its second half).
-    tokio::time::sleep_until(end).await;
+    world.wait_until(end).await;
+    let history = clients.await.map_err(|e| format!("the simulated clients: {e}"))?;
     let load_end_ms = world.now_ms();
     if let Some(t) = &world.trace {
         t.line(&TraceLine::End { at_ms: t.now_ms() });
@@ -398,7 +439,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     }
     // Let the last catch-up copies and deadlines run out before the final reads.
     let ack_timeout_ms = u64::from(setup.policy.replica_ack_timeout_ticks);
-    tokio::time::sleep(Duration::from_millis(2 * ack_timeout_ms + 200)).await;
+    world.wait_until(Instant::now() + Duration::from_millis(2 * ack_timeout_ms + 200)).await;
     let timeout = Duration::from_millis(setup.request_timeout_ms.max(1000));
     let zone = scenario.coordinator.zone;
     let finals = match load::final_reads(
@@ -452,7 +493,17 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         // A simulated round trip is its two latencies exactly; a tick covers the model's rounding.
         outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, setup.ms_per_tick)?);
     }
-    read_info(&mut outcome, &info, &followers, scenario.nodes.len())?;
+    match &mut world.leader {
+        Some(leader) => {
+            leader.look(world.epoch.elapsed().as_millis() as u64, scenario);
+            outcome.leader = true;
+            read_leader_info(&mut outcome, &info);
+            outcome.late_epoch_acks = leader.watch.late_epoch_acks;
+            outcome.promotions = std::mem::take(&mut leader.watch.promotions);
+            outcome.two_primaries = leader.two_primaries(scenario)?;
+        }
+        None => read_info(&mut outcome, &info, &followers, scenario.nodes.len())?,
+    }
     let retries = setup.policy.retry.max_attempts != Some(1);
     let retry_round_ms =
         if retries { setup.request_timeout_ms + u64::from(setup.policy.retry.backoff_max_ticks) } else { 0 };
@@ -464,6 +515,9 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let simulated_ms = world.now_ms();
     for c in 0..coordinators as u8 {
         world.front.get(c).crash(); // its clock task ends with the runtime
+    }
+    if let Some(leader) = &mut world.leader {
+        leader.stop();
     }
     Ok(SeedRun {
         seed,
