@@ -104,7 +104,8 @@ fn the_scanner_sees_grouped_and_plain_paths() {
 const RECORDS: [&str; 3] = ["decision", "trace", "clock"];
 
 /// The store's rooms, each using only the rooms below it: `sim` plays a model on the
-/// coordinator and the nodes' storage over a simulated network, with `run`'s clients and
+/// coordinator and the nodes' storage (or the `leader` room's replicas and manager, in a data
+/// directory laid out as the `cluster`'s) over a simulated network, with `run`'s clients and
 /// checks; `run` plays a model on a `cluster`,
 /// which starts the `coordinator` and the `node`s (or, for the leader family, on the `leader`
 /// room's cluster); the coordinator talks to the nodes. The
@@ -117,7 +118,7 @@ fn store_rooms() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("coordinator", &["node"][..]),
         ("cluster", &["coordinator", "node"][..]),
         ("run", &["cluster", "coordinator", "node", "leader"][..]),
-        ("sim", &["run", "coordinator", "node"][..]),
+        ("sim", &["run", "cluster", "coordinator", "node", "leader"][..]),
         ("leader", &["cluster", "coordinator", "node"][..]),
         ("decision", &[][..]),
         ("trace", &[][..]),
