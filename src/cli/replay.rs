@@ -100,6 +100,7 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
         open.entry((e.src, e.dst, e.msg)).or_default().push(i);
     }
     let (mut tick, mut order) = (0u64, 0u32);
+    let mut before = in_flight(&state);
     for (index, action) in actions.iter().enumerate() {
         let step = index + 1;
         let mut enabled = Vec::new();
@@ -127,14 +128,7 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
             plan.steps.push((step, at, text));
         }
         // What left the network, and what joined it.
-        let count = |s: &WorldState| {
-            let mut m: BTreeMap<(Endpoint, Endpoint, Msg), usize> = BTreeMap::new();
-            for e in &s.net {
-                *m.entry((e.src, e.dst, e.msg)).or_default() += 1;
-            }
-            m
-        };
-        let (before, after) = (count(&state), count(&next));
+        let after = in_flight(&next);
         for (key, n) in &before {
             let left = n.saturating_sub(after.get(key).copied().unwrap_or(0));
             for k in 0..left {
@@ -175,6 +169,9 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
                 open.entry(*key).or_default().push(i);
             }
         }
+        if let Some((coord, timer)) = action.coordinator_timer() {
+            plan.timers.push((coord, tick, timer_kind(&timer)));
+        }
         match *action {
             Action::ClientInvoke(c) => plan.clients[usize::from(c)].push((at, ClientStep::Invoke)),
             Action::ClientRetry(c) => plan.clients[usize::from(c)].push((at, ClientStep::Retry)),
@@ -185,13 +182,6 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
             Action::Degrade(i) => plan.env.push((at, Step::Fault(degrade(&scenario_menu, i)?))),
             Action::Restore(i) => plan.env.push((at, Step::End(degrade(&scenario_menu, i)?))),
             Action::CoordinatorRestart => plan.env.push((at, Step::Fault(Fault::CoordinatorCrash))),
-            Action::AckDeadline { .. } => plan.timers.push((0, tick, "ack deadline")),
-            Action::FanOut { .. } => plan.timers.push((0, tick, "fan out")),
-            Action::ApplyMembershipUpdate => plan.timers.push((0, tick, "membership update")),
-            Action::Heartbeat => plan.timers.push((0, tick, "heartbeat")),
-            Action::Rebalance => plan.timers.push((0, tick, "rebalance")),
-            Action::CopyRetry(_) => plan.timers.push((0, tick, "copy retry")),
-            Action::PeerTimer { coord, timer } => plan.timers.push((coord, tick, timer_kind(&timer))),
             Action::BurstEnds(_) if plan.cannot.is_none() => {
                 let why = "the store's burst never ends (its background load runs for the whole run)";
                 plan.cannot = Some((step, why.to_string()));
@@ -203,10 +193,20 @@ pub fn plan_of(world: &World, scenario: &Scenario, init: usize, actions: &[Actio
             _ => {}
         }
         state = next;
+        before = after;
     }
     plan.env.sort_by_key(|(at, step)| (*at, step.rank()));
     plan.end_tick = tick + 1;
     Ok(plan)
+}
+
+/// The messages in flight in `s`, counted by sender, receiver and message.
+fn in_flight(s: &WorldState) -> BTreeMap<(Endpoint, Endpoint, Msg), usize> {
+    let mut m: BTreeMap<(Endpoint, Endpoint, Msg), usize> = BTreeMap::new();
+    for e in &s.net {
+        *m.entry((e.src, e.dst, e.msg)).or_default() += 1;
+    }
+    m
 }
 
 fn degrade(menu: &[Fault], index: u8) -> Result<Fault, String> {

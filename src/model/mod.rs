@@ -205,6 +205,22 @@ impl Extend<Timer> for TimerActions<'_> {
     }
 }
 
+impl Action {
+    /// The quorum coordinator timer this action fires, and whose (`TimerActions` the other way).
+    pub fn coordinator_timer(&self) -> Option<(u8, Timer)> {
+        Some(match *self {
+            Action::AckDeadline { op, attempt } => (0, Timer::AckDeadline { op, attempt }),
+            Action::FanOut { op, attempt } => (0, Timer::FanOut { op, attempt }),
+            Action::ApplyMembershipUpdate => (0, Timer::ApplyMembershipUpdate),
+            Action::Heartbeat => (0, Timer::Heartbeat),
+            Action::Rebalance => (0, Timer::Rebalance),
+            Action::CopyRetry(shard) => (0, Timer::CopyRetry { shard }),
+            Action::PeerTimer { coord, timer } => (coord, timer),
+            _ => return None,
+        })
+    }
+}
+
 /// A coordinator's timers whose window is open (they may fire now, or at any tick before
 /// they must), as the world's actions.
 struct ReadyActions<'a>(&'a mut Vec<Action>, u8);
@@ -440,13 +456,16 @@ impl Model for World {
                     Endpoint::Client(c) => client::on_msg(cfg, &mut s, c, e.msg),
                 }
             }
-            Action::AckDeadline { op, attempt } => fire(cfg, &mut s, 0, Timer::AckDeadline { op, attempt }),
-            Action::FanOut { op, attempt } => fire(cfg, &mut s, 0, Timer::FanOut { op, attempt }),
-            Action::ApplyMembershipUpdate => fire(cfg, &mut s, 0, Timer::ApplyMembershipUpdate),
-            Action::Heartbeat => fire(cfg, &mut s, 0, Timer::Heartbeat),
-            Action::Rebalance => fire(cfg, &mut s, 0, Timer::Rebalance),
-            Action::CopyRetry(shard) => fire(cfg, &mut s, 0, Timer::CopyRetry { shard }),
-            Action::PeerTimer { coord, timer } => fire(cfg, &mut s, coord, timer),
+            Action::AckDeadline { .. }
+            | Action::FanOut { .. }
+            | Action::ApplyMembershipUpdate
+            | Action::Heartbeat
+            | Action::Rebalance
+            | Action::CopyRetry(_)
+            | Action::PeerTimer { .. } => {
+                let (coord, timer) = action.coordinator_timer().expect("a coordinator timer's action");
+                fire(cfg, &mut s, coord, timer)
+            }
             Action::ManagerTimer(_) | Action::ReplicaTimer { .. } => leader::fire(cfg, &mut s, &action),
             Action::Upgrade(c) | Action::Rollback(c) => env::change_stage(cfg, &mut s, &action, c),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),
