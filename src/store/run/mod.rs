@@ -95,7 +95,7 @@ use rig::*;
 pub(crate) use rig::{menu, Fault, PromotionWatch, Step, Workload};
 pub(crate) use rollout::RolloutRun;
 use start::*;
-pub(crate) use start::{leader_policy_file, load_facts, membership_in_ms, ScratchDir};
+pub(crate) use start::{leader_policy_file, load_facts, membership_in_ms, Played, ScratchDir};
 
 /// Phases, in thousandths of the run's duration.
 pub(crate) const CALM_PERMILLE: u64 = 150;
@@ -373,16 +373,8 @@ pub fn run(
     let faults = schedule(&scenario, &req.faults).map_err(StoreError::Input)?;
     timeline(&scenario, &faults, req.duration.as_millis() as u64, ms_per_tick, req.seed, &[])
         .map_err(StoreError::Input)?;
-    let rollout =
-        RolloutRun::of(&scenario, &sourced, ms_per_tick, &req.rollout_order).map_err(StoreError::Input)?;
-    // A rollout starts on its first stage.
-    let sourced = match &sourced.rollout {
-        Some(plan) => plan.stages[0].1.clone(),
-        None => sourced,
-    };
-    let ticks_policy =
-        sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(StoreError::Input)?;
-    let leader = ticks_policy.replication() == Replication::Leader;
+    let Played { rollout, sourced, policy, leader, layout, .. } =
+        Played::of(&scenario, &label, sourced, ms_per_tick, &req.rollout_order).map_err(StoreError::Input)?;
     if let Some(flag) = [(req.trace.is_some(), "--trace"), (req.decision_log.is_some(), "--decision-log")]
         .into_iter()
         .find_map(|(given, flag)| (given && leader).then_some(flag))
@@ -392,15 +384,6 @@ pub fn run(
             req.model.display()
         )));
     }
-    if leader && rollout.is_some() {
-        return Err(StoreError::Input(format!(
-            "{} / {label}: a rollout of a leader-family policy: store run plays rollouts of the quorum family only",
-            req.model.display()
-        )));
-    }
-    let policy = policy_in_ms(&ticks_policy, ms_per_tick);
-    let layout = Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick)
-        .map_err(StoreError::Input)?;
     let load = Workload::of_model(
         &scenario,
         &layout,

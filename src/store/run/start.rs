@@ -4,6 +4,49 @@
 
 use super::*;
 
+/// What a run of the store plays for a model and a policy (`store run`, `store sim`): a
+/// rollout's stages, starting on the first; that policy in milliseconds;
+/// its family; and the model's layout under it.
+pub(crate) struct Played {
+    pub(crate) rollout: Option<RolloutRun>,
+    /// The policy played first (a rollout's first stage).
+    pub(crate) sourced: SourcedPolicy,
+    /// In milliseconds, as the store runs it.
+    pub(crate) policy: Policy,
+    pub(crate) leader: bool,
+    pub(crate) layout: Layout,
+}
+
+impl Played {
+    /// `label`'s policy `sourced` at `ms_per_tick` (a rollout's steps in `rollout_order`, if
+    /// given). A rollout of a leader-family policy is refused: the store plays rollouts of the
+    /// quorum family only.
+    pub(crate) fn of(
+        scenario: &Scenario,
+        label: &str,
+        sourced: SourcedPolicy,
+        ms_per_tick: u64,
+        rollout_order: &[String],
+    ) -> Result<Played, String> {
+        let rollout = RolloutRun::of(scenario, &sourced, ms_per_tick, rollout_order)?;
+        let sourced = match &sourced.rollout {
+            Some(plan) => plan.stages[0].1.clone(),
+            None => sourced,
+        };
+        let ticks_policy = sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len())?;
+        let leader = ticks_policy.replication() == Replication::Leader;
+        if leader && rollout.is_some() {
+            return Err(format!(
+                "{} / {label}: a rollout of a leader-family policy: the store plays rollouts of the quorum family only",
+                scenario.path.display()
+            ));
+        }
+        let policy = policy_in_ms(&ticks_policy, ms_per_tick);
+        let layout = Layout::of_model(scenario, &sourced, policy.replication_factor, ms_per_tick)?;
+        Ok(Played { rollout, sourced, policy, leader, layout })
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn start_quorum(
     scenario: &Scenario,

@@ -30,7 +30,6 @@ pub mod replay;
 mod seed;
 
 use crate::config::{Found, PropertyName, Scenario, Verdict};
-use crate::policy::leader::Replication;
 use crate::policy::NodeId;
 use crate::store::coordinator::layout::Layout;
 use crate::store::coordinator::link::NodeChannel;
@@ -42,7 +41,7 @@ use crate::store::decision::DecisionLog;
 use crate::store::run::client::{LoadReport, Op, Outcome};
 use crate::store::run::{
     self, judge_phases, load_facts, measure, membership_in_ms, menu, read_info, read_leader_info, Fault,
-    RolloutRun, RunOutcome, ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
+    Played, RolloutRun, RunOutcome, ScratchDir, Step, Workload, CALM_PERMILLE, HEAL_PERMILLE,
 };
 use crate::store::trace::{self, TraceFault, TraceLine, TraceVerdict, TraceWriter};
 use crate::store::StoreError;
@@ -243,23 +242,12 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
     let ms_per_tick = req.ms_per_tick.unwrap_or(scenario.tick_ms);
     validate(req, ms_per_tick).map_err(input)?;
     let model = req.model.display();
-    let rollout = RolloutRun::of(&scenario, &sourced, ms_per_tick, &[]).map_err(input)?;
-    // A rollout starts on its first stage.
-    let sourced = match &sourced.rollout {
-        Some(plan) => plan.stages[0].1.clone(),
-        None => sourced,
-    };
-    let ticks_policy = sourced.resolve_for_model(scenario.tick_ms, scenario.nodes.len()).map_err(input)?;
-    let leader = ticks_policy.replication() == Replication::Leader;
+    let Played { rollout, sourced, policy, leader, layout, .. } =
+        Played::of(&scenario, &label, sourced, ms_per_tick, &[]).map_err(input)?;
     if leader && req.replay.is_some() {
         // `store run --replay` comes here too.
         return Err(input(format!(
             "{model} / {label}: the leader family: a replay matches the quorum machine's messages only (store sim runs this model's seeds)"
-        )));
-    }
-    if leader && rollout.is_some() {
-        return Err(input(format!(
-            "{model} / {label}: a rollout of a leader-family policy: the store plays rollouts of the quorum family only"
         )));
     }
     if scenario.coordinators.len() > 1 && scenario.faults.crash_coordinator {
@@ -268,9 +256,6 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
             scenario.coordinators.len()
         )));
     }
-    let policy = run::policy_in_ms(&ticks_policy, ms_per_tick);
-    let layout =
-        Layout::of_model(&scenario, &sourced, policy.replication_factor, ms_per_tick).map_err(input)?;
     // The model's load: one key per group of clients that share a register, one client each.
     let asked = match req.load {
         LoadShape::Model => (1, req.write_permille, Some(scenario.clients.len())),
