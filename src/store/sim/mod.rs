@@ -139,22 +139,16 @@ impl SimRequest {
         policy: Option<PathBuf>,
         replay: String,
     ) -> SimRequest {
-        SimRequest {
-            model,
-            variant,
-            policy,
-            first_seed: 0,
-            seeds: 1,
-            duration: Duration::from_secs(20),
-            ms_per_tick: None,
-            clients: None,
-            keys: 100,
-            write_permille: 500,
-            load: LoadShape::Model,
-            history: None,
-            every_seed: false,
-            replay: Some(replay),
+        /// `store sim`'s command line, whose defaults a replay takes.
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            sim: SimRequest,
         }
+        use clap::Parser as _;
+        // Parsed from no arguments but the model: every other field is `store sim`'s default.
+        let defaults = Line::try_parse_from(["store sim", "--", "MODEL"]).expect("`store sim MODEL` parses");
+        SimRequest { model, variant, policy, replay: Some(replay), ..defaults.sim }
     }
 }
 
