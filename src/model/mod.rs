@@ -456,16 +456,7 @@ impl Model for World {
                     Endpoint::Client(c) => client::on_msg(cfg, &mut s, c, e.msg),
                 }
             }
-            Action::AckDeadline { .. }
-            | Action::FanOut { .. }
-            | Action::ApplyMembershipUpdate
-            | Action::Heartbeat
-            | Action::Rebalance
-            | Action::CopyRetry(_)
-            | Action::PeerTimer { .. } => {
-                let (coord, timer) = action.coordinator_timer().expect("a coordinator timer's action");
-                fire(cfg, &mut s, coord, timer)
-            }
+            _ if let Some((coord, timer)) = action.coordinator_timer() => fire(cfg, &mut s, coord, timer),
             Action::ManagerTimer(_) | Action::ReplicaTimer { .. } => leader::fire(cfg, &mut s, &action),
             Action::Upgrade(c) | Action::Rollback(c) => env::change_stage(cfg, &mut s, &action, c),
             Action::ClientInvoke(c) => client::on_invoke(cfg, &mut s, c),

@@ -262,15 +262,8 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
         Action::Deliver(f) if f.dst == Endpoint::LEADER => {
             matches!(f.msg, Msg::Pong) || answer_key(&f.msg).is_some_and(|k| Some(k) != key || counting)
         }
-        Action::AckDeadline { .. }
-        | Action::FanOut { .. }
-        | Action::ApplyMembershipUpdate
-        | Action::Heartbeat
-        | Action::Rebalance
-        | Action::CopyRetry(_)
-        | Action::PeerTimer { .. }
-        | Action::CoordinatorRestart => false,
-        _ => true,
+        Action::CoordinatorRestart => false,
+        _ => a.coordinator_timer().is_none(),
     });
     if !others_commute || s.coord.shards.iter().any(|v| v.join.is_some()) {
         return false;
