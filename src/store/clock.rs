@@ -42,6 +42,36 @@ pub struct Clock {
     ticks_done: u64,
     /// Ticks per millisecond: 1, except in a deliberately broken shell (`running_fast`).
     speed: u64,
+    /// The clock reads the time in steps of this many ms: 1, except in a replay of the
+    /// model's trace (`ModelTicks`).
+    grain_ms: u64,
+}
+
+thread_local! {
+    /// The model's tick and its tick 0, while a replay runs on this thread (`ModelTicks`).
+    static MODEL_TICKS: std::cell::Cell<Option<(u64, Instant)>> = const { std::cell::Cell::new(None) };
+}
+
+/// While it lives, every clock made on this thread reads the time in the model's ticks of
+/// `tick_ms`, counted from `epoch` (the model's tick 0). `store sim --replay` runs its
+/// machines so (its runtime is this thread's): in the model every step of a tick happens at the
+/// tick's start, and a machine that saw them a millisecond apart would measure a silence or a
+/// lag that the trace measures as exactly its timeout as a few ms short of it.
+pub struct ModelTicks {
+    previous: Option<(u64, Instant)>,
+}
+
+impl ModelTicks {
+    pub fn set(tick_ms: u64, epoch: Instant) -> ModelTicks {
+        assert!(tick_ms >= 1);
+        ModelTicks { previous: MODEL_TICKS.with(|t| t.replace(Some((tick_ms, epoch)))) }
+    }
+}
+
+impl Drop for ModelTicks {
+    fn drop(&mut self) {
+        MODEL_TICKS.with(|t| t.set(self.previous));
+    }
 }
 
 impl Default for Clock {
@@ -53,7 +83,16 @@ impl Default for Clock {
 impl Clock {
     /// Tick 0 is now.
     pub fn new() -> Clock {
-        Clock { start: Instant::now(), ticks_done: 0, speed: 1 }
+        match MODEL_TICKS.with(|t| t.get()) {
+            // Started at the model's tick its start falls in (a machine restarted within a
+            // tick restarts, in the model, at that tick).
+            Some((tick_ms, epoch)) => {
+                let since_ms = Instant::now().saturating_duration_since(epoch).as_millis() as u64;
+                let start = epoch + Duration::from_millis(since_ms / tick_ms * tick_ms);
+                Clock { start, ticks_done: 0, speed: 1, grain_ms: tick_ms }
+            }
+            None => Clock { start: Instant::now(), ticks_done: 0, speed: 1, grain_ms: 1 },
+        }
     }
 
     /// A clock that counts `speed` ticks per millisecond: a shell bug for the tests that
@@ -73,9 +112,10 @@ impl Clock {
         self.ticks_done + quiet_ticks.map_or(IDLE_WAKE_MAX_MS, u64::from).clamp(1, IDLE_WAKE_MAX_MS)
     }
 
-    /// When tick `tick` begins.
+    /// When the clock reads tick `tick`.
     pub fn at(&self, tick: u64) -> Instant {
-        self.start + Duration::from_millis(tick.div_ceil(self.speed))
+        let ms = tick.div_ceil(self.speed);
+        self.start + Duration::from_millis(ms.div_ceil(self.grain_ms) * self.grain_ms)
     }
 
     /// `at(wake_tick(quiet_ticks))`.
@@ -86,7 +126,8 @@ impl Clock {
     /// Every tick up to now, each after every timer due before it fired; ticks in which no
     /// timer can come due pass at once.
     pub fn catch_up<M: Clocked>(&mut self, machine: &mut M) -> Result<(), String> {
-        let now = self.start.elapsed().as_millis() as u64 * self.speed;
+        let elapsed_ms = self.start.elapsed().as_millis() as u64;
+        let now = elapsed_ms / self.grain_ms * self.grain_ms * self.speed;
         let mut due = Vec::new();
         while self.ticks_done < now {
             fire_due(machine, &mut due)?;
@@ -100,6 +141,11 @@ impl Clock {
             if machine.tick() {
                 self.ticks_done += 1;
             }
+        }
+        if self.grain_ms > 1 {
+            // The next reading is a grain away: what is due now fires now (at the model's
+            // tick's start, before its other steps), not at the next millisecond.
+            fire_due(machine, &mut due)?;
         }
         Ok(())
     }

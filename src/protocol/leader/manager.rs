@@ -173,14 +173,17 @@ impl<D: Data> Manager<D> {
 
     /// The manager restarting from what it persisted: epochs, primaries and in-sync sets as
     /// they were; requests in flight, the detector's view and failovers under way are gone, and
-    /// every replica is told its role again when next heard from.
+    /// every replica is told its role again when next heard from, but in epoch 0: every
+    /// replica starts in its epoch-0 role (`Replica::new`), so a manager recovered then knows
+    /// them as a new one does (a first start recovers the state its cluster was created with).
     pub fn recover(cfg: &Resolved, durable: &ManagerDurable<D>) -> Manager<D> {
         let mut m = Manager::<D>::new(cfg);
         assert_eq!(durable.shards.len(), m.shards.len());
         for (r, &RouteDurable { epoch, primary, in_sync, in_sync_seq }) in
             m.shards.iter_mut().zip(durable.shards.iter())
         {
-            *r = ShardRoute { epoch, primary, in_sync, in_sync_seq, role_acked: 0, failover: None };
+            let role_acked = if epoch == D::Epoch::default() { r.role_acked } else { 0 };
+            *r = ShardRoute { epoch, primary, in_sync, in_sync_seq, role_acked, failover: None };
         }
         m
     }

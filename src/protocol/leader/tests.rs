@@ -543,6 +543,25 @@ fn a_restarted_manager_keeps_its_views_and_tells_roles_again() {
 }
 
 #[test]
+fn a_manager_recovered_in_epoch_0_knows_the_roles_every_replica_starts_in() {
+    let mut c = cluster("acks = \"leader\"");
+    c.manager = Manager::recover(&c.cfg, &c.manager.durable());
+    assert_eq!(c.manager.shards[0].role_acked, 0b111, "Replica::new starts each in its epoch-0 role");
+    let w = c.write(0);
+    let told = |m: &Msg| matches!(m, Msg::Leader(LeaderMsg::Promote { .. } | LeaderMsg::Follow { .. }));
+    // `settle`, watching the wire: every replica is heard from (the write's acks).
+    for _ in 0..1000 {
+        assert!(!c.wire.iter().any(|x| told(&x.msg)), "nobody is told a role it started in");
+        if !c.wire.is_empty() {
+            c.deliver(0);
+        } else if !c.fire_due() {
+            break;
+        }
+    }
+    assert_eq!(c.answer(w), Some((true, w.write_value())));
+}
+
+#[test]
 fn a_restarted_primary_resumes_from_what_it_persisted() {
     let mut c = cluster("acks = \"all\"");
     let w = c.write(0);

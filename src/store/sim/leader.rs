@@ -4,7 +4,9 @@
 //! simulated network instead of the TCP mesh, under the simulated clock.
 //!
 //! A message to a machine that is down is lost when it is sent, and one on its way when its
-//! receiver crashes is lost with the crash (it was for that incarnation), as in the model. A
+//! receiver crashes is lost with the crash (it was for that incarnation), as the TCP mesh's
+//! connections lose them; a replay delivers as the model does (to the receiver if it runs when
+//! the message arrives), since that is what the trace shows. A
 //! crashed node's task is dropped: what it committed is on its disk, the rest is gone; its
 //! restart opens the same database, as the process's restart does.
 
@@ -65,6 +67,12 @@ impl Receivers {
         slot.1.clone().map(|inbox| (slot.0, inbox))
     }
 
+    /// `e`'s incarnation, and whether it runs.
+    fn incarnation(&self, e: Endpoint) -> (u64, bool) {
+        let slot = self.slot(e).expect("a node or the manager").lock().unwrap_or_else(|p| p.into_inner());
+        (slot.0, slot.1.is_some())
+    }
+
     /// `e` stops (`None`) or starts on `inbox`: a new incarnation either way.
     fn set(&self, e: Endpoint, inbox: Option<Inbox>) {
         let mut slot = self.slot(e).expect("a node or the manager").lock().unwrap_or_else(|p| p.into_inner());
@@ -82,19 +90,25 @@ struct SimMesh {
 
 impl LeaderLink for SimMesh {
     fn send(&self, to: Endpoint, msg: LeaderMsg) {
-        let Some((incarnation, _)) = self.receivers.current(to) else {
+        let (incarnation, up) = self.receivers.incarnation(to);
+        // Lost when sent; but a replay matches it first: the leader model delivers a message
+        // to a node that is down (which loses it), so its trace has it.
+        if !up && self.net.replay.is_none() {
             self.net.lost_when_sent();
             return;
-        };
+        }
         let (me, net, receivers) = (self.me, Arc::clone(&self.net), Arc::clone(&self.receivers));
         let (from_zone, to_zone) = (receivers.zone(me), receivers.zone(to));
         let wire = Wire { src: me, dst: to, kind: kind(&msg), copy: None };
         tokio::spawn(async move {
-            if !net.carry(wire, from_zone, to_zone).await {
+            if !net.carry_to(wire, from_zone, to_zone, !up).await {
                 return;
             }
+            // A replay delivers as the model does: to the receiver if it runs when the
+            // message arrives, whichever incarnation it was sent to.
+            let replaying = net.replay.is_some();
             match receivers.current(to) {
-                Some((now, inbox)) if now == incarnation => {
+                Some((now, inbox)) if now == incarnation || replaying => {
                     // A full inbox loses the message, as the mesh's full queue does.
                     let _ = inbox.try_send((me, msg));
                 }

@@ -238,12 +238,6 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
     let model = req.model.display();
     let Played { rollout, sourced, policy, leader, layout, .. } =
         Played::of(&scenario, &label, sourced, ms_per_tick, &[]).map_err(input)?;
-    if leader && req.replay.is_some() {
-        // `store run --replay` comes here too.
-        return Err(input(format!(
-            "{model} / {label}: the leader family: a replay matches the quorum machine's messages only (store sim runs this model's seeds)"
-        )));
-    }
     if scenario.coordinators.len() > 1 && scenario.faults.crash_coordinator {
         return Err(input(format!(
             "{model}: a coordinator crash with {} coordinators: a restart is for one coordinator alone",

@@ -240,11 +240,18 @@ impl SimNet {
     /// it was lost when sent, false on arrival if it was lost on the way. `wire` names the
     /// message for a replay.
     pub async fn carry(&self, wire: Wire, from: u8, to: u8) -> bool {
+        let down = matches!(wire.dst, Endpoint::Node(n) if !self.nodes[usize::from(n)].is_up());
+        self.carry_to(wire, from, to, down).await
+    }
+
+    /// `carry`, to a receiver that is up or not (`receiver_down`): the leader family's
+    /// machines are not `self.nodes`.
+    pub async fn carry_to(&self, wire: Wire, from: u8, to: u8, receiver_down: bool) -> bool {
         if let Some(replay) = &self.replay {
             let now = self.epoch.elapsed();
-            // The model drops a message sent across a cut or to a crashed node when it is sent.
-            let lost_now = Self::cut(&self.lock(), from, to)
-                || matches!(wire.dst, Endpoint::Node(n) if !self.nodes[usize::from(n)].is_up());
+            // The quorum model drops a message sent across a cut or to a crashed node when it
+            // is sent (the leader model's is delivered to the node, which is down: lost then).
+            let lost_now = Self::cut(&self.lock(), from, to) || receiver_down;
             let route = replay.lock().unwrap_or_else(|p| p.into_inner()).route(&wire, now, lost_now);
             match route {
                 Route::At(at) => {

@@ -19,6 +19,7 @@ use crate::config::Scenario;
 use crate::policy::{quorum, NodeId};
 use crate::protocol::coordinator::Timer;
 use crate::protocol::data::Data;
+use crate::protocol::leader::LeaderMsg;
 use crate::protocol::{Endpoint, Msg};
 use crate::store::node::wire::StoredValue;
 use crate::store::run::Step;
@@ -120,8 +121,8 @@ pub struct Plan {
 }
 
 /// The kind of a message, as the store's wire and the model's name it alike. Messages the
-/// store's machine never puts on a wire (the catch-up copy's, the debt query's, the leader
-/// family's) have kinds no store message has.
+/// store's machine never puts on a wire (the catch-up copy's, the debt query's) have kinds no
+/// store message has.
 pub fn kind<D: Data>(msg: &Msg<D>) -> &'static str {
     match msg {
         Msg::Request { .. } => "request",
@@ -140,7 +141,30 @@ pub fn kind<D: Data>(msg: &Msg<D>) -> &'static str {
         Msg::Propose { .. } => "propose",
         Msg::LoadQuery => "load query",
         Msg::LoadReport { .. } => "load report",
-        Msg::Leader(_) => "leader family",
+        Msg::Leader(m) => leader_kind(m),
+    }
+}
+
+/// The kind of a leader-family message, as the store's mesh and the model's name it alike.
+fn leader_kind<D: Data>(msg: &LeaderMsg<D>) -> &'static str {
+    match msg {
+        LeaderMsg::Write { .. } => "write",
+        LeaderMsg::Read { .. } => "read",
+        LeaderMsg::WriteDone { .. } => "write done",
+        LeaderMsg::ReadDone { .. } => "read done",
+        LeaderMsg::Refused { .. } => "refused",
+        LeaderMsg::Append { .. } => "append",
+        LeaderMsg::CatchUp { .. } => "catch-up",
+        LeaderMsg::Appended { .. } => "appended",
+        LeaderMsg::Behind { .. } => "behind",
+        LeaderMsg::Stale { .. } => "stale",
+        LeaderMsg::Promote { .. } => "promote",
+        LeaderMsg::Follow { .. } => "follow",
+        LeaderMsg::RoleAck { .. } => "role ack",
+        LeaderMsg::InSyncPropose { .. } => "in-sync propose",
+        LeaderMsg::InSyncConfirmed { .. } => "in-sync confirmed",
+        LeaderMsg::Query { .. } => "query",
+        LeaderMsg::Position { .. } => "position",
     }
 }
 
@@ -179,7 +203,6 @@ pub fn not_sent_by_store(kind: &str) -> Option<&'static str> {
         "load query" | "load report" => {
             Some("the store's coordinator reads compaction debt from its load facts, not by asking nodes")
         }
-        "leader family" => Some("a replay matches the quorum machine's messages only"),
         _ => None,
     }
 }
@@ -383,7 +406,10 @@ impl Replayer {
     /// shows no such message, and none is missing from it).
     pub fn route(&mut self, wire: &Wire, now: Duration, lost_now: bool) -> Route {
         let tick = now.as_millis() as u64 / self.ms_per_tick;
-        if tick >= self.plan.end_tick {
+        // Past the trace's last step the trace says nothing (what that step set off is in
+        // the trace: it is sent at that step's moment).
+        let last = self.plan.steps.last().map_or(Duration::ZERO, |(_, at, _)| at.offset(self.ms_per_tick));
+        if tick >= self.plan.end_tick || now > last {
             return Route::Free;
         }
         if [SCAN, COPY_WRITE, PROBE, LAST_SCAN_REPLY, COPY_WRITE_REPLY, SHELL_REPLY].contains(&wire.kind) {

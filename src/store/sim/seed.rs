@@ -2,6 +2,7 @@
 //! records they keep), the faults applied to it, and what was measured.
 
 use super::*;
+use crate::store::clock::ModelTicks;
 
 /// One seed, on a runtime of its own whose clock is paused.
 pub(super) fn run_seed(setup: &Setup, seed: u64) -> Result<SeedRun, String> {
@@ -298,6 +299,8 @@ fn fault_text(scenario: &Scenario, fault: &Fault, at_ms: u64, lasts_ms: Option<u
 async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, String> {
     let scenario = &setup.scenario;
     let epoch = Instant::now();
+    // A replay's machines read the time in the trace's ticks (`ModelTicks`).
+    let _model_ticks = setup.replay.is_some().then(|| ModelTicks::set(setup.ms_per_tick, epoch));
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_fa17_0000_0000);
     // The timeline: the seed's draw, or the trace's faults and a heal after its last step.
     let (steps, heal_at_ms): (Vec<(Duration, Step)>, u64) = match &setup.replay {
@@ -420,7 +423,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
             Step::End(fault) => world.end(&fault)?,
             Step::Heal => {
                 // A replay's trace ends here: the store's state then, as the model judges states.
-                if setup.replay.is_some() && held.is_none() {
+                if setup.replay.is_some() && held.is_none() && world.leader.is_none() {
                     held = Some(world.holdings()?);
                 }
                 world.heal()?
