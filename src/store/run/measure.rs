@@ -290,17 +290,25 @@ pub(crate) fn judge_phases(
         ));
     }
     outcome.settle_at_ms = heal_at_ms + load_end_ms.saturating_sub(heal_at_ms) / 2;
-    let settle = outcome.settle_at_ms;
-    let mut after: Vec<(u64, String)> = outcome
+    outcome.changes_after_settle = changes_within(outcome, outcome.settle_at_ms..u64::MAX);
+}
+
+/// The replica-set changes (evictions, moves, promotions) made within `ms`, in time order.
+pub(crate) fn changes_within(outcome: &RunOutcome, ms: std::ops::Range<u64>) -> Vec<(u64, String)> {
+    let mut changes: Vec<(u64, String)> = outcome
         .evictions
         .iter()
-        .filter(|e| e.at_ms >= settle)
+        .filter(|e| ms.contains(&e.at_ms))
         .map(|e| (e.at_ms, format!("eviction of node {}", e.node)))
         .chain(
-            outcome.moves.iter().filter(|m| m.0 >= settle).map(|m| (m.0, format!("move {} -> {}", m.2, m.3))),
+            outcome
+                .moves
+                .iter()
+                .filter(|m| ms.contains(&m.0))
+                .map(|m| (m.0, format!("move {} -> {}", m.2, m.3))),
         )
         .collect();
-    after.extend(outcome.promotions.iter().filter(|p| p.0 >= settle).cloned());
-    after.sort();
-    outcome.changes_after_settle = after;
+    changes.extend(outcome.promotions.iter().filter(|p| ms.contains(&p.0)).cloned());
+    changes.sort();
+    changes
 }

@@ -88,7 +88,7 @@ mod start;
 
 pub use measure::StoreEviction;
 use measure::*;
-pub(crate) use measure::{judge_phases, measure, read_info, read_leader_info};
+pub(crate) use measure::{changes_within, judge_phases, measure, read_info, read_leader_info};
 pub(crate) use report::write_history_files;
 use report::*;
 use rig::*;

@@ -568,6 +568,49 @@ fn clients_span_ms(scenario: &Scenario, policy: &crate::config::Policy, ms_per_t
         .unwrap_or(0)
 }
 
+/// What the store did in a lasso's last pass (`pass`, from tick 0) that keeps it from
+/// meeting `name`, a liveness property, as the loop does in the model: a replica set changed
+/// (`converges`), or an operation begun before the pass was still not done at the trace's
+/// end (`ops_complete`). `None` if nothing.
+fn in_last_pass(run: &SeedRun, name: PropertyName, pass: std::ops::Range<Duration>) -> Option<String> {
+    let ms = |d: Duration| d.as_millis() as u64;
+    let texts = |v: Vec<String>| (!v.is_empty()).then(|| v.join(", "));
+    match name {
+        PropertyName::Converges => {
+            let changes = run::changes_within(&run.outcome, ms(pass.start)..ms(pass.end) + 1);
+            texts(changes.into_iter().map(|(at, what)| format!("{what} at {at} ms")).collect())
+        }
+        PropertyName::OpsComplete => {
+            let (from_ns, to_ns) = (pass.start.as_nanos() as u64, pass.end.as_nanos() as u64);
+            let ops = &run.history.history;
+            // Still on at the trace's end: returned after it, or not at all but retried to
+            // the run's end or followed by its client's next operation only after it (an
+            // operation given up leaves no time of its own).
+            let on_at_end = |op: &Op| match op.outcome {
+                Outcome::Ok { return_ns, .. } => return_ns > to_ns,
+                _ => {
+                    let next = ops.iter().filter(|o| o.client == op.client && o.call_ns > op.call_ns);
+                    op.cut_off || next.map(|o| o.call_ns).min().is_some_and(|call_ns| call_ns > to_ns)
+                }
+            };
+            let outstanding = ops.iter().filter(|op| op.call_ns < from_ns && on_at_end(op));
+            texts(
+                outstanding
+                    .map(|op| {
+                        format!(
+                            "client {} {}: outstanding since {} ms",
+                            op.client,
+                            op.key,
+                            op.call_ns / 1_000_000
+                        )
+                    })
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
+}
+
 /// What a replay asks the model's side for (`ReplayPlanner`).
 pub struct ReplayQuery<'a> {
     pub model: &'a Path,
@@ -676,7 +719,10 @@ fn run_replay(
         ),
         _ => None,
     };
-    let reproduced = shown == Some(Found::Violated) || unseen.is_some();
+    // A lasso's liveness violation, in its loop: the loop repeats for ever in the model, and
+    // the store, under the trace's schedule, did the loop's part in its last pass too.
+    let in_loop = replayed.plan.last_pass(ms_per_tick).and_then(|pass| in_last_pass(&run, name, pass));
+    let reproduced = shown == Some(Found::Violated) || unseen.is_some() || in_loop.is_some();
     let o = &run.outcome;
     let verdict = match shown {
         Some(Found::Violated) => format!("{name} violated, as in the trace: {}", why(o, name)),
@@ -689,6 +735,9 @@ fn run_replay(
             out,
             "the store's state when the trace ends violates {name} as the model judges it: {unseen}"
         );
+    }
+    if let Some(in_loop) = in_loop {
+        let _ = writeln!(out, "the store in the loop's last pass, as in the model's: {in_loop}");
     }
     for (p, found) in &run.verdicts {
         if *p != name && *found == Found::Violated {

@@ -252,6 +252,14 @@ impl Plan {
         self.steps.iter().map(|(_, at, _)| at.order + 1).max().unwrap_or(0)
     }
 
+    /// A lasso's last pass of its loop, from its first step's moment to the trace's end.
+    pub fn last_pass(&self, ms_per_tick: u64) -> Option<std::ops::Range<Duration>> {
+        let (from, to, plays) = self.looped?;
+        let first = to + (plays - 2) * (to + 1 - from) + 1;
+        let (_, at, _) = self.steps.iter().find(|(step, _, _)| *step >= first)?;
+        Some(at.offset(ms_per_tick)..self.end(ms_per_tick))
+    }
+
     /// When the trace is over, from tick 0.
     pub fn end(&self, ms_per_tick: u64) -> Duration {
         Duration::from_millis(self.end_tick * ms_per_tick)

@@ -317,9 +317,16 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         Some(plan) => {
             let mut steps: Vec<(Duration, Step)> =
                 plan.env.iter().map(|(at, step)| (at.offset(setup.ms_per_tick), step.clone())).collect();
-            let heal = plan.end(setup.ms_per_tick);
+            let trace_end = plan.end(setup.ms_per_tick);
+            // A lasso loops for ever under the faults in force when it closes: they stay until
+            // the load ends (then heal, for the final reads), and the run is judged in two
+            // phases from the trace's end, as a seed's are from its heal.
+            let heal = match plan.looped {
+                Some(_) => Duration::from_millis(setup.duration_ms),
+                None => trace_end,
+            };
             steps.push((heal, Step::Heal));
-            (steps, heal.as_millis() as u64)
+            (steps, trace_end.as_millis() as u64)
         }
     };
     let ms = |d: &Duration| d.as_millis() as u64;
@@ -423,7 +430,8 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
             Step::End(fault) => world.end(&fault)?,
             Step::Heal => {
                 // A replay's trace ends here: the store's state then, as the model judges states.
-                if setup.replay.is_some() && held.is_none() && world.leader.is_none() {
+                let trace_ends = setup.replay.as_ref().is_some_and(|plan| plan.looped.is_none());
+                if trace_ends && held.is_none() && world.leader.is_none() {
                     held = Some(world.holdings()?);
                 }
                 world.heal()?
