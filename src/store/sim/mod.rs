@@ -568,20 +568,28 @@ fn clients_span_ms(scenario: &Scenario, policy: &crate::config::Policy, ms_per_t
         .unwrap_or(0)
 }
 
-/// What the store did in a lasso's last pass (`pass`, from tick 0) that keeps it from
-/// meeting `name`, a liveness property, as the loop does in the model: a replica set changed
-/// (`converges`), or an operation begun before the pass was still not done at the trace's
-/// end (`ops_complete`). `None` if nothing.
-fn in_last_pass(run: &SeedRun, name: PropertyName, pass: std::ops::Range<Duration>) -> Option<String> {
+/// What the store did in a lasso's passes of its loop (`passes`, from tick 0) that keeps
+/// it from meeting `name`, a liveness property, as the loop does in the model: a replica set
+/// changed in every pass (`converges`; the last pass's changes), or an operation begun before
+/// the first pass was still not done when the trace ended (`ops_complete`). `None` if not.
+fn in_every_pass(run: &SeedRun, name: PropertyName, passes: &[std::ops::Range<Duration>]) -> Option<String> {
     let ms = |d: Duration| d.as_millis() as u64;
     let texts = |v: Vec<String>| (!v.is_empty()).then(|| v.join(", "));
+    let (first, last) = (passes.first()?, passes.last()?);
     match name {
         PropertyName::Converges => {
-            let changes = run::changes_within(&run.outcome, ms(pass.start)..ms(pass.end) + 1);
-            texts(changes.into_iter().map(|(at, what)| format!("{what} at {at} ms")).collect())
+            let changes = |pass: &std::ops::Range<Duration>| {
+                run::changes_within(&run.outcome, ms(pass.start)..ms(pass.end) + 1)
+            };
+            if passes.iter().any(|pass| changes(pass).is_empty()) {
+                return None;
+            }
+            let last =
+                texts(changes(last).into_iter().map(|(at, what)| format!("{what} at {at} ms")).collect())?;
+            Some(format!("a replica set changed in every pass (in the last: {last})"))
         }
         PropertyName::OpsComplete => {
-            let (from_ns, to_ns) = (pass.start.as_nanos() as u64, pass.end.as_nanos() as u64);
+            let (from_ns, to_ns) = (first.start.as_nanos() as u64, last.end.as_nanos() as u64);
             let ops = &run.history.history;
             // Still on at the trace's end: returned after it, or not at all but retried to
             // the run's end or followed by its client's next operation only after it (an
@@ -594,18 +602,12 @@ fn in_last_pass(run: &SeedRun, name: PropertyName, pass: std::ops::Range<Duratio
                 }
             };
             let outstanding = ops.iter().filter(|op| op.call_ns < from_ns && on_at_end(op));
-            texts(
+            let ops = texts(
                 outstanding
-                    .map(|op| {
-                        format!(
-                            "client {} {}: outstanding since {} ms",
-                            op.client,
-                            op.key,
-                            op.call_ns / 1_000_000
-                        )
-                    })
+                    .map(|op| format!("client {} {} since {} ms", op.client, op.key, op.call_ns / 1_000_000))
                     .collect(),
-            )
+            )?;
+            Some(format!("an operation outstanding through every pass ({ops})"))
         }
         _ => None,
     }
@@ -720,8 +722,8 @@ fn run_replay(
         _ => None,
     };
     // A lasso's liveness violation, in its loop: the loop repeats for ever in the model, and
-    // the store, under the trace's schedule, did the loop's part in its last pass too.
-    let in_loop = replayed.plan.last_pass(ms_per_tick).and_then(|pass| in_last_pass(&run, name, pass));
+    // the store, under the trace's schedule, did the loop's part in each pass.
+    let in_loop = in_every_pass(&run, name, &replayed.plan.passes(ms_per_tick));
     let reproduced = shown == Some(Found::Violated) || unseen.is_some() || in_loop.is_some();
     let o = &run.outcome;
     let verdict = match shown {
@@ -737,7 +739,8 @@ fn run_replay(
         );
     }
     if let Some(in_loop) = in_loop {
-        let _ = writeln!(out, "the store in the loop's last pass, as in the model's: {in_loop}");
+        let passes = replayed.plan.passes(ms_per_tick).len();
+        let _ = writeln!(out, "the store in the loop's {passes} passes, as in the model's loop: {in_loop}");
     }
     for (p, found) in &run.verdicts {
         if *p != name && *found == Found::Violated {

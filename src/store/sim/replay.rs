@@ -252,12 +252,18 @@ impl Plan {
         self.steps.iter().map(|(_, at, _)| at.order + 1).max().unwrap_or(0)
     }
 
-    /// A lasso's last pass of its loop, from its first step's moment to the trace's end.
-    pub fn last_pass(&self, ms_per_tick: u64) -> Option<std::ops::Range<Duration>> {
-        let (from, to, plays) = self.looped?;
-        let first = to + (plays - 2) * (to + 1 - from) + 1;
-        let (_, at, _) = self.steps.iter().find(|(step, _, _)| *step >= first)?;
-        Some(at.offset(ms_per_tick)..self.end(ms_per_tick))
+    /// A lasso's passes of its loop, each from its first step's moment to the next's (the
+    /// last to the trace's end).
+    pub fn passes(&self, ms_per_tick: u64) -> Vec<std::ops::Range<Duration>> {
+        let Some((from, to, plays)) = self.looped else { return Vec::new() };
+        let starts: Vec<Duration> = (0..plays)
+            .filter_map(|pass| {
+                let first = from + pass * (to + 1 - from);
+                self.steps.iter().find(|(step, _, _)| *step >= first).map(|(_, at, _)| at.offset(ms_per_tick))
+            })
+            .collect();
+        let ends = starts.iter().skip(1).copied().chain([self.end(ms_per_tick)]);
+        starts.iter().zip(ends).map(|(&start, end)| start..end).collect()
     }
 
     /// When the trace is over, from tick 0.
