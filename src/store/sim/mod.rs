@@ -545,6 +545,19 @@ fn why(o: &RunOutcome, property: PropertyName) -> String {
             |(ms, what)| format!("{what} at {ms} ms, after the settle point"),
         ),
         PropertyName::CapacityRespected => o.first_capacity_breach.clone().unwrap_or_default(),
+        PropertyName::SinglePrimary => {
+            let mut parts = Vec::new();
+            if !o.two_primaries.is_empty() {
+                parts.push(format!("two primaries took writes in {}", o.two_primaries.join("; ")));
+            }
+            if o.late_epoch_acks > 0 {
+                parts.push(format!(
+                    "{} writes acknowledged by a deposed primary after a newer epoch's",
+                    o.late_epoch_acks
+                ));
+            }
+            parts.join("; ")
+        }
         _ => String::new(),
     }
 }
@@ -570,23 +583,33 @@ fn clients_span_ms(scenario: &Scenario, policy: &crate::config::Policy, ms_per_t
 
 /// What the store did in a lasso's passes of its loop (`passes`, from tick 0) that keeps
 /// it from meeting `name`, a liveness property, as the loop does in the model: a replica set
-/// changed in every pass (`converges`; the last pass's changes), or an operation begun before
-/// the first pass was still not done when the trace ended (`ops_complete`). `None` if not.
-fn in_every_pass(run: &SeedRun, name: PropertyName, passes: &[std::ops::Range<Duration>]) -> Option<String> {
+/// changed in every pass (`converges`), or an operation begun before the first pass was still
+/// not done when the trace ended (`ops_complete`); and what followed past the trace, where
+/// the schedule is no longer the trace's. `None` if not in every pass.
+fn in_every_pass(
+    run: &SeedRun,
+    name: PropertyName,
+    passes: &[std::ops::Range<Duration>],
+) -> Option<(String, String)> {
     let ms = |d: Duration| d.as_millis() as u64;
-    let texts = |v: Vec<String>| (!v.is_empty()).then(|| v.join(", "));
     let (first, last) = (passes.first()?, passes.last()?);
+    let trace_end_ms = ms(last.end);
     match name {
         PropertyName::Converges => {
-            let changes = |pass: &std::ops::Range<Duration>| {
-                run::changes_within(&run.outcome, ms(pass.start)..ms(pass.end) + 1)
-            };
-            if passes.iter().any(|pass| changes(pass).is_empty()) {
+            let changes = |range: std::ops::Range<u64>| run::changes_within(&run.outcome, range);
+            if passes.iter().any(|pass| changes(ms(pass.start)..ms(pass.end)).is_empty()) {
                 return None;
             }
-            let last =
-                texts(changes(last).into_iter().map(|(at, what)| format!("{what} at {at} ms")).collect())?;
-            Some(format!("a replica set changed in every pass (in the last: {last})"))
+            let shown: Vec<String> = changes(ms(last.start)..trace_end_ms)
+                .iter()
+                .map(|(at, what)| format!("{what} at {at} ms"))
+                .collect();
+            let after = changes(trace_end_ms..u64::MAX);
+            let after = match after.last() {
+                None => "no replica set changed".to_string(),
+                Some((at, _)) => format!("{} more changes, the last at {at} ms", after.len()),
+            };
+            Some((format!("a replica set changed in every pass (in the last: {})", shown.join(", ")), after))
         }
         PropertyName::OpsComplete => {
             let (from_ns, to_ns) = (first.start.as_nanos() as u64, last.end.as_nanos() as u64);
@@ -601,13 +624,30 @@ fn in_every_pass(run: &SeedRun, name: PropertyName, passes: &[std::ops::Range<Du
                     op.cut_off || next.map(|o| o.call_ns).min().is_some_and(|call_ns| call_ns > to_ns)
                 }
             };
-            let outstanding = ops.iter().filter(|op| op.call_ns < from_ns && on_at_end(op));
-            let ops = texts(
-                outstanding
-                    .map(|op| format!("client {} {} since {} ms", op.client, op.key, op.call_ns / 1_000_000))
-                    .collect(),
-            )?;
-            Some(format!("an operation outstanding through every pass ({ops})"))
+            let outstanding: Vec<&Op> =
+                ops.iter().filter(|op| op.call_ns < from_ns && on_at_end(op)).collect();
+            if outstanding.is_empty() {
+                return None;
+            }
+            let named = |op: &Op| format!("client {} {}", op.client, op.key);
+            let during: Vec<String> = outstanding
+                .iter()
+                .map(|op| format!("{} since {} ms", named(op), op.call_ns / 1_000_000))
+                .collect();
+            let after: Vec<String> = outstanding
+                .iter()
+                .map(|op| match op.outcome {
+                    Outcome::Ok { return_ns, .. } => {
+                        format!("{} completed at {} ms", named(op), return_ns / 1_000_000)
+                    }
+                    _ if op.cut_off => format!("{} still retried when the load ended", named(op)),
+                    _ => format!("{} ended without success", named(op)),
+                })
+                .collect();
+            Some((
+                format!("an operation outstanding through every pass ({})", during.join(", ")),
+                after.join(", "),
+            ))
         }
         _ => None,
     }
@@ -738,9 +778,10 @@ fn run_replay(
             "the store's state when the trace ends violates {name} as the model judges it: {unseen}"
         );
     }
-    if let Some(in_loop) = in_loop {
+    if let Some((in_loop, after)) = &in_loop {
         let passes = replayed.plan.passes(ms_per_tick).len();
         let _ = writeln!(out, "the store in the loop's {passes} passes, as in the model's loop: {in_loop}");
+        let _ = writeln!(out, "  past the trace, where the schedule is the store's own again: {after}");
     }
     for (p, found) in &run.verdicts {
         if *p != name && *found == Found::Violated {
@@ -775,6 +816,9 @@ fn run_replay(
         out,
         "{}",
         match (reproduced, shown) {
+            (true, _) if in_loop.is_some() && shown != Some(Found::Violated) => {
+                "reproduced in the loop's passes: under the trace's schedule the store does what the model's loop does, pass after pass"
+            }
             (true, _) => "reproduced: the store shows the model's violation",
             (false, None) => "not judged: the store's checks do not judge this property",
             (false, Some(_)) => "not reproduced: the store does not show the model's violation",

@@ -252,14 +252,20 @@ impl Plan {
         self.steps.iter().map(|(_, at, _)| at.order + 1).max().unwrap_or(0)
     }
 
-    /// A lasso's passes of its loop, each from its first step's moment to the next's (the
-    /// last to the trace's end).
+    /// Which pass of a lasso's loop step `step` is in (0: the first); `None` before the loop.
+    pub fn pass_of(&self, step: usize) -> Option<usize> {
+        let (from, to, _) = self.looped?;
+        (step >= from).then(|| (step - from) / (to + 1 - from))
+    }
+
+    /// A lasso's passes of its loop, from tick 0: each from the start of the tick of its first
+    /// step (time passing aside) to the next's, the last to the trace's end.
     pub fn passes(&self, ms_per_tick: u64) -> Vec<std::ops::Range<Duration>> {
-        let Some((from, to, plays)) = self.looped else { return Vec::new() };
+        let Some((_, _, plays)) = self.looped else { return Vec::new() };
         let starts: Vec<Duration> = (0..plays)
             .filter_map(|pass| {
-                let first = from + pass * (to + 1 - from);
-                self.steps.iter().find(|(step, _, _)| *step >= first).map(|(_, at, _)| at.offset(ms_per_tick))
+                let (_, at, _) = self.steps.iter().find(|(step, _, _)| self.pass_of(*step) == Some(pass))?;
+                Some(Duration::from_millis(at.tick * ms_per_tick))
             })
             .collect();
         let ends = starts.iter().skip(1).copied().chain([self.end(ms_per_tick)]);
@@ -539,13 +545,14 @@ impl Replayer {
             };
             by_step.entry(step).or_default().push(note);
         }
+        let mut shown_pass = None;
         for (step, at, text) in &self.plan.steps {
-            if let Some((from, to, _)) = self.plan.looped {
-                let len = to + 1 - from;
-                if *step > to && (step - from) % len == 0 {
-                    let pass = (step - from) / len + 1;
-                    let _ = writeln!(out, "  --- the loop again (pass {pass}): steps {from} to {to} ---");
+            if let (Some(pass), Some((from, to, _))) = (self.plan.pass_of(*step), self.plan.looped) {
+                if pass > 0 && shown_pass != Some(pass) {
+                    let _ =
+                        writeln!(out, "  --- the loop again (pass {}): steps {from} to {to} ---", pass + 1);
                 }
+                shown_pass = Some(pass);
             }
             let store = by_step.get(step).map(|v| v.join("; ")).unwrap_or_default();
             let time_ms = at.tick * ms_per_tick;
@@ -620,5 +627,33 @@ fn arrival(route: Route, now: Duration) -> Duration {
     match route {
         Route::At(at) => at,
         Route::Lost | Route::Free => now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(steps: &[(usize, u64)], looped: (usize, usize, usize)) -> Plan {
+        let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/small-quorum.toml"));
+        let mut plan = Plan::new(&Scenario::load(path).expect("the test scenario loads"));
+        plan.steps =
+            steps.iter().map(|&(step, tick)| (step, Moment { tick, order: 0 }, String::new())).collect();
+        plan.looped = Some(looped);
+        plan.end_tick = steps.last().map_or(0, |s| s.1 + 1);
+        plan
+    }
+
+    #[test]
+    fn a_lassos_passes_start_at_their_first_steps_tick_and_end_where_the_next_starts() {
+        let ms = |a: u64, b: u64| Duration::from_millis(a)..Duration::from_millis(b);
+        // Steps 2-3 are the loop, played 3 times: 4-5, 6-7 the later passes.
+        let p = plan(&[(1, 0), (2, 1), (3, 2), (4, 3), (5, 4), (6, 5), (7, 6)], (2, 3, 3));
+        assert_eq!([1, 2, 3, 4, 6].map(|s| p.pass_of(s)), [None, Some(0), Some(0), Some(1), Some(2)]);
+        assert_eq!(p.passes(100), [ms(100, 300), ms(300, 500), ms(500, 700)]);
+        // A pass whose first step is time passing (not among the plan's steps) starts at its
+        // next step.
+        let p = plan(&[(1, 0), (2, 1), (3, 2), (5, 4), (6, 5), (7, 6)], (2, 3, 3));
+        assert_eq!(p.passes(100), [ms(100, 400), ms(400, 500), ms(500, 700)]);
     }
 }
