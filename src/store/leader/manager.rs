@@ -209,6 +209,7 @@ impl ManagerHost {
             waiting: HashMap::new(),
             failures: HashMap::new(),
             acked_epoch: vec![0; partitions],
+            blocked_logged: std::collections::BTreeSet::new(),
             next_op: 1,
         };
         tokio::spawn(stepper.run(inbox, requests_rx));
@@ -384,6 +385,9 @@ struct Stepper {
     failures: HashMap<u64, LeaderFailure>,
     /// Per partition, the newest epoch in which a write was acknowledged.
     acked_epoch: Vec<u64>,
+    /// Failovers found blocked, by (partition, primary), logged once until the partition's
+    /// primary changes or is heard from again: the manager retries one every heartbeat round.
+    blocked_logged: std::collections::BTreeSet<(u8, NodeId)>,
     next_op: u64,
 }
 
@@ -520,6 +524,7 @@ impl Stepper {
                 self.failures.insert(op, why);
             }
             LeaderEvent::Promoted { shard, old, new, epoch, clean } => {
+                self.blocked_logged.retain(|(s, _)| *s != shard);
                 c.promotions.fetch_add(1, Ordering::Relaxed);
                 if !clean {
                     c.unclean_promotions.fetch_add(1, Ordering::Relaxed);
@@ -533,14 +538,18 @@ impl Stepper {
                     node(old)
                 );
             }
-            LeaderEvent::FailoverStarted { shard, primary } => {
+            LeaderEvent::FailoverStarted { shard, primary }
+                if !self.blocked_logged.contains(&(shard, primary)) =>
+            {
                 eprintln!(
                     "replicheck store: partition {}: primary {} judged dead; failover started",
                     name(shard),
                     node(primary)
                 );
             }
+            LeaderEvent::FailoverStarted { .. } => {} // blocked again, said once
             LeaderEvent::FailoverCalledOff { shard, primary } => {
+                self.blocked_logged.retain(|(s, _)| *s != shard);
                 eprintln!(
                     "replicheck store: partition {}: primary {} heard from again; failover called off",
                     name(shard),
@@ -549,6 +558,9 @@ impl Stepper {
             }
             LeaderEvent::FailoverBlocked { shard, primary, why } => {
                 c.failovers_blocked.fetch_add(1, Ordering::Relaxed);
+                if !self.blocked_logged.insert((shard, primary)) {
+                    return;
+                }
                 eprintln!(
                     "replicheck store: partition {}: no replica to promote in place of {} ({}); it takes no writes until one is",
                     name(shard),
