@@ -241,14 +241,34 @@ pub(crate) fn read_info(
     Ok(())
 }
 
-/// What the leader family's coordinator says at the end: its counters and failovers still
-/// under way.
-pub(crate) fn read_leader_info(outcome: &mut RunOutcome, info: &str) {
+/// What the leader family's run found at the end: its coordinator's counters and failovers
+/// still under way (INFO), writes a deposed primary acknowledged after a newer epoch's (seen
+/// by `PromotionWatch`), and the partitions where two primaries took writes in one epoch.
+pub(crate) fn read_leader_info(
+    outcome: &mut RunOutcome,
+    info: &str,
+    late_epoch_acks: u64,
+    two_primaries: Vec<String>,
+) {
+    outcome.leader = true;
+    outcome.late_epoch_acks = late_epoch_acks;
+    outcome.two_primaries = two_primaries;
     outcome.info_counters = info_counters(info);
     outcome.changes_in_progress_at_end = info
         .lines()
         .filter(|l| l.trim().starts_with("partition_") && l.contains("failover=under_way"))
         .count() as u64;
+}
+
+/// One attempt's timeout and the longest backoff after it (`judge_phases`); 0 if operations
+/// are never retried (never cut off while retrying: always judged).
+pub(crate) fn retry_round_ms(policy: &crate::config::Policy, request_timeout_ms: u64) -> u64 {
+    let retries = policy.retry.max_attempts != Some(1);
+    if retries {
+        request_timeout_ms + u64::from(policy.retry.backoff_max_ticks)
+    } else {
+        0
+    }
 }
 
 /// What happened after the faults healed: operations begun before the heal that never

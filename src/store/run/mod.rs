@@ -88,7 +88,9 @@ mod start;
 
 pub use measure::StoreEviction;
 use measure::*;
-pub(crate) use measure::{changes_within, judge_phases, measure, read_info, read_leader_info};
+pub(crate) use measure::{
+    changes_within, judge_phases, measure, read_info, read_leader_info, retry_round_ms,
+};
 pub(crate) use report::write_history_files;
 use report::*;
 use rig::*;
@@ -646,16 +648,12 @@ fn run_store(
     outcome.leader = leader;
     outcome.promotions = std::mem::take(&mut rig.promotions.promotions);
     if let Store::Leader(cluster) = &rig.cluster {
-        read_leader_info(&mut outcome, &info);
-        outcome.late_epoch_acks = rig.promotions.late_epoch_acks;
-        outcome.two_primaries = two_primaries_named(scenario, cluster.two_primaries()?);
+        let two_primaries = two_primaries_named(scenario, cluster.two_primaries()?);
+        read_leader_info(&mut outcome, &info, rig.promotions.late_epoch_acks, two_primaries);
     } else {
         read_info(&mut outcome, &info, &follower_infos, scenario.nodes.len())?;
     }
-    // An operation that is never retried is never cut off while retrying: always judged.
-    let retries = policy.retry.max_attempts != Some(1);
-    let retry_round_ms =
-        if retries { request_timeout_ms + u64::from(policy.retry.backoff_max_ticks) } else { 0 };
+    let retry_round_ms = retry_round_ms(policy, request_timeout_ms);
     judge_phases(&mut outcome, &load, heal_at_ms, load_end_ms, retry_round_ms);
     outcome.churn_budget_ms =
         rig.scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * ms_per_tick));

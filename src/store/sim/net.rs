@@ -187,7 +187,8 @@ impl SimNet {
         self.lock().drop_armed = self.replay.is_none();
     }
 
-    /// A message sent to a machine that is down: lost as it is sent, as the model loses it.
+    /// A message lost as it is sent (to a machine that is down, or as a replay's trace lost it):
+    /// counted as sent and lost.
     pub fn lost_when_sent(&self) {
         let mut links = self.lock();
         links.sent += 1;

@@ -241,8 +241,8 @@ impl Plan {
 
     /// Step `step` as `check` numbers it: a lasso's later passes repeat its loop's numbers.
     pub fn shown(&self, step: usize) -> usize {
-        match self.looped {
-            Some((from, to, _)) if step > to => from + (step - from) % (to + 1 - from),
+        match (self.pass_of(step), self.looped) {
+            (Some(pass), Some((from, to, _))) => step - pass * (to + 1 - from),
             _ => step,
         }
     }
@@ -425,13 +425,13 @@ impl Replayer {
     /// across a cut or to a crashed node, which the model loses as it is sent (the trace
     /// shows no such message, and none is missing from it).
     pub fn route(&mut self, wire: &Wire, now: Duration, lost_now: bool) -> Route {
-        let tick = now.as_millis() as u64 / self.ms_per_tick;
         // Past the trace's last step the trace says nothing (what that step set off is in
-        // the trace: it is sent at that step's moment).
+        // the trace: it is sent at that step's moment, before the trace's end).
         let last = self.plan.steps.last().map_or(Duration::ZERO, |(_, at, _)| at.offset(self.ms_per_tick));
-        if tick >= self.plan.end_tick || now > last {
+        if now > last {
             return Route::Free;
         }
+        let tick = now.as_millis() as u64 / self.ms_per_tick;
         if [SCAN, COPY_WRITE, PROBE, LAST_SCAN_REPLY, COPY_WRITE_REPLY, SHELL_REPLY].contains(&wire.kind) {
             return self.route_shell(wire, now, tick);
         }

@@ -507,17 +507,17 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     match &mut world.leader {
         Some(leader) => {
             leader.look(world.epoch.elapsed().as_millis() as u64, scenario);
-            outcome.leader = true;
-            read_leader_info(&mut outcome, &info);
-            outcome.late_epoch_acks = leader.watch.late_epoch_acks;
+            read_leader_info(
+                &mut outcome,
+                &info,
+                leader.watch.late_epoch_acks,
+                leader.two_primaries(scenario)?,
+            );
             outcome.promotions = std::mem::take(&mut leader.watch.promotions);
-            outcome.two_primaries = leader.two_primaries(scenario)?;
         }
         None => read_info(&mut outcome, &info, &followers, scenario.nodes.len())?,
     }
-    let retries = setup.policy.retry.max_attempts != Some(1);
-    let retry_round_ms =
-        if retries { setup.request_timeout_ms + u64::from(setup.policy.retry.backoff_max_ticks) } else { 0 };
+    let retry_round_ms = run::retry_round_ms(&setup.policy, setup.request_timeout_ms);
     judge_phases(&mut outcome, &history, heal_at_ms, load_end_ms, retry_round_ms);
     outcome.churn_budget_ms =
         scenario.coordinator.churn_budget.map(|(n, ticks)| (n, u64::from(ticks) * setup.ms_per_tick));
