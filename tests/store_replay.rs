@@ -121,6 +121,8 @@ fn the_leader_familys_incidents_are_followed_and_reproduced() {
         assert_eq!(out.status.code(), Some(0), "{model} / {property}:\n{}", text(&out));
         assert!(report.contains(FOLLOWED), "{model} / {property}:\n{report}");
         assert!(report.contains(shown), "{model} / {property}:\n{report}");
+        // Each message between the machines arrived as the model's links allow.
+        assert!(report.contains("the store's trace against the model's environment: conforms"), "{report}");
         assert!(report.ends_with(&format!("{REPRODUCED}\n")), "{report}");
     }
     // A failover's messages side by side with the store's.

@@ -322,6 +322,12 @@ fn two_routers_overfill_a_backend_that_each_sees_room_in() {
     assert_eq!(number_after(&fixed, "capacity: "), 0, "{fixed}");
     for report in [&full, &fixed] {
         assert_eq!(property_row(report, "acked_writes_persist")[1], "holds", "{report}");
+        // Both routers' requests, each judged on the links from its own zone.
+        assert!(
+            report
+                .contains("trace: every request's fate is a behaviour of model capacity-routing-two-routers"),
+            "{report}"
+        );
     }
 }
 

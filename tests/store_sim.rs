@@ -82,7 +82,8 @@ fn several_coordinators_share_the_membership_and_the_capacities() {
     assert_eq!(incident.status.code(), Some(0), "{}", text(&incident));
     assert!(report.contains("capacity_respected     violated   "), "{report}");
     assert!(!report.contains("capacity_respected     violated   none"), "{report}");
-    assert!(report.contains("trace against the model: not kept with several coordinators"), "{report}");
+    // Each coordinator's requests, judged on the link from its own zone.
+    assert!(report.contains("trace against the model: diverges in 0 of 10 seeds"), "{report}");
     let fixed =
         sim(&["models/capacity-routing-two-routers.toml", "--variant", "fixed", "--seeds", "10"], None);
     assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
@@ -169,7 +170,9 @@ fn the_leader_family_runs_on_the_simulated_store() {
         let report = stdout(&out);
         assert_eq!(out.status.code(), Some(0), "{model}:\n{}", text(&out));
         assert!(report.contains(expected), "{model}:\n{report}");
-        assert!(report.contains("trace against the model: not kept for the leader family"), "{report}");
+        // Every message between the machines arrived within its link's latency, or was lost
+        // where the model loses it (a receiver down, a cut, the run's end).
+        assert!(report.contains("trace against the model: diverges in 0 of 1 seeds"), "{report}");
     }
     for (model, variant) in [
         ("models/async-failover.toml", "semi-sync"),
@@ -182,6 +185,7 @@ fn the_leader_family_runs_on_the_simulated_store() {
             assert_eq!(out.status.code(), Some(0), "{model} {variant} {load}:\n{}", text(&out));
             assert!(report.contains("no seed violated a property expected to hold"), "{report}");
             assert!(report.contains("single_primary         holds      none of 60"), "{report}");
+            assert!(report.contains("trace against the model: diverges in 0 of 60 seeds"), "{report}");
         }
     }
     // The unfenced primary's lost write is on no client's read: the clients' history stays

@@ -14,6 +14,13 @@
 //! zone was cut off, the link is lossy while the drop fault is on, connections were reset at
 //! the heal, or the run ended first. The first request whose fate is none of these is named.
 //! A shell that drops a late reply, or a link slower than the model says, shows up here.
+//!
+//! The leader family's machines talk to each other, not only to a coordinator: its trace
+//! records each one-way message (`message`: from, to, kind) and its delivery into the
+//! receiver's machine. A message must arrive within the one-way latency of its link (zones of
+//! sender and receiver), and may be lost only where the model loses it: the receiver was down
+//! (a node crashed, or the coordinator restarted) while it was on its way, their zones were cut
+//! apart, the link was dropping, or the run ended first.
 
 use crate::config::Scenario;
 use crate::policy::NodeId;
@@ -40,8 +47,8 @@ pub enum TraceFault {
         index: u8,
     },
     Drop,
-    /// The coordinator crashed and a new one started on its data directory: replies to the
-    /// old one's requests reach no machine.
+    /// Coordinator 0 (the only one the models' fault menus crash) crashed and a new one started
+    /// on its data directory: replies to the old one's requests reach no machine.
     CoordinatorRestart,
     /// Every fault undone (crashed nodes restarted, links as in the scenario).
     Heal,
@@ -60,6 +67,15 @@ pub enum TraceFault {
     },
 }
 
+/// One end of a message: a coordinator (by index; the leader family's failover manager is
+/// coordinator 0), or a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Party {
+    Coordinator(u8),
+    Node(NodeId),
+}
+
 /// One line of a store trace (JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -68,14 +84,26 @@ pub enum TraceLine {
     StoreTrace {
         ms_per_tick: u64,
     },
-    /// The coordinator sent request `id` (`msg`: replicate, read, ping) to `node`.
+    /// Coordinator `coordinator` sent request `id` (`msg`: replicate, read, ping) to `node`.
     Send {
         at_ms: u64,
         id: u64,
         node: NodeId,
         msg: String,
+        /// Left out for coordinator 0 (a trace of one coordinator names none).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        coordinator: u8,
     },
-    /// The reply to request `id` was delivered to the coordinator's machine.
+    /// The leader family: `from`'s machine sent message `id` (`msg`: its kind) to `to`.
+    Message {
+        at_ms: u64,
+        id: u64,
+        from: Party,
+        to: Party,
+        msg: String,
+    },
+    /// The reply to request `id` was delivered to the coordinator's machine (message `id`, to
+    /// its receiver's).
     Deliver {
         at_ms: u64,
         id: u64,
@@ -88,6 +116,10 @@ pub enum TraceLine {
     End {
         at_ms: u64,
     },
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 /// Writes a trace; clones share the file and the clock.
@@ -153,7 +185,8 @@ pub enum TraceVerdict {
     /// Every request's fate is one the model allows: `round_trips` replies within the model's
     /// bounds, `lost` requests lost where the model loses messages, `open` in flight at the
     /// end.
-    Conforms { round_trips: usize, lost: usize, open: usize, slowest_ms: u64 },
+    /// `messages`: one-way messages delivered within the model's bounds (the leader family).
+    Conforms { round_trips: usize, messages: usize, lost: usize, open: usize, slowest_ms: u64 },
     /// The request sent on line `line` (1-based) is not: `why` says what happened and what the
     /// model allows.
     Diverges { line: usize, why: String },
@@ -162,11 +195,14 @@ pub enum TraceVerdict {
 struct Sent {
     line: usize,
     at_ms: u64,
-    node: NodeId,
+    from: Party,
+    to: Party,
+    /// A request whose reply comes back to `from` (the quorum family), or a one-way message.
+    round_trip: bool,
     msg: String,
 }
 
-/// Per node, the fault state over time, from the trace's fault lines.
+/// The fault state over time, from the trace's fault lines.
 struct Faults<'a> {
     scenario: &'a Scenario,
     ms_per_tick: u64,
@@ -175,12 +211,29 @@ struct Faults<'a> {
 }
 
 impl Faults<'_> {
-    /// The longest one-way latency (ticks) of `node`'s link to the coordinator while any fault
+    fn zone(&self, p: Party) -> u8 {
+        match p {
+            Party::Coordinator(c) => self.scenario.coordinators[usize::from(c)].zone,
+            Party::Node(n) => self.scenario.nodes[usize::from(n)].zone,
+        }
+    }
+
+    fn name(&self, p: Party) -> String {
+        match p {
+            Party::Coordinator(0) if self.scenario.coordinators.len() == 1 => "the coordinator".into(),
+            Party::Coordinator(c) => {
+                format!("coordinator {}", self.scenario.coordinators[usize::from(c)].name)
+            }
+            Party::Node(n) => self.scenario.nodes[usize::from(n)].name.clone(),
+        }
+    }
+
+    /// The longest one-way latency (ticks) of the link between `a` and `b` while any fault
     /// active in `[from, to]` ms was on.
-    fn worst_one_way_ticks(&self, node: NodeId, from: u64, to: u64) -> u32 {
+    fn worst_one_way_ticks(&self, (a, b): (Party, Party), from: u64, to: u64) -> u32 {
         let s = self.scenario;
-        let (cz, nz) = (s.coordinator.zone, s.nodes[usize::from(node)].zone);
-        let mut worst = s.latency[usize::from(cz)][usize::from(nz)].hi;
+        let (za, zb) = (self.zone(a), self.zone(b));
+        let mut worst = s.latency[usize::from(za)][usize::from(zb)].hi;
         let mut degraded: Vec<u8> = Vec::new();
         for (at, f) in &self.events {
             if *at > to {
@@ -201,7 +254,7 @@ impl Faults<'_> {
         }
         for index in degraded {
             if let Some(d) = s.faults.degrade.get(usize::from(index)) {
-                if d.zones == (cz, nz) || d.zones == (nz, cz) {
+                if d.zones == (za, zb) || d.zones == (zb, za) {
                     worst = worst.max(d.latency.hi);
                 }
             }
@@ -219,21 +272,28 @@ impl Faults<'_> {
         2 * u64::from(worst) * self.ms_per_tick
     }
 
-    /// Why the model may lose a request to `node` sent at `from` whose reply was due by `to`,
-    /// if it may.
-    fn loss_excuse(&self, node: NodeId, from: u64, to: u64) -> Option<String> {
+    /// Why the model may lose `sent`, whose reply (or, one way, itself) was due by `to` ms, if
+    /// it may.
+    fn loss_excuse(&self, sent: &Sent, to: u64) -> Option<String> {
         let s = self.scenario;
-        let (cz, nz) = (s.coordinator.zone, s.nodes[usize::from(node)].zone);
-        let name = &s.nodes[usize::from(node)].name;
+        let from = sent.at_ms;
+        let (za, zb) = (self.zone(sent.from), self.zone(sent.to));
         let mut active: Vec<&TraceFault> = Vec::new();
         for (at, f) in &self.events {
             if *at > to {
                 break;
             }
             if matches!(f, TraceFault::CoordinatorRestart) && *at >= from {
-                return Some("the coordinator that sent it crashed".into());
+                if sent.round_trip && sent.from == Party::Coordinator(0) {
+                    return Some("the coordinator that sent it crashed".into());
+                }
+                // The restarted coordinator is a new process: what was on its way to the old
+                // one went with it.
+                if sent.to == Party::Coordinator(0) {
+                    return Some("the coordinator it was sent to restarted".into());
+                }
             }
-            // A fault that ended before the request was sent excuses nothing; one that ended
+            // A fault that ended before the message was sent excuses nothing; one that ended
             // after it was in force when it was sent (and ending a cut resets connections).
             let ended = |active: &mut Vec<&TraceFault>, ended: &dyn Fn(&TraceFault) -> bool| {
                 if *at < from {
@@ -253,12 +313,15 @@ impl Faults<'_> {
                 _ => active.push(f),
             }
         }
+        // Of a round trip, the node is the far end; of a message, the receiver.
         active.into_iter().find_map(|f| match f {
-            TraceFault::Crash { node: n } if *n == node => Some(format!("{name} was crashed")),
-            TraceFault::Partition { zone } if (nz == *zone) != (cz == *zone) => {
+            TraceFault::Crash { node: n } if sent.to == Party::Node(*n) => {
+                Some(format!("{} was crashed", self.name(sent.to)))
+            }
+            TraceFault::Partition { zone } if (za == *zone) != (zb == *zone) => {
                 Some(format!("zone {} was cut off", s.zones[usize::from(*zone)]))
             }
-            TraceFault::Drop if s.lossy[usize::from(cz)][usize::from(nz)] => {
+            TraceFault::Drop if s.lossy[usize::from(za)][usize::from(zb)] => {
                 Some("the lossy link was dropping messages".into())
             }
             _ => None,
@@ -273,6 +336,15 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
         Some(Ok(TraceLine::StoreTrace { ms_per_tick })) => ms_per_tick,
         _ => return Err("line 1: not a store trace (no store_trace header)".into()),
     };
+    let known = |line: usize, p: Party| match p {
+        Party::Node(n) if usize::from(n) >= scenario.nodes.len() => {
+            Err(format!("line {line}: node {n}: the model has {}", scenario.nodes.len()))
+        }
+        Party::Coordinator(c) if usize::from(c) >= scenario.coordinators.len() => {
+            Err(format!("line {line}: coordinator {c}: the model has {}", scenario.coordinators.len()))
+        }
+        _ => Ok(p),
+    };
     let mut sent: BTreeMap<u64, Sent> = BTreeMap::new();
     let mut done: Vec<(Sent, Option<u64>)> = Vec::new();
     let mut faults = Vec::new();
@@ -281,29 +353,28 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
         if raw.trim().is_empty() {
             continue;
         }
-        let line = serde_json::from_str::<TraceLine>(raw).map_err(|e| format!("line {}: {e}", index + 1))?;
-        match line {
-            TraceLine::StoreTrace { .. } => return Err(format!("line {}: a second header", index + 1)),
-            TraceLine::Send { at_ms, id, node, msg } => {
-                if usize::from(node) >= scenario.nodes.len() {
-                    return Err(format!(
-                        "line {}: node {node}: the model has {}",
-                        index + 1,
-                        scenario.nodes.len()
-                    ));
-                }
-                sent.insert(id, Sent { line: index + 1, at_ms, node, msg });
+        let line = index + 1;
+        let parsed = serde_json::from_str::<TraceLine>(raw).map_err(|e| format!("line {line}: {e}"))?;
+        match parsed {
+            TraceLine::StoreTrace { .. } => return Err(format!("line {line}: a second header")),
+            TraceLine::Send { at_ms, id, node, msg, coordinator } => {
+                let (from, to) =
+                    (known(line, Party::Coordinator(coordinator))?, known(line, Party::Node(node))?);
+                sent.insert(id, Sent { line, at_ms, from, to, round_trip: true, msg });
+            }
+            TraceLine::Message { at_ms, id, from, to, msg } => {
+                let (from, to) = (known(line, from)?, known(line, to)?);
+                sent.insert(id, Sent { line, at_ms, from, to, round_trip: false, msg });
             }
             TraceLine::Deliver { at_ms, id } => {
-                let s = sent
-                    .remove(&id)
-                    .ok_or_else(|| format!("line {}: request {id} was never sent", index + 1))?;
+                let s =
+                    sent.remove(&id).ok_or_else(|| format!("line {line}: request {id} was never sent"))?;
                 done.push((s, Some(at_ms)));
             }
             TraceLine::Fault { at_ms, fault } => {
                 if let TraceFault::Degrade { index: d } | TraceFault::Restored { index: d } = fault {
                     if usize::from(d) >= scenario.faults.degrade.len() {
-                        return Err(format!("line {}: the model has no degrade fault {d}", index + 1));
+                        return Err(format!("line {line}: the model has no degrade fault {d}"));
                     }
                 }
                 faults.push((at_ms, fault));
@@ -315,39 +386,52 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
     done.extend(sent.into_values().map(|s| (s, None)));
     done.sort_by_key(|(s, _)| s.line);
     let faults = Faults { scenario, ms_per_tick, events: faults };
-    let (mut round_trips, mut lost, mut open, mut slowest_ms) = (0, 0, 0, 0);
+    let (mut round_trips, mut messages, mut lost, mut open, mut slowest_ms) = (0, 0, 0, 0, 0);
     for (s, delivered) in done {
-        let name = &scenario.nodes[usize::from(s.node)].name;
-        let bound_at = |to: u64| 2 * u64::from(faults.worst_one_way_ticks(s.node, s.at_ms, to)) * ms_per_tick;
+        let legs = if s.round_trip { 2 } else { 1 };
+        let bound_at =
+            |to: u64| legs * u64::from(faults.worst_one_way_ticks((s.from, s.to), s.at_ms, to)) * ms_per_tick;
+        let what = if s.round_trip {
+            format!("the reply to a {} sent to {} at {} ms", s.msg, faults.name(s.to), s.at_ms)
+        } else {
+            format!("the {} {} sent to {} at {} ms", s.msg, faults.name(s.from), faults.name(s.to), s.at_ms)
+        };
+        let (arrived, machine, trip) = if s.round_trip {
+            ("came back", format!("{}'s machine", faults.name(s.from)), "a round trip")
+        } else {
+            ("arrived", format!("{}'s machine", faults.name(s.to)), "a message's trip")
+        };
         match delivered {
             Some(at) => {
                 let took = at.saturating_sub(s.at_ms);
                 let bound = bound_at(at);
-                if took > bound + slack_ms && faults.loss_excuse(s.node, s.at_ms, at).is_none() {
+                if took > bound + slack_ms && faults.loss_excuse(&s, at).is_none() {
                     return Ok(TraceVerdict::Diverges {
                         line: s.line,
                         why: format!(
-                            "the reply to a {} sent to {name} at {} ms came back after {took} ms; the model's latencies allow a round trip of at most {bound} ms (+{slack_ms} ms slack)",
-                            s.msg, s.at_ms
+                            "{what} {arrived} after {took} ms; the model's latencies allow {trip} of at most {bound} ms (+{slack_ms} ms slack)"
                         ),
                     });
                 }
                 slowest_ms = slowest_ms.max(took);
-                round_trips += 1;
+                if s.round_trip {
+                    round_trips += 1;
+                } else {
+                    messages += 1;
+                }
             }
             None => {
                 let due = s.at_ms + bound_at(end_ms) + slack_ms;
                 if due >= end_ms {
                     open += 1;
-                } else if faults.loss_excuse(s.node, s.at_ms, due).is_some() {
+                } else if faults.loss_excuse(&s, due).is_some() {
                     lost += 1;
                 } else {
+                    let far = faults.name(s.to);
                     return Ok(TraceVerdict::Diverges {
                         line: s.line,
                         why: format!(
-                            "the reply to a {} sent to {name} at {} ms never reached the coordinator's machine, although the model's latencies bring it back within {} ms and nothing in the model loses it there ({name} up, not cut off, the link not dropping)",
-                            s.msg,
-                            s.at_ms,
+                            "{what} never reached {machine}, although the model's latencies bring it within {} ms and nothing in the model loses it there ({far} up, not cut off, the link not dropping)",
                             bound_at(due)
                         ),
                     });
@@ -355,15 +439,24 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
             }
         }
     }
-    Ok(TraceVerdict::Conforms { round_trips, lost, open, slowest_ms })
+    Ok(TraceVerdict::Conforms { round_trips, messages, lost, open, slowest_ms })
 }
 
 /// The verdict in one line, for `store run`'s report and `conform`.
 pub fn describe(verdict: &TraceVerdict, model: &str) -> String {
     match verdict {
-        TraceVerdict::Conforms { round_trips, lost, open, slowest_ms } => format!(
-            "every request's fate is a behaviour of model {model}: {round_trips} round trips (slowest {slowest_ms} ms), {lost} lost where the model loses messages, {open} in flight at the end"
-        ),
+        TraceVerdict::Conforms { round_trips, messages, lost, open, slowest_ms } => {
+            let carried = match (round_trips, messages) {
+                (r, 0) => format!("every request's fate is a behaviour of model {model}: {r} round trips"),
+                (0, m) => format!("every message's fate is a behaviour of model {model}: {m} delivered"),
+                (r, m) => format!(
+                    "every message's fate is a behaviour of model {model}: {r} round trips, {m} one-way messages"
+                ),
+            };
+            format!(
+                "{carried} (slowest {slowest_ms} ms), {lost} lost where the model loses messages, {open} in flight at the end"
+            )
+        }
         TraceVerdict::Diverges { line, why } => {
             format!("line {line} is not a behaviour of model {model}: {why}")
         }
@@ -389,7 +482,7 @@ mod tests {
         );
         for (id, (sent, delivered)) in requests.iter().enumerate() {
             let id = id as u64 + 1;
-            lines.push(TraceLine::Send { at_ms: *sent, id, node, msg: "ping".into() });
+            lines.push(TraceLine::Send { at_ms: *sent, id, node, msg: "ping".into(), coordinator: 0 });
             if let Some(at_ms) = delivered {
                 lines.push(TraceLine::Deliver { at_ms: *at_ms, id });
             }
@@ -439,5 +532,114 @@ mod tests {
         .collect::<String>();
         let err = validate(&scenario, &text, 100).unwrap_err();
         assert!(err.contains("line 2") && err.contains("no degrade fault 0"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod one_way_tests {
+    use super::*;
+    use Party::Node;
+    const COORDINATOR: Party = Party::Coordinator(0);
+
+    /// A leader-family trace of messages (`(from, to, sent_ms, delivered_ms)`) beside `faults`,
+    /// ending at 20 s, validated against unfenced-primary: n1 in zone a, n2 in b, the
+    /// coordinator in c, 100 ms ticks and links, the a-c link degradable to 600 ms.
+    fn judge(messages: &[(Party, Party, u64, Option<u64>)], faults: &[(u64, TraceFault)]) -> TraceVerdict {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/unfenced-primary.toml");
+        let scenario = Scenario::load(Path::new(path)).expect("the library model loads");
+        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100 }];
+        lines.extend(
+            faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
+        );
+        for (id, &(from, to, sent, delivered)) in messages.iter().enumerate() {
+            let id = id as u64 + 1;
+            lines.push(TraceLine::Message { at_ms: sent, id, from, to, msg: "append".into() });
+            if let Some(at_ms) = delivered {
+                lines.push(TraceLine::Deliver { at_ms, id });
+            }
+        }
+        lines.push(TraceLine::End { at_ms: 20_000 });
+        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+        validate(&scenario, &text, 100).expect("a well-formed trace")
+    }
+
+    #[test]
+    fn a_message_takes_its_own_links_latency_one_way() {
+        let on_time = judge(&[(Node(0), Node(1), 1_000, Some(1_190))], &[]);
+        assert!(matches!(on_time, TraceVerdict::Conforms { messages: 1, round_trips: 0, .. }), "{on_time:?}");
+        // One way, not a round trip: 250 ms is beyond 100 ms and the slack.
+        let late = judge(&[(Node(0), Node(1), 1_000, Some(1_250))], &[]);
+        let TraceVerdict::Diverges { line, why } = late else { panic!("{late:?}") };
+        assert_eq!(line, 2);
+        assert!(why.contains("the append n1 sent to n2 at 1000 ms arrived after 250 ms"), "{why}");
+        // The degraded a-c link slows n1 and the coordinator, not n1 and n2.
+        let degrade = [(500, TraceFault::Degrade { index: 0 })];
+        let slow = judge(&[(Node(0), COORDINATOR, 1_000, Some(1_650))], &degrade);
+        assert!(matches!(slow, TraceVerdict::Conforms { .. }), "{slow:?}");
+        let elsewhere = judge(&[(Node(0), Node(1), 1_000, Some(1_650))], &degrade);
+        assert!(matches!(elsewhere, TraceVerdict::Diverges { .. }), "{elsewhere:?}");
+    }
+
+    #[test]
+    fn a_message_is_lost_only_where_its_receiver_or_its_link_loses_it() {
+        let crash = [(1_000, TraceFault::Crash { node: 1 }), (3_000, TraceFault::Restart { node: 1 })];
+        let to_crashed = judge(&[(Node(0), Node(1), 2_000, None)], &crash);
+        assert!(matches!(to_crashed, TraceVerdict::Conforms { lost: 1, .. }), "{to_crashed:?}");
+        // The model delivers what a node sent before it crashed.
+        let from_crashed = judge(&[(Node(1), Node(0), 990, None)], &crash);
+        let TraceVerdict::Diverges { why, .. } = from_crashed else { panic!("{from_crashed:?}") };
+        assert!(why.contains("never reached n1's machine"), "{why}");
+        // A restarted coordinator is a new process: what was on its way to it is gone; what it
+        // sent is not.
+        let restart = [(1_050, TraceFault::CoordinatorRestart)];
+        let to_it = judge(&[(Node(0), COORDINATOR, 1_000, None)], &restart);
+        assert!(matches!(to_it, TraceVerdict::Conforms { lost: 1, .. }), "{to_it:?}");
+        let from_it = judge(&[(COORDINATOR, Node(0), 1_000, None)], &restart);
+        assert!(matches!(from_it, TraceVerdict::Diverges { .. }), "{from_it:?}");
+        // A cut of zone b separates n2 from n1 and from the coordinator, not n1 from it.
+        let cut = [(1_000, TraceFault::Partition { zone: 1 }), (2_000, TraceFault::Healed { zone: 1 })];
+        let across = judge(&[(Node(0), Node(1), 1_500, None)], &cut);
+        assert!(matches!(across, TraceVerdict::Conforms { lost: 1, .. }), "{across:?}");
+        let same_side = judge(&[(Node(0), COORDINATOR, 1_500, None)], &cut);
+        assert!(matches!(same_side, TraceVerdict::Diverges { .. }), "{same_side:?}");
+    }
+}
+
+#[cfg(test)]
+mod several_coordinators_tests {
+    use super::*;
+
+    /// A request from coordinator `c` to n2 (zone b), sent at 1 s and answered `took_ms` later,
+    /// while ack-timeout-staged-rollout's a-b link is degraded (300-700 ms): ca is in zone a,
+    /// cb in zone b beside n2.
+    fn judge(c: u8, took_ms: u64) -> TraceVerdict {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/ack-timeout-staged-rollout.toml");
+        let scenario = Scenario::load(Path::new(path)).expect("the library model loads");
+        let lines = [
+            TraceLine::StoreTrace { ms_per_tick: 100 },
+            TraceLine::Fault { at_ms: 500, fault: TraceFault::Degrade { index: 0 } },
+            TraceLine::Send { at_ms: 1_000, id: 1, node: 1, msg: "replicate".into(), coordinator: c },
+            TraceLine::Deliver { at_ms: 1_000 + took_ms, id: 1 },
+            TraceLine::End { at_ms: 20_000 },
+        ];
+        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+        validate(&scenario, &text, 100).expect("a well-formed trace")
+    }
+
+    #[test]
+    fn each_coordinators_requests_are_judged_on_the_link_from_its_zone() {
+        assert!(matches!(judge(0, 1_000), TraceVerdict::Conforms { round_trips: 1, .. }));
+        let TraceVerdict::Diverges { why, .. } = judge(1, 1_000) else { panic!("{:?}", judge(1, 1_000)) };
+        assert!(why.contains("sent to n2 at 1000 ms came back after 1000 ms"), "{why}");
+        assert!(why.contains("at most 200 ms"), "{why}");
+        // A trace of one coordinator names none: the lines of older traces still read.
+        let line = serde_json::to_string(&TraceLine::Send {
+            at_ms: 1,
+            id: 1,
+            node: 0,
+            msg: "ping".into(),
+            coordinator: 0,
+        });
+        assert_eq!(line.unwrap(), r#"{"send":{"at_ms":1,"id":1,"node":0,"msg":"ping"}}"#);
     }
 }

@@ -80,7 +80,7 @@ pub struct ClusterConfig {
     /// partition may wait, applied at once).
     pub membership: Option<crate::config::CoordinatorSpec>,
     /// Where the coordinator writes its trace (`store::trace`), and model time in real time
-    /// (`None`: no trace; one coordinator only: a trace is validated against one).
+    /// (`None`: no trace). Every coordinator writes to it, each request under its index.
     pub trace: Option<(PathBuf, u64)>,
     /// Nodes whose data is gone, to recreate from their partitions' other replicas before the
     /// cluster starts (`datadir::check_identity` refuses such a node otherwise).
@@ -200,11 +200,6 @@ impl Cluster {
                 usize::from(port) + coordinator_count - 1,
                 u16::MAX
             )));
-        }
-        if coordinator_count > 1 && config.trace.is_some() {
-            return Err(StoreError::Input(
-                "a trace is validated against one coordinator: no trace with several".into(),
-            ));
         }
         if config.node_zones.len() != config.node_count {
             return Err(StoreError::Input(format!(
@@ -376,7 +371,7 @@ impl Cluster {
                 &addrs,
                 client_addr,
                 &log.with_actor(&actor),
-                if c == 0 { trace.clone() } else { None },
+                trace.clone(),
                 StateFile::in_dir(&config.data_dir),
                 saved.clone(),
                 false,

@@ -642,7 +642,8 @@ impl Shell {
         let ack_timeout = ack_timeout(cfg);
         let trace_id = self.trace.as_ref().map_or(0, |t| t.next_id());
         if let Some(t) = &self.trace {
-            t.line(&TraceLine::Send { at_ms: t.now_ms(), id: trace_id, node: n, msg: kind.into() });
+            let (at_ms, msg, coordinator) = (t.now_ms(), kind.into(), self.me);
+            t.line(&TraceLine::Send { at_ms, id: trace_id, node: n, msg, coordinator });
         }
         let deadline = sent_at + reply_wait(ack_timeout);
         let on_reply = move |reply: NodeReply| {

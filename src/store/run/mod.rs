@@ -470,9 +470,8 @@ fn run_store(
 ) -> Result<RunOutcome, String> {
     let dir = ScratchDir::new()?;
     let leader = policy.replication() == Replication::Leader;
-    // Trace validation replays one quorum coordinator: several are judged by their history
-    // alone, and so is the leader family (the trace's events are the quorum machine's).
-    let traced = scenario.coordinators.len() == 1 && !leader;
+    // The leader family's store runs as processes that keep no trace; `store sim` keeps one.
+    let traced = !leader;
     let log_path = req.decision_log.clone().unwrap_or_else(|| dir.path.join("decisions.jsonl"));
     let trace_path = req.trace.clone().unwrap_or_else(|| dir.path.join("trace.jsonl"));
     let before_start = Instant::now();

@@ -26,6 +26,7 @@ use crate::store::leader::mesh::{LeaderLink, LeaderMsg};
 use crate::store::leader::replica_db::ReplicaDb;
 use crate::store::leader::{node, LeaderData, ModelPlacement, Spec, POLICY_FILE};
 use crate::store::run::PromotionWatch;
+use crate::store::trace::{Party, TraceLine, TraceWriter};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -86,10 +87,27 @@ struct SimMesh {
     me: Endpoint,
     net: Arc<SimNet>,
     receivers: Arc<Receivers>,
+    /// Each message and its delivery into the receiver's machine, for validation against the
+    /// model's environment (`store::trace`).
+    trace: Option<TraceWriter>,
+}
+
+fn party(e: Endpoint) -> Party {
+    match e {
+        Endpoint::Node(n) => Party::Node(n),
+        Endpoint::Coordinator(c) => Party::Coordinator(c),
+        Endpoint::Client(_) => unreachable!("the leader family's machines send to no client"),
+    }
 }
 
 impl LeaderLink for SimMesh {
     fn send(&self, to: Endpoint, msg: LeaderMsg) {
+        let traced = self.trace.clone().map(|t| {
+            let id = t.next_id();
+            let (from, to) = (party(self.me), party(to));
+            t.line(&TraceLine::Message { at_ms: t.now_ms(), id, from, to, msg: kind(&msg).into() });
+            (t, id)
+        });
         let (incarnation, up) = self.receivers.incarnation(to);
         // Lost when sent; but a replay matches it first: the leader model delivers a message
         // to a node that is down (which loses it), so its trace has it.
@@ -107,12 +125,12 @@ impl LeaderLink for SimMesh {
             // A replay delivers as the model does: to the receiver if it runs when the
             // message arrives, whichever incarnation it was sent to.
             let replaying = net.replay.is_some();
-            match receivers.current(to) {
-                Some((now, inbox)) if now == incarnation || replaying => {
-                    // A full inbox loses the message, as the mesh's full queue does.
-                    let _ = inbox.try_send((me, msg));
+            let Some((now, inbox)) = receivers.current(to) else { return };
+            // A full inbox loses the message, as the mesh's full queue does.
+            if (now == incarnation || replaying) && inbox.try_send((me, msg)).is_ok() {
+                if let Some((t, id)) = traced {
+                    t.line(&TraceLine::Deliver { at_ms: t.now_ms(), id });
                 }
-                _ => {}
             }
         });
     }
@@ -132,12 +150,18 @@ pub(super) struct LeaderWorld {
     pub(super) watch: PromotionWatch,
     /// Why a node stopped by itself (a step it could not persist), if one did.
     failed: Option<String>,
+    trace: Option<TraceWriter>,
 }
 
 impl LeaderWorld {
     /// A new cluster in `dir` for the model's placement and the variant's policy (as `store
     /// run` creates one): epoch 0 saved, the nodes started, then the manager.
-    pub(super) async fn start(setup: &Setup, dir: &Path, net: Arc<SimNet>) -> Result<LeaderWorld, String> {
+    pub(super) async fn start(
+        setup: &Setup,
+        dir: &Path,
+        net: Arc<SimNet>,
+        trace: Option<TraceWriter>,
+    ) -> Result<LeaderWorld, String> {
         let s = &setup.scenario;
         let policy_text = setup.leader_policy.as_deref().expect("a leader-family setup has its policy file");
         let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
@@ -162,7 +186,7 @@ impl LeaderWorld {
             manager_zone: s.coordinators[0].zone,
         });
         let mut world = LeaderWorld {
-            manager: launch_manager(dir, &spec, &cfg, &layout, &net, &receivers)?,
+            manager: launch_manager(dir, &spec, &cfg, &layout, (&net, &receivers, &trace))?,
             net,
             dir: dir.to_path_buf(),
             spec,
@@ -172,6 +196,7 @@ impl LeaderWorld {
             nodes: s.nodes.iter().map(|_| None).collect(),
             watch: PromotionWatch::default(),
             failed: None,
+            trace,
         };
         for n in 0..s.nodes.len() as NodeId {
             world.start_node(n)?;
@@ -191,6 +216,7 @@ impl LeaderWorld {
             me: Endpoint::Node(n),
             net: Arc::clone(&self.net),
             receivers: Arc::clone(&self.receivers),
+            trace: self.trace.clone(),
         });
         let names = self.layout.shards.iter().map(|s| s.name.clone()).collect();
         let cfg = self.cfg.clone();
@@ -222,8 +248,8 @@ impl LeaderWorld {
     pub(super) fn restart_manager(&mut self) -> Result<Arc<ManagerHost>, String> {
         self.manager.crash();
         self.receivers.set(Endpoint::LEADER, None);
-        self.manager =
-            launch_manager(&self.dir, &self.spec, &self.cfg, &self.layout, &self.net, &self.receivers)?;
+        let mesh = (&self.net, &self.receivers, &self.trace);
+        self.manager = launch_manager(&self.dir, &self.spec, &self.cfg, &self.layout, mesh)?;
         Ok(Arc::clone(&self.manager))
     }
 
@@ -258,15 +284,18 @@ fn launch_manager(
     spec: &Spec,
     cfg: &Resolved,
     layout: &Layout,
-    net: &Arc<SimNet>,
-    receivers: &Arc<Receivers>,
+    (net, receivers, trace): (&Arc<SimNet>, &Arc<Receivers>, &Option<TraceWriter>),
 ) -> Result<Arc<ManagerHost>, String> {
     let state_path = dir.join(manager::STATE_FILE);
     let durable = manager::load_state(&state_path, spec.partitions)?
         .ok_or_else(|| format!("{}: missing", state_path.display()))?;
     let (inbox, received) = mpsc::channel(manager::INBOX_MAX);
-    let link =
-        Arc::new(SimMesh { me: Endpoint::LEADER, net: Arc::clone(net), receivers: Arc::clone(receivers) });
+    let link = Arc::new(SimMesh {
+        me: Endpoint::LEADER,
+        net: Arc::clone(net),
+        receivers: Arc::clone(receivers),
+        trace: trace.clone(),
+    });
     receivers.set(Endpoint::LEADER, Some(inbox));
     Ok(ManagerHost::launch(
         cfg.clone(),

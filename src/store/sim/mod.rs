@@ -436,14 +436,7 @@ pub fn run(
         };
         let _ = writeln!(out, "{:<22} {expected:<10} {found}", property.as_str());
     }
-    if setup.leader_policy.is_some() {
-        let _ = writeln!(out, "trace against the model: not kept for the leader family (as in store run)");
-    } else if s.coordinators.len() == 1 {
-        let _ = writeln!(out, "trace against the model: diverges in {diverging} of {} seeds", summary.seeds);
-    } else {
-        // As in `store run`: the trace is the environment of one coordinator.
-        let _ = writeln!(out, "trace against the model: not kept with several coordinators");
-    }
+    let _ = writeln!(out, "trace against the model: diverges in {diverging} of {} seeds", summary.seeds);
     let _ = writeln!(out, "store unavailable after the heal: {unavailable} of {} seeds", summary.seeds);
     match summary.first_failing {
         Some(seed) => {

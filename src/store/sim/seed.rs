@@ -222,6 +222,7 @@ impl World<'_> {
                 self.mark_faulted(*node);
             }
             Fault::CoordinatorCrash if self.leader.is_some() => {
+                self.traced(TraceFault::CoordinatorRestart);
                 let manager = self.leader.as_mut().expect("matched").restart_manager()?;
                 self.front.replace(0, Served::Leader(manager));
             }
@@ -357,11 +358,8 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let log_text = Buffer::default();
     let log = DecisionLog::to_writer(Box::new(log_text.clone()), "coordinator");
     let trace_path = dir.join("trace.jsonl");
-    // The trace is validated against the environment of one coordinator (as `store run` does).
     let coordinators = scenario.coordinators.len();
-    let trace = (coordinators == 1 && !leader_family)
-        .then(|| TraceWriter::create(&trace_path, setup.ms_per_tick, epoch))
-        .transpose()?;
+    let trace = Some(TraceWriter::create(&trace_path, setup.ms_per_tick, epoch)?);
     let mut world = World {
         setup,
         seed,
@@ -380,7 +378,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         leader: None,
     };
     if leader_family {
-        let leader = leader::LeaderWorld::start(setup, dir, Arc::clone(&net)).await?;
+        let leader = leader::LeaderWorld::start(setup, dir, Arc::clone(&net), world.trace.clone()).await?;
         world.front = Arc::new(Front::new(vec![Served::Leader(Arc::clone(&leader.manager))]));
         world.leader = Some(leader);
     } else {
