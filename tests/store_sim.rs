@@ -29,24 +29,28 @@ fn text(out: &Output) -> String {
 fn a_seed_gives_the_same_run_twice_byte_for_byte() {
     let dir = std::env::temp_dir().join(format!("replicheck-sim-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let runs: Vec<(String, Vec<u8>)> = (0..2)
+    let runs: Vec<(String, [Vec<u8>; 2])> = (0..2)
         .map(|i| {
             let run_dir = dir.join(format!("run{i}"));
             std::fs::create_dir_all(&run_dir).unwrap();
-            let history = run_dir.join("h.edn");
+            let (history, trace) = (run_dir.join("h.edn"), run_dir.join("t.jsonl"));
             let args =
                 ["models/basic-quorum.toml", "--variant", "write-quorum-1", "--seed", "6", "--seeds", "1"];
-            let out =
-                sim(&[&args[..], &["--every-seed", "--history", history.to_str().unwrap()]].concat(), None);
+            let kept =
+                ["--every-seed", "--history", history.to_str().unwrap(), "--trace", trace.to_str().unwrap()];
+            let out = sim(&[&args[..], &kept[..]].concat(), None);
             let shown = stdout(&out).replace(run_dir.to_str().unwrap(), "DIR");
-            (shown, std::fs::read(&history).expect("the history file"))
+            let files = [history, trace].map(|f| std::fs::read(f).expect("a kept file"));
+            (shown, files)
         })
         .collect();
     assert_eq!(runs[0].0, runs[1].0, "the same seed printed two different runs");
-    assert_eq!(runs[0].1, runs[1].1, "the same seed wrote two different histories");
+    assert_eq!(runs[0].1[0], runs[1].1[0], "the same seed wrote two different histories");
+    assert_eq!(runs[0].1[1], runs[1].1[1], "the same seed wrote two different traces");
+    assert!(runs[0].0.contains("trace of seed 6 written to DIR/t.jsonl"), "{}", runs[0].0);
     // Seed 6 is one where the single-replica ack is read past (the model's counterexample).
     assert!(runs[0].0.contains("acked_writes_persist violated (as the model expects)"), "{}", runs[0].0);
-    assert!(runs[0].1.len() > 100, "a history with operations");
+    assert!(runs[0].1[0].len() > 100, "a history with operations");
     // Several seeds, the continuous load: the same lines again.
     let many = ["models/ack-timeout-eviction.toml", "--variant", "incident", "--seeds", "5", "--every-seed"];
     let (a, b) = (
@@ -149,6 +153,54 @@ fn what_it_cannot_run_is_refused_with_the_reason() {
     let out = sim(&["models/basic-quorum.toml", "--seeds", "1"], Some("slow_disk"));
     assert_ne!(out.status.code(), Some(0));
     assert!(text(&out).contains("REPLICHECK_SHELL_FAULT=slow_disk: not a shell fault"), "{}", text(&out));
+}
+
+/// A leader-family seed's trace, kept with `--trace`: `conform` finds every message's fate a
+/// behaviour of the model, and names a delivery taken out of it.
+#[test]
+fn a_kept_leader_trace_is_checked_again_and_a_lost_message_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let model = "models/unfenced-primary.toml";
+    let out = sim(&[model, "--seed", "3", "--seeds", "1", "--trace", trace.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let conform = |path: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_replicheck"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["conform", path.to_str().unwrap(), "--model", model])
+            .output()
+            .expect("run replicheck")
+    };
+    let checked = conform(&trace);
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    assert!(
+        stdout(&checked).contains("every message's fate is a behaviour of model unfenced-primary"),
+        "{}",
+        text(&checked)
+    );
+    // The first heartbeat the manager sent n2, never delivered: nothing in the model loses it.
+    let kept = std::fs::read_to_string(&trace).unwrap();
+    let ping = kept
+        .lines()
+        .position(|l| l.contains(r#""from":{"coordinator":0},"to":{"node":1},"msg":"ping""#))
+        .expect("the manager pings n2");
+    let id = kept.lines().nth(ping).unwrap().split(r#""id":"#).nth(1).unwrap().split(',').next().unwrap();
+    let tampered: String = kept
+        .lines()
+        .filter(|l| !(l.starts_with(r#"{"deliver":"#) && l.ends_with(&format!(r#""id":{id}}}}}"#))))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(tampered.lines().count() + 1, kept.lines().count(), "one delivery taken out");
+    let broken = dir.path().join("broken.jsonl");
+    std::fs::write(&broken, tampered).unwrap();
+    let checked = conform(&broken);
+    assert_eq!(checked.status.code(), Some(1), "{}", text(&checked));
+    let expected = format!(
+        "line {} is not a behaviour of model unfenced-primary: the ping the coordinator sent to n2",
+        ping + 1
+    );
+    assert!(stdout(&checked).contains(&expected), "{}", text(&checked));
+    assert!(stdout(&checked).contains("never reached n2's machine"), "{}", text(&checked));
 }
 
 /// The leader family's own code (each node's replica loop on its redb, the coordinator's

@@ -391,11 +391,21 @@ pub fn run(
                 .map_err(|e| StoreError::Runtime(format!("node {id}: {e}")))?;
             Ok(0)
         }
-        StoreCommand::Run { model, variant, policy, time_scale, history, replay: Some(replay), .. } => {
+        StoreCommand::Run {
+            model,
+            variant,
+            policy,
+            time_scale,
+            history,
+            trace,
+            replay: Some(replay),
+            ..
+        } => {
             // `store sim --replay`'s defaults: the same replay prints the same report.
             let request = crate::store::sim::SimRequest {
                 ms_per_tick: time_scale,
                 history,
+                trace,
                 ..crate::store::sim::SimRequest::replay(model, variant, policy, replay)
             };
             sim(&request, plan_replay)

@@ -89,7 +89,7 @@ struct SimMesh {
     receivers: Arc<Receivers>,
     /// Each message and its delivery into the receiver's machine, for validation against the
     /// model's environment (`store::trace`).
-    trace: Option<TraceWriter>,
+    trace: TraceWriter,
 }
 
 fn party(e: Endpoint) -> Party {
@@ -102,11 +102,13 @@ fn party(e: Endpoint) -> Party {
 
 impl LeaderLink for SimMesh {
     fn send(&self, to: Endpoint, msg: LeaderMsg) {
-        let traced = self.trace.clone().map(|t| {
-            let id = t.next_id();
-            let (from, to) = (party(self.me), party(to));
-            t.line(&TraceLine::Message { at_ms: t.now_ms(), id, from, to, msg: kind(&msg).into() });
-            (t, id)
+        let (id, from, msg_kind) = (self.trace.next_id(), party(self.me), kind(&msg).into());
+        self.trace.line(&TraceLine::Message {
+            at_ms: self.trace.now_ms(),
+            id,
+            from,
+            to: party(to),
+            msg: msg_kind,
         });
         let (incarnation, up) = self.receivers.incarnation(to);
         // Lost when sent; but a replay matches it first: the leader model delivers a message
@@ -116,6 +118,7 @@ impl LeaderLink for SimMesh {
             return;
         }
         let (me, net, receivers) = (self.me, Arc::clone(&self.net), Arc::clone(&self.receivers));
+        let trace = self.trace.clone();
         let (from_zone, to_zone) = (receivers.zone(me), receivers.zone(to));
         let wire = Wire { src: me, dst: to, kind: kind(&msg), copy: None };
         tokio::spawn(async move {
@@ -128,9 +131,7 @@ impl LeaderLink for SimMesh {
             let Some((now, inbox)) = receivers.current(to) else { return };
             // A full inbox loses the message, as the mesh's full queue does.
             if (now == incarnation || replaying) && inbox.try_send((me, msg)).is_ok() {
-                if let Some((t, id)) = traced {
-                    t.line(&TraceLine::Deliver { at_ms: t.now_ms(), id });
-                }
+                trace.line(&TraceLine::Deliver { at_ms: trace.now_ms(), id });
             }
         });
     }
@@ -150,7 +151,7 @@ pub(super) struct LeaderWorld {
     pub(super) watch: PromotionWatch,
     /// Why a node stopped by itself (a step it could not persist), if one did.
     failed: Option<String>,
-    trace: Option<TraceWriter>,
+    trace: TraceWriter,
 }
 
 impl LeaderWorld {
@@ -160,7 +161,7 @@ impl LeaderWorld {
         setup: &Setup,
         dir: &Path,
         net: Arc<SimNet>,
-        trace: Option<TraceWriter>,
+        trace: TraceWriter,
     ) -> Result<LeaderWorld, String> {
         let s = &setup.scenario;
         let policy_text = setup.leader_policy.as_deref().expect("a leader-family setup has its policy file");
@@ -284,7 +285,7 @@ fn launch_manager(
     spec: &Spec,
     cfg: &Resolved,
     layout: &Layout,
-    (net, receivers, trace): (&Arc<SimNet>, &Arc<Receivers>, &Option<TraceWriter>),
+    (net, receivers, trace): (&Arc<SimNet>, &Arc<Receivers>, &TraceWriter),
 ) -> Result<Arc<ManagerHost>, String> {
     let state_path = dir.join(manager::STATE_FILE);
     let durable = manager::load_state(&state_path, spec.partitions)?

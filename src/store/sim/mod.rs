@@ -121,6 +121,12 @@ pub struct SimRequest {
     /// a picture of a non-linearizable one goes beside it (`.html`).
     #[arg(long)]
     pub history: Option<PathBuf>,
+    /// Write the store's trace of the first failing seed (or of the only seed) here: each
+    /// request or message between the machines, its delivery, and the faults, as JSON lines
+    /// (`replicheck conform FILE --model MODEL` checks it again against the model's
+    /// environment).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     /// A line for every seed (by default: only seeds that fail, or that show a violation
     /// first).
     #[arg(long)]
@@ -170,6 +176,8 @@ pub struct SeedRun {
     pub unavailable: Option<String>,
     history: LoadReport,
     finals: Vec<Op>,
+    /// The store's trace (`store::trace`), as written.
+    trace: Option<String>,
     /// A replay's record of the store's messages against the trace's.
     replayed: Option<Arc<Mutex<Replayer>>>,
     /// A replay: the client keys' replicas when the trace ended.
@@ -302,10 +310,11 @@ fn setup(req: &SimRequest) -> Result<Setup, StoreError> {
             "--duration {duration_ms}ms: the faults may last until {needed_ms} ms (their window and the longest `duration`); simulate at least {most}"
         )));
     }
-    if let Some(path) = &req.history {
+    for (flag, path) in [("--history", &req.history), ("--trace", &req.trace)] {
+        let Some(path) = path else { continue };
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if path.is_dir() || !parent.is_dir() {
-            return Err(input(format!("--history {}: not a file in an existing directory", path.display())));
+            return Err(input(format!("{flag} {}: not a file in an existing directory", path.display())));
         }
     }
     crate::store::coordinator::shell_fault::ShellFault::from_env().map_err(input)?;
@@ -369,7 +378,7 @@ pub fn run(
     let mut summary = SimSummary { seeds: 0, first_failing: None, simulated_ms: 0 };
     // Per property: (seeds that violated it, the first of them).
     let mut violated: BTreeMap<PropertyName, (u64, u64)> = BTreeMap::new();
-    let mut kept_history = false;
+    let mut kept = false;
     let mut diverging = 0u64;
     let mut unavailable = 0u64;
     // Why the first failing seed failed.
@@ -417,10 +426,9 @@ pub fn run(
         if req.every_seed || fails || !firsts.is_empty() {
             seed_lines(out, &setup, &run);
         }
-        let keep = req.history.as_deref().filter(|_| !kept_history && (fails || req.seeds == 1));
-        if let Some(path) = keep {
-            kept_history = true;
-            keep_history(out, &run, path)?;
+        if !kept && (fails || req.seeds == 1) {
+            kept = true;
+            keep(out, req, &run)?;
         }
     }
     let _ = writeln!(out, "{:<22} {:<10} seeds that violated it", "property", "expected");
@@ -468,6 +476,19 @@ pub fn run(
         summary.simulated_ms as f64 / 1000.0 / wall.max(1e-9)
     );
     Ok(summary)
+}
+
+/// `--history FILE` and `--trace FILE`: what they ask for of one run.
+fn keep(out: &mut String, req: &SimRequest, run: &SeedRun) -> Result<(), StoreError> {
+    if let Some(path) = &req.history {
+        keep_history(out, run, path)?;
+    }
+    if let (Some(path), Some(text)) = (&req.trace, &run.trace) {
+        std::fs::write(path, text)
+            .map_err(|e| StoreError::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        let _ = writeln!(out, "  trace of seed {} written to {}", run.seed, path.display());
+    }
+    Ok(())
 }
 
 /// `--history FILE`: a run's history as Jepsen EDN (and a picture of a key that is not

@@ -232,9 +232,7 @@ pub(super) fn run_replay(
         }
         None => {}
     }
-    if let Some(path) = &req.history {
-        keep_history(out, &run, path)?;
-    }
+    keep(out, req, &run)?;
     let _ = writeln!(
         out,
         "{}",

@@ -76,7 +76,8 @@ struct World<'a> {
     net: Arc<SimNet>,
     front: Arc<Front>,
     log: DecisionLog,
-    trace: Option<TraceWriter>,
+    /// Every request or message and its delivery, and the faults (`store::trace`).
+    trace: TraceWriter,
     /// Every coordinator's shell, for the messages between them.
     shells: Arc<Mutex<Vec<std::sync::Weak<crate::store::coordinator::shell::Shell>>>>,
     fleet: Arc<crate::store::coordinator::fleet::FleetMeter>,
@@ -171,7 +172,7 @@ impl World<'_> {
             s.layout.clone(),
             &s.membership,
             Some((state_file, saved)),
-            self.trace.clone(),
+            Some(self.trace.clone()),
             &Peering {
                 me,
                 simulated: (zones.len() > 1).then(|| {
@@ -200,9 +201,7 @@ impl World<'_> {
     }
 
     fn traced(&self, fault: TraceFault) {
-        if let Some(t) = &self.trace {
-            t.fault(fault);
-        }
+        self.trace.fault(fault);
     }
 
     fn mark_faulted(&mut self, node: NodeId) {
@@ -359,7 +358,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let log = DecisionLog::to_writer(Box::new(log_text.clone()), "coordinator");
     let trace_path = dir.join("trace.jsonl");
     let coordinators = scenario.coordinators.len();
-    let trace = Some(TraceWriter::create(&trace_path, setup.ms_per_tick, epoch)?);
+    let trace = TraceWriter::create(&trace_path, setup.ms_per_tick, epoch)?;
     let mut world = World {
         setup,
         seed,
@@ -442,10 +441,8 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     world.wait_until(end).await;
     let history = clients.await.map_err(|e| format!("the simulated clients: {e}"))?;
     let load_end_ms = world.now_ms();
-    if let Some(t) = &world.trace {
-        t.line(&TraceLine::End { at_ms: t.now_ms() });
-        t.flush()?;
-    }
+    world.trace.line(&TraceLine::End { at_ms: world.trace.now_ms() });
+    world.trace.flush()?;
     // Let the last catch-up copies and deadlines run out before the final reads.
     let ack_timeout_ms = u64::from(setup.policy.replica_ack_timeout_ticks);
     world.wait_until(Instant::now() + Duration::from_millis(2 * ack_timeout_ms + 200)).await;
@@ -485,6 +482,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
                 unavailable: Some(unavailable),
                 history,
                 finals: Vec::new(),
+                trace: std::fs::read_to_string(&trace_path).ok(),
                 replayed: replayer,
                 held,
                 acked: take(&acked),
@@ -496,12 +494,10 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     log.flush().map_err(|e| format!("decision log: {e}"))?;
     let text = String::from_utf8_lossy(&log_text.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
     let mut outcome = measure(&history, &finals, &text, &world.faulted_at_ms)?;
-    if world.trace.is_some() {
-        let trace_text = std::fs::read_to_string(&trace_path)
-            .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
-        // A simulated round trip is its two latencies exactly; a tick covers the model's rounding.
-        outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, setup.ms_per_tick)?);
-    }
+    let trace_text = std::fs::read_to_string(&trace_path)
+        .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
+    // A simulated round trip is its two latencies exactly; a tick covers the model's rounding.
+    outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, setup.ms_per_tick)?);
     match &mut world.leader {
         Some(leader) => {
             leader.look(world.epoch.elapsed().as_millis() as u64, scenario);
@@ -539,6 +535,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         unavailable: None,
         history,
         finals,
+        trace: Some(trace_text),
         replayed: replayer,
         held,
         acked: take(&acked),
