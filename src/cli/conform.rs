@@ -41,25 +41,15 @@ pub(super) fn conform_trace(path: &std::path::Path, world: &World) -> Result<Exi
     }
 }
 
-/// `conform TRACE --model M` on a trace `store run` wrote: every request's fate against the
-/// model's latencies and faults (`store::trace`).
+/// `conform TRACE --model M` on a trace `store run` or `store sim` wrote: every request's (or
+/// message's) fate against the model's latencies and faults (`store::trace`).
 pub(super) fn conform_store_trace(
     path: &std::path::Path,
     text: &str,
     scenario: &Scenario,
 ) -> Result<ExitCode, ConfigError> {
     use crate::store::trace::{self, TraceVerdict};
-    let ms_per_tick = text
-        .lines()
-        .next()
-        .and_then(|l| serde_json::from_str::<trace::TraceLine>(l).ok())
-        .and_then(|l| match l {
-            trace::TraceLine::StoreTrace { ms_per_tick } => Some(ms_per_tick),
-            _ => None,
-        })
-        .unwrap_or(scenario.tick_ms);
-    let slack = crate::store::run::trace_slack_ms(ms_per_tick);
-    let verdict = trace::validate(scenario, text, slack)
+    let verdict = trace::validate(scenario, text)
         .map_err(|e| ConfigError::new(path, format!("{}: {e}", path.display())))?;
     println!("{}: {}", path.display(), trace::describe(&verdict, &scenario.name));
     Ok(if matches!(verdict, TraceVerdict::Conforms { .. }) { 0 } else { 1 })

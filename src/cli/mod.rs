@@ -263,7 +263,10 @@ pub enum Command {
     /// every logged output is the one `src/policy` computes from the logged inputs, 1 naming
     /// the first line that is not; protocol event lines are counted, not replayed). With --model: validate a trace against the model (exit 0
     /// when every step is one the model allows from the state the trace reached, 1 naming the
-    /// first step that is not and what the model allowed instead). 2 if a line is malformed.
+    /// first step that is not and what the model allowed instead). A store's trace (`store run
+    /// --trace`, `store sim --trace`) is checked for its environment instead: every request's or
+    /// message's fate within the model's latencies and losses (exit 1 naming the first that is
+    /// not). 2 if a line is malformed.
     Conform {
         /// A decision log or, with --model, a trace (JSON lines).
         log: PathBuf,

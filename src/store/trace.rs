@@ -80,9 +80,12 @@ pub enum Party {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TraceLine {
-    /// The first line: model time in real time.
+    /// The first line: model time in real time, and what a trip may take beyond the model's
+    /// latencies (`store run`'s [`real_slack_ms`] when left out).
     StoreTrace {
         ms_per_tick: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slack_ms: Option<u64>,
     },
     /// Coordinator `coordinator` sent request `id` (`msg`: replicate, read, ping) to `node`.
     Send {
@@ -112,7 +115,8 @@ pub enum TraceLine {
         at_ms: u64,
         fault: TraceFault,
     },
-    /// The run's load ended: requests in flight then are not judged.
+    /// The run's load ended: requests in flight then are not judged, and the writer writes
+    /// nothing after it.
     End {
         at_ms: u64,
     },
@@ -122,27 +126,39 @@ fn is_zero(n: &u8) -> bool {
     *n == 0
 }
 
+/// What a real round trip may take beyond the model's latencies: a tick (time is discrete in
+/// the model), fsync and scheduling.
+pub fn real_slack_ms(ms_per_tick: u64) -> u64 {
+    ms_per_tick + 500
+}
+
 /// Writes a trace; clones share the file and the clock.
 #[derive(Clone)]
 pub struct TraceWriter {
-    out: Arc<Mutex<BufWriter<std::fs::File>>>,
+    /// The file, and whether its end line is written.
+    out: Arc<Mutex<(BufWriter<std::fs::File>, bool)>>,
     started: Instant,
     /// Request ids, unique across coordinator restarts.
     next_id: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl TraceWriter {
-    /// A trace at `path` whose milliseconds count from `epoch`.
-    pub fn create(path: &Path, ms_per_tick: u64, epoch: impl Into<Instant>) -> Result<TraceWriter, String> {
+    /// A trace at `path` whose milliseconds count from `epoch`, judged with `slack_ms`.
+    pub fn create(
+        path: &Path,
+        ms_per_tick: u64,
+        slack_ms: u64,
+        epoch: impl Into<Instant>,
+    ) -> Result<TraceWriter, String> {
         let epoch = epoch.into();
         let file =
             std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let writer = TraceWriter {
-            out: Arc::new(Mutex::new(BufWriter::new(file))),
+            out: Arc::new(Mutex::new((BufWriter::new(file), false))),
             started: epoch,
             next_id: Arc::default(),
         };
-        writer.line(&TraceLine::StoreTrace { ms_per_tick });
+        writer.line(&TraceLine::StoreTrace { ms_per_tick, slack_ms: Some(slack_ms) });
         Ok(writer)
     }
 
@@ -158,8 +174,12 @@ impl TraceWriter {
         let mut text = serde_json::to_string(line).expect("a trace line serializes");
         text.push('\n');
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        if out.1 {
+            return;
+        }
+        out.1 = matches!(line, TraceLine::End { .. });
         // A trace that cannot be written is reported by `flush`.
-        let _ = out.write_all(text.as_bytes());
+        let _ = out.0.write_all(text.as_bytes());
     }
 
     pub fn fault(&self, fault: TraceFault) {
@@ -167,7 +187,7 @@ impl TraceWriter {
     }
 
     pub fn flush(&self) -> Result<(), String> {
-        self.out.lock().unwrap_or_else(|p| p.into_inner()).flush().map_err(|e| format!("trace: {e}"))
+        self.out.lock().unwrap_or_else(|p| p.into_inner()).0.flush().map_err(|e| format!("trace: {e}"))
     }
 }
 
@@ -272,6 +292,58 @@ impl Faults<'_> {
         2 * u64::from(worst) * self.ms_per_tick
     }
 
+    /// The nodes down and the zones cut off after the faults before `t` ms, or (`at_too`)
+    /// those at `t` as well.
+    fn in_force(&self, t: u64, at_too: bool) -> (Vec<NodeId>, Vec<u8>) {
+        let (mut down, mut cut) = (Vec::new(), Vec::new());
+        for (_, f) in self.events.iter().take_while(|(at, _)| *at < t || (at_too && *at == t)) {
+            match f {
+                TraceFault::Crash { node } => down.push(*node),
+                TraceFault::Restart { node } => down.retain(|n| n != node),
+                TraceFault::Partition { zone } => cut.push(*zone),
+                TraceFault::Healed { zone } => cut.retain(|z| z != zone),
+                TraceFault::Heal => {
+                    down.clear();
+                    cut.clear();
+                }
+                _ => {}
+            }
+        }
+        (down, cut)
+    }
+
+    /// The nodes down and the zones cut off at `t` ms whichever way the faults of that very
+    /// millisecond fell: in force just before it and just after it.
+    fn in_force_throughout(&self, t: u64) -> (Vec<NodeId>, Vec<u8>) {
+        let (before, after) = (self.in_force(t, false), self.in_force(t, true));
+        (
+            before.0.into_iter().filter(|n| after.0.contains(n)).collect(),
+            before.1.into_iter().filter(|z| after.1.contains(z)).collect(),
+        )
+    }
+
+    /// Why the model could not have delivered message `sent` at `at` ms (one way), if so: its
+    /// sender was down when it sent it, or its receiver down or cut off from it at the arrival.
+    fn impossible_delivery(&self, sent: &Sent, at: u64) -> Option<String> {
+        if let Party::Node(n) = sent.from {
+            if self.in_force_throughout(sent.at_ms).0.contains(&n) {
+                return Some(format!("{} sent it while crashed", self.name(sent.from)));
+            }
+        }
+        let (down, cut) = self.in_force_throughout(at);
+        if let Party::Node(n) = sent.to {
+            if down.contains(&n) {
+                let to = self.name(sent.to);
+                return Some(format!("it reached {to}'s machine at {at} ms, while {to} was crashed"));
+            }
+        }
+        let (za, zb) = (self.zone(sent.from), self.zone(sent.to));
+        cut.iter().find(|&&z| (za == z) != (zb == z)).map(|&z| {
+            let zone = &self.scenario.zones[usize::from(z)];
+            format!("it arrived at {at} ms, while zone {zone} was cut off from the sender's")
+        })
+    }
+
     /// Why the model may lose `sent`, whose reply (or, one way, itself) was due by `to` ms, if
     /// it may.
     fn loss_excuse(&self, sent: &Sent, to: u64) -> Option<String> {
@@ -301,7 +373,13 @@ impl Faults<'_> {
                 }
             };
             match f {
-                TraceFault::Heal if *at >= from => return Some("connections were reset at the heal".into()),
+                // A request's reply comes back on the connection the heal resets; the leader
+                // family's messages lose nothing at a heal.
+                TraceFault::Heal if *at >= from && sent.round_trip => {
+                    return Some("connections were reset at the heal".into())
+                }
+                // Faults the heal ended after the message left were in force when it left.
+                TraceFault::Heal if *at >= from => {}
                 TraceFault::Heal => active.clear(),
                 TraceFault::Restart { node: n } => {
                     ended(&mut active, &|f| *f == TraceFault::Crash { node: *n })
@@ -330,10 +408,12 @@ impl Faults<'_> {
 }
 
 /// Check a store trace against `scenario`'s environment (see the module doc).
-pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceVerdict, String> {
+pub fn validate(scenario: &Scenario, text: &str) -> Result<TraceVerdict, String> {
     let mut lines = text.lines().enumerate();
-    let ms_per_tick = match lines.next().map(|(_, l)| serde_json::from_str::<TraceLine>(l)) {
-        Some(Ok(TraceLine::StoreTrace { ms_per_tick })) => ms_per_tick,
+    let (ms_per_tick, slack_ms) = match lines.next().map(|(_, l)| serde_json::from_str::<TraceLine>(l)) {
+        Some(Ok(TraceLine::StoreTrace { ms_per_tick, slack_ms })) => {
+            (ms_per_tick, slack_ms.unwrap_or_else(|| real_slack_ms(ms_per_tick)))
+        }
         _ => return Err("line 1: not a store trace (no store_trace header)".into()),
     };
     let known = |line: usize, p: Party| match p {
@@ -346,6 +426,8 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
         _ => Ok(p),
     };
     let mut sent: BTreeMap<u64, Sent> = BTreeMap::new();
+    // Each id delivered, and the line that did.
+    let mut delivered: BTreeMap<u64, usize> = BTreeMap::new();
     let mut done: Vec<(Sent, Option<u64>)> = Vec::new();
     let mut faults = Vec::new();
     let mut end_ms = None;
@@ -367,8 +449,13 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
                 sent.insert(id, Sent { line, at_ms, from, to, round_trip: false, msg });
             }
             TraceLine::Deliver { at_ms, id } => {
-                let s =
-                    sent.remove(&id).ok_or_else(|| format!("line {line}: request {id} was never sent"))?;
+                let Some(s) = sent.remove(&id) else {
+                    return Err(match delivered.get(&id) {
+                        Some(first) => format!("line {line}: {id} was delivered already, on line {first}"),
+                        None => format!("line {line}: {id} was never sent"),
+                    });
+                };
+                delivered.insert(id, line);
                 done.push((s, Some(at_ms)));
             }
             TraceLine::Fault { at_ms, fault } => {
@@ -403,7 +490,17 @@ pub fn validate(scenario: &Scenario, text: &str, slack_ms: u64) -> Result<TraceV
         };
         match delivered {
             Some(at) => {
-                let took = at.saturating_sub(s.at_ms);
+                let impossible = if at < s.at_ms {
+                    Some(format!("it was delivered at {at} ms, before it was sent"))
+                } else if s.round_trip {
+                    None
+                } else {
+                    faults.impossible_delivery(&s, at)
+                };
+                if let Some(why) = impossible {
+                    return Ok(TraceVerdict::Diverges { line: s.line, why: format!("{what}: {why}") });
+                }
+                let took = at - s.at_ms;
                 let bound = bound_at(at);
                 if took > bound + slack_ms && faults.loss_excuse(&s, at).is_none() {
                     return Ok(TraceVerdict::Diverges {
@@ -464,182 +561,5 @@ pub fn describe(verdict: &TraceVerdict, model: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn remirror_storm() -> Scenario {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
-        Scenario::load(std::path::Path::new(path)).expect("the library model loads")
-    }
-
-    /// A trace of requests to `node` (each `(sent_ms, delivered_ms)`), beside `faults`, ending
-    /// at 20 s, validated against the remirror-storm model (100 ms ticks, 100 ms links).
-    fn judge(node: NodeId, requests: &[(u64, Option<u64>)], faults: &[(u64, TraceFault)]) -> TraceVerdict {
-        let scenario = remirror_storm();
-        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100 }];
-        lines.extend(
-            faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
-        );
-        for (id, (sent, delivered)) in requests.iter().enumerate() {
-            let id = id as u64 + 1;
-            lines.push(TraceLine::Send { at_ms: *sent, id, node, msg: "ping".into(), coordinator: 0 });
-            if let Some(at_ms) = delivered {
-                lines.push(TraceLine::Deliver { at_ms: *at_ms, id });
-            }
-        }
-        lines.push(TraceLine::End { at_ms: 20_000 });
-        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
-        validate(&scenario, &text, 100).expect("a well-formed trace")
-    }
-
-    #[test]
-    fn a_crash_excuses_losses_only_until_the_node_restarts() {
-        let crash = [(1_000, TraceFault::Crash { node: 1 }), (3_000, TraceFault::Restart { node: 1 })];
-        let during = judge(1, &[(2_000, None)], &crash);
-        assert!(matches!(during, TraceVerdict::Conforms { lost: 1, .. }), "{during:?}");
-        // Sent before the restart, its reply due after it: the node was down when it arrived.
-        let across = judge(1, &[(2_900, None)], &crash);
-        assert!(matches!(across, TraceVerdict::Conforms { lost: 1, .. }), "{across:?}");
-        let after = judge(1, &[(4_000, None)], &crash);
-        assert!(matches!(after, TraceVerdict::Diverges { .. }), "{after:?}");
-        // Without the restart the crash lasts to the end.
-        let endless = judge(1, &[(4_000, None)], &crash[..1]);
-        assert!(matches!(endless, TraceVerdict::Conforms { lost: 1, .. }), "{endless:?}");
-    }
-
-    #[test]
-    fn a_cut_excuses_losses_on_its_zones_links_only_while_it_lasts() {
-        let cut = [(1_000, TraceFault::Partition { zone: 1 }), (2_000, TraceFault::Healed { zone: 1 })];
-        let during = judge(1, &[(1_500, None)], &cut);
-        assert!(matches!(during, TraceVerdict::Conforms { lost: 1, .. }), "{during:?}");
-        let after = judge(1, &[(2_500, None)], &cut);
-        assert!(matches!(after, TraceVerdict::Diverges { .. }), "{after:?}");
-        // n1 is in zone a, on the coordinator's side of the cut.
-        let other_side = judge(0, &[(1_500, None)], &cut);
-        assert!(matches!(other_side, TraceVerdict::Diverges { .. }), "{other_side:?}");
-    }
-
-    #[test]
-    fn an_ended_fault_that_the_model_does_not_list_is_refused() {
-        let scenario = remirror_storm();
-        let text = [
-            TraceLine::StoreTrace { ms_per_tick: 100 },
-            TraceLine::Fault { at_ms: 5, fault: TraceFault::Restored { index: 0 } },
-            TraceLine::End { at_ms: 10 },
-        ]
-        .iter()
-        .map(|l| serde_json::to_string(l).unwrap() + "\n")
-        .collect::<String>();
-        let err = validate(&scenario, &text, 100).unwrap_err();
-        assert!(err.contains("line 2") && err.contains("no degrade fault 0"), "{err}");
-    }
-}
-
-#[cfg(test)]
-mod one_way_tests {
-    use super::*;
-    use Party::Node;
-    const COORDINATOR: Party = Party::Coordinator(0);
-
-    /// A leader-family trace of messages (`(from, to, sent_ms, delivered_ms)`) beside `faults`,
-    /// ending at 20 s, validated against unfenced-primary: n1 in zone a, n2 in b, the
-    /// coordinator in c, 100 ms ticks and links, the a-c link degradable to 600 ms.
-    fn judge(messages: &[(Party, Party, u64, Option<u64>)], faults: &[(u64, TraceFault)]) -> TraceVerdict {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/unfenced-primary.toml");
-        let scenario = Scenario::load(Path::new(path)).expect("the library model loads");
-        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100 }];
-        lines.extend(
-            faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
-        );
-        for (id, &(from, to, sent, delivered)) in messages.iter().enumerate() {
-            let id = id as u64 + 1;
-            lines.push(TraceLine::Message { at_ms: sent, id, from, to, msg: "append".into() });
-            if let Some(at_ms) = delivered {
-                lines.push(TraceLine::Deliver { at_ms, id });
-            }
-        }
-        lines.push(TraceLine::End { at_ms: 20_000 });
-        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
-        validate(&scenario, &text, 100).expect("a well-formed trace")
-    }
-
-    #[test]
-    fn a_message_takes_its_own_links_latency_one_way() {
-        let on_time = judge(&[(Node(0), Node(1), 1_000, Some(1_190))], &[]);
-        assert!(matches!(on_time, TraceVerdict::Conforms { messages: 1, round_trips: 0, .. }), "{on_time:?}");
-        // One way, not a round trip: 250 ms is beyond 100 ms and the slack.
-        let late = judge(&[(Node(0), Node(1), 1_000, Some(1_250))], &[]);
-        let TraceVerdict::Diverges { line, why } = late else { panic!("{late:?}") };
-        assert_eq!(line, 2);
-        assert!(why.contains("the append n1 sent to n2 at 1000 ms arrived after 250 ms"), "{why}");
-        // The degraded a-c link slows n1 and the coordinator, not n1 and n2.
-        let degrade = [(500, TraceFault::Degrade { index: 0 })];
-        let slow = judge(&[(Node(0), COORDINATOR, 1_000, Some(1_650))], &degrade);
-        assert!(matches!(slow, TraceVerdict::Conforms { .. }), "{slow:?}");
-        let elsewhere = judge(&[(Node(0), Node(1), 1_000, Some(1_650))], &degrade);
-        assert!(matches!(elsewhere, TraceVerdict::Diverges { .. }), "{elsewhere:?}");
-    }
-
-    #[test]
-    fn a_message_is_lost_only_where_its_receiver_or_its_link_loses_it() {
-        let crash = [(1_000, TraceFault::Crash { node: 1 }), (3_000, TraceFault::Restart { node: 1 })];
-        let to_crashed = judge(&[(Node(0), Node(1), 2_000, None)], &crash);
-        assert!(matches!(to_crashed, TraceVerdict::Conforms { lost: 1, .. }), "{to_crashed:?}");
-        // The model delivers what a node sent before it crashed.
-        let from_crashed = judge(&[(Node(1), Node(0), 990, None)], &crash);
-        let TraceVerdict::Diverges { why, .. } = from_crashed else { panic!("{from_crashed:?}") };
-        assert!(why.contains("never reached n1's machine"), "{why}");
-        // A restarted coordinator is a new process: what was on its way to it is gone; what it
-        // sent is not.
-        let restart = [(1_050, TraceFault::CoordinatorRestart)];
-        let to_it = judge(&[(Node(0), COORDINATOR, 1_000, None)], &restart);
-        assert!(matches!(to_it, TraceVerdict::Conforms { lost: 1, .. }), "{to_it:?}");
-        let from_it = judge(&[(COORDINATOR, Node(0), 1_000, None)], &restart);
-        assert!(matches!(from_it, TraceVerdict::Diverges { .. }), "{from_it:?}");
-        // A cut of zone b separates n2 from n1 and from the coordinator, not n1 from it.
-        let cut = [(1_000, TraceFault::Partition { zone: 1 }), (2_000, TraceFault::Healed { zone: 1 })];
-        let across = judge(&[(Node(0), Node(1), 1_500, None)], &cut);
-        assert!(matches!(across, TraceVerdict::Conforms { lost: 1, .. }), "{across:?}");
-        let same_side = judge(&[(Node(0), COORDINATOR, 1_500, None)], &cut);
-        assert!(matches!(same_side, TraceVerdict::Diverges { .. }), "{same_side:?}");
-    }
-}
-
-#[cfg(test)]
-mod several_coordinators_tests {
-    use super::*;
-
-    /// A request from coordinator `c` to n2 (zone b), sent at 1 s and answered `took_ms` later,
-    /// while ack-timeout-staged-rollout's a-b link is degraded (300-700 ms): ca is in zone a,
-    /// cb in zone b beside n2.
-    fn judge(c: u8, took_ms: u64) -> TraceVerdict {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/ack-timeout-staged-rollout.toml");
-        let scenario = Scenario::load(Path::new(path)).expect("the library model loads");
-        let lines = [
-            TraceLine::StoreTrace { ms_per_tick: 100 },
-            TraceLine::Fault { at_ms: 500, fault: TraceFault::Degrade { index: 0 } },
-            TraceLine::Send { at_ms: 1_000, id: 1, node: 1, msg: "replicate".into(), coordinator: c },
-            TraceLine::Deliver { at_ms: 1_000 + took_ms, id: 1 },
-            TraceLine::End { at_ms: 20_000 },
-        ];
-        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
-        validate(&scenario, &text, 100).expect("a well-formed trace")
-    }
-
-    #[test]
-    fn each_coordinators_requests_are_judged_on_the_link_from_its_zone() {
-        assert!(matches!(judge(0, 1_000), TraceVerdict::Conforms { round_trips: 1, .. }));
-        let TraceVerdict::Diverges { why, .. } = judge(1, 1_000) else { panic!("{:?}", judge(1, 1_000)) };
-        assert!(why.contains("sent to n2 at 1000 ms came back after 1000 ms"), "{why}");
-        assert!(why.contains("at most 200 ms"), "{why}");
-        // A trace of one coordinator names none: the lines of older traces still read.
-        let line = serde_json::to_string(&TraceLine::Send {
-            at_ms: 1,
-            id: 1,
-            node: 0,
-            msg: "ping".into(),
-            coordinator: 0,
-        });
-        assert_eq!(line.unwrap(), r#"{"send":{"at_ms":1,"id":1,"node":0,"msg":"ping"}}"#);
-    }
-}
+#[path = "trace_tests.rs"]
+mod tests;

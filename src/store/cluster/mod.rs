@@ -309,7 +309,10 @@ impl Cluster {
             None => DecisionLog::off(),
         };
         let trace = match &config.trace {
-            Some((path, ms_per_tick)) => Some(TraceWriter::create(path, *ms_per_tick, config.epoch)?),
+            Some((path, ms_per_tick)) => {
+                let slack_ms = crate::store::trace::real_slack_ms(*ms_per_tick);
+                Some(TraceWriter::create(path, *ms_per_tick, slack_ms, config.epoch)?)
+            }
             None => None,
         };
         let count = config.coordinator_zones.len();

@@ -635,7 +635,7 @@ fn run_store(
     if traced {
         let trace_text = std::fs::read_to_string(&trace_path)
             .map_err(|e| format!("cannot read the trace {}: {e}", trace_path.display()))?;
-        outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, trace_slack_ms(ms_per_tick))?);
+        outcome.trace_verdict = Some(trace::validate(scenario, &trace_text)?);
     }
     outcome.history_files =
         write_history_files(&load, &finals, req.history.as_deref(), !outcome.not_linearizable.is_empty())?;
@@ -670,12 +670,6 @@ pub(crate) fn two_primaries_named(scenario: &Scenario, found: Vec<(u8, u64, Vec<
             format!("{} epoch {epoch}: {}", scenario.shards[usize::from(p)].name, nodes.join(", "))
         })
         .collect()
-}
-
-/// What a real round trip may take beyond the model's latencies: a tick (time is discrete in
-/// the model), fsync and scheduling.
-pub fn trace_slack_ms(ms_per_tick: u64) -> u64 {
-    ms_per_tick + 500
 }
 
 /// Sleep until `at_ms` into the run (watching for promotions); `false` at once if the run is

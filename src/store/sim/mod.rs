@@ -465,6 +465,17 @@ pub fn run(
                 out,
                 "no seed violated a property expected to hold, diverged from the model or stopped answering"
             );
+            let asked: Vec<&str> = [(req.history.is_some(), "history"), (req.trace.is_some(), "trace")]
+                .into_iter()
+                .filter_map(|(asked, what)| asked.then_some(what))
+                .collect();
+            if !kept && !asked.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "no {} written: only the first failing seed's is kept (`--seed N --seeds 1` keeps seed N's)",
+                    asked.join(" or ")
+                );
+            }
         }
     }
     let wall = started.elapsed().as_secs_f64();

@@ -259,11 +259,12 @@ impl World<'_> {
         self.net.set_faults(&self.active);
         match fault {
             Fault::Crash(node) => {
+                // Traced first: what the restarted node sends comes after it.
+                self.traced(TraceFault::Restart { node: *node });
                 match &mut self.leader {
                     Some(leader) => leader.start_node(*node)?,
                     None => self.net.nodes[usize::from(*node)].restart()?,
                 }
-                self.traced(TraceFault::Restart { node: *node });
             }
             Fault::Partition(zone) => self.traced(TraceFault::Healed { zone: *zone }),
             Fault::Degrade { index, .. } => self.traced(TraceFault::Restored { index: *index }),
@@ -273,6 +274,7 @@ impl World<'_> {
     }
 
     fn heal(&mut self) -> Result<(), String> {
+        self.traced(TraceFault::Heal);
         self.active.clear();
         self.net.set_faults(&[]);
         if let Some(leader) = &mut self.leader {
@@ -281,7 +283,6 @@ impl World<'_> {
         for node in &self.net.nodes {
             node.restart()?;
         }
-        self.traced(TraceFault::Heal);
         Ok(())
     }
 }
@@ -358,7 +359,8 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let log = DecisionLog::to_writer(Box::new(log_text.clone()), "coordinator");
     let trace_path = dir.join("trace.jsonl");
     let coordinators = scenario.coordinators.len();
-    let trace = TraceWriter::create(&trace_path, setup.ms_per_tick, epoch)?;
+    // A simulated trip is its latencies exactly; a tick covers the model's rounding.
+    let trace = TraceWriter::create(&trace_path, setup.ms_per_tick, setup.ms_per_tick, epoch)?;
     let mut world = World {
         setup,
         seed,
@@ -496,8 +498,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let mut outcome = measure(&history, &finals, &text, &world.faulted_at_ms)?;
     let trace_text = std::fs::read_to_string(&trace_path)
         .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
-    // A simulated round trip is its two latencies exactly; a tick covers the model's rounding.
-    outcome.trace_verdict = Some(trace::validate(scenario, &trace_text, setup.ms_per_tick)?);
+    outcome.trace_verdict = Some(trace::validate(scenario, &trace_text)?);
     match &mut world.leader {
         Some(leader) => {
             leader.look(world.epoch.elapsed().as_millis() as u64, scenario);
