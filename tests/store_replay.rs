@@ -204,15 +204,24 @@ fn store_run_replays_a_counterexample_from_checks_json() {
     assert_eq!(check.status.code(), Some(0), "{}", text(&check));
     std::fs::write(&json, &check.stdout).unwrap();
     let json = json.to_str().unwrap();
-    let out = replicheck(
-        &["store", "run", "models/basic-quorum.toml", "--variant", "write-quorum-1", "--replay", json],
-        None,
-    );
+    let trace = dir.join("trace.jsonl");
+    let kept = ["--trace", trace.to_str().unwrap()];
+    let args = ["store", "run", "models/basic-quorum.toml", "--variant", "write-quorum-1", "--replay", json];
+    let out = replicheck(&[&args[..], &kept[..]].concat(), None);
     let report = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     // The file's first counterexample is acked_writes_persist's.
     assert!(report.starts_with("store sim basic-quorum / write-quorum-1: replaying the model's counterexample for acked_writes_persist"), "{report}");
     assert!(report.contains(REPRODUCED), "{report}");
+    // The replay's trace, kept, is checked again against the model's environment.
+    let again =
+        replicheck(&["conform", trace.to_str().unwrap(), "--model", "models/basic-quorum.toml"], None);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert!(
+        stdout(&again).contains("every request's fate is a behaviour of model basic-quorum"),
+        "{}",
+        text(&again)
+    );
     // The file is of another variant: refused, with the reason.
     let other = replicheck(
         &["store", "sim", "models/basic-quorum.toml", "--variant", "no-read-repair", "--replay", json],

@@ -145,7 +145,8 @@ pub enum StoreCommand {
         #[arg(long)]
         history: Option<PathBuf>,
         /// Keep the coordinator's trace here (JSON lines; `replicheck conform TRACE --model M`
-        /// checks it against the model's latencies and faults, as the run's report does).
+        /// checks it against the model's latencies and faults, as the run's report does). With
+        /// `--replay`: the simulated store's trace, of either family.
         #[arg(long)]
         trace: Option<PathBuf>,
         /// Seed for the proxies' delays and losses, the clients' choices and how long each
@@ -167,7 +168,7 @@ pub enum StoreCommand {
         /// the trace's moment (as `store sim MODEL --replay`). Exit 0 if the store shows the
         /// same violation, 1 if not.
         #[arg(long, value_name = "PROPERTY|FILE", conflicts_with_all = [
-            "faults", "clients", "rollout_order", "decision_log", "trace", "seed", "duration", "keys",
+            "faults", "clients", "rollout_order", "decision_log", "seed", "duration", "keys",
             "write_permille", "model_verdicts",
         ])]
         replay: Option<String>,
