@@ -561,5 +561,4 @@ pub fn describe(verdict: &TraceVerdict, model: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "trace_tests.rs"]
 mod tests;
