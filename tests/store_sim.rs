@@ -76,6 +76,28 @@ fn a_variant_that_loses_writes_loses_them_and_one_that_does_not_fails_no_seed() 
     assert!(report.contains("no seed violated a property expected to hold"), "{report}");
 }
 
+/// Seed 71 arms the drop fault at 5.888 s and heals before a lossy message comes: the drop is
+/// called off at the heal (it lost n4's ping reply at 6.8 s, after the heal, which no fault of
+/// the model's schedule allows, and the trace diverged).
+#[test]
+fn a_drop_the_heal_did_not_spend_loses_nothing_after_it() {
+    let args = [
+        "models/ack-timeout-lossy-link.toml",
+        "--variant",
+        "fixed",
+        "--seed",
+        "71",
+        "--seeds",
+        "1",
+        "--every-seed",
+    ];
+    let out = sim(&args, None);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(report.contains("drop (one message) from 5.888 s"), "{report}");
+    assert!(report.contains("trace against the model: diverges in 0 of 1 seeds"), "{report}");
+}
+
 #[test]
 fn several_coordinators_share_the_membership_and_the_capacities() {
     // Two routers, each writing within its own share: together they breach a partition's

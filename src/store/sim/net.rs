@@ -166,6 +166,8 @@ impl SimNet {
         let mut links = self.lock();
         links.latency = self.scenario_latency.clone();
         links.partitioned.fill(false);
+        // A drop not spent by the heal is called off: nothing is lost after it.
+        links.drop_armed &= active.contains(&Fault::Drop);
         for fault in active {
             match *fault {
                 Fault::Partition(zone) => links.partitioned[usize::from(zone)] = true,
