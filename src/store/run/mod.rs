@@ -644,7 +644,6 @@ fn run_store(
     outcome.faults_over_at_ms = rig.faults_over_at_ms;
     outcome.rollout = rollout.is_some();
     outcome.bounds = ModelBounds::of(scenario, policy, ms_per_tick);
-    outcome.leader = leader;
     outcome.promotions = std::mem::take(&mut rig.promotions.promotions);
     if let Store::Leader(cluster) = &rig.cluster {
         let two_primaries = two_primaries_named(scenario, cluster.two_primaries()?);

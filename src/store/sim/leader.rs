@@ -26,7 +26,7 @@ use crate::store::leader::mesh::{LeaderLink, LeaderMsg};
 use crate::store::leader::replica_db::ReplicaDb;
 use crate::store::leader::{node, LeaderData, ModelPlacement, Spec, POLICY_FILE};
 use crate::store::run::PromotionWatch;
-use crate::store::trace::{Party, TraceLine, TraceWriter};
+use crate::store::trace::{TraceLine, TraceWriter};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -82,9 +82,9 @@ impl Receivers {
     }
 }
 
-/// One machine's sends, over the simulated network.
-struct SimMesh {
-    me: Endpoint,
+/// What every machine's sends go through.
+#[derive(Clone)]
+struct Wires {
     net: Arc<SimNet>,
     receivers: Arc<Receivers>,
     /// Each message and its delivery into the receiver's machine, for validation against the
@@ -92,33 +92,31 @@ struct SimMesh {
     trace: TraceWriter,
 }
 
-fn party(e: Endpoint) -> Party {
-    match e {
-        Endpoint::Node(n) => Party::Node(n),
-        Endpoint::Coordinator(c) => Party::Coordinator(c),
-        Endpoint::Client(_) => unreachable!("the leader family's machines send to no client"),
+impl Wires {
+    /// Machine `me`'s sends.
+    fn mesh(&self, me: Endpoint) -> Arc<SimMesh> {
+        Arc::new(SimMesh { me, wires: self.clone() })
     }
+}
+
+/// One machine's sends, over the simulated network.
+struct SimMesh {
+    me: Endpoint,
+    wires: Wires,
 }
 
 impl LeaderLink for SimMesh {
     fn send(&self, to: Endpoint, msg: LeaderMsg) {
-        let (id, from, msg_kind) = (self.trace.next_id(), party(self.me), kind(&msg).into());
-        self.trace.line(&TraceLine::Message {
-            at_ms: self.trace.now_ms(),
-            id,
-            from,
-            to: party(to),
-            msg: msg_kind,
-        });
-        let (incarnation, up) = self.receivers.incarnation(to);
+        let Wires { net, receivers, trace } = self.wires.clone();
+        let (id, at_ms, me) = (trace.next_id(), trace.now_ms(), self.me);
+        trace.line(&TraceLine::Message { at_ms, id, from: me, to, msg: kind(&msg).into() });
+        let (incarnation, up) = receivers.incarnation(to);
         // Lost when sent; but a replay matches it first: the leader model delivers a message
         // to a node that is down (which loses it), so its trace has it.
-        if !up && self.net.replay.is_none() {
-            self.net.lost_when_sent();
+        if !up && net.replay.is_none() {
+            net.lost_when_sent();
             return;
         }
-        let (me, net, receivers) = (self.me, Arc::clone(&self.net), Arc::clone(&self.receivers));
-        let trace = self.trace.clone();
         let (from_zone, to_zone) = (receivers.zone(me), receivers.zone(to));
         let wire = Wire { src: me, dst: to, kind: kind(&msg), copy: None };
         tokio::spawn(async move {
@@ -139,19 +137,17 @@ impl LeaderLink for SimMesh {
 
 /// The leader family's store of one seed.
 pub(super) struct LeaderWorld {
-    net: Arc<SimNet>,
+    wires: Wires,
     dir: PathBuf,
     spec: Spec,
     cfg: Resolved,
     layout: Layout,
-    receivers: Arc<Receivers>,
     nodes: Vec<Option<JoinHandle<Result<(), String>>>>,
     pub(super) manager: Arc<ManagerHost>,
     /// The promotions the manager made, looked at every tick (as `store run` looks at INFO).
     pub(super) watch: PromotionWatch,
     /// Why a node stopped by itself (a step it could not persist), if one did.
     failed: Option<String>,
-    trace: TraceWriter,
 }
 
 impl LeaderWorld {
@@ -186,18 +182,17 @@ impl LeaderWorld {
             node_zones: spec.node_zones.clone(),
             manager_zone: s.coordinators[0].zone,
         });
+        let wires = Wires { net, receivers, trace };
         let mut world = LeaderWorld {
-            manager: launch_manager(dir, &spec, &cfg, &layout, (&net, &receivers, &trace))?,
-            net,
+            manager: launch_manager(dir, &spec, &cfg, &layout, &wires)?,
+            wires,
             dir: dir.to_path_buf(),
             spec,
             cfg,
             layout,
-            receivers,
             nodes: s.nodes.iter().map(|_| None).collect(),
             watch: PromotionWatch::default(),
             failed: None,
-            trace,
         };
         for n in 0..s.nodes.len() as NodeId {
             world.start_node(n)?;
@@ -213,15 +208,10 @@ impl LeaderWorld {
         let dir = node_dir(&self.dir, n);
         let db = ReplicaDb::open(&dir, self.spec.cluster_id, self.spec.partitions)?;
         let (inbox, received) = mpsc::channel(node::INBOX_MAX);
-        let link = Arc::new(SimMesh {
-            me: Endpoint::Node(n),
-            net: Arc::clone(&self.net),
-            receivers: Arc::clone(&self.receivers),
-            trace: self.trace.clone(),
-        });
+        let link = self.wires.mesh(Endpoint::Node(n));
         let names = self.layout.shards.iter().map(|s| s.name.clone()).collect();
         let cfg = self.cfg.clone();
-        self.receivers.set(Endpoint::Node(n), Some(inbox));
+        self.wires.receivers.set(Endpoint::Node(n), Some(inbox));
         let task = tokio::spawn(async move { node::serve(n, cfg, db, link, names, &dir, received).await });
         self.nodes[usize::from(n)] = Some(task);
         Ok(())
@@ -230,7 +220,7 @@ impl LeaderWorld {
     /// Node `n` crashes: its task is dropped with what it held in memory (its database closes
     /// before this returns, so that its restart can open it).
     pub(super) async fn crash_node(&mut self, n: NodeId) {
-        self.receivers.set(Endpoint::Node(n), None);
+        self.wires.receivers.set(Endpoint::Node(n), None);
         if let Some(task) = self.nodes[usize::from(n)].take() {
             task.abort();
             if let Ok(Err(e)) = task.await {
@@ -248,9 +238,8 @@ impl LeaderWorld {
     /// coordinator restart.
     pub(super) fn restart_manager(&mut self) -> Result<Arc<ManagerHost>, String> {
         self.manager.crash();
-        self.receivers.set(Endpoint::LEADER, None);
-        let mesh = (&self.net, &self.receivers, &self.trace);
-        self.manager = launch_manager(&self.dir, &self.spec, &self.cfg, &self.layout, mesh)?;
+        self.wires.receivers.set(Endpoint::LEADER, None);
+        self.manager = launch_manager(&self.dir, &self.spec, &self.cfg, &self.layout, &self.wires)?;
         Ok(Arc::clone(&self.manager))
     }
 
@@ -285,19 +274,14 @@ fn launch_manager(
     spec: &Spec,
     cfg: &Resolved,
     layout: &Layout,
-    (net, receivers, trace): (&Arc<SimNet>, &Arc<Receivers>, &TraceWriter),
+    wires: &Wires,
 ) -> Result<Arc<ManagerHost>, String> {
     let state_path = dir.join(manager::STATE_FILE);
     let durable = manager::load_state(&state_path, spec.partitions)?
         .ok_or_else(|| format!("{}: missing", state_path.display()))?;
     let (inbox, received) = mpsc::channel(manager::INBOX_MAX);
-    let link = Arc::new(SimMesh {
-        me: Endpoint::LEADER,
-        net: Arc::clone(net),
-        receivers: Arc::clone(receivers),
-        trace: trace.clone(),
-    });
-    receivers.set(Endpoint::LEADER, Some(inbox));
+    let link = wires.mesh(Endpoint::LEADER);
+    wires.receivers.set(Endpoint::LEADER, Some(inbox));
     Ok(ManagerHost::launch(
         cfg.clone(),
         layout.clone(),

@@ -177,7 +177,7 @@ pub struct SeedRun {
     history: LoadReport,
     finals: Vec<Op>,
     /// The store's trace (`store::trace`), as written.
-    trace: Option<String>,
+    trace: String,
     /// A replay's record of the store's messages against the trace's.
     replayed: Option<Arc<Mutex<Replayer>>>,
     /// A replay: the client keys' replicas when the trace ended.
@@ -494,8 +494,8 @@ fn keep(out: &mut String, req: &SimRequest, run: &SeedRun) -> Result<(), StoreEr
     if let Some(path) = &req.history {
         keep_history(out, run, path)?;
     }
-    if let (Some(path), Some(text)) = (&req.trace, &run.trace) {
-        std::fs::write(path, text)
+    if let Some(path) = &req.trace {
+        std::fs::write(path, &run.trace)
             .map_err(|e| StoreError::Runtime(format!("cannot write {}: {e}", path.display())))?;
         let _ = writeln!(out, "  trace of seed {} written to {}", run.seed, path.display());
     }

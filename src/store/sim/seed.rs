@@ -445,6 +445,9 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     let load_end_ms = world.now_ms();
     world.trace.line(&TraceLine::End { at_ms: world.trace.now_ms() });
     world.trace.flush()?;
+    // Complete: the writer writes nothing after the end line.
+    let trace_text = std::fs::read_to_string(&trace_path)
+        .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
     // Let the last catch-up copies and deadlines run out before the final reads.
     let ack_timeout_ms = u64::from(setup.policy.replica_ack_timeout_ticks);
     world.wait_until(Instant::now() + Duration::from_millis(2 * ack_timeout_ms + 200)).await;
@@ -484,7 +487,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
                 unavailable: Some(unavailable),
                 history,
                 finals: Vec::new(),
-                trace: std::fs::read_to_string(&trace_path).ok(),
+                trace: trace_text,
                 replayed: replayer,
                 held,
                 acked: take(&acked),
@@ -496,8 +499,6 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
     log.flush().map_err(|e| format!("decision log: {e}"))?;
     let text = String::from_utf8_lossy(&log_text.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
     let mut outcome = measure(&history, &finals, &text, &world.faulted_at_ms)?;
-    let trace_text = std::fs::read_to_string(&trace_path)
-        .map_err(|e| format!("cannot read {}: {e}", trace_path.display()))?;
     outcome.trace_verdict = Some(trace::validate(scenario, &trace_text)?);
     match &mut world.leader {
         Some(leader) => {
@@ -536,7 +537,7 @@ async fn simulate(setup: &Setup, seed: u64, dir: &Path) -> Result<SeedRun, Strin
         unavailable: None,
         history,
         finals,
-        trace: Some(trace_text),
+        trace: trace_text,
         replayed: replayer,
         held,
         acked: take(&acked),

@@ -24,6 +24,7 @@
 
 use crate::config::Scenario;
 use crate::policy::NodeId;
+use crate::protocol::Endpoint;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -67,15 +68,6 @@ pub enum TraceFault {
     },
 }
 
-/// One end of a message: a coordinator (by index; the leader family's failover manager is
-/// coordinator 0), or a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Party {
-    Coordinator(u8),
-    Node(NodeId),
-}
-
 /// One line of a store trace (JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -97,12 +89,13 @@ pub enum TraceLine {
         #[serde(default, skip_serializing_if = "is_zero")]
         coordinator: u8,
     },
-    /// The leader family: `from`'s machine sent message `id` (`msg`: its kind) to `to`.
+    /// The leader family: `from`'s machine sent message `id` (`msg`: its kind) to `to` (the
+    /// failover manager is coordinator 0).
     Message {
         at_ms: u64,
         id: u64,
-        from: Party,
-        to: Party,
+        from: Endpoint,
+        to: Endpoint,
         msg: String,
     },
     /// The reply to request `id` was delivered to the coordinator's machine (message `id`, to
@@ -215,8 +208,8 @@ pub enum TraceVerdict {
 struct Sent {
     line: usize,
     at_ms: u64,
-    from: Party,
-    to: Party,
+    from: Endpoint,
+    to: Endpoint,
     /// A request whose reply comes back to `from` (the quorum family), or a one-way message.
     round_trip: bool,
     msg: String,
@@ -231,26 +224,28 @@ struct Faults<'a> {
 }
 
 impl Faults<'_> {
-    fn zone(&self, p: Party) -> u8 {
+    fn zone(&self, p: Endpoint) -> u8 {
         match p {
-            Party::Coordinator(c) => self.scenario.coordinators[usize::from(c)].zone,
-            Party::Node(n) => self.scenario.nodes[usize::from(n)].zone,
+            Endpoint::Coordinator(c) => self.scenario.coordinators[usize::from(c)].zone,
+            Endpoint::Node(n) => self.scenario.nodes[usize::from(n)].zone,
+            Endpoint::Client(c) => self.scenario.clients[usize::from(c)].zone,
         }
     }
 
-    fn name(&self, p: Party) -> String {
+    fn name(&self, p: Endpoint) -> String {
         match p {
-            Party::Coordinator(0) if self.scenario.coordinators.len() == 1 => "the coordinator".into(),
-            Party::Coordinator(c) => {
+            Endpoint::Coordinator(0) if self.scenario.coordinators.len() == 1 => "the coordinator".into(),
+            Endpoint::Coordinator(c) => {
                 format!("coordinator {}", self.scenario.coordinators[usize::from(c)].name)
             }
-            Party::Node(n) => self.scenario.nodes[usize::from(n)].name.clone(),
+            Endpoint::Node(n) => self.scenario.nodes[usize::from(n)].name.clone(),
+            Endpoint::Client(c) => self.scenario.clients[usize::from(c)].name.clone(),
         }
     }
 
     /// The longest one-way latency (ticks) of the link between `a` and `b` while any fault
     /// active in `[from, to]` ms was on.
-    fn worst_one_way_ticks(&self, (a, b): (Party, Party), from: u64, to: u64) -> u32 {
+    fn worst_one_way_ticks(&self, (a, b): (Endpoint, Endpoint), from: u64, to: u64) -> u32 {
         let s = self.scenario;
         let (za, zb) = (self.zone(a), self.zone(b));
         let mut worst = s.latency[usize::from(za)][usize::from(zb)].hi;
@@ -325,13 +320,13 @@ impl Faults<'_> {
     /// Why the model could not have delivered message `sent` at `at` ms (one way), if so: its
     /// sender was down when it sent it, or its receiver down or cut off from it at the arrival.
     fn impossible_delivery(&self, sent: &Sent, at: u64) -> Option<String> {
-        if let Party::Node(n) = sent.from {
+        if let Endpoint::Node(n) = sent.from {
             if self.in_force_throughout(sent.at_ms).0.contains(&n) {
                 return Some(format!("{} sent it while crashed", self.name(sent.from)));
             }
         }
         let (down, cut) = self.in_force_throughout(at);
-        if let Party::Node(n) = sent.to {
+        if let Endpoint::Node(n) = sent.to {
             if down.contains(&n) {
                 let to = self.name(sent.to);
                 return Some(format!("it reached {to}'s machine at {at} ms, while {to} was crashed"));
@@ -356,12 +351,12 @@ impl Faults<'_> {
                 break;
             }
             if matches!(f, TraceFault::CoordinatorRestart) && *at >= from {
-                if sent.round_trip && sent.from == Party::Coordinator(0) {
+                if sent.round_trip && sent.from == Endpoint::Coordinator(0) {
                     return Some("the coordinator that sent it crashed".into());
                 }
                 // The restarted coordinator is a new process: what was on its way to the old
                 // one went with it.
-                if sent.to == Party::Coordinator(0) {
+                if sent.to == Endpoint::Coordinator(0) {
                     return Some("the coordinator it was sent to restarted".into());
                 }
             }
@@ -393,7 +388,7 @@ impl Faults<'_> {
         }
         // Of a round trip, the node is the far end; of a message, the receiver.
         active.into_iter().find_map(|f| match f {
-            TraceFault::Crash { node: n } if sent.to == Party::Node(*n) => {
+            TraceFault::Crash { node: n } if sent.to == Endpoint::Node(*n) => {
                 Some(format!("{} was crashed", self.name(sent.to)))
             }
             TraceFault::Partition { zone } if (za == *zone) != (zb == *zone) => {
@@ -416,12 +411,15 @@ pub fn validate(scenario: &Scenario, text: &str) -> Result<TraceVerdict, String>
         }
         _ => return Err("line 1: not a store trace (no store_trace header)".into()),
     };
-    let known = |line: usize, p: Party| match p {
-        Party::Node(n) if usize::from(n) >= scenario.nodes.len() => {
+    let known = |line: usize, p: Endpoint| match p {
+        Endpoint::Node(n) if usize::from(n) >= scenario.nodes.len() => {
             Err(format!("line {line}: node {n}: the model has {}", scenario.nodes.len()))
         }
-        Party::Coordinator(c) if usize::from(c) >= scenario.coordinators.len() => {
+        Endpoint::Coordinator(c) if usize::from(c) >= scenario.coordinators.len() => {
             Err(format!("line {line}: coordinator {c}: the model has {}", scenario.coordinators.len()))
+        }
+        Endpoint::Client(c) if usize::from(c) >= scenario.clients.len() => {
+            Err(format!("line {line}: client {c}: the model has {}", scenario.clients.len()))
         }
         _ => Ok(p),
     };
@@ -441,7 +439,7 @@ pub fn validate(scenario: &Scenario, text: &str) -> Result<TraceVerdict, String>
             TraceLine::StoreTrace { .. } => return Err(format!("line {line}: a second header")),
             TraceLine::Send { at_ms, id, node, msg, coordinator } => {
                 let (from, to) =
-                    (known(line, Party::Coordinator(coordinator))?, known(line, Party::Node(node))?);
+                    (known(line, Endpoint::Coordinator(coordinator))?, known(line, Endpoint::Node(node))?);
                 sent.insert(id, Sent { line, at_ms, from, to, round_trip: true, msg });
             }
             TraceLine::Message { at_ms, id, from, to, msg } => {

@@ -2,32 +2,39 @@
 
 use super::*;
 
+/// The library model `models/NAME.toml`.
+fn library(name: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("models/{name}.toml"));
+    Scenario::load(&path).expect("the library model loads")
+}
+
+/// `lines` as a trace file holds them.
+fn text(lines: &[TraceLine]) -> String {
+    lines.iter().map(|l| serde_json::to_string(l).expect("a line serializes") + "\n").collect()
+}
+
+/// A trace of 100 ms ticks with a tick of slack: `faults`, then `body`, ending at 20 s.
+fn trace(faults: &[(u64, TraceFault)], body: impl IntoIterator<Item = TraceLine>) -> String {
+    let header = TraceLine::StoreTrace { ms_per_tick: 100, slack_ms: Some(100) };
+    let faults = faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() });
+    let lines: Vec<TraceLine> =
+        [header].into_iter().chain(faults).chain(body).chain([TraceLine::End { at_ms: 20_000 }]).collect();
+    text(&lines)
+}
+
 mod requests {
     use super::*;
-
-    fn remirror_storm() -> Scenario {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/remirror-storm.toml");
-        Scenario::load(std::path::Path::new(path)).expect("the library model loads")
-    }
 
     /// A trace of requests to `node` (each `(sent_ms, delivered_ms)`), beside `faults`, ending
     /// at 20 s, validated against the remirror-storm model (100 ms ticks, 100 ms links).
     fn judge(node: NodeId, requests: &[(u64, Option<u64>)], faults: &[(u64, TraceFault)]) -> TraceVerdict {
-        let scenario = remirror_storm();
-        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100, slack_ms: Some(100) }];
-        lines.extend(
-            faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
-        );
+        let mut body = Vec::new();
         for (id, (sent, delivered)) in requests.iter().enumerate() {
             let id = id as u64 + 1;
-            lines.push(TraceLine::Send { at_ms: *sent, id, node, msg: "ping".into(), coordinator: 0 });
-            if let Some(at_ms) = delivered {
-                lines.push(TraceLine::Deliver { at_ms: *at_ms, id });
-            }
+            body.push(TraceLine::Send { at_ms: *sent, id, node, msg: "ping".into(), coordinator: 0 });
+            body.extend(delivered.map(|at_ms| TraceLine::Deliver { at_ms, id }));
         }
-        lines.push(TraceLine::End { at_ms: 20_000 });
-        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
-        validate(&scenario, &text).expect("a well-formed trace")
+        validate(&library("remirror-storm"), &trace(faults, body)).expect("a well-formed trace")
     }
 
     #[test]
@@ -59,45 +66,31 @@ mod requests {
 
     #[test]
     fn an_ended_fault_that_the_model_does_not_list_is_refused() {
-        let scenario = remirror_storm();
-        let text = [
-            TraceLine::StoreTrace { ms_per_tick: 100, slack_ms: Some(100) },
-            TraceLine::Fault { at_ms: 5, fault: TraceFault::Restored { index: 0 } },
-            TraceLine::End { at_ms: 10 },
-        ]
-        .iter()
-        .map(|l| serde_json::to_string(l).unwrap() + "\n")
-        .collect::<String>();
-        let err = validate(&scenario, &text).unwrap_err();
+        let text = trace(&[(5, TraceFault::Restored { index: 0 })], []);
+        let err = validate(&library("remirror-storm"), &text).unwrap_err();
         assert!(err.contains("line 2") && err.contains("no degrade fault 0"), "{err}");
     }
 }
 
 mod one_way_tests {
     use super::*;
-    use Party::Node;
-    const COORDINATOR: Party = Party::Coordinator(0);
+    use Endpoint::Node;
+    const COORDINATOR: Endpoint = Endpoint::Coordinator(0);
 
     /// A leader-family trace of messages (`(from, to, sent_ms, delivered_ms)`) beside `faults`,
     /// ending at 20 s, validated against unfenced-primary: n1 in zone a, n2 in b, the
     /// coordinator in c, 100 ms ticks and links, the a-c link degradable to 600 ms.
-    fn judge(messages: &[(Party, Party, u64, Option<u64>)], faults: &[(u64, TraceFault)]) -> TraceVerdict {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/unfenced-primary.toml");
-        let scenario = Scenario::load(Path::new(path)).expect("the library model loads");
-        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100, slack_ms: Some(100) }];
-        lines.extend(
-            faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
-        );
+    fn judge(
+        messages: &[(Endpoint, Endpoint, u64, Option<u64>)],
+        faults: &[(u64, TraceFault)],
+    ) -> TraceVerdict {
+        let mut body = Vec::new();
         for (id, &(from, to, sent, delivered)) in messages.iter().enumerate() {
             let id = id as u64 + 1;
-            lines.push(TraceLine::Message { at_ms: sent, id, from, to, msg: "append".into() });
-            if let Some(at_ms) = delivered {
-                lines.push(TraceLine::Deliver { at_ms, id });
-            }
+            body.push(TraceLine::Message { at_ms: sent, id, from, to, msg: "append".into() });
+            body.extend(delivered.map(|at_ms| TraceLine::Deliver { at_ms, id }));
         }
-        lines.push(TraceLine::End { at_ms: 20_000 });
-        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
-        validate(&scenario, &text).expect("a well-formed trace")
+        validate(&library("unfenced-primary"), &trace(faults, body)).expect("a well-formed trace")
     }
 
     #[test]
@@ -145,23 +138,12 @@ mod one_way_tests {
 mod impossible_tests {
     use super::*;
 
-    fn scenario() -> Scenario {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/unfenced-primary.toml");
-        Scenario::load(Path::new(path)).expect("the library model loads")
-    }
-
     /// A message n1 -> n2 sent at 1 s and delivered at `delivered_ms`, beside `faults`.
     fn judge(delivered_ms: Option<u64>, faults: &[(u64, TraceFault)]) -> Result<TraceVerdict, String> {
-        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick: 100, slack_ms: Some(100) }];
-        lines.extend(
-            faults.iter().map(|(at_ms, fault)| TraceLine::Fault { at_ms: *at_ms, fault: fault.clone() }),
-        );
-        let (from, to) = (Party::Node(0), Party::Node(1));
-        lines.push(TraceLine::Message { at_ms: 1_000, id: 1, from, to, msg: "append".into() });
-        lines.extend(delivered_ms.map(|at_ms| TraceLine::Deliver { at_ms, id: 1 }));
-        lines.push(TraceLine::End { at_ms: 20_000 });
-        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
-        validate(&scenario(), &text)
+        let (from, to) = (Endpoint::Node(0), Endpoint::Node(1));
+        let sent = TraceLine::Message { at_ms: 1_000, id: 1, from, to, msg: "append".into() };
+        let delivered = delivered_ms.map(|at_ms| TraceLine::Deliver { at_ms, id: 1 });
+        validate(&library("unfenced-primary"), &trace(faults, [sent].into_iter().chain(delivered)))
     }
 
     fn why(verdict: Result<TraceVerdict, String>) -> String {
@@ -194,23 +176,20 @@ mod impossible_tests {
 
     #[test]
     fn a_second_delivery_is_named_with_the_first() {
-        let text = [
+        let text = text(&[
             TraceLine::StoreTrace { ms_per_tick: 100, slack_ms: None },
             TraceLine::Message {
                 at_ms: 1,
                 id: 7,
-                from: Party::Node(0),
-                to: Party::Node(1),
+                from: Endpoint::Node(0),
+                to: Endpoint::Node(1),
                 msg: "ping".into(),
             },
             TraceLine::Deliver { at_ms: 50, id: 7 },
             TraceLine::Deliver { at_ms: 60, id: 7 },
             TraceLine::End { at_ms: 100 },
-        ]
-        .iter()
-        .map(|l| serde_json::to_string(l).unwrap() + "\n")
-        .collect::<String>();
-        let err = validate(&scenario(), &text).unwrap_err();
+        ]);
+        let err = validate(&library("unfenced-primary"), &text).unwrap_err();
         assert_eq!(err, "line 4: 7 was delivered already, on line 3");
     }
 
@@ -236,17 +215,12 @@ mod several_coordinators_tests {
     /// while ack-timeout-staged-rollout's a-b link is degraded (300-700 ms): ca is in zone a,
     /// cb in zone b beside n2.
     fn judge(c: u8, took_ms: u64) -> TraceVerdict {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/ack-timeout-staged-rollout.toml");
-        let scenario = Scenario::load(Path::new(path)).expect("the library model loads");
-        let lines = [
-            TraceLine::StoreTrace { ms_per_tick: 100, slack_ms: Some(100) },
-            TraceLine::Fault { at_ms: 500, fault: TraceFault::Degrade { index: 0 } },
+        let body = [
             TraceLine::Send { at_ms: 1_000, id: 1, node: 1, msg: "replicate".into(), coordinator: c },
             TraceLine::Deliver { at_ms: 1_000 + took_ms, id: 1 },
-            TraceLine::End { at_ms: 20_000 },
         ];
-        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
-        validate(&scenario, &text).expect("a well-formed trace")
+        let text = trace(&[(500, TraceFault::Degrade { index: 0 })], body);
+        validate(&library("ack-timeout-staged-rollout"), &text).expect("a well-formed trace")
     }
 
     #[test]
