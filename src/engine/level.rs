@@ -7,7 +7,8 @@ use super::seen::{shard_of, SeenSet, Shard, SHARD_COUNT};
 use super::{Graph, Hooks, BATCH_STATES, DUPLICATE, NO_PARENT, PREFETCH_AHEAD};
 use stateright::{Expectation, Model, Property};
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// What one worker learns about its contiguous chunk of a level's frontier.
 pub(super) struct Part<S> {
@@ -47,6 +48,17 @@ impl<S> Part<S> {
         }
     }
 
+    /// Make room for about `candidates` candidate states. Parts are taken from the pool in no
+    /// particular order, so a buffer grown for a large chunk is let go when the chunk it now
+    /// gets needs less than half of it: kept, every part grew to the largest chunk it ever saw,
+    /// and at 2 threads the pool held twice the level's candidates (256 B each on the library).
+    pub(super) fn make_room(&mut self, candidates: usize) {
+        if self.cand_state.capacity() > 2 * candidates {
+            self.cand_state = Vec::new();
+        }
+        self.cand_state.reserve(candidates);
+    }
+
     pub(super) fn clear(&mut self, property_count: usize, owners: &Owners) {
         self.discoveries.clear();
         self.discoveries.resize(property_count, None);
@@ -77,28 +89,48 @@ pub(super) struct EdgePart {
     pub(super) cand_edge: Vec<usize>,
 }
 
-/// Run `f` on every item, on one scoped thread per item when `parallel` (the first item on
-/// the calling thread).
+/// How many threads a level's phases run on (1: the calling thread alone).
+pub(super) type Workers = usize;
+
+/// Run `f` on every item with `workers` scoped threads (the calling thread among them), each
+/// taking the next item nobody has taken: an item that costs more holds up one worker, not
+/// the others. The results come back in item order, whatever thread ran each.
 pub(super) fn par_map<I: Send, T: Send>(
     items: Vec<I>,
-    parallel: bool,
+    workers: Workers,
     f: impl Fn(usize, I) -> T + Sync,
 ) -> Vec<T> {
-    if !parallel || items.len() <= 1 {
+    let workers = workers.min(items.len());
+    if workers <= 1 {
         return items.into_iter().enumerate().map(|(i, x)| f(i, x)).collect();
     }
-    std::thread::scope(|scope| {
-        let f = &f;
-        let mut items = items.into_iter().enumerate();
-        let (i0, x0) = items.next().expect("more than one item");
-        let handles: Vec<_> = items.map(|(i, x)| scope.spawn(move || f(i, x))).collect();
-        let mut out = vec![f(i0, x0)];
-        out.extend(handles.into_iter().map(|h| h.join().expect("engine worker panicked")));
-        out
-    })
+    let count = items.len();
+    let slots: Vec<Mutex<Option<I>>> = items.into_iter().map(|x| Mutex::new(Some(x))).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= count {
+                return done;
+            }
+            let item = slots[i].lock().expect("no worker panicked").take().expect("each item is taken once");
+            done.push((i, f(i, item)));
+        }
+    };
+    let mut done = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..workers).map(|_| scope.spawn(work)).collect();
+        let mut done = work();
+        for h in handles {
+            done.extend(h.join().expect("engine worker panicked"));
+        }
+        done
+    });
+    done.sort_unstable_by_key(|&(i, _)| i);
+    done.into_iter().map(|(_, t)| t).collect()
 }
 
-/// Expand a chunk of the frontier: check the properties on each state, generate its
+/// Expand a chunk of the frontier (its pieces, each with its first state's index): check the properties on each state, generate its
 /// successors, and look them up in the seen set of the earlier levels (read-only here).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn expand_chunk<M>(
@@ -107,8 +139,7 @@ pub(super) fn expand_chunk<M>(
     seen: &SeenSet,
     hooks: Hooks<M>,
     record: bool,
-    states: &[M::State],
-    first_index: u32,
+    pieces: &[(u32, &[M::State])],
     owners: &Owners,
     part: &mut Part<M::State>,
 ) where
@@ -121,10 +152,16 @@ pub(super) fn expand_chunk<M>(
     let mut batch: Vec<(u64, M::State, u8)> = Vec::new();
     let mut chosen: Vec<usize> = Vec::new();
     let mut rows: Vec<(u32, usize)> = Vec::new();
-    for (b, group) in states.chunks(BATCH_STATES).enumerate() {
+    let groups = pieces.iter().flat_map(|&(first_index, states)| {
+        states
+            .chunks(BATCH_STATES)
+            .enumerate()
+            .map(move |(b, g)| (first_index + (b * BATCH_STATES) as u32, g))
+    });
+    for (group_index, group) in groups {
         rows.clear();
         for (i, state) in group.iter().enumerate() {
-            let index = first_index + (b * BATCH_STATES + i) as u32;
+            let index = group_index + i as u32;
             discover(model, properties, state, index, &mut part.discoveries, &|_| false);
             model.actions(state, &mut actions);
             let before = batch.len();
@@ -275,19 +312,20 @@ pub(super) fn shard_ranges(shards: &mut [Shard], n: usize) -> Vec<(usize, &mut [
     out
 }
 
-/// Insert a level's candidates into the seen set, each thread its own shards, every thread in
-/// the level's global candidate order. `parts[w].links[c]` becomes the candidate's own position if
+/// Insert a level's candidates into the seen set, each of the `owners`' threads its own shards,
+/// every thread in the level's global candidate order. `parts[w].links[c]` becomes the candidate's own position if
 /// it is the first occurrence of its state, else the position of that first occurrence (or
 /// [`DUPLICATE`] when values are not kept). Returns the first occurrences per part.
 pub(super) fn dedup<S: Sync>(
     seen: &mut SeenSet,
     parts: &[Part<S>],
     starts: &[usize],
-    parallel: bool,
+    owners: &Owners,
+    workers: Workers,
 ) -> Vec<u64> {
     let with_values = seen.with_values();
-    let ranges = shard_ranges(seen.shards_mut(), parts.len());
-    let counts = par_map(ranges, parallel, |t, (lo, mine)| {
+    let ranges = shard_ranges(seen.shards_mut(), owners.count);
+    let counts = par_map(ranges, workers, |t, (lo, mine)| {
         let hi = lo + mine.len();
         let mut counts = vec![0u64; parts.len()];
         for (w, part) in parts.iter().enumerate() {
@@ -353,9 +391,9 @@ pub(super) fn number<S: Send>(
     rank_bases: &[u64],
     starts: &[usize],
     record: bool,
-    parallel: bool,
+    workers: Workers,
 ) -> (Vec<Numbered<S>>, Vec<Part<S>>) {
-    let numbered = par_map(parts, parallel, |w, mut part| {
+    let numbered = par_map(parts, workers, |w, mut part| {
         let mut out = Numbered {
             fingerprints: Vec::with_capacity(new_counts[w] as usize),
             parents: Vec::with_capacity(new_counts[w] as usize),
@@ -384,13 +422,15 @@ pub(super) fn number<S: Send>(
 }
 
 /// Give the candidates' edges and the seen table's provisional values (candidate positions)
-/// their final state indices, each thread its own part's edges and its own shards.
+/// their final state indices: the parts' edges, then each of the `owners`' threads its own
+/// shards.
 pub(super) fn finalize_edges<S: Send>(
     seen: &mut SeenSet,
     parts: &mut [Part<S>],
     rest: &[Numbered<S>],
     starts: &[usize],
-    parallel: bool,
+    owners: &Owners,
+    workers: Workers,
 ) {
     // Candidates' edges and the table's provisional values get the final indices.
     let finals: Vec<&Vec<u32>> = rest.iter().map(|r| &r.finals).collect();
@@ -400,15 +440,16 @@ pub(super) fn finalize_edges<S: Send>(
         debug_assert!(f != NO_PARENT, "a link points at a first occurrence");
         f
     };
-    let ranges = shard_ranges(seen.shards_mut(), parts.len());
-    let jobs: Vec<_> = parts.iter_mut().zip(ranges).collect();
-    par_map(jobs, parallel, |w, (part, (_, shards))| {
+    par_map(parts.iter_mut().collect(), workers, |w, part| {
         let edges = &mut part.edges;
         for (c, &slot) in edges.cand_edge.iter().enumerate() {
             let f = finals[w][c];
             edges.targets[slot] =
                 if f != NO_PARENT { f } else { final_of(part.links[c].load(Ordering::Relaxed)) };
         }
+    });
+    let ranges = shard_ranges(seen.shards_mut(), owners.count);
+    par_map(ranges, workers, |_, (_, shards)| {
         for shard in shards.iter_mut() {
             for (slot, pos) in shard.take_pending() {
                 shard.set(slot, final_of(pos));

@@ -297,6 +297,12 @@ const BATCH_STATES: usize = 16;
 const PREFETCH_AHEAD: usize = 16;
 /// Below this many frontier states a level is expanded on one thread.
 const PARALLEL_FRONTIER_MIN: usize = 256;
+/// A parallel level is cut into this many chunks per thread, taken by whichever thread is
+/// free: states differ in cost (an ample state has few successors), and with one chunk per
+/// thread the thread with the dearer half kept the other waiting (a tenth of a library
+/// model's expansion time at 2 threads). More chunks balance better but each keeps its own
+/// buffers from level to level: at 8 per thread Repl's peak at 2 threads grew by a quarter.
+const CHUNKS_PER_THREAD: usize = 2;
 
 /// Replaces a state by the representative of its symmetry class before it is fingerprinted.
 /// Exploration and counterexamples keep the concrete states; only the seen set identifies
@@ -449,7 +455,10 @@ where
     let threads = limits.threads.max(1);
     let record = limits.record_edges || hooks.labeler.is_some();
     let mut seen = SeenSet::new(record);
-    let (mut fingerprints, mut parents, mut frontier) = initial_states(model, hooks, &mut seen);
+    let (mut fingerprints, mut parents, initial) = initial_states(model, hooks, &mut seen);
+    // The frontier is kept in the segments the level's parts numbered (in BFS order), not
+    // copied into one vector: that copy was a serial pass over every state.
+    let mut frontier: Vec<Vec<M::State>> = vec![initial];
     let mut frontier_start = 0u32;
     let mut discoveries: Vec<Option<u32>> = vec![None; properties.len()];
     let mut graph = record.then(Graph::default);
@@ -462,23 +471,34 @@ where
     let mut pool: Vec<Part<M::State>> = Vec::new();
     let all_decided = |d: &[Option<u32>]| d.iter().all(|x| x.is_some());
 
-    while !frontier.is_empty() {
-        let parallel = threads > 1 && frontier.len() >= PARALLEL_FRONTIER_MIN;
-        let chunk = if parallel { frontier.len().div_ceil(threads) } else { frontier.len() };
-        let chunks: Vec<(usize, &[M::State])> =
-            frontier.chunks(chunk).enumerate().map(|(i, c)| (i * chunk, c)).collect();
-        let owners = Owners::new(chunks.len());
+    let mut frontier_len = frontier[0].len();
+    // The last level's new candidates per frontier state: what a chunk's candidate buffer is
+    // sized by.
+    let mut candidates_per_state = 0.0f64;
+    while frontier_len > 0 {
+        let workers = if frontier_len >= PARALLEL_FRONTIER_MIN { threads } else { 1 };
+        let chunk =
+            if workers > 1 { frontier_len.div_ceil(workers * CHUNKS_PER_THREAD) } else { frontier_len };
+        let chunks = chunks_of(&frontier, chunk);
+        let owners = Owners::new(workers);
         let jobs: Vec<_> = chunks.into_iter().map(|c| (c, pool.pop().unwrap_or_else(Part::new))).collect();
-        let mut parts = par_map(jobs, parallel, |_, ((offset, states), mut part)| {
-            let first_index = frontier_start + offset as u32;
-            expand_chunk(model, properties, &seen, hooks, record, states, first_index, &owners, &mut part);
+        let mut parts = par_map(jobs, workers, |_, (pieces, mut part)| {
+            let pieces: Vec<(u32, &[M::State])> =
+                pieces.into_iter().map(|(offset, states)| (frontier_start + offset as u32, states)).collect();
+            let states: usize = pieces.iter().map(|p| p.1.len()).sum();
+            part.make_room((states as f64 * candidates_per_state * 1.25) as usize);
+            expand_chunk(model, properties, &seen, hooks, record, &pieces, &owners, &mut part);
             part
         });
+        // The expanded level is dropped by the workers: freeing its states (their heap parts
+        // and shared pointers) was a serial pass as long as the copy it replaced.
+        par_map(std::mem::take(&mut frontier), workers, |_, segment| drop(segment));
         transitions += merge_discoveries(&parts, &mut discoveries);
         ample_states += parts.iter().map(|p| p.ample_states).sum::<u64>();
         let (starts, candidates) = candidate_starts(&parts);
+        candidates_per_state = candidates as f64 / frontier_len as f64;
         level_peak_bytes = level_peak_bytes.max(
-            (frontier.len() * std::mem::size_of::<M::State>()
+            (frontier_len * std::mem::size_of::<M::State>()
                 + candidates * (std::mem::size_of::<M::State>() + 8 + 4 + 4)) as u64,
         );
         let base = fingerprints.len() as u64;
@@ -490,22 +510,24 @@ where
         for part in &mut parts {
             part.links.resize_with(part.cand_fp.len(), || AtomicU32::new(0));
         }
-        let new_counts = dedup(&mut seen, &parts, &starts, parallel);
+        let new_counts = dedup(&mut seen, &parts, &starts, &owners, workers);
         let (rank_bases, next_index) = rank_bases(&new_counts, base);
         if next_index > state_count_max {
             // The level's new states cannot all get a `u32` index: stop before numbering them.
             cut = Some(Cut::StateLimit(state_count_max));
             break;
         }
-        let (rest, mut parts) = number(parts, &new_counts, &rank_bases, &starts, record, parallel);
+        let (rest, mut parts) = number(parts, &new_counts, &rank_bases, &starts, record, workers);
         if record {
-            finalize_edges(&mut seen, &mut parts, &rest, &starts, parallel);
+            finalize_edges(&mut seen, &mut parts, &rest, &starts, &owners, workers);
         }
-        let mut next = Vec::with_capacity((next_index - base) as usize);
+        let mut next = Vec::with_capacity(rest.len());
         for n in rest {
             fingerprints.extend(n.fingerprints);
             parents.extend(n.parents);
-            next.extend(n.states);
+            if !n.states.is_empty() {
+                next.push(n.states);
+            }
         }
         if let Some(g) = graph.as_mut() {
             append_rows(g, &parts);
@@ -517,37 +539,38 @@ where
         }
         frontier_start = base as u32;
         frontier = next;
+        frontier_len = (next_index - base) as usize;
         if let Some(f) = limits.progress {
             f(&Progress {
                 unique_states: fingerprints.len() as u64,
                 depth,
-                frontier: frontier.len(),
+                frontier: frontier_len,
                 elapsed: start.elapsed(),
             });
         }
         if limits.stop_when_decided && all_decided(&discoveries) && !properties.is_empty() {
-            if !frontier.is_empty() {
+            if frontier_len > 0 {
                 cut = Some(Cut::AllDecided);
             }
             break;
         }
         if let Some(max) = limits.max_states {
-            if fingerprints.len() as u64 >= max && !frontier.is_empty() {
+            if fingerprints.len() as u64 >= max && frontier_len > 0 {
                 cut = Some(Cut::StateLimit(max));
                 break;
             }
         }
-        if limits.stop.is_some_and(|s| s.load(Ordering::Relaxed)) && !frontier.is_empty() {
+        if limits.stop.is_some_and(|s| s.load(Ordering::Relaxed)) && frontier_len > 0 {
             cut = Some(Cut::Interrupted);
             break;
         }
         if let Some(guard) = memory_guard.as_mut() {
-            if let Err(resident_bytes) = guard.next_level_fits(frontier.len() as u64) {
-                if !frontier.is_empty() {
+            if let Err(resident_bytes) = guard.next_level_fits(frontier_len as u64) {
+                if frontier_len > 0 {
                     cut = Some(Cut::MemoryLimit {
                         limit_bytes: guard.limit_bytes,
                         resident_bytes,
-                        frontier: frontier.len() as u64,
+                        frontier: frontier_len as u64,
                     });
                     break;
                 }
@@ -578,6 +601,31 @@ where
         graph,
         memory,
     }
+}
+
+/// The frontier's segments cut into chunks of at most `chunk` states in BFS order, each chunk
+/// a list of pieces (a piece's offset in the frontier, its states) that may span segments: the
+/// chunks are as many whatever the segments, so the part pool stays that size.
+#[allow(clippy::type_complexity)]
+fn chunks_of<S>(segments: &[Vec<S>], chunk: usize) -> Vec<Vec<(usize, &[S])>> {
+    let chunk = chunk.max(1);
+    let mut chunks = vec![Vec::new()];
+    let (mut offset, mut room) = (0, chunk);
+    for segment in segments {
+        let mut rest = &segment[..];
+        while !rest.is_empty() {
+            if room == 0 {
+                chunks.push(Vec::new());
+                room = chunk;
+            }
+            let (piece, tail) = rest.split_at(room.min(rest.len()));
+            chunks.last_mut().expect("one chunk at least").push((offset, piece));
+            offset += piece.len();
+            room -= piece.len();
+            rest = tail;
+        }
+    }
+    chunks
 }
 
 /// Fold a level's parts into the exploration's discoveries; returns the level's transitions.
