@@ -348,3 +348,32 @@ fn models_lists_the_good_files_beside_a_bad_one() {
     assert!(err.contains("b-bad.toml") && err.contains("nodez"), "{err}");
     assert!(err.contains("1 model file(s)"), "{err}");
 }
+
+/// `bench` on the library gives each row's speed-up over the first thread count and ends with
+/// the library's line: its time per thread count and speed-up, and bytes per state.
+#[test]
+fn bench_reports_the_speed_up_and_the_librarys_bytes_per_state() {
+    let out = replicheck(&["bench", SMALL, "--skip-repl", "--threads", "1,2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let header = text.lines().find(|l| l.starts_with("model")).expect("a header");
+    assert!(header.contains("speedup") && header.contains("B/st"), "{header}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("small-quorum")).collect();
+    // Per variant, two reductions at two thread counts.
+    assert!(!rows.is_empty() && rows.len() % 4 == 0, "{text}");
+    for row in &rows {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        let speedup = cols.iter().find(|c| c.ends_with('x')).expect("a speed-up column");
+        if cols[3] == "1" {
+            assert_eq!(*speedup, "1.00x", "the first thread count is the yardstick: {row}");
+        } else {
+            let x: f64 = speedup.trim_end_matches('x').parse().unwrap();
+            assert!(x > 0.0, "{row}");
+        }
+    }
+    let summary = text.lines().last().expect("a summary line");
+    assert!(summary.starts_with("library, safety only, por: 1 thread(s) "), "{summary}");
+    assert!(summary.contains("(1.00x), 2 thread(s) "), "{summary}");
+    assert!(summary.contains("bytes per state at 1 thread(s): median "), "{summary}");
+    assert!(summary.contains("largest variant ("), "{summary}");
+}

@@ -37,7 +37,7 @@ pub(super) fn bench(
          red: the reduction (none, or por: partial-order reduction, the default of check)"
     );
     println!(
-        "{:<25} {:<19} {:>4} {:>3} {:>9} {:>11} {:>8} {:>8} {:>6} {:>10} {:>9} {:>5} {:>9}",
+        "{:<25} {:<19} {:>4} {:>3} {:>9} {:>11} {:>8} {:>7} {:>8} {:>6} {:>10} {:>9} {:>5} {:>9}",
         "model",
         "variant",
         "red",
@@ -45,6 +45,7 @@ pub(super) fn bench(
         "states",
         "transitions",
         "safety",
+        "speedup",
         "+cycles",
         "ratio",
         "states/s",
@@ -52,17 +53,23 @@ pub(super) fn bench(
         "B/st",
         "+cyc MiB"
     );
+    // The library's safety-only totals per thread count (with the reduction `check` uses), and
+    // per variant its states and bytes per state: what the summary line reports.
+    let mut totals = vec![0.0f64; threads.len()];
+    let mut bytes_per_state: Vec<(u64, u64)> = Vec::new();
+    // `first`: the safety time at the first thread count measured, which the speed-up is of.
     let row = |model: &str,
                variant: &str,
                reduction: &str,
                t: usize,
+               first: f64,
                safety: &serde_json::Value,
                full: &serde_json::Value| {
         let states = full["unique_states"].as_u64().unwrap_or(0);
         let safe_peak = safety["peak_memory_bytes"].as_u64().unwrap_or(0);
         let full_peak = full["peak_memory_bytes"].as_u64().unwrap_or(0);
         println!(
-            "{:<25} {:<19} {:>4} {:>3} {:>9} {:>11} {:>7.2}s {:>7.2}s {:>6.2} {:>10.0} {:>9.1} {:>5} {:>9.1}{}",
+            "{:<25} {:<19} {:>4} {:>3} {:>9} {:>11} {:>7.2}s {:>6.2}x {:>7.2}s {:>6.2} {:>10.0} {:>9.1} {:>5} {:>9.1}{}",
             model,
             variant,
             reduction,
@@ -70,6 +77,7 @@ pub(super) fn bench(
             states,
             full["transitions"],
             secs(safety),
+            first / secs(safety).max(0.001),
             secs(full),
             secs(full) / secs(safety).max(0.001),
             states as f64 / secs(safety).max(0.001),
@@ -81,6 +89,7 @@ pub(super) fn bench(
     };
     if !skip_repl {
         let path = PathBuf::from("bench-repl");
+        let mut first = None;
         for &t in threads {
             let m = median(&path, &["bench-repl".into(), "--one".into(), "--threads".into(), t.to_string()])?;
             let ms = |d: &serde_json::Value| {
@@ -98,13 +107,15 @@ pub(super) fn bench(
                 "peak_memory_bytes": m["peak_with_cycles_bytes"],
                 "complete": m["complete"],
             });
-            row("Repl.tla (bench)", "Durable + WF", "none", t, &safety, &full);
+            let first = *first.get_or_insert(secs(&safety));
+            row("Repl.tla (bench)", "Durable + WF", "none", t, first, &safety, &full);
         }
     }
     // Each library variant with and without the partial-order reduction.
     for job in &jobs {
         for reduction in [Reduction::None, Reduction::Por] {
-            for &t in threads {
+            let mut first = None;
+            for (i, &t) in threads.iter().enumerate() {
                 let args = |safety_only: bool| {
                     let mut a = vec![
                         "bench-one".to_string(),
@@ -121,11 +132,45 @@ pub(super) fn bench(
                 };
                 let safety = median(&job.scenario.path, &args(true))?;
                 let full = median(&job.scenario.path, &args(false))?;
-                row(&job.scenario.name, &job.variant, reduction.as_str(), t, &safety, &full);
+                let first = *first.get_or_insert(secs(&safety));
+                row(&job.scenario.name, &job.variant, reduction.as_str(), t, first, &safety, &full);
+                if reduction == Reduction::Por {
+                    totals[i] += secs(&safety);
+                    if i == 0 {
+                        let states = safety["unique_states"].as_u64().unwrap_or(0).max(1);
+                        let peak = safety["peak_memory_bytes"].as_u64().unwrap_or(0);
+                        bytes_per_state.push((states, peak / states));
+                    }
+                }
             }
         }
     }
+    if !jobs.is_empty() {
+        println!("{}", library_summary(threads, &totals, &mut bytes_per_state));
+    }
     Ok(0)
+}
+
+/// The library's line: its safety-only time (por) at each thread count and the speed-up over
+/// the first; bytes per state (peak over states) at the first, the median over the variants
+/// and the largest variant's (a small variant's peak is mostly the process itself).
+fn library_summary(threads: &[usize], totals: &[f64], bytes_per_state: &mut [(u64, u64)]) -> String {
+    let times: Vec<String> = threads
+        .iter()
+        .zip(totals)
+        .map(|(t, s)| format!("{t} thread(s) {s:.2}s ({:.2}x)", totals[0] / s.max(0.001)))
+        .collect();
+    let largest = bytes_per_state.iter().max().copied().unwrap_or((0, 0));
+    bytes_per_state.sort_unstable_by_key(|&(_, b)| b);
+    let median = bytes_per_state.get(bytes_per_state.len().saturating_sub(1) / 2).map_or(0, |&(_, b)| b);
+    format!(
+        "library, safety only, por: {}; bytes per state at {} thread(s): median {median}, \
+         largest variant ({} states) {}",
+        times.join(", "),
+        threads.first().copied().unwrap_or(1),
+        largest.0,
+        largest.1
+    )
 }
 
 /// `bench-repl`: each measurement in a fresh process (`--one`), so peak memory is that run's.
