@@ -360,7 +360,7 @@ fn bench_reports_the_speed_up_and_the_librarys_bytes_per_state() {
     assert!(header.contains("speedup") && header.contains("B/st"), "{header}");
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("small-quorum")).collect();
     // Per variant, two reductions at two thread counts.
-    assert!(!rows.is_empty() && rows.len() % 4 == 0, "{text}");
+    assert!(!rows.is_empty() && rows.len().is_multiple_of(4), "{text}");
     for row in &rows {
         let cols: Vec<&str> = row.split_whitespace().collect();
         let speedup = cols.iter().find(|c| c.ends_with('x')).expect("a speed-up column");
