@@ -89,7 +89,9 @@ pub fn canonicalize(cfg: &WorldConfig, s: &mut WorldState) {
             s.coordinator_mut(c).tokens.sort();
         }
     }
-    s.ghost.effects.sort();
+    if !s.ghost.effects.is_sorted() {
+        s.ghost_mut().effects.sort();
+    }
     s.net.sort();
 }
 
@@ -176,7 +178,9 @@ fn forget_unreachable_effects(cfg: &WorldConfig, s: &mut WorldState) {
             live.push(*op);
         }
     });
-    s.ghost.effects.retain(|(op, _)| !repeats(op) || live.contains(op));
+    if s.ghost.effects.iter().any(|(op, _)| repeats(op) && !live.contains(op)) {
+        s.ghost_mut().effects.retain(|(op, _)| !repeats(op) || live.contains(op));
+    }
     for c in 0..cfg.coordinators.len() as u8 {
         if s.coordinator(c).tokens.iter().any(|(op, _)| repeats(op) && !live.contains(op)) {
             assert_eq!(cfg.tokens_max, usize::MAX, "forgetting a token must not change which one is evicted");
@@ -219,7 +223,7 @@ fn visit(s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)
             }
         }
     }
-    for (shard, acked) in s.ghost.acked_version.iter_mut().enumerate() {
+    for (shard, acked) in s.ghost_mut().acked_version.iter_mut().enumerate() {
         f(Slot::Version { shard: shard as u8, version: acked });
     }
     if with_remembered {
@@ -230,7 +234,7 @@ fn visit(s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)
                 f(Slot::Version { shard, version });
             }
         }
-        for (op, version) in s.ghost.effects.iter_mut() {
+        for (op, version) in s.ghost_mut().effects.iter_mut() {
             let shard = partitions[usize::from(op.client)];
             f(Slot::Op(op));
             f(Slot::Version { shard, version });

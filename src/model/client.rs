@@ -92,7 +92,7 @@ pub fn on_invoke(cfg: &WorldConfig, s: &mut WorldState, c: u8) {
         };
         // The tester rejects only malformed histories (two ops in flight on one client), which
         // the client's phases rule out.
-        std::sync::Arc::make_mut(&mut s.ghost.history)[shard].invoke(c, op.seq, register_op);
+        std::sync::Arc::make_mut(&mut s.ghost_mut().history)[shard].invoke(c, op.seq, register_op);
     }
     send_attempt(cfg, s, c, 1);
 }
@@ -197,10 +197,10 @@ pub fn on_msg(cfg: &WorldConfig, s: &mut WorldState, c: u8, msg: Msg) {
                     OpKind::Write => 0,
                     OpKind::Read => value,
                 };
-                std::sync::Arc::make_mut(&mut s.ghost.history)[shard].ret(c, read_value);
+                std::sync::Arc::make_mut(&mut s.ghost_mut().history)[shard].ret(c, read_value);
                 // Once a history has no linearization, no extension gets one back.
                 if s.ghost.linearizable {
-                    s.ghost.linearizable = s.ghost.history[shard].linearizable();
+                    s.ghost_mut().linearizable = s.ghost.history[shard].linearizable();
                 }
             }
             let spec = &cfg.clients[usize::from(c)];

@@ -229,8 +229,9 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
 /// replica.
 fn mark_faulted(s: &mut WorldState, n: u8, coordinators: u8) {
     let i = usize::from(n);
-    s.ghost.faulted_since_heard[i] |= coordinators;
-    s.ghost.fault_epoch[i] += 1;
+    let g = s.ghost_mut();
+    g.faulted_since_heard[i] |= coordinators;
+    g.fault_epoch[i] += 1;
 }
 
 /// The rollout's steps: each coordinator may move to the next stage, or (with a rollback)

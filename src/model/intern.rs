@@ -8,7 +8,7 @@
 //! them one allocation. Hashing and equality see through `Arc`s, so fingerprints, state counts
 //! and every verdict are unchanged: this only changes which allocation a pointer names.
 
-use super::state::{NodeState, WorldState};
+use super::state::{Ghost, NodeState, WorldState};
 use crate::protocol::{Coordinator, PerNode};
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -24,6 +24,7 @@ type Table<T> = RefCell<HashSet<Arc<T>, foldhash::fast::FixedState>>;
 thread_local! {
     static COORDINATORS: Table<Coordinator> = RefCell::default();
     static NODES: Table<PerNode<NodeState>> = RefCell::default();
+    static GHOSTS: Table<Ghost> = RefCell::default();
 }
 
 /// Point `x` at an equal part interned earlier on this thread, or intern it.
@@ -46,10 +47,11 @@ fn intern<T: Hash + Eq>(table: &'static std::thread::LocalKey<Table<T>>, x: &mut
 }
 
 /// Make a state that the engine keeps (a frontier state) as small as it can be: its
-/// coordinator and nodes interned, its message buffer without spare capacity.
+/// coordinator, nodes and ghost variables interned, its message buffer without spare capacity.
 pub fn compact(s: &mut WorldState) {
     intern(&COORDINATORS, &mut s.coord);
     intern(&NODES, &mut s.nodes);
+    intern(&GHOSTS, &mut s.ghost);
     s.net.shrink_to_fit();
 }
 

@@ -34,6 +34,7 @@ use crate::protocol::coordinator::{fleet_breach, RouterLoad};
 use crate::protocol::{compaction, node, Outbox};
 use arrayvec::ArrayVec;
 use stateright::{Model, Property};
+use std::sync::Arc;
 
 /// The world is configured by a scenario resolved under one policy.
 pub type WorldConfig = crate::config::Resolved;
@@ -150,7 +151,7 @@ impl World {
                 bursts_ended: 0,
                 ending: ArrayVec::new(),
             },
-            ghost: Ghost {
+            ghost: Arc::new(Ghost {
                 acked_version: filled(0, shard_count),
                 history: std::sync::Arc::new(filled(history::History::default(), shard_count)),
                 linearizable: true,
@@ -162,7 +163,7 @@ impl World {
                 churn_exceeded: false,
                 change_ages: Vec::new(),
                 capacity_breach: crate::protocol::coordinator::background_breach(cfg),
-            },
+            }),
         }
     }
 
@@ -267,7 +268,21 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         Event::ChangeProposed(u) => reachable(s, usize::from(u.evicted)),
         _ => false,
     };
-    let g = &mut s.ghost;
+    if matches!(
+        event,
+        Event::RequestFailed { .. }
+            | Event::ReadRepairStarted { .. }
+            | Event::ChangeStarted(_)
+            | Event::ChangeCompleted(_)
+            | Event::ChangeAbandoned(_)
+            | Event::ChangeLearned(_)
+            | Event::EvictionSuppressed { .. }
+            | Event::DeclaredDead { .. }
+    ) {
+        // What only a trace or the store's counters need: the ghost stays shared.
+        return;
+    }
+    let g = s.ghost_mut();
     match event {
         Event::WriteAcked { shard, version } => {
             let acked = &mut g.acked_version[usize::from(shard)];
@@ -341,21 +356,24 @@ fn fleet_capacity(cfg: &WorldConfig, s: &mut WorldState) {
     // Every router sees the same background (a burst's end reaches them all).
     let breach = fleet_breach(cfg, &s.coord.background, &fleet);
     drop(fleet);
-    s.ghost.capacity_breach = breach;
+    if breach.is_some() {
+        s.ghost_mut().capacity_breach = breach;
+    }
 }
 
 /// Coordinator `c` heard from node `n`: a fault before the send no longer counts against it
 /// there.
-fn ghost_heard_from(g: &mut Ghost, c: u8, n: NodeId, sender_epoch: u8) {
+fn ghost_heard_from(g: &mut Arc<Ghost>, c: u8, n: NodeId, sender_epoch: u8) {
     let i = usize::from(n);
-    if sender_epoch == g.fault_epoch[i] {
-        g.faulted_since_heard[i] &= !(1 << c);
+    if sender_epoch == g.fault_epoch[i] && g.faulted_since_heard[i] & (1 << c) != 0 {
+        Arc::make_mut(g).faulted_since_heard[i] &= !(1 << c);
     }
 }
 
 /// Changes older than the churn window no longer count.
-fn ghost_tick(cfg: &WorldConfig, g: &mut Ghost) {
-    if let Some((_, window)) = cfg.coordinator.churn_budget {
+fn ghost_tick(cfg: &WorldConfig, g: &mut Arc<Ghost>) {
+    if let Some((_, window)) = cfg.coordinator.churn_budget.filter(|_| !g.change_ages.is_empty()) {
+        let g = Arc::make_mut(g);
         for age in &mut g.change_ages {
             *age += 1;
         }
