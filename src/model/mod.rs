@@ -268,24 +268,10 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         Event::ChangeProposed(u) => reachable(s, usize::from(u.evicted)),
         _ => false,
     };
-    if matches!(
-        event,
-        Event::RequestFailed { .. }
-            | Event::ReadRepairStarted { .. }
-            | Event::ChangeStarted(_)
-            | Event::ChangeCompleted(_)
-            | Event::ChangeAbandoned(_)
-            | Event::ChangeLearned(_)
-            | Event::EvictionSuppressed { .. }
-            | Event::DeclaredDead { .. }
-    ) {
-        // What only a trace or the store's counters need: the ghost stays shared.
-        return;
-    }
-    let g = s.ghost_mut();
+    // Each arm unshares the ghost only where it changes it: most events leave it shared.
     match event {
         Event::WriteAcked { shard, version } => {
-            let acked = &mut g.acked_version[usize::from(shard)];
+            let acked = &mut s.ghost_mut().acked_version[usize::from(shard)];
             *acked = (*acked).max(version);
         }
         Event::ChangeProposed(update) => {
@@ -293,15 +279,16 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
             // deciding coordinator and has had no fault since that coordinator last heard
             // from it is evicting a healthy replica.
             let n = usize::from(update.evicted);
-            let healthy = reachable_evicted && g.faulted_since_heard[n] & (1 << by) == 0;
-            if healthy && g.healthy_evicted.is_none() {
-                g.healthy_evicted = Some(update.evicted);
+            let healthy = reachable_evicted && s.ghost.faulted_since_heard[n] & (1 << by) == 0;
+            if healthy && s.ghost.healthy_evicted.is_none() {
+                s.ghost_mut().healthy_evicted = Some(update.evicted);
             }
         }
         Event::ChangeRequested(_) => {
             // A rebalancing move takes a healthy replica out on purpose: it is no eviction,
             // but it is churn. The churn budget counts every change the coordinator takes on.
             if let Some((max, _)) = cfg.coordinator.churn_budget {
+                let g = s.ghost_mut();
                 g.change_ages.push(0);
                 if g.change_ages.len() > usize::from(max) {
                     g.churn_exceeded = true;
@@ -309,7 +296,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
             }
         }
         // The coordinator is saturated: the update is lost.
-        Event::ChangeRejected(_) => g.churn_exceeded = true,
+        Event::ChangeRejected(_) => s.ghost_mut().churn_exceeded = true,
         // What only a trace or the store's counters need.
         Event::RequestFailed { .. }
         | Event::ReadRepairStarted { .. }
@@ -321,7 +308,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         | Event::DeclaredDead { .. } => {}
         Event::Leader(_) => unreachable!("leader-family events go to `leader::apply`"),
         Event::CapacityBreached(breach) => {
-            g.capacity_breach.get_or_insert(breach);
+            s.ghost_mut().capacity_breach.get_or_insert(breach);
         }
         Event::WriteApplied { op, version } => {
             // A read's write-back (read repair) stores a value it read: no effect of its own.
@@ -329,6 +316,7 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
                 return;
             }
             // A write operation whose effect is stored at two versions was applied twice.
+            let g = s.ghost_mut();
             match g.effects.iter().find(|(o, _)| *o == op) {
                 Some((_, first)) => {
                     if *first != version {
