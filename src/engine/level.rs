@@ -24,7 +24,7 @@ pub(super) struct Part<S> {
     pub(super) cand_parent: Vec<u32>,
     /// Per candidate, set by [`dedup`].
     pub(super) links: Vec<AtomicU32>,
-    /// With several parts, per dedup thread (the owner of a range of shards, as
+    /// With several owners, per dedup thread (the owner of a range of shards, as
     /// [`shard_ranges`] splits them), the candidates whose fingerprints fall in its shards, in
     /// order: each thread reads its own candidates instead of scanning all of them.
     pub(super) owned: Vec<Vec<u32>>,
@@ -281,7 +281,7 @@ fn range_start(t: usize, n: usize) -> usize {
     SHARD_COUNT * t / n
 }
 
-/// The dedup threads of a level (one per part) and, per shard, the one whose range of
+/// The dedup threads of a level (one per worker thread) and, per shard, the one whose range of
 /// [`shard_ranges`] holds it: worked out once per level, read for every candidate.
 pub(super) struct Owners {
     pub(super) count: usize,

@@ -271,8 +271,9 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
     // Each arm unshares the ghost only where it changes it: most events leave it shared.
     match event {
         Event::WriteAcked { shard, version } => {
-            let acked = &mut s.ghost_mut().acked_version[usize::from(shard)];
-            *acked = (*acked).max(version);
+            if version > s.ghost.acked_version[usize::from(shard)] {
+                s.ghost_mut().acked_version[usize::from(shard)] = version;
+            }
         }
         Event::ChangeProposed(update) => {
             // Slow is not failed. Deciding to evict a node that is up, reachable from the
@@ -316,14 +317,15 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
                 return;
             }
             // A write operation whose effect is stored at two versions was applied twice.
-            let g = s.ghost_mut();
-            match g.effects.iter().find(|(o, _)| *o == op) {
-                Some((_, first)) => {
-                    if *first != version {
-                        g.duplicate_effect = true;
+            // Every replica after the first applies the same effect: that changes nothing.
+            match s.ghost.effects.iter().find(|(o, _)| *o == op) {
+                Some(&(_, first)) => {
+                    if first != version && !s.ghost.duplicate_effect {
+                        s.ghost_mut().duplicate_effect = true;
                     }
                 }
                 None => {
+                    let g = s.ghost_mut();
                     g.effects.push((op, version));
                     g.effects.sort();
                 }
