@@ -89,15 +89,12 @@ pub(super) struct EdgePart {
     pub(super) cand_edge: Vec<usize>,
 }
 
-/// How many threads a level's phases run on (1: the calling thread alone).
-pub(super) type Workers = usize;
-
 /// Run `f` on every item with `workers` scoped threads (the calling thread among them), each
 /// taking the next item nobody has taken: an item that costs more holds up one worker, not
 /// the others. The results come back in item order, whatever thread ran each.
 pub(super) fn par_map<I: Send, T: Send>(
     items: Vec<I>,
-    workers: Workers,
+    workers: usize,
     f: impl Fn(usize, I) -> T + Sync,
 ) -> Vec<T> {
     let workers = workers.min(items.len());
@@ -130,8 +127,9 @@ pub(super) fn par_map<I: Send, T: Send>(
     done.into_iter().map(|(_, t)| t).collect()
 }
 
-/// Expand a chunk of the frontier (its pieces, each with its first state's index): check the properties on each state, generate its
-/// successors, and look them up in the seen set of the earlier levels (read-only here).
+/// Expand a chunk of the frontier (its pieces, each with its first state's index): check the
+/// properties on each state, generate its successors, and look them up in the seen set of the
+/// earlier levels (read-only here).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn expand_chunk<M>(
     model: &M,
@@ -281,8 +279,9 @@ fn range_start(t: usize, n: usize) -> usize {
     SHARD_COUNT * t / n
 }
 
-/// The dedup threads of a level (one per worker thread) and, per shard, the one whose range of
-/// [`shard_ranges`] holds it: worked out once per level, read for every candidate.
+/// The threads of a level (in dedup each owns a range of shards) and, per shard, the one
+/// whose range of [`shard_ranges`] holds it: worked out once per level, read for every
+/// candidate.
 pub(super) struct Owners {
     pub(super) count: usize,
     pub(super) of_shard: [usize; SHARD_COUNT],
@@ -321,11 +320,10 @@ pub(super) fn dedup<S: Sync>(
     parts: &[Part<S>],
     starts: &[usize],
     owners: &Owners,
-    workers: Workers,
 ) -> Vec<u64> {
     let with_values = seen.with_values();
     let ranges = shard_ranges(seen.shards_mut(), owners.count);
-    let counts = par_map(ranges, workers, |t, (lo, mine)| {
+    let counts = par_map(ranges, owners.count, |t, (lo, mine)| {
         let hi = lo + mine.len();
         let mut counts = vec![0u64; parts.len()];
         for (w, part) in parts.iter().enumerate() {
@@ -391,7 +389,7 @@ pub(super) fn number<S: Send>(
     rank_bases: &[u64],
     starts: &[usize],
     record: bool,
-    workers: Workers,
+    workers: usize,
 ) -> (Vec<Numbered<S>>, Vec<Part<S>>) {
     let numbered = par_map(parts, workers, |w, mut part| {
         let mut out = Numbered {
@@ -430,7 +428,6 @@ pub(super) fn finalize_edges<S: Send>(
     rest: &[Numbered<S>],
     starts: &[usize],
     owners: &Owners,
-    workers: Workers,
 ) {
     // Candidates' edges and the table's provisional values get the final indices.
     let finals: Vec<&Vec<u32>> = rest.iter().map(|r| &r.finals).collect();
@@ -440,7 +437,7 @@ pub(super) fn finalize_edges<S: Send>(
         debug_assert!(f != NO_PARENT, "a link points at a first occurrence");
         f
     };
-    par_map(parts.iter_mut().collect(), workers, |w, part| {
+    par_map(parts.iter_mut().collect(), owners.count, |w, part| {
         let edges = &mut part.edges;
         for (c, &slot) in edges.cand_edge.iter().enumerate() {
             let f = finals[w][c];
@@ -449,7 +446,7 @@ pub(super) fn finalize_edges<S: Send>(
         }
     });
     let ranges = shard_ranges(seen.shards_mut(), owners.count);
-    par_map(ranges, workers, |_, (_, shards)| {
+    par_map(ranges, owners.count, |_, (_, shards)| {
         for shard in shards.iter_mut() {
             for (slot, pos) in shard.take_pending() {
                 shard.set(slot, final_of(pos));

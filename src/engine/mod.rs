@@ -510,7 +510,7 @@ where
         for part in &mut parts {
             part.links.resize_with(part.cand_fp.len(), || AtomicU32::new(0));
         }
-        let new_counts = dedup(&mut seen, &parts, &starts, &owners, workers);
+        let new_counts = dedup(&mut seen, &parts, &starts, &owners);
         let (rank_bases, next_index) = rank_bases(&new_counts, base);
         if next_index > state_count_max {
             // The level's new states cannot all get a `u32` index: stop before numbering them.
@@ -519,7 +519,7 @@ where
         }
         let (rest, mut parts) = number(parts, &new_counts, &rank_bases, &starts, record, workers);
         if record {
-            finalize_edges(&mut seen, &mut parts, &rest, &starts, &owners, workers);
+            finalize_edges(&mut seen, &mut parts, &rest, &starts, &owners);
         }
         let mut next = Vec::with_capacity(rest.len());
         for n in rest {

@@ -297,7 +297,11 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
             }
         }
         // The coordinator is saturated: the update is lost.
-        Event::ChangeRejected(_) => s.ghost_mut().churn_exceeded = true,
+        Event::ChangeRejected(_) => {
+            if !s.ghost.churn_exceeded {
+                s.ghost_mut().churn_exceeded = true;
+            }
+        }
         // What only a trace or the store's counters need.
         Event::RequestFailed { .. }
         | Event::ReadRepairStarted { .. }
@@ -308,8 +312,11 @@ fn observe(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, event: Event) {
         | Event::EvictionSuppressed { .. }
         | Event::DeclaredDead { .. } => {}
         Event::Leader(_) => unreachable!("leader-family events go to `leader::apply`"),
+        // The first breach is the one reported.
         Event::CapacityBreached(breach) => {
-            s.ghost_mut().capacity_breach.get_or_insert(breach);
+            if s.ghost.capacity_breach.is_none() {
+                s.ghost_mut().capacity_breach = Some(breach);
+            }
         }
         Event::WriteApplied { op, version } => {
             // A read's write-back (read repair) stores a value it read: no effect of its own.
