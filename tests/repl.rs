@@ -141,7 +141,7 @@ fn weak_fairness_on_ack_k2_is_what_makes_it_happen() {
 
 /// Symmetry over the three nodes: one state per class of node permutations.
 fn explore_symmetric(model: &Repl, threads: usize) -> engine::Exploration {
-    let canonical = |s: &replicheck::bench::repl::ReplState| s.canonical();
+    let canonical = |s: &replicheck::bench::repl::ReplState| Some(s.canonical());
     let hooks =
         engine::Hooks::<Repl> { labeler: None, canonical: Some(&canonical), ample: None, compact: None };
     engine::explore_with(model, &[Repl::durable_property()], &Limits { threads, ..Limits::default() }, hooks)
@@ -188,7 +188,7 @@ fn symmetry_keeps_the_buggy_counterexample_concrete_and_shortest() {
     let model = Repl { buggy: true, ..Repl::benchmark() };
     let e = explore_symmetric(&model, 2);
     let index = e.discoveries[0].expect("Durable is violated with Buggy = TRUE");
-    let canonical = |s: &replicheck::bench::repl::ReplState| s.canonical();
+    let canonical = |s: &replicheck::bench::repl::ReplState| Some(s.canonical());
     let hooks =
         engine::Hooks::<Repl> { labeler: None, canonical: Some(&canonical), ample: None, compact: None };
     let path = engine::path_with(&model, &e, index, hooks);

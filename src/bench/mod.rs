@@ -83,7 +83,7 @@ pub fn measure_repl(model: &repl::Repl, threads: usize, symmetry: bool) -> Measu
     let peak_is_this_run = reset_peak_memory();
     let properties = [repl::Repl::durable_property()];
     let limits = Limits { threads, ..Limits::default() };
-    let canonical = |s: &repl::ReplState| s.canonical();
+    let canonical = |s: &repl::ReplState| Some(s.canonical());
     let hooks = engine::Hooks::<repl::Repl> {
         labeler: None,
         canonical: symmetry.then_some(&canonical as _),

@@ -22,7 +22,9 @@ pub mod trace;
 pub use crate::config::Found;
 use crate::config::{ConfigError, PropertyName, Scenario, SourcedPolicy, Verdict};
 use crate::engine::{self, cycles, Cut, Limits};
-use crate::model::{display, properties, reduction, Action, Reduction, World, WorldConfig, WorldState};
+use crate::model::{
+    display, properties, reduction, silence, Action, Reduction, World, WorldConfig, WorldState,
+};
 use indexmap::IndexMap;
 use serde::Serialize;
 use stateright::Model;
@@ -98,6 +100,9 @@ pub struct RunResult {
     /// The reduction the run used (`none` or `por`): with `por` the counts are of the reduced
     /// graph, which gives the same verdicts (docs/reductions.md).
     pub reduction: Reduction,
+    /// Whether states were identified up to silence regions (`model::silence`): with it the
+    /// counts are of the quotient graph, which gives the same verdicts.
+    pub silence_regions: bool,
     /// States expanded with an ample subset of their actions (0 without reduction).
     pub ample_states: u64,
     /// How a distributed run (`check --workers/--processes`) was spread; absent otherwise.
@@ -136,6 +141,7 @@ pub trait Explorer {
         properties: &[stateright::Property<World>],
         limits: &Limits,
         labeler: Option<engine::EdgeLabeler<World>>,
+        // `Por`: each reduction where it applies (`reduction::applies`, `silence::applies`).
         reduction: Reduction,
     ) -> engine::Exploration;
 
@@ -162,10 +168,11 @@ impl Explorer for Local {
         };
         let ample: engine::Ample<World> = &ample;
         let compact: engine::Compactor<World> = &crate::model::intern::compact;
+        let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
         let hooks = engine::Hooks {
             labeler,
-            canonical: None,
-            ample: (reduction == Reduction::Por).then_some(ample),
+            canonical: silence_regions(world, reduction).then_some(&regions),
+            ample: (reduction == Reduction::Por && reduction::applies(&world.cfg)).then_some(ample),
             compact: Some(compact),
         };
         engine::explore_with(world, properties, limits, hooks)
@@ -412,10 +419,9 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
     let labeler =
         |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(&world.cfg, a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
-    let reduction = match explorer.reduction(opts.reduction) {
-        _ if !reduction::applies(&world.cfg) => Reduction::None,
-        r => r,
-    };
+    // What the explorer reduces: the partial-order reduction where it applies, silence
+    // regions where they do.
+    let reduction = explorer.reduction(opts.reduction);
     let exploration =
         explorer.explore(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler), reduction);
     let mut results = Vec::new();
@@ -428,7 +434,8 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
                 exploration.graph.as_ref().map(|graph| queries.iter().find_map(|q| cycles::find(graph, *q)));
             match found {
                 Some(Some(lasso)) => {
-                    let cx = lasso_counterexample(&world, &exploration, &lasso, labeler, job, opts);
+                    let cx =
+                        lasso_counterexample(&world, &exploration, &lasso, labeler, reduction, job, opts);
                     (Found::Violated, Some(cx))
                 }
                 Some(None) if exploration.complete() => (Found::Holds, None),
@@ -443,7 +450,7 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
                 None => Found::Unknown,
             };
             let cx = discovery.map(|index| {
-                let shortest = engine::path(&world, &exploration, index);
+                let shortest = path(&world, &exploration, index, reduction);
                 let path =
                     fewer_faults(&world, *name, &shortest, &limits, explorer, reduction).unwrap_or(shortest);
                 counterexample(&world, &path, &job.explore_args, &opts.explorer_addr)
@@ -484,7 +491,11 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
             exploration.unique_states,
             exploration.transitions,
         ),
-        reduction,
+        reduction: match reduction {
+            _ if !reduction::applies(&world.cfg) => Reduction::None,
+            r => r,
+        },
+        silence_regions: silence_regions(&world, reduction),
         ample_states: exploration.ample_states,
         distributed: explorer.describe(!liveness.is_empty()),
     })
@@ -516,7 +527,7 @@ fn fewer_faults(
         // Partial-order reduction keeps every safety violation reachable (model::reduction).
         let exploration = explorer.explore(&reduced, &property, &limits, None, reduction);
         let Some(index) = exploration.discoveries[0] else { continue };
-        let path = engine::path(&reduced, &exploration, index);
+        let path = path(&reduced, &exploration, index, reduction);
         // The same initial choices (the key partitions) in the real world; only the budget differs.
         let init = world
             .init_states()
@@ -545,23 +556,51 @@ fn replay(world: &World, init: WorldState, actions: &[Action]) -> Vec<engine::St
     steps
 }
 
+/// Whether a run of `world` with `reduction` identifies states up to silence regions.
+pub fn silence_regions(world: &World, reduction: Reduction) -> bool {
+    reduction == Reduction::Por && silence::applies(&world.cfg)
+}
+
+/// The concrete BFS path to state `index` of an exploration of `world` with `reduction`.
+fn path(
+    world: &World,
+    exploration: &engine::Exploration,
+    index: u32,
+    reduction: Reduction,
+) -> Vec<engine::Step<World>> {
+    let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
+    let hooks = engine::Hooks {
+        canonical: silence_regions(world, reduction).then_some(&regions as _),
+        ..engine::Hooks::default()
+    };
+    engine::path_with(world, exploration, index, hooks)
+}
+
+/// Most laps of a lasso's loop walked to reach a concrete cycle (`engine::concrete_lasso`):
+/// under silence regions a lap either hears from a node (its counter then ends every lap
+/// alike) or does not (it saturates at `dead_after`, at most 255 ticks, a tick or more a lap).
+const LASSO_LAPS_MAX: usize = 257;
+
 /// A lasso as a counterexample: the stem, then the loop (marked), ending where it started.
 fn lasso_counterexample(
     world: &World,
     exploration: &engine::Exploration,
     lasso: &cycles::Lasso,
     labeler: engine::EdgeLabeler<World>,
+    reduction: Reduction,
     job: &Job,
     opts: &RunOptions,
 ) -> Counterexample {
-    let stem = engine::shortest_chain(exploration, lasso.stem_end);
-    let mut indices = stem.clone();
-    indices.extend(&lasso.loop_states);
-    let mut labels = vec![0u8; stem.len() - 1];
-    labels.extend(&lasso.loop_labels);
-    let steps = engine::walk(world, exploration, &indices, &labels, Some(labeler));
+    let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
+    let hooks = engine::Hooks {
+        labeler: Some(labeler),
+        canonical: silence_regions(world, reduction).then_some(&regions as _),
+        ..engine::Hooks::default()
+    };
+    let (steps, loop_start) = engine::concrete_lasso(world, exploration, lasso, hooks, LASSO_LAPS_MAX)
+        .expect("a lasso's loop closes on a concrete state within LASSO_LAPS_MAX laps");
     let mut cx = counterexample(world, &steps, &job.explore_args, &opts.explorer_addr);
-    cx.loop_from_step = Some(stem.len());
+    cx.loop_from_step = Some(loop_start + 1);
     cx
 }
 

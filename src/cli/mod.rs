@@ -348,8 +348,9 @@ pub struct RunArgs {
     /// memory past this size, e.g. "16G" or "512M" (default: 80% of the machine's memory).
     #[arg(long, value_name = "SIZE", value_parser = engine::memory::parse_size)]
     pub memory_max: Option<u64>,
-    /// State-space reduction: `por` (partial-order reduction within a tick; the same verdicts,
-    /// fewer states; docs/reductions.md) or `none` (every interleaving). Certificates of
+    /// State-space reduction: `por` (partial-order reduction within a tick, and silence
+    /// regions for rounds-judged detection; the same verdicts, fewer states;
+    /// docs/reductions.md) or `none` (every interleaving, every counter). Certificates of
     /// `prove` always record the unreduced counts, and a distributed check (`--workers`,
     /// `--processes`) always runs unreduced (its report says so).
     #[arg(long, value_name = "none|por", default_value = "por")]

@@ -283,6 +283,39 @@ where
     steps
 }
 
+/// A lasso of an exploration as concrete steps: the BFS path to `lasso.stem_end`, then its
+/// loop, and the index of the step where the loop (the last lap) starts. Under a canonicalizer
+/// the loop closes on a state of its start's class, which may not be its start: the loop is
+/// walked again until a lap ends exactly where it began (for a quotient that forgets what
+/// only saturates or is reset, such as silence regions, a few laps do; the laps before the
+/// last become part of the stem). `None` if no lap within `laps_max` closes.
+pub fn concrete_lasso<M>(
+    model: &M,
+    exploration: &Exploration,
+    lasso: &cycles::Lasso,
+    hooks: Hooks<M>,
+    laps_max: usize,
+) -> Option<(Vec<Step<M>>, usize)>
+where
+    M: Model,
+    M::State: Hash + Clone + PartialEq,
+    M::Action: Clone,
+{
+    let mut indices = exploration.chain(lasso.stem_end);
+    let mut labels = vec![0u8; indices.len() - 1];
+    let mut lap_start = indices.len() - 1;
+    for _ in 0..laps_max {
+        indices.extend(&lasso.loop_states);
+        labels.extend(&lasso.loop_labels);
+        let steps = walk_with(model, exploration, &indices, &labels, hooks);
+        if steps[lap_start].state == steps.last().expect("a loop has steps").state {
+            return Some((steps, lap_start));
+        }
+        lap_start = steps.len() - 1;
+    }
+    None
+}
+
 /// States are numbered `0..STATE_COUNT_MAX` in BFS order with `u32` indices (`u32::MAX` is
 /// "no parent"). A space larger than this stops with [`Cut::StateLimit`] rather than wrap.
 pub const STATE_COUNT_MAX: u64 = u32::MAX as u64 - 1;
@@ -310,7 +343,9 @@ const CHUNKS_PER_THREAD: usize = 2;
 /// initial states, the transitions and every checked property are invariant under the
 /// symmetry; a graph recorded under it is the quotient graph, whose edge labels are those of
 /// the class's first concrete state (per-process fairness classes are not permuted).
-pub type Canonicalizer<'a, M> = &'a (dyn Fn(&<M as Model>::State) -> <M as Model>::State + Sync);
+/// `None` when the state is its own representative (most states, for a quotient that merges
+/// few): no copy per candidate.
+pub type Canonicalizer<'a, M> = &'a (dyn Fn(&<M as Model>::State) -> Option<<M as Model>::State> + Sync);
 
 /// Partial-order reduction: given a state and its enabled actions (in the model's order), put
 /// in `out` the indices of an ample subset to expand instead of all of them, or leave `out`
@@ -332,7 +367,7 @@ pub type Compactor<'a, M> = &'a (dyn Fn(&mut <M as Model>::State) + Sync);
 pub struct Hooks<'a, M: Model> {
     /// Label every transition and keep the labelled graph (for cycle analysis).
     pub labeler: Option<EdgeLabeler<'a, M>>,
-    /// Symmetry reduction: fingerprint `canonical(state)` instead of `state`.
+    /// A quotient (symmetry, silence regions): fingerprint `canonical(state)` instead of `state`.
     pub canonical: Option<Canonicalizer<'a, M>>,
     /// Partial-order reduction (see [`Ample`]).
     pub ample: Option<Ample<'a, M>>,
@@ -359,7 +394,7 @@ where
     #[inline]
     fn fingerprint(&self, state: &M::State) -> u64 {
         match self.canonical {
-            Some(canonical) => fingerprint(&canonical(state)),
+            Some(canonical) => canonical(state).map_or_else(|| fingerprint(state), |c| fingerprint(&c)),
             None => fingerprint(state),
         }
     }

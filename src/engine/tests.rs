@@ -154,7 +154,7 @@ fn the_index_limit_stops_exploration_instead_of_wrapping() {
 #[test]
 fn a_canonicalizer_explores_one_state_per_class_and_paths_stay_concrete() {
     // Rotations of the three counters are symmetric: the model commutes with them.
-    let canon = |s: &[u8; 3]| *[*s, [s[1], s[2], s[0]], [s[2], s[0], s[1]]].iter().min().unwrap();
+    let canon = |s: &[u8; 3]| Some(*[*s, [s[1], s[2], s[0]], [s[2], s[0], s[1]]].iter().min().unwrap());
     let hooks = Hooks::<Grid<24>> { labeler: None, canonical: Some(&canon), ample: None, compact: None };
     // A symmetric property (invariant under rotation), as symmetry reduction requires.
     let props = [Property::<Grid<24>>::always("no rotation of 1-2-3", |_, s| {
@@ -262,4 +262,38 @@ fn chunks_cover_the_frontier_in_order_across_segments() {
         }
         assert_eq!(next, 17);
     }
+}
+
+/// A counter that flips between 0 and 1 and a count of steps that saturates at 3, which no
+/// step reads: a quotient forgetting the count is a bisimulation.
+struct Flip;
+impl Model for Flip {
+    type State = (u8, u8);
+    type Action = ();
+    fn init_states(&self) -> Vec<(u8, u8)> {
+        vec![(0, 0)]
+    }
+    fn actions(&self, _: &(u8, u8), a: &mut Vec<()>) {
+        a.push(());
+    }
+    fn next_state(&self, s: &(u8, u8), _: ()) -> Option<(u8, u8)> {
+        Some((1 - s.0, (s.1 + 1).min(3)))
+    }
+}
+
+#[test]
+fn a_lasso_under_a_quotient_is_walked_until_a_lap_closes_on_a_concrete_state() {
+    let forget = |s: &(u8, u8)| (s.1 != 0).then_some((s.0, 0));
+    let hooks = Hooks::<Flip> { canonical: Some(&forget), ..Hooks::default() };
+    let props = [Property::<Flip>::always("anything", |_, _| true)];
+    let limits = Limits { threads: 1, record_edges: true, ..Limits::default() };
+    let e = explore_with(&Flip, &props, &limits, hooks);
+    assert_eq!(e.unique_states, 2, "one state per class");
+    // The quotient's loop 0 -> 1 -> 0 closes at once; the concrete states do from the third lap.
+    let lasso = cycles::Lasso { stem_end: 0, loop_states: vec![1, 0], loop_labels: vec![0, 0] };
+    let (steps, lap_start) = concrete_lasso(&Flip, &e, &lasso, hooks, 5).expect("a lap closes");
+    let states: Vec<(u8, u8)> = steps.iter().map(|s| s.state).collect();
+    assert_eq!(states, [(0, 0), (1, 1), (0, 2), (1, 3), (0, 3), (1, 3), (0, 3)]);
+    assert_eq!(lap_start, 4);
+    assert!(concrete_lasso(&Flip, &e, &lasso, hooks, 2).is_none(), "two laps do not close");
 }

@@ -19,6 +19,7 @@ pub mod properties;
 #[cfg(test)]
 mod quiet_tests;
 pub mod reduction;
+pub mod silence;
 pub mod state;
 
 pub use crate::protocol::coordinator::{CoordOp, Join, MembershipUpdate, ShardView, Timer};

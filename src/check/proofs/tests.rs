@@ -184,6 +184,7 @@ mod scope_tests {
             states_per_second: 0.0,
             fingerprint_collision_probability: 0.0,
             reduction: crate::model::Reduction::None,
+            silence_regions: false,
             ample_states: 0,
             distributed: None,
         };
