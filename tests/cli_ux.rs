@@ -205,9 +205,9 @@ fn completions_for_each_shell_and_the_man_page() {
     );
 }
 
-/// Start a check of a model big enough to still be exploring (about 4M states, one thread),
-/// wait until it is past its lint lines and a few seconds into exploring, send `signal`, and
-/// return its output. Fails if it is not done 60s later.
+/// Start a check of a model big enough to still be exploring (about 4M states unreduced, one
+/// thread), wait until it is past its lint lines and a few seconds into exploring, send
+/// `signal`, and return its output. Fails if it is not done 60s later.
 fn interrupted_check(signal: libc::c_int, format: &str) -> (Output, Duration) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
         .args([
@@ -217,6 +217,8 @@ fn interrupted_check(signal: libc::c_int, format: &str) -> (Output, Duration) {
             "fixed",
             "--threads",
             "1",
+            "--reduce",
+            "none",
             "--format",
             format,
         ])

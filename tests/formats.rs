@@ -298,7 +298,19 @@ fn interrupted_junit_has_the_cut_run_as_errors_and_the_runs_not_started_as_skipp
     // The same model twice: the first run is cut by SIGINT, the second never starts.
     let model = "models/ack-timeout-eviction.toml";
     let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
-        .args(["check", model, model, "--variant", "fixed", "--threads", "1", "--format", "junit"])
+        .args([
+            "check",
+            model,
+            model,
+            "--variant",
+            "fixed",
+            "--threads",
+            "1",
+            "--reduce",
+            "none",
+            "--format",
+            "junit",
+        ])
         .current_dir(root())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

@@ -171,6 +171,8 @@ fn a_run_stops_at_the_memory_bound_with_a_partial_report() {
         "300M",
         "--threads",
         "1",
+        "--reduce",
+        "none",
         "--format",
         "json",
     ]);

@@ -669,6 +669,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 "transitions": r.transitions,
                 "complete": r.complete,
                 "reduction": r.reduction,
+                "silence_regions": r.silence_regions,
                 "wall_ms": start.elapsed().as_millis() as u64,
                 "explore_ms": r.elapsed_ms,
                 "states_per_second": r.states_per_second,
