@@ -507,6 +507,9 @@ fn silence_regions_are_a_bisimulation() {
         ("models/detector-timing.toml", "rounds"),
         ("models/ack-timeout-lossy-link.toml", "fixed"),
         ("tests/data/scale/natural-5-nodes.toml", "default"),
+        // The leader family: the failover manager's counters.
+        ("models/async-failover.toml", "default"),
+        ("models/unfenced-primary.toml", "fencing"),
     ]
     .map(|(file, variant)| {
         let jobs = check::plan(&[root.join(file)], &PolicyChoice::Variants(Some(variant.into())));
@@ -567,6 +570,13 @@ fn silence_regions_are_a_bisimulation() {
         merged_in_all += merged;
     }
     assert!(merged_in_all >= 500, "{merged_in_all} states with a smaller representative in all");
+}
+
+/// The leader family under silence regions (its failover manager judges at rounds).
+#[test]
+fn leader_models_agree() {
+    library_model_agrees("async-failover");
+    library_model_agrees("unfenced-primary");
 }
 
 #[test]

@@ -255,14 +255,33 @@ where
     M::Action: Clone,
 {
     assert_eq!(labels.len() + 1, indices.len());
-    let fps: Vec<u64> = indices.iter().map(|&i| exploration.fingerprints[i as usize]).collect();
     let inits = model.init_states();
     let init = inits
         .into_iter()
-        .find(|s| hooks.fingerprint(s) == fps[0])
+        .find(|s| hooks.fingerprint(s) == exploration.fingerprints[indices[0] as usize])
         .expect("the model's initial states are deterministic");
     let mut steps = vec![Step { action: None, state: init }];
-    for (k, &fp) in fps[1..].iter().enumerate() {
+    walk_on(model, exploration, &mut steps, &indices[1..], labels, hooks);
+    steps
+}
+
+/// Extend `steps` along the states `indices` (each a successor of the last), step k taking an
+/// action whose label contains `labels[k]`.
+fn walk_on<M>(
+    model: &M,
+    exploration: &Exploration,
+    steps: &mut Vec<Step<M>>,
+    indices: &[u32],
+    labels: &[u8],
+    hooks: Hooks<M>,
+) where
+    M: Model,
+    M::State: Hash + Clone,
+    M::Action: Clone,
+{
+    assert_eq!(labels.len(), indices.len());
+    for (k, &index) in indices.iter().enumerate() {
+        let fp = exploration.fingerprints[index as usize];
         let last = &steps.last().expect("path has a start").state;
         let mut actions = Vec::new();
         model.actions(last, &mut actions);
@@ -280,7 +299,6 @@ where
             .expect("the model's transitions are deterministic");
         steps.push(Step { action: Some((i, action)), state: next });
     }
-    steps
 }
 
 /// A lasso of an exploration as concrete steps: the BFS path to `lasso.stem_end`, then its
@@ -301,17 +319,14 @@ where
     M::State: Hash + Clone + PartialEq,
     M::Action: Clone,
 {
-    let mut indices = exploration.chain(lasso.stem_end);
-    let mut labels = vec![0u8; indices.len() - 1];
-    let mut lap_start = indices.len() - 1;
+    let stem = exploration.chain(lasso.stem_end);
+    let mut steps = walk_with(model, exploration, &stem, &vec![0; stem.len() - 1], hooks);
     for _ in 0..laps_max {
-        indices.extend(&lasso.loop_states);
-        labels.extend(&lasso.loop_labels);
-        let steps = walk_with(model, exploration, &indices, &labels, hooks);
+        let lap_start = steps.len() - 1;
+        walk_on(model, exploration, &mut steps, &lasso.loop_states, &lasso.loop_labels, hooks);
         if steps[lap_start].state == steps.last().expect("a loop has steps").state {
             return Some((steps, lap_start));
         }
-        lap_start = steps.len() - 1;
     }
     None
 }
@@ -515,7 +530,8 @@ where
         let chunk =
             if workers > 1 { frontier_len.div_ceil(workers * CHUNKS_PER_THREAD) } else { frontier_len };
         let chunks = chunks_of(&frontier, chunk);
-        let owners = Owners::new(workers);
+        // Never more owners than shards: an owner with none would start an idle thread.
+        let owners = Owners::new(workers.min(seen::SHARD_COUNT));
         let jobs: Vec<_> = chunks.into_iter().map(|c| (c, pool.pop().unwrap_or_else(Part::new))).collect();
         let mut parts = par_map(jobs, workers, |_, (pieces, mut part)| {
             let pieces: Vec<(u32, &[M::State])> =

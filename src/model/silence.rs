@@ -18,7 +18,9 @@
 //!
 //! With a rollout it applies only when every stage judges silence alike (the same interval and
 //! thresholds, at rounds): a reload then leaves the counters and the round timer as they are.
-//! Not applied to the leader family (its failover manager reads silence to set its timers).
+//! The leader family's failover manager judges silence the same way (rounds read it only to
+//! judge; the timers that read it, `quiet_ticks` and crossings, are the store's and continuous
+//! checking's), so its counters are taken to their regions too.
 
 use super::{WorldConfig, WorldState};
 use crate::policy::detector::{FailureDetection, HealthCheck};
@@ -34,9 +36,7 @@ pub fn applies(cfg: &WorldConfig) -> bool {
             .then_some((p.heartbeat_interval_ticks, p.suspect_after_ticks, p.dead_after_ticks))
     };
     let stages = cfg.rollout.as_ref().map_or(&[][..], |r| &r.stages[..]);
-    !super::leader::runs(cfg)
-        && judged(cfg).is_some()
-        && stages.iter().all(|stage| !super::leader::runs(stage) && judged(stage) == judged(cfg))
+    judged(cfg).is_some() && stages.iter().all(|stage| judged(stage) == judged(cfg))
 }
 
 /// The smallest silence that every round from now on judges as it judges `silence_ticks`,
@@ -72,29 +72,41 @@ pub fn representative(
 /// `s` with each coordinator's silence counters replaced by their regions' representatives,
 /// or `None` when they are already.
 pub fn canonical(cfg: &WorldConfig, s: &WorldState) -> Option<WorldState> {
-    let changes = |c: &Coordinator| c.silence_ticks.iter().any(|&t| representative_of(cfg, c, t) != t);
-    if !changes(&s.coord) && !s.peers.iter().any(|p| changes(p)) {
+    let changes = |c: &Coordinator| differs(cfg, &c.silence_ticks, c.heartbeat_ticks);
+    let manager_changes =
+        s.leader.as_ref().is_some_and(|l| differs(cfg, &l.manager.silence_ticks, l.manager.heartbeat_ticks));
+    if !changes(&s.coord) && !s.peers.iter().any(|p| changes(p)) && !manager_changes {
         return None;
     }
     let mut s = s.clone();
     for c in std::iter::once(&mut s.coord).chain(s.peers.iter_mut()) {
         if changes(c) {
             let c = Arc::make_mut(c);
-            let regions: Vec<TimerTicks> =
-                c.silence_ticks.iter().map(|&t| representative_of(cfg, c, t)).collect();
-            for (t, r) in c.silence_ticks.iter_mut().zip(regions) {
-                *t = r;
-            }
+            to_regions(cfg, &mut c.silence_ticks, c.heartbeat_ticks);
         }
+    }
+    if manager_changes {
+        let m = &mut Arc::make_mut(s.leader.as_mut().expect("a leader world")).manager;
+        to_regions(cfg, &mut m.silence_ticks, m.heartbeat_ticks);
     }
     Some(s)
 }
 
-fn representative_of(cfg: &WorldConfig, c: &Coordinator, silence_ticks: TimerTicks) -> TimerTicks {
+fn differs(cfg: &WorldConfig, silences: &[TimerTicks], to_round_ticks: TimerTicks) -> bool {
+    silences.iter().any(|&t| representative_of(cfg, t, to_round_ticks) != t)
+}
+
+fn to_regions(cfg: &WorldConfig, silences: &mut [TimerTicks], to_round_ticks: TimerTicks) {
+    for t in silences {
+        *t = representative_of(cfg, *t, to_round_ticks);
+    }
+}
+
+fn representative_of(cfg: &WorldConfig, silence_ticks: TimerTicks, to_round_ticks: TimerTicks) -> TimerTicks {
     let p = &cfg.policy;
     let r = representative(
         u32::from(silence_ticks),
-        u32::from(c.heartbeat_ticks),
+        u32::from(to_round_ticks),
         p.heartbeat_interval_ticks,
         p.suspect_after_ticks,
         p.dead_after_ticks,
