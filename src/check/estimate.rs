@@ -223,6 +223,25 @@ pub struct Estimate {
     /// Ticks between heartbeat rounds, when failure detection sends them: each round gives
     /// every node a message, so a fault can land in every round.
     pub heartbeat_every_ticks: Option<u32>,
+    /// With heartbeats: how the detector's silence counters count as states.
+    pub silence: Option<String>,
+}
+
+/// How the detector's silence counters count as states (docs/reductions.md, "Silence regions").
+fn silence_note(cfg: &crate::model::WorldConfig) -> String {
+    let p = &cfg.policy;
+    let (every, suspect, dead) = (p.heartbeat_interval_ticks, p.suspect_after_ticks, p.dead_after_ticks);
+    if p.health_check == crate::policy::detector::HealthCheck::Continuous {
+        return "checked continuously, so every tick of silence is a state of its own (health_check = \"rounds\" counts silence by region)".into();
+    }
+    if !crate::model::silence::applies(cfg) {
+        return "the rollout's stages judge silence differently, so every tick of silence is a state of its own".into();
+    }
+    if suspect % every.max(1) == 0 && dead % every.max(1) == 0 {
+        format!("judged at rounds and counted by region; suspect_after ({suspect}) and dead_after ({dead}) are whole rounds of {every} tick(s), which merges the most")
+    } else {
+        format!("judged at rounds and counted by region; suspect_after ({suspect}) or dead_after ({dead}) is not a whole number of rounds of {every} tick(s), so the rounds tell more silences apart")
+    }
 }
 
 /// Explore one scope; with `opts.progress`, on a progress line of its own.
@@ -295,6 +314,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         .map_err(|m| ConfigError::new(&written.path, m))?;
     let heartbeat_every_ticks = (cfg.policy.failure_detection == FailureDetection::Independent)
         .then_some(cfg.policy.heartbeat_interval_ticks);
+    let silence = heartbeat_every_ticks.map(|_| silence_note(&cfg));
     let as_written = probe(job, written.clone(), "as written".into(), Vec::new(), &opts)?;
     let mut out = Estimate {
         model: job.scenario.name.clone(),
@@ -306,6 +326,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         pairs: Vec::new(),
         changes_that_finish: Vec::new(),
         heartbeat_every_ticks,
+        silence,
     };
     if as_written.finished {
         return Ok(out);
@@ -438,6 +459,9 @@ pub fn human(e: &Estimate) -> String {
             out,
             "\n  heartbeats: heartbeat_interval is {every} tick(s); every node gets a message each round, so a fault can land in every round"
         );
+        if let Some(silence) = &e.silence {
+            let _ = writeln!(out, "  silence: {silence}");
+        }
     }
     out.push('\n');
     if e.changes_that_finish.is_empty() {
@@ -463,4 +487,45 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXPECT: &str = r#"expect = { no_healthy_eviction = "holds", churn_bounded = "holds", converges = "holds", dead_replaced = "holds" }"#;
+
+    fn note(policy: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/detector-timing.toml");
+        let text = std::fs::read_to_string(&path).expect("the library model");
+        let text = text.replacen(
+            "[variants.rounds]",
+            &format!("[variants.probe]\npolicy = {{ {policy} }}\n{EXPECT}\n\n[variants.rounds]"),
+            1,
+        );
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("detector.toml");
+        std::fs::write(&file, text).expect("written");
+        let scenario = crate::config::Scenario::load(&file).expect("loads");
+        let variant = scenario.variants.iter().find(|v| v.name == "probe").expect("the probe variant");
+        let cfg = crate::model::WorldConfig::new(&scenario, &variant.policy).expect("resolves");
+        silence_note(&cfg)
+    }
+
+    #[test]
+    fn the_silence_note_says_how_silence_counts() {
+        let aligned = note(
+            r#"health_check = "rounds", heartbeat_interval = "500ms", suspect_after = "1s", dead_after = "3s""#,
+        );
+        assert!(aligned.contains("whole rounds of 5 tick(s), which merges the most"), "{aligned}");
+        let off = note(
+            r#"health_check = "rounds", heartbeat_interval = "500ms", suspect_after = "1200ms", dead_after = "3s""#,
+        );
+        assert!(
+            off.contains("suspect_after (12) or dead_after (30) is not a whole number of rounds"),
+            "{off}"
+        );
+        let continuous = note(r#"health_check = "continuous""#);
+        assert!(continuous.starts_with("checked continuously"), "{continuous}");
+    }
 }
