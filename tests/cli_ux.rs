@@ -210,18 +210,9 @@ fn completions_for_each_shell_and_the_man_page() {
 /// `signal`, and return its output. Fails if it is not done 60s later.
 fn interrupted_check(signal: libc::c_int, format: &str) -> (Output, Duration) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
-        .args([
-            "check",
-            "models/ack-timeout-eviction.toml",
-            "--variant",
-            "fixed",
-            "--threads",
-            "1",
-            "--reduce",
-            "none",
-            "--format",
-            format,
-        ])
+        .args(["check", bin::SLOW_MODEL])
+        .args(bin::SLOW_OPTIONS)
+        .args(["--format", format])
         .current_dir(root())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -296,21 +296,11 @@ fn diff_junit_is_junit_with_regressions_as_failures() {
 #[test]
 fn interrupted_junit_has_the_cut_run_as_errors_and_the_runs_not_started_as_skipped() {
     // The same model twice: the first run is cut by SIGINT, the second never starts.
-    let model = "models/ack-timeout-eviction.toml";
+    let model = bin::SLOW_MODEL;
     let mut child = Command::new(env!("CARGO_BIN_EXE_replicheck"))
-        .args([
-            "check",
-            model,
-            model,
-            "--variant",
-            "fixed",
-            "--threads",
-            "1",
-            "--reduce",
-            "none",
-            "--format",
-            "junit",
-        ])
+        .args(["check", model, model])
+        .args(bin::SLOW_OPTIONS)
+        .args(["--format", "junit"])
         .current_dir(root())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

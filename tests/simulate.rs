@@ -162,20 +162,10 @@ fn check_simulate_reports_walks_and_their_exit_codes() {
 
 #[test]
 fn a_run_stops_at_the_memory_bound_with_a_partial_report() {
-    let (code, stdout, stderr) = replicheck(&[
-        "check",
-        "models/ack-timeout-eviction.toml",
-        "--variant",
-        "fixed",
-        "--memory-max",
-        "300M",
-        "--threads",
-        "1",
-        "--reduce",
-        "none",
-        "--format",
-        "json",
-    ]);
+    let mut args = vec!["check", bin::SLOW_MODEL];
+    args.extend(bin::SLOW_OPTIONS);
+    args.extend(["--memory-max", "300M", "--format", "json"]);
+    let (code, stdout, stderr) = replicheck(&args);
     assert_eq!(code, Some(3), "{stdout}{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let run = &doc["runs"][0];

@@ -18,6 +18,11 @@ pub fn replicheck(args: &[&str]) -> Output {
         .expect("the replicheck binary runs")
 }
 
+/// A model, and the options, of a check still exploring a few seconds in (about 4M states
+/// unreduced, one thread): for the tests that interrupt one or bound its memory.
+pub const SLOW_MODEL: &str = "models/ack-timeout-eviction.toml";
+pub const SLOW_OPTIONS: [&str; 6] = ["--variant", "fixed", "--threads", "1", "--reduce", "none"];
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
 }
