@@ -98,6 +98,39 @@ pub fn health_from_silence(
     }
 }
 
+/// Rounds only: the smallest silence that every round from now on judges as it judges
+/// `silence_ticks` (were the node not heard from),
+/// the next round `to_round_ticks` from now and one every `interval_ticks` after it. States
+/// that differ only in such silences are alike to the detector (the model checker's silence
+/// regions).
+///
+/// Round `k` sees `min(silence + to_round + k * interval, dead_after)` (if the node is not
+/// heard from), so what the rounds say is fixed by the first round at or past each threshold;
+/// a smaller silence reaches each threshold at the same round as long as it is no less than
+/// `threshold - to_round - k * interval` for that round `k`.
+pub fn least_silence_judged_alike(
+    silence_ticks: u32,
+    to_round_ticks: u32,
+    interval_ticks: u32,
+    suspect_after_ticks: u32,
+    dead_after_ticks: u32,
+) -> u32 {
+    let interval = interval_ticks.max(1);
+    let seen_now = silence_ticks + to_round_ticks;
+    // The least silence whose first round at or past `threshold` is the same round.
+    let least = |threshold: u32| -> u32 {
+        if seen_now >= threshold {
+            threshold.saturating_sub(to_round_ticks)
+        } else {
+            let rounds = (threshold - seen_now).div_ceil(interval);
+            threshold.saturating_sub(to_round_ticks + rounds * interval)
+        }
+    };
+    let representative = least(suspect_after_ticks).max(least(dead_after_ticks));
+    debug_assert!(representative <= silence_ticks);
+    representative
+}
+
 /// Any message from a node is proof of life, whichever detector is in use.
 pub fn health_after_hearing_from() -> Health {
     Health::Alive
@@ -141,6 +174,58 @@ mod tests {
         assert_eq!(health_from_silence(19, 20, 30), Health::Alive);
         assert_eq!(health_from_silence(20, 20, 30), Health::Suspect);
         assert_eq!(health_from_silence(30, 20, 30), Health::Dead);
+    }
+
+    /// What the rounds say of `silence`, by running the counter forward (not the formula).
+    fn judgements(silence: u32, to_round: u32, interval: u32, suspect: u32, dead: u32) -> Vec<u8> {
+        let mut s = silence.min(dead);
+        let mut seen = Vec::new();
+        for _ in 0..to_round {
+            s = (s + 1).min(dead);
+        }
+        for _ in 0..(dead / interval + 3) {
+            seen.push(health_from_silence(s, suspect, dead) as u8);
+            for _ in 0..interval {
+                s = (s + 1).min(dead);
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn the_representative_is_the_least_silence_every_round_judges_alike() {
+        for interval in 1..=6 {
+            for suspect in 0..=14 {
+                for dead in suspect..=16 {
+                    for to_round in 0..=interval {
+                        for silence in 0..=dead {
+                            let r = least_silence_judged_alike(silence, to_round, interval, suspect, dead);
+                            let seen = judgements(silence, to_round, interval, suspect, dead);
+                            assert!(r <= silence);
+                            assert_eq!(judgements(r, to_round, interval, suspect, dead), seen,
+                                "silence {silence} -> {r} (to_round {to_round}, interval {interval}, suspect {suspect}, dead {dead})");
+                            if r > 0 {
+                                assert_ne!(judgements(r - 1, to_round, interval, suspect, dead), seen,
+                                    "{r} is not the least (silence {silence}, to_round {to_round}, interval {interval}, suspect {suspect}, dead {dead})");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn thresholds_on_the_rounds_leave_one_silence_per_interval() {
+        // suspect 10 and dead 30 ticks, a round every 5: a silence heard anywhere in the last
+        // interval reads the same at every round.
+        let regions: std::collections::BTreeSet<u32> =
+            (0..5).map(|s| least_silence_judged_alike(s, 5, 5, 10, 30)).collect();
+        assert_eq!(regions.len(), 1);
+        assert_eq!(least_silence_judged_alike(4, 5, 5, 10, 30), 0);
+        // Off the rounds (suspect 12): 0-1 and 2-4 are judged apart at the second round.
+        assert_eq!(least_silence_judged_alike(1, 5, 5, 12, 30), 0);
+        assert_eq!(least_silence_judged_alike(4, 5, 5, 12, 30), 2);
     }
 
     proptest! {
