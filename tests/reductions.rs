@@ -612,7 +612,7 @@ fn final_histories(world: &World, reduce: bool) -> std::collections::BTreeSet<u6
         d.finish()
     };
     // Under the reduction states are identified up to silence regions, as `check` does.
-    let regions = reduce && silence::applies(&world.cfg);
+    let regions = check::silence_regions(world, if reduce { Reduction::Por } else { Reduction::None });
     let state_hash = |s: &WorldState| match silence::canonical(&world.cfg, s).filter(|_| regions) {
         Some(c) => h(&|d| c.hash(d)),
         None => h(&|d| s.hash(d)),

@@ -172,7 +172,7 @@ impl Explorer for Local {
         let hooks = engine::Hooks {
             labeler,
             canonical: silence_regions(world, reduction).then_some(&regions),
-            ample: (reduction == Reduction::Por && reduction::applies(&world.cfg)).then_some(ample),
+            ample: partial_order(world, reduction).then_some(ample),
             compact: Some(compact),
         };
         engine::explore_with(world, properties, limits, hooks)
@@ -491,10 +491,7 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
             exploration.unique_states,
             exploration.transitions,
         ),
-        reduction: match reduction {
-            _ if !reduction::applies(&world.cfg) => Reduction::None,
-            r => r,
-        },
+        reduction: if partial_order(&world, reduction) { Reduction::Por } else { Reduction::None },
         silence_regions: silence_regions(&world, reduction),
         ample_states: exploration.ample_states,
         distributed: explorer.describe(!liveness.is_empty()),
@@ -554,6 +551,11 @@ fn replay(world: &World, init: WorldState, actions: &[Action]) -> Vec<engine::St
         steps.push(engine::Step { action: Some((i, action.clone())), state: state.clone() });
     }
     steps
+}
+
+/// Whether a run of `world` with `reduction` expands ample sets (the partial-order reduction).
+fn partial_order(world: &World, reduction: Reduction) -> bool {
+    reduction == Reduction::Por && reduction::applies(&world.cfg)
 }
 
 /// Whether a run of `world` with `reduction` identifies states up to silence regions.
