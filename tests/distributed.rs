@@ -70,7 +70,7 @@ fn comparable(report: &Value) -> Vec<Value> {
 }
 
 /// The one-process engine, unreduced: the distributed engine has no partial-order reduction,
-/// so it is compared with the graph it explores.
+/// and none of these models judges silence at rounds, so this is the graph it explores.
 fn plain(model: &str, variant: Option<&str>) -> Value {
     let out = replicheck(&args(model, variant, &["--reduce", "none"]));
     assert!(out.status.code().is_some_and(|c| c <= 1), "{model}: {}", stderr(&out));
@@ -140,6 +140,66 @@ fn a_larger_model_on_two_workers_matches_plain_check_and_is_shared() {
         .collect();
     let (least, most) = (*kept.iter().min().unwrap(), *kept.iter().max().unwrap());
     assert!(least * 3 >= most * 2, "the workers' shares are within 2:3 of each other: {kept:?}");
+}
+
+/// Silence regions are a quotient of the fingerprints alone, so the distributed engine uses
+/// them as the one-process engine does (it has no ample sets). Where ample sets do not apply
+/// (the leader family) a distributed check explores exactly a plain check's graph; where they
+/// do (the rebalancer's endless moves, rounds-judged detection, a crashable node) it explores
+/// fewer states than unreduced, with the same verdicts and safety counterexamples, and lassos
+/// that still close.
+#[test]
+fn the_distributed_engine_explores_silence_regions() {
+    let (model, variant) = ("models/async-failover.toml", Some("default"));
+    let expected = json(&stdout(&replicheck(&args(model, variant, &[]))));
+    let out = replicheck(&args(model, variant, &["--workers", "2", "--shared-frontier", SHARED_FRONTIER]));
+    let report = json(&stdout(&out));
+    assert_eq!(comparable(&report), comparable(&expected), "{model} --workers 2");
+    assert_distributed(&report, 1, 2, model);
+    for r in [&report, &expected] {
+        assert_eq!(r["runs"][0]["reduction"], "none", "{model}: the leader family has no ample sets");
+        assert_eq!(r["runs"][0]["silence_regions"], true, "{model}: its manager judges silence at rounds");
+    }
+
+    let text = std::fs::read_to_string(root().join("models/rebalancer-compaction.toml")).unwrap();
+    let text = text.replacen(
+        "[policy]\n",
+        "[faults]\nbudget = 1\ncrash = [\"n2\"]\n\n[policy]\nfailure_detection = \"independent\"\n\
+         heartbeat_interval = \"300ms\"\nsuspect_after = \"700ms\"\ndead_after = \"1s\"\n",
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rebalancer-independent.toml");
+    std::fs::write(&file, text).unwrap();
+    let model = file.to_str().unwrap();
+    let variant = Some("incident");
+    let unreduced = json(&stdout(&replicheck(&args(model, variant, &["--reduce", "none"]))));
+    let out = replicheck(&args(model, variant, &["--workers", "2", "--shared-frontier", SHARED_FRONTIER]));
+    assert_eq!(out.status.code(), Some(unreduced["exit_code"].as_i64().unwrap() as i32), "{}", stderr(&out));
+    let report = json(&stdout(&out));
+    assert_distributed(&report, 1, 2, model);
+    let (r, u) = (&report["runs"][0], &unreduced["runs"][0]);
+    assert_eq!((&r["reduction"], &r["silence_regions"]), (&"none".into(), &true.into()), "{r}");
+    assert!(r["unique_states"].as_u64() < u["unique_states"].as_u64(), "states are merged: {r}");
+    let mut lassos = 0;
+    for (p, q) in r["properties"].as_array().unwrap().iter().zip(u["properties"].as_array().unwrap()) {
+        assert_eq!((&p["name"], &p["found"]), (&q["name"], &q["found"]), "the same verdict");
+        let (cx, cq) = (&p["counterexample"], &q["counterexample"]);
+        assert_eq!(cx.is_null(), cq.is_null(), "{}: a counterexample both ways or neither", p["name"]);
+        if cq["loop_from_step"].is_null() {
+            // A bisimulation keeps the shortest distance to a violation.
+            assert_eq!(
+                cx["steps"].as_array().map(Vec::len),
+                cq["steps"].as_array().map(Vec::len),
+                "{}",
+                p["name"]
+            );
+        } else {
+            assert!(cx["loop_from_step"].is_u64(), "{}: a lasso: {cx}", p["name"]);
+            lassos += 1;
+        }
+    }
+    assert!(lassos >= 1, "the incident's endless moves are a lasso");
 }
 
 /// A free port on loopback (bound and released; the processes bind it a moment later).

@@ -6,7 +6,7 @@
 use super::{run_with, DistributedRun, Explorer, Job, RunOptions, RunResult};
 use crate::config::ConfigError;
 use crate::engine::{self, distributed::WorkerStats, EdgeLabeler, Exploration, Limits};
-use crate::model::{Reduction, World};
+use crate::model::{silence, Reduction, World, WorldState};
 use std::path::Path;
 use std::sync::Arc;
 use timely::worker::Worker;
@@ -119,8 +119,8 @@ struct TimelyExplorer<'w> {
 }
 
 impl Explorer for TimelyExplorer<'_> {
-    fn reduction(&self, _requested: Reduction) -> Reduction {
-        Reduction::None
+    fn ample_sets(&self) -> bool {
+        false
     }
 
     fn explore(
@@ -131,8 +131,9 @@ impl Explorer for TimelyExplorer<'_> {
         labeler: Option<EdgeLabeler<World>>,
         reduction: Reduction,
     ) -> Exploration {
-        assert_eq!(reduction, Reduction::None, "the distributed engine does not reduce");
-        let hooks = engine::Hooks { labeler, canonical: None, ample: None, compact: None };
+        let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
+        let canonical = super::silence_regions(world, reduction).then_some(&regions as _);
+        let hooks = engine::Hooks { labeler, canonical, ample: None, compact: None };
         let (exploration, stats) = engine::distributed::explore(
             self.worker,
             world,

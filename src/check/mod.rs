@@ -129,10 +129,11 @@ pub struct DistributedRun {
 /// computation ([`distributed`]). A run calls it once for the model and once per reduced fault
 /// budget (see `fewer_faults`), the same calls on every worker.
 pub trait Explorer {
-    /// The reduction this explorer runs when `requested` is asked for: the distributed engine
-    /// has no partial-order reduction (its cycle proviso needs the whole seen set at hand).
-    fn reduction(&self, requested: Reduction) -> Reduction {
-        requested
+    /// Whether this explorer expands ample sets where they apply. The distributed engine does
+    /// not: its cycle proviso would need the whole seen set at hand. Silence regions, a
+    /// quotient of the fingerprints alone, both engines use alike.
+    fn ample_sets(&self) -> bool {
+        true
     }
 
     fn explore(
@@ -419,9 +420,9 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
     let labeler =
         |a: &WorldState, act: &Action, b: &WorldState| properties::edge_label(&world.cfg, a, act, b);
     let labeler: engine::EdgeLabeler<World> = &labeler;
-    // What the explorer reduces: the partial-order reduction where it applies, silence
-    // regions where they do.
-    let reduction = explorer.reduction(opts.reduction);
+    // What the explorer reduces: the partial-order reduction where it applies (and the
+    // explorer has it), silence regions where they do.
+    let reduction = opts.reduction;
     let exploration =
         explorer.explore(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler), reduction);
     let mut results = Vec::new();
@@ -491,7 +492,11 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
             exploration.unique_states,
             exploration.transitions,
         ),
-        reduction: if partial_order(&world, reduction) { Reduction::Por } else { Reduction::None },
+        reduction: if partial_order(&world, reduction) && explorer.ample_sets() {
+            Reduction::Por
+        } else {
+            Reduction::None
+        },
         silence_regions: silence_regions(&world, reduction),
         ample_states: exploration.ample_states,
         distributed: explorer.describe(!liveness.is_empty()),
