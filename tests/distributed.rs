@@ -159,6 +159,7 @@ fn the_distributed_engine_explores_silence_regions() {
     for r in [&report, &expected] {
         assert_eq!(r["runs"][0]["reduction"], "none", "{model}: the leader family has no ample sets");
         assert_eq!(r["runs"][0]["silence_regions"], true, "{model}: its manager judges silence at rounds");
+        assert_eq!(r["runs"][0]["ample_sets_refused"], "the leader family's machines");
     }
 
     let text = std::fs::read_to_string(root().join("models/rebalancer-compaction.toml")).unwrap();
@@ -180,6 +181,7 @@ fn the_distributed_engine_explores_silence_regions() {
     assert_distributed(&report, 1, 2, model);
     let (r, u) = (&report["runs"][0], &unreduced["runs"][0]);
     assert_eq!((&r["reduction"], &r["silence_regions"]), (&"none".into(), &true.into()), "{r}");
+    assert_eq!(r["ample_sets_refused"], "the distributed engine", "{r}");
     assert!(r["unique_states"].as_u64() < u["unique_states"].as_u64(), "states are merged: {r}");
     let mut lassos = 0;
     for (p, q) in r["properties"].as_array().unwrap().iter().zip(u["properties"].as_array().unwrap()) {

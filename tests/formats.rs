@@ -98,6 +98,37 @@ fn check_json_policy_is_an_object_of_typed_values() {
     assert_eq!(doc["runs_not_started"], 0);
 }
 
+/// A run that asked for `por` and got no ample sets says why, in both reports; one that asked
+/// for `none`, or got them, says nothing more.
+#[test]
+fn a_run_without_ample_sets_says_why() {
+    let model = "models/quorum-rollout.toml";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["check", model, "--variant", "base", "--quiet"];
+        args.extend(extra);
+        let out = replicheck(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stdout(&out));
+        out
+    };
+    let doc = json_of(&run(&["--format", "json"]));
+    let errors = schema_errors("check.schema.json", &doc);
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(doc["runs"][0]["reduction"], "none");
+    assert_eq!(doc["runs"][0]["ample_sets_refused"], "several coordinators");
+    let human = stdout(&run(&[]));
+    assert!(human.contains("reduction none (no ample sets: several coordinators);"), "{human}");
+
+    let doc = json_of(&run(&["--format", "json", "--reduce", "none"]));
+    assert!(doc["runs"][0].get("ample_sets_refused").is_none(), "{doc}");
+    let human = stdout(&run(&["--reduce", "none"]));
+    assert!(human.contains("reduction none;"), "{human}");
+
+    let out = replicheck(&["check", SMALL, "--format", "json", "--quiet"]);
+    let doc = json_of(&out);
+    assert_eq!(doc["runs"][0]["reduction"], "por", "{doc}");
+    assert!(doc["runs"][0].get("ample_sets_refused").is_none(), "{doc}");
+}
+
 #[test]
 fn diff_json_matches_its_schema() {
     let dir = tempfile::tempdir().unwrap();

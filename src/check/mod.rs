@@ -105,6 +105,10 @@ pub struct RunResult {
     pub silence_regions: bool,
     /// States expanded with an ample subset of their actions (0 without reduction).
     pub ample_states: u64,
+    /// Why no ample sets were used although `por` was asked for: a world the rules were not
+    /// argued for (`reduction::refusal`), or the distributed engine. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ample_sets_refused: Option<&'static str>,
     /// How a distributed run (`check --workers/--processes`) was spread; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distributed: Option<DistributedRun>,
@@ -496,6 +500,11 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
             Reduction::Por
         } else {
             Reduction::None
+        },
+        ample_sets_refused: match reduction {
+            Reduction::None => None,
+            Reduction::Por => reduction::refusal(&world.cfg)
+                .or((!explorer.ample_sets()).then_some("the distributed engine")),
         },
         silence_regions: silence_regions(&world, reduction),
         ample_states: exploration.ample_states,

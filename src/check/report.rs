@@ -8,11 +8,14 @@ fn rate(r: &RunResult) -> String {
     format!("{:.0} states/s", r.states_per_second)
 }
 
-/// `none`, or `por (N states expanded with an ample set)`, and whether silence counters were
-/// judged by region.
+/// `none` (with why, when `por` was asked for), or `por (N states expanded with an ample
+/// set)`, and whether silence counters were judged by region.
 fn reduction(r: &RunResult) -> String {
     let por = match r.reduction {
-        crate::model::Reduction::None => "none".to_string(),
+        crate::model::Reduction::None => match r.ample_sets_refused {
+            Some(why) => format!("none (no ample sets: {why})"),
+            None => "none".to_string(),
+        },
         crate::model::Reduction::Por => format!("por ({} states expanded with an ample set)", r.ample_states),
     };
     if r.silence_regions {

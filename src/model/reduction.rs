@@ -186,12 +186,27 @@ pub fn same_tick_messages(cfg: &WorldConfig) -> bool {
 /// answers and timers touch other state than the quorum coordinator's). Any other world is
 /// explored in full.
 pub fn applies(cfg: &WorldConfig) -> bool {
-    !super::leader::runs(cfg)
-        && cfg.coordinators.len() == 1
-        && cfg.rollout.is_none()
-        && !same_tick_messages(cfg)
-        && !cfg.compaction.dynamic()
-        && cfg.coordinator.work.is_none()
+    refusal(cfg).is_none()
+}
+
+/// Why the rules do not apply to this world (see [`applies`]), as a report says it; `None`
+/// where they do.
+pub fn refusal(cfg: &WorldConfig) -> Option<&'static str> {
+    Some(if super::leader::runs(cfg) {
+        "the leader family's machines"
+    } else if cfg.coordinators.len() > 1 {
+        "several coordinators"
+    } else if cfg.rollout.is_some() {
+        "a rollout"
+    } else if same_tick_messages(cfg) {
+        "a link that can deliver in the tick it sends"
+    } else if cfg.compaction.dynamic() {
+        "compaction debt as node state"
+    } else if cfg.coordinator.work.is_some() {
+        "the coordinator's work queue"
+    } else {
+        return None;
+    })
 }
 
 /// The ample subset of `actions` (indices) in `s`, or nothing (expand all). See module docs.

@@ -186,6 +186,7 @@ mod scope_tests {
             reduction: crate::model::Reduction::None,
             silence_regions: false,
             ample_states: 0,
+            ample_sets_refused: None,
             distributed: None,
         };
         Certificate::new(job, &result, text).expect("the certificate builds")
