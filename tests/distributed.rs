@@ -70,7 +70,8 @@ fn comparable(report: &Value) -> Vec<Value> {
 }
 
 /// The one-process engine, unreduced: the distributed engine has no partial-order reduction,
-/// and none of these models judges silence at rounds, so this is the graph it explores.
+/// and none of these models has silence regions (coupled or continuous detection), so this is
+/// the graph it explores.
 fn plain(model: &str, variant: Option<&str>) -> Value {
     let out = replicheck(&args(model, variant, &["--reduce", "none"]));
     assert!(out.status.code().is_some_and(|c| c <= 1), "{model}: {}", stderr(&out));
@@ -202,6 +203,26 @@ fn the_distributed_engine_explores_silence_regions() {
         }
     }
     assert!(lassos >= 1, "the incident's endless moves are a lasso");
+}
+
+/// `bench --distributed` times both engines on one graph, the unreduced one: on a model with
+/// silence regions (which only the distributed engine's default would merge) every row still
+/// has the same counts, so it reports instead of refusing.
+#[test]
+fn bench_distributed_compares_one_graph_where_silence_regions_apply() {
+    let args =
+        ["bench", "--distributed", "models/detector-timing.toml", "--variant", "rounds", "--processes", "1"];
+    let out = replicheck(&args);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    let unreduced = plain("models/detector-timing.toml", Some("rounds"));
+    let states = unreduced["runs"][0]["unique_states"].to_string();
+    let rows: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("engine") || l.contains("process(es)")).collect();
+    assert_eq!(rows.len(), 2, "the engine's row and one process's: {text}");
+    for row in rows {
+        assert!(row.split_whitespace().any(|w| w == states), "{states} states in: {row}");
+    }
 }
 
 /// A free port on loopback (bound and released; the processes bind it a moment later).

@@ -352,7 +352,8 @@ pub struct RunArgs {
     /// regions for rounds-judged detection; the same verdicts, fewer states;
     /// docs/reductions.md) or `none` (every interleaving, every counter). Certificates of
     /// `prove` always record the unreduced counts, and a distributed check (`--workers`,
-    /// `--processes`) always runs unreduced (its report says so).
+    /// `--processes`) has no partial-order reduction, only silence regions (its report says
+    /// so).
     #[arg(long, value_name = "none|por", default_value = "por")]
     pub reduce: crate::model::Reduction,
 }
