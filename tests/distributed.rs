@@ -157,6 +157,15 @@ fn the_distributed_engine_explores_silence_regions() {
     let report = json(&stdout(&out));
     assert_eq!(comparable(&report), comparable(&expected), "{model} --workers 2");
     assert_distributed(&report, 1, 2, model);
+    // `--reduce none` turns the regions off in the distributed engine too.
+    let out = replicheck(&args(model, variant, &["--workers", "2", "--reduce", "none"]));
+    let unreduced = json(&stdout(&out));
+    assert_eq!(comparable(&unreduced), comparable(&plain(model, variant)), "{model} --reduce none");
+    assert_eq!(unreduced["runs"][0]["silence_regions"], false);
+    assert!(
+        unreduced["runs"][0]["unique_states"].as_u64() > report["runs"][0]["unique_states"].as_u64(),
+        "regions merge states of this model"
+    );
     for r in [&report, &expected] {
         assert_eq!(r["runs"][0]["reduction"], "none", "{model}: the leader family has no ample sets");
         assert_eq!(r["runs"][0]["silence_regions"], true, "{model}: its manager judges silence at rounds");
