@@ -6,7 +6,7 @@
 use super::{run_with, DistributedRun, Explorer, Job, RunOptions, RunResult};
 use crate::config::ConfigError;
 use crate::engine::{self, distributed::WorkerStats, EdgeLabeler, Exploration, Limits};
-use crate::model::{silence, Reduction, World, WorldState};
+use crate::model::{Reduction, World};
 use std::path::Path;
 use std::sync::Arc;
 use timely::worker::Worker;
@@ -131,8 +131,8 @@ impl Explorer for TimelyExplorer<'_> {
         labeler: Option<EdgeLabeler<World>>,
         reduction: Reduction,
     ) -> Exploration {
-        let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
-        let canonical = super::silence_regions(world, reduction).then_some(&regions as _);
+        let regions = super::regions(world, reduction);
+        let canonical = regions.as_ref().map(|r| r as _);
         let hooks = engine::Hooks { labeler, canonical, ample: None, compact: None };
         let (exploration, stats) = engine::distributed::explore(
             self.worker,

@@ -173,10 +173,10 @@ impl Explorer for Local {
         };
         let ample: engine::Ample<World> = &ample;
         let compact: engine::Compactor<World> = &crate::model::intern::compact;
-        let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
+        let regions = regions(world, reduction);
         let hooks = engine::Hooks {
             labeler,
-            canonical: silence_regions(world, reduction).then_some(&regions),
+            canonical: regions.as_ref().map(|r| r as _),
             ample: partial_order(world, reduction).then_some(ample),
             compact: Some(compact),
         };
@@ -577,6 +577,15 @@ pub fn silence_regions(world: &World, reduction: Reduction) -> bool {
     reduction == Reduction::Por && silence::applies(&world.cfg)
 }
 
+/// The quotient a run of `world` with `reduction` fingerprints states by, if any: both
+/// engines' explorations and the paths and lassos replayed from them take this one.
+pub(super) fn regions(
+    world: &World,
+    reduction: Reduction,
+) -> Option<impl Fn(&WorldState) -> Option<WorldState> + Sync + '_> {
+    silence_regions(world, reduction).then_some(|s: &WorldState| silence::canonical(&world.cfg, s))
+}
+
 /// The concrete BFS path to state `index` of an exploration of `world` with `reduction`.
 fn path(
     world: &World,
@@ -584,11 +593,8 @@ fn path(
     index: u32,
     reduction: Reduction,
 ) -> Vec<engine::Step<World>> {
-    let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
-    let hooks = engine::Hooks {
-        canonical: silence_regions(world, reduction).then_some(&regions as _),
-        ..engine::Hooks::default()
-    };
+    let regions = regions(world, reduction);
+    let hooks = engine::Hooks { canonical: regions.as_ref().map(|r| r as _), ..engine::Hooks::default() };
     engine::path_with(world, exploration, index, hooks)
 }
 
@@ -607,10 +613,10 @@ fn lasso_counterexample(
     job: &Job,
     opts: &RunOptions,
 ) -> Counterexample {
-    let regions = |s: &WorldState| silence::canonical(&world.cfg, s);
+    let regions = regions(world, reduction);
     let hooks = engine::Hooks {
         labeler: Some(labeler),
-        canonical: silence_regions(world, reduction).then_some(&regions as _),
+        canonical: regions.as_ref().map(|r| r as _),
         ..engine::Hooks::default()
     };
     let (steps, loop_start) = engine::concrete_lasso(world, exploration, lasso, hooks, LASSO_LAPS_MAX)
