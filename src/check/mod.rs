@@ -429,6 +429,13 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
     let reduction = opts.reduction;
     let exploration =
         explorer.explore(&world, &safety, &limits, (!liveness.is_empty()).then_some(labeler), reduction);
+    // Why `por` got no ample sets, if it did not: the report's reduction follows from it.
+    let ample_sets_refused = match reduction {
+        Reduction::None => None,
+        Reduction::Por => {
+            reduction::refusal(&world.cfg).or((!explorer.ample_sets()).then_some("the distributed engine"))
+        }
+    };
     let mut results = Vec::new();
     let mut safety_index = 0;
     for name in &world.cfg.properties {
@@ -496,16 +503,12 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
             exploration.unique_states,
             exploration.transitions,
         ),
-        reduction: if partial_order(&world, reduction) && explorer.ample_sets() {
+        reduction: if reduction == Reduction::Por && ample_sets_refused.is_none() {
             Reduction::Por
         } else {
             Reduction::None
         },
-        ample_sets_refused: match reduction {
-            Reduction::None => None,
-            Reduction::Por => reduction::refusal(&world.cfg)
-                .or((!explorer.ample_sets()).then_some("the distributed engine")),
-        },
+        ample_sets_refused,
         silence_regions: silence_regions(&world, reduction),
         ample_states: exploration.ample_states,
         distributed: explorer.describe(!liveness.is_empty()),
