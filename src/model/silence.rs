@@ -39,33 +39,49 @@ pub fn applies(cfg: &WorldConfig) -> bool {
 }
 
 /// `s` with every judge's silence counters (each coordinator's, the leader family's failover
-/// manager's) replaced by their regions' least silences, or `None` when they are already:
-/// one pass, and a copy only of a state that changes.
+/// manager's) replaced by their regions' least silences, or `None` when they are already.
+/// It runs on every candidate state: each counter's least silence is worked out once, and a
+/// state is copied only when one changes.
 pub fn canonical(cfg: &WorldConfig, s: &WorldState) -> Option<WorldState> {
     let mut out: Option<WorldState> = None;
     for c in 0..=s.peers.len() as u8 {
         let judge = s.coordinator(c);
-        if differs(cfg, &judge.silence_ticks, judge.heartbeat_ticks) {
+        if let Some(change) = first_change(cfg, &judge.silence_ticks, judge.heartbeat_ticks) {
             let judge = out.get_or_insert_with(|| s.clone()).coordinator_mut(c);
-            to_regions(cfg, &mut judge.silence_ticks, judge.heartbeat_ticks);
+            to_regions_from(cfg, &mut judge.silence_ticks, judge.heartbeat_ticks, change);
         }
     }
     if let Some(m) = s.leader.as_ref().map(|l| &l.manager) {
-        if differs(cfg, &m.silence_ticks, m.heartbeat_ticks) {
+        if let Some(change) = first_change(cfg, &m.silence_ticks, m.heartbeat_ticks) {
             let leader = out.get_or_insert_with(|| s.clone()).leader.as_mut().expect("a leader world");
             let m = &mut Arc::make_mut(leader).manager;
-            to_regions(cfg, &mut m.silence_ticks, m.heartbeat_ticks);
+            to_regions_from(cfg, &mut m.silence_ticks, m.heartbeat_ticks, change);
         }
     }
     out
 }
 
-fn differs(cfg: &WorldConfig, silences: &[TimerTicks], to_round_ticks: TimerTicks) -> bool {
-    silences.iter().any(|&t| least_judged_alike(cfg, t, to_round_ticks) != t)
+/// The first counter that is not its region's least silence, with that least.
+fn first_change(
+    cfg: &WorldConfig,
+    silences: &[TimerTicks],
+    to_round_ticks: TimerTicks,
+) -> Option<(usize, TimerTicks)> {
+    silences.iter().enumerate().find_map(|(i, &t)| {
+        let least = least_judged_alike(cfg, t, to_round_ticks);
+        (least != t).then_some((i, least))
+    })
 }
 
-fn to_regions(cfg: &WorldConfig, silences: &mut [TimerTicks], to_round_ticks: TimerTicks) {
-    for t in silences {
+/// The counters from the first change on, taken to their regions (the ones before it are).
+fn to_regions_from(
+    cfg: &WorldConfig,
+    silences: &mut [TimerTicks],
+    to_round_ticks: TimerTicks,
+    (first, least): (usize, TimerTicks),
+) {
+    silences[first] = least;
+    for t in &mut silences[first + 1..] {
         *t = least_judged_alike(cfg, *t, to_round_ticks);
     }
 }
