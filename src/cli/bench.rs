@@ -267,16 +267,10 @@ pub(super) fn bench_distributed(
     let jobs = check::plan(&files, &PolicyChoice::Variants(variant))?;
     let job = jobs.first().ok_or_else(|| fail(format!("{}: no variant to run", model.display())))?;
     let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
-    let dir = std::env::temp_dir().join(format!("replicheck-bench-distributed-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
     // The reports and hostfiles go when this returns, an error included.
-    struct Scratch<'a>(&'a Path);
-    impl Drop for Scratch<'_> {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(self.0);
-        }
-    }
-    let _scratch = Scratch(&dir);
+    let scratch =
+        crate::store::run::ScratchDir::under(&std::env::temp_dir(), "bench-distributed").map_err(fail)?;
+    let dir = &scratch.path;
     let base: Vec<String> = vec![
         "check".into(),
         job.scenario.path.display().to_string(),
