@@ -172,16 +172,8 @@ fn the_distributed_engine_explores_silence_regions() {
         assert_eq!(r["runs"][0]["ample_sets_refused"], "the leader family's machines");
     }
 
-    let text = std::fs::read_to_string(root().join("models/rebalancer-compaction.toml")).unwrap();
-    let text = text.replacen(
-        "[policy]\n",
-        "[faults]\nbudget = 1\ncrash = [\"n2\"]\n\n[policy]\nfailure_detection = \"independent\"\n\
-         heartbeat_interval = \"300ms\"\nsuspect_after = \"700ms\"\ndead_after = \"1s\"\n",
-        1,
-    );
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("rebalancer-independent.toml");
-    std::fs::write(&file, text).unwrap();
+    let file = bin::rebalancer_with_rounds_detection(dir.path());
     let model = file.to_str().unwrap();
     let variant = Some("incident");
     let unreduced = json(&stdout(&replicheck(&args(model, variant, &["--reduce", "none"]))));

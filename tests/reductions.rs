@@ -4,6 +4,9 @@
 //! found under the reduction must replay, action by action, in the unreduced world and end
 //! in the violation it reports.
 
+#[path = "support/bin.rs"]
+mod bin;
+
 use rand::{Rng, SeedableRng};
 use replicheck::check::{self, Counterexample, PolicyChoice, RunOptions, RunResult};
 use replicheck::model::{
@@ -460,17 +463,8 @@ fn random_models_agree_with(
 /// same region (the engine's unit test walks a loop that needs three laps).
 #[test]
 fn silence_regions_keep_lassos_concrete() {
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/rebalancer-compaction.toml");
-    let text = std::fs::read_to_string(model).expect("the library model");
-    let text = text.replacen(
-        "[policy]\n",
-        "[faults]\nbudget = 1\ncrash = [\"n2\"]\n\n[policy]\nfailure_detection = \"independent\"\n\
-         heartbeat_interval = \"300ms\"\nsuspect_after = \"700ms\"\ndead_after = \"1s\"\n",
-        1,
-    );
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join("rebalancer-independent.toml");
-    std::fs::write(&file, &text).expect("written");
+    let file = bin::rebalancer_with_rounds_detection(dir.path());
     let jobs = check::plan(&[file], &PolicyChoice::Variants(None)).expect("the model loads");
     let mut lassos = 0;
     for job in &jobs {

@@ -23,6 +23,23 @@ pub fn replicheck(args: &[&str]) -> Output {
 pub const SLOW_MODEL: &str = "models/ack-timeout-eviction.toml";
 pub const SLOW_OPTIONS: [&str; 6] = ["--variant", "fixed", "--threads", "1", "--reduce", "none"];
 
+/// The rebalancer's endless moves (models/rebalancer-compaction.toml) with a crashable node
+/// and independent detection judged at heartbeat rounds: lassos under silence regions. The
+/// file is written into `dir`; its path.
+pub fn rebalancer_with_rounds_detection(dir: &Path) -> std::path::PathBuf {
+    let text =
+        std::fs::read_to_string(root().join("models/rebalancer-compaction.toml")).expect("the library model");
+    let text = text.replacen(
+        "[policy]\n",
+        "[faults]\nbudget = 1\ncrash = [\"n2\"]\n\n[policy]\nfailure_detection = \"independent\"\n\
+         heartbeat_interval = \"300ms\"\nsuspect_after = \"700ms\"\ndead_after = \"1s\"\n",
+        1,
+    );
+    let file = dir.join("rebalancer-independent.toml");
+    std::fs::write(&file, text).expect("written");
+    file
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
 }
