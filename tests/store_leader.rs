@@ -444,5 +444,6 @@ fn a_policy_that_changes_the_replication_factor_of_a_leader_directory_is_refused
     assert!(stderr.contains("rf2.toml: key `replication_factor` = 2: gives the partitions the replicas [[0, 1]]; this cluster was created with [[0, 1, 2]]"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     let up = StoreProc::start(&data, 0, &["--nodes", "3", "--policy", rf3.to_str().unwrap()]);
-    assert!(route(&info(up.addr), "s0").is_some_and(|(epoch, _)| epoch == 0), "nothing failed over");
+    let info = info(up.addr);
+    assert!(route(&info, "s0").is_some_and(|(epoch, _)| epoch == 0), "nothing failed over: {info}");
 }

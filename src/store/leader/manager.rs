@@ -99,11 +99,23 @@ struct ClientRequest {
 }
 
 /// What INFO shows, refreshed after every step.
-#[derive(Default)]
 struct View {
     /// Per partition: epoch, primary, confirmed in-sync set, a failover under way.
     routes: Vec<(u64, NodeId, NodeSet, bool)>,
     health: Vec<Health>,
+}
+
+impl View {
+    fn of(machine: &Manager<LeaderData>) -> View {
+        View {
+            routes: machine
+                .shards
+                .iter()
+                .map(|r| (r.epoch, r.primary, r.in_sync, r.failover.is_some()))
+                .collect(),
+            health: machine.health.to_vec(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -193,7 +205,9 @@ impl ManagerHost {
             limits,
             clients: ClientStats::default(),
             stopped: watch::Sender::new(false),
-            view: Mutex::new(View::default()),
+            // From the recovered machine, not the stepper's first step: INFO may be asked before
+            // that task first runs, and must show the routes then too.
+            view: Mutex::new(View::of(&machine)),
             counters: Counters::default(),
             started: tokio::time::Instant::now(),
             stalled: Mutex::new(None),
@@ -397,9 +411,8 @@ impl Stepper {
         mut inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>,
         mut requests: mpsc::Receiver<ClientRequest>,
     ) {
+        // Whoever it recovered is told its role when next heard from (`launch` set the view).
         let mut out = Outbox::default();
-        // Whoever it recovered is told its role when next heard from; the view starts now.
-        self.refresh_view();
         let mut clock = Clock::new();
         let mut stopped = self.host.stopped.subscribe();
         loop {
@@ -622,14 +635,7 @@ impl Stepper {
     }
 
     fn refresh_view(&self) {
-        let mut view = self.host.view.lock().expect("no panic holds the view");
-        view.routes = self
-            .machine
-            .shards
-            .iter()
-            .map(|r| (r.epoch, r.primary, r.in_sync, r.failover.is_some()))
-            .collect();
-        view.health = self.machine.health.to_vec();
+        *self.host.view.lock().expect("no panic holds the view") = View::of(&self.machine);
     }
 }
 
@@ -660,4 +666,64 @@ impl Clocked for Stepper {
 /// What every request is answered while the coordinator cannot save its state.
 fn stalled_answer(cause: &str) -> String {
     format!("coordinator stalled: cannot save its state: {cause}; retry later")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drops every message: the test asks the host, not the replicas.
+    struct Nowhere;
+
+    impl LeaderLink for Nowhere {
+        fn send(&self, _: Endpoint, _: mesh::LeaderMsg) {}
+    }
+
+    /// INFO shows every partition's route from the moment the manager is launched, before its
+    /// stepper task first runs (a client may ask as soon as `store up` prints its port).
+    #[test]
+    fn info_shows_the_recovered_routes_before_the_first_step() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(super::super::POLICY_FILE), "replication_factor = 3\n").unwrap();
+        let sourced = super::super::policy_of(&dir.path().join(super::super::POLICY_FILE), None).unwrap();
+        let layout = super::super::layout_of(&sourced, 3, 2, 3, None).unwrap();
+        let unused = SocketAddr::from(([127, 0, 0, 1], 9));
+        let spec = Spec {
+            cluster_id: 1,
+            partitions: 2,
+            replication_factor: None,
+            node_zones: vec![0, 0, 0],
+            nodes: vec![unused; 3],
+            manager: unused,
+            replicas: super::super::replica_sets(&layout),
+            routes: Vec::new(),
+            model: None,
+        };
+        let (cfg, layout) = spec.config(dir.path()).unwrap();
+        // A recovered state that is not the first one: partition 1 failed over to node 2.
+        let mut durable = Manager::<LeaderData>::new(&cfg).durable();
+        durable.shards[1].epoch = 3;
+        durable.shards[1].primary = 2;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let info = runtime.block_on(async {
+            let (_inbox, received) = mpsc::channel(1);
+            let state = dir.path().join(STATE_FILE);
+            let host = ManagerHost::launch(
+                cfg,
+                layout,
+                ClientLimits::default(),
+                (state, durable),
+                Arc::new(Nowhere),
+                received,
+            );
+            // On a current-thread runtime the spawned stepper has not run: nothing awaited yet.
+            let info = host.info();
+            host.crash();
+            info
+        });
+        let names: Vec<&str> = info.lines().filter(|l| l.starts_with("partition_")).collect();
+        assert_eq!(names.len(), 2, "{info}");
+        assert!(names[1].ends_with(":epoch=3,primary=2,in_sync=0|1|2,failover=none"), "{info}");
+        assert_eq!(info.lines().filter(|l| l.ends_with(":alive")).count(), 3, "{info}");
+    }
 }
