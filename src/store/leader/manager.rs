@@ -671,6 +671,7 @@ fn stalled_answer(cause: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::leader::{layout_of, policy_of, replica_sets, POLICY_FILE};
 
     /// Drops every message: the test asks the host, not the replicas.
     struct Nowhere;
@@ -684,9 +685,9 @@ mod tests {
     #[test]
     fn info_shows_the_recovered_routes_before_the_first_step() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(super::super::POLICY_FILE), "replication_factor = 3\n").unwrap();
-        let sourced = super::super::policy_of(&dir.path().join(super::super::POLICY_FILE), None).unwrap();
-        let layout = super::super::layout_of(&sourced, 3, 2, 3, None).unwrap();
+        std::fs::write(dir.path().join(POLICY_FILE), "replication_factor = 3\n").unwrap();
+        let sourced = policy_of(&dir.path().join(POLICY_FILE), None).unwrap();
+        let layout = layout_of(&sourced, 3, 2, 3, None).unwrap();
         let unused = SocketAddr::from(([127, 0, 0, 1], 9));
         let spec = Spec {
             cluster_id: 1,
@@ -695,7 +696,7 @@ mod tests {
             node_zones: vec![0, 0, 0],
             nodes: vec![unused; 3],
             manager: unused,
-            replicas: super::super::replica_sets(&layout),
+            replicas: replica_sets(&layout),
             routes: Vec::new(),
             model: None,
         };
