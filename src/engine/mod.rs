@@ -30,7 +30,9 @@ use level::{append_rows, dedup, expand_chunk, finalize_edges, number, par_map, O
 use seen::SeenSet;
 use stateright::{Model, Property};
 use std::hash::Hash;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A stable 64-bit fingerprint of a state (same value on every run and machine of one build).
@@ -508,7 +510,7 @@ where
     let (mut fingerprints, mut parents, initial) = initial_states(model, hooks, &mut seen);
     // The frontier is kept in the segments the level's parts numbered (in BFS order), not
     // copied into one vector: that copy was a serial pass over every state.
-    let mut frontier: Vec<Vec<M::State>> = vec![initial];
+    let mut frontier: Vec<Arc<Vec<M::State>>> = vec![Arc::new(initial)];
     let mut frontier_start = 0u32;
     let mut discoveries: Vec<Option<u32>> = vec![None; properties.len()];
     let mut graph = record.then(Graph::default);
@@ -529,21 +531,23 @@ where
         let workers = if frontier_len >= PARALLEL_FRONTIER_MIN { threads } else { 1 };
         let chunk =
             if workers > 1 { frontier_len.div_ceil(workers * CHUNKS_PER_THREAD) } else { frontier_len };
-        let chunks = chunks_of(&frontier, chunk);
+        // The chunks own the segments between them (shared): a segment is freed by the worker
+        // whose chunk lets go of it last, while the others still expand, not by a pass of its
+        // own after the level.
+        let chunks = chunks_of(&std::mem::take(&mut frontier), chunk);
         // Never more owners than shards: an owner with none would start an idle thread.
         let owners = Owners::new(workers.min(seen::SHARD_COUNT));
         let jobs: Vec<_> = chunks.into_iter().map(|c| (c, pool.pop().unwrap_or_else(Part::new))).collect();
         let mut parts = par_map(jobs, workers, |_, (pieces, mut part)| {
-            let pieces: Vec<(u32, &[M::State])> =
-                pieces.into_iter().map(|(offset, states)| (frontier_start + offset as u32, states)).collect();
+            let pieces: Vec<(u32, &[M::State])> = pieces
+                .iter()
+                .map(|(offset, segment, range)| (frontier_start + *offset as u32, &segment[range.clone()]))
+                .collect();
             let states: usize = pieces.iter().map(|p| p.1.len()).sum();
             part.make_room((states as f64 * candidates_per_state * 1.25) as usize);
             expand_chunk(model, properties, &seen, hooks, record, &pieces, &owners, &mut part);
             part
         });
-        // The expanded level is dropped by the workers: freeing its states (their heap parts
-        // and shared pointers) was a serial pass as long as the copy it replaced.
-        par_map(std::mem::take(&mut frontier), workers, |_, segment| drop(segment));
         transitions += merge_discoveries(&parts, &mut discoveries);
         ample_states += parts.iter().map(|p| p.ample_states).sum::<u64>();
         let (starts, candidates) = candidate_starts(&parts);
@@ -577,7 +581,7 @@ where
             fingerprints.extend(n.fingerprints);
             parents.extend(n.parents);
             if !n.states.is_empty() {
-                next.push(n.states);
+                next.push(Arc::new(n.states));
             }
         }
         if let Some(g) = graph.as_mut() {
@@ -655,25 +659,26 @@ where
 }
 
 /// The frontier's segments cut into chunks of at most `chunk` states in BFS order, each chunk
-/// a list of pieces (a piece's offset in the frontier, its states) that may span segments: the
-/// chunks are as many whatever the segments, so the part pool stays that size.
+/// a list of pieces (a piece's offset in the frontier, its segment, the piece's range in it)
+/// that may span segments: the chunks are as many whatever the segments, so the part pool
+/// stays that size. A segment lives as long as a chunk holds a piece of it.
 #[allow(clippy::type_complexity)]
-fn chunks_of<S>(segments: &[Vec<S>], chunk: usize) -> Vec<Vec<(usize, &[S])>> {
+fn chunks_of<S>(segments: &[Arc<Vec<S>>], chunk: usize) -> Vec<Vec<(usize, Arc<Vec<S>>, Range<usize>)>> {
     let chunk = chunk.max(1);
     let mut chunks = vec![Vec::new()];
     let (mut offset, mut room) = (0, chunk);
     for segment in segments {
-        let mut rest = &segment[..];
-        while !rest.is_empty() {
+        let mut at = 0;
+        while at < segment.len() {
             if room == 0 {
                 chunks.push(Vec::new());
                 room = chunk;
             }
-            let (piece, tail) = rest.split_at(room.min(rest.len()));
-            chunks.last_mut().expect("one chunk at least").push((offset, piece));
-            offset += piece.len();
-            room -= piece.len();
-            rest = tail;
+            let len = room.min(segment.len() - at);
+            chunks.last_mut().expect("one chunk at least").push((offset, Arc::clone(segment), at..at + len));
+            offset += len;
+            room -= len;
+            at += len;
         }
     }
     chunks

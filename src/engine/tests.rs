@@ -243,16 +243,21 @@ fn each_shard_is_owned_by_the_dedup_thread_whose_range_holds_it() {
 /// the segments (one chunk spans two segments where a segment ends inside it).
 #[test]
 fn chunks_cover_the_frontier_in_order_across_segments() {
-    let segments: Vec<Vec<u32>> = vec![(0..5).collect(), vec![], (5..6).collect(), (6..17).collect()];
+    let segments: Vec<std::sync::Arc<Vec<u32>>> =
+        [(0..5).collect(), vec![], (5..6).collect(), (6..17).collect()]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect();
     for chunk in 1..=20 {
         let chunks = chunks_of(&segments, chunk);
         assert_eq!(chunks.len(), 17usize.div_ceil(chunk), "chunk {chunk}");
         let mut next = 0u32;
         for pieces in &chunks {
-            let len: usize = pieces.iter().map(|p| p.1.len()).sum();
+            let len: usize = pieces.iter().map(|p| p.2.len()).sum();
             assert!(len <= chunk && len > 0, "chunk {chunk}: {len} states");
-            for &(offset, states) in pieces {
-                assert_eq!(offset, next as usize, "chunk {chunk}: a piece's offset");
+            for (offset, segment, range) in pieces {
+                let states = &segment[range.clone()];
+                assert_eq!(*offset, next as usize, "chunk {chunk}: a piece's offset");
                 assert!(!states.is_empty());
                 for &s in states {
                     assert_eq!(s, next, "chunk {chunk}: BFS order");
@@ -261,6 +266,9 @@ fn chunks_cover_the_frontier_in_order_across_segments() {
             }
         }
         assert_eq!(next, 17);
+        // The chunks hold the segments between them: once they are gone, so is every segment.
+        drop(chunks);
+        assert!(segments.iter().all(|s| std::sync::Arc::strong_count(s) == 1), "chunk {chunk}");
     }
 }
 
