@@ -337,7 +337,6 @@ impl ManagerHost {
         for (n, h) in view.health.iter().enumerate() {
             let _ = write!(out, "node_{n}:{}\r\n", config_name(h));
         }
-        drop(view);
         let _ = write!(
             out,
             "\r\n# Stats\r\nwrites_acked:{}\r\nwrites_failed:{}\r\nreads_ok:{}\r\nreads_failed:{}\r\npromotions:{}\r\nunclean_promotions:{}\r\nfailovers_blocked:{}\r\nstale_refused:{}\r\nlate_epoch_acks:{}\r\n",
@@ -351,6 +350,9 @@ impl ManagerHost {
             get(&c.stale_refused),
             get(&c.late_epoch_acks),
         );
+        // Counted under the view's lock (`Stepper::finish` refreshes the view before it counts
+        // a step's events): a promotion counted here is one whose route is shown above.
+        drop(view);
         let s = &self.clients;
         let _ = write!(
             out,
@@ -507,6 +509,9 @@ impl Stepper {
             save_state(&self.state_path, &durable)?;
             self.saved = durable;
         }
+        // The view first, then the counters its events bump (INFO reads both under the view's
+        // lock): whoever sees a promotion counted sees the route it made.
+        self.refresh_view();
         for event in out.events.drain(..) {
             self.observe(event);
         }
@@ -523,7 +528,6 @@ impl Stepper {
                 (dst, msg) => self.mesh.send(dst, msg),
             }
         }
-        self.refresh_view();
         Ok(())
     }
 
