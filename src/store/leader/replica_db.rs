@@ -81,7 +81,8 @@ impl ReplicaDb {
     pub fn open(dir: &Path, cluster_id: u64, partitions: usize) -> Result<ReplicaDb, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let path = dir.join(DATABASE_FILE);
-        let db = Database::create(&path).map_err(|e| format!("{}: {}", path.display(), db_error(e)))?;
+        // As a quorum node's: the node of a `store up` that was just killed may still hold it.
+        let db = crate::store::node::storage::open_database(&path, true)?;
         let mut data = vec![BTreeMap::new(); partitions];
         let mut committed = None;
         {
@@ -218,6 +219,21 @@ impl Storage<LeaderData> for ReplicaDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node started while the one before it (a killed `store up`'s) still holds the database
+    /// waits for it rather than failing at once.
+    #[test]
+    fn a_database_still_held_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = ReplicaDb::open(dir.path(), 7, 1).unwrap();
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(held);
+        });
+        let opened = ReplicaDb::open(dir.path(), 7, 1);
+        released.join().unwrap();
+        assert!(opened.is_ok(), "{:?}", opened.err());
+    }
 
     #[test]
     fn writes_and_a_catch_up_survive_a_reopen_only_once_committed() {

@@ -287,7 +287,7 @@ fn db_error(e: impl std::fmt::Display) -> String {
 pub const DATABASE_FILE: &str = "node.redb";
 
 /// Open `path` (created if missing and `create`), waiting for another process to release it.
-fn open_database(path: &Path, create: bool) -> Result<Database, String> {
+pub fn open_database(path: &Path, create: bool) -> Result<Database, String> {
     let waited_max = std::time::Instant::now() + std::time::Duration::from_millis(OPEN_WAIT_MS);
     loop {
         let opened = if create { Database::create(path) } else { Database::open(path) };
