@@ -323,7 +323,11 @@ impl Rig<'_> {
     }
 
     pub(super) fn event(&mut self, what: String) {
-        let at_ms = self.now_ms();
+        self.event_at(self.now_ms(), what);
+    }
+
+    /// An event at `at_ms`: a fault's, at the moment its trace line has.
+    pub(super) fn event_at(&mut self, at_ms: u64, what: String) {
         self.events.push(Event { at_ms, what });
     }
 
@@ -410,10 +414,14 @@ impl Rig<'_> {
         self.node_faulted_at_ms.entry(node).or_insert(now);
     }
 
-    pub(super) fn trace(&self, fault: TraceFault) {
+    /// Trace `fault` now; returns the moment, for its line on the timeline (both count from
+    /// the run's start: one reading, so the two agree to the millisecond).
+    pub(super) fn trace(&self, fault: TraceFault) -> u64 {
+        let at_ms = self.now_ms();
         if let Some(t) = self.cluster.quorum().and_then(Cluster::trace) {
-            t.fault(fault);
+            t.fault_at(at_ms, fault);
         }
+        at_ms
     }
 
     pub(super) fn apply(&mut self, fault: &Fault) -> Result<(), String> {
@@ -427,18 +435,18 @@ impl Rig<'_> {
         self.active.push(fault.clone());
         self.faults_over_at_ms = None;
         // Before the fault: a message it loses is then excused by it.
-        self.trace(traced);
+        let at_ms = self.trace(traced);
         match fault {
             Fault::Crash(node) => {
                 self.cluster.kill(*node)?;
                 self.mark_faulted(*node);
-                self.event(format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
+                self.event_at(at_ms, format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
             }
             Fault::CoordinatorCrash => {
                 // What the coordinator counted is lost with it: read it first.
                 self.watch_promotions();
                 self.cluster.restart_coordinator()?;
-                self.event("FAULT the coordinator crashes and restarts with what it saved".into());
+                self.event_at(at_ms, "FAULT the coordinator crashes and restarts with what it saved".into());
                 self.note_if_faults_over();
             }
             Fault::Partition(zone) => {
@@ -450,7 +458,10 @@ impl Rig<'_> {
                         }
                     }
                 }
-                self.event(format!("FAULT zone {} partitioned", self.scenario.zones[usize::from(*zone)]));
+                self.event_at(
+                    at_ms,
+                    format!("FAULT zone {} partitioned", self.scenario.zones[usize::from(*zone)]),
+                );
             }
             Fault::Degrade { zones, latency, text, .. } => {
                 for link in self.links() {
@@ -460,7 +471,10 @@ impl Rig<'_> {
                     }
                 }
                 let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
-                self.event(format!("FAULT link {}<->{} degraded to {text} one way", z(zones.0), z(zones.1)));
+                self.event_at(
+                    at_ms,
+                    format!("FAULT link {}<->{} degraded to {text} one way", z(zones.0), z(zones.1)),
+                );
             }
             Fault::Drop => {
                 let lossy = &self.scenario.lossy;
@@ -469,7 +483,7 @@ impl Rig<'_> {
                         link.proxy.set_drop_permille(DROP_PERMILLE)?;
                     }
                 }
-                self.event(format!("FAULT lossy links drop {DROP_PERMILLE}/1000 chunks"));
+                self.event_at(at_ms, format!("FAULT lossy links drop {DROP_PERMILLE}/1000 chunks"));
             }
         }
         Ok(())
@@ -500,12 +514,12 @@ impl Rig<'_> {
                 }
                 // Once it listens again (a restart takes a while, the model's is at once): a
                 // request sent before that is lost to the crash, not by an up node.
-                self.trace(TraceFault::Restart { node: *node });
+                let at_ms = self.trace(TraceFault::Restart { node: *node });
                 let name = &self.scenario.nodes[usize::from(*node)].name;
-                self.event(format!("END {name} restarts (down {lasted})"));
+                self.event_at(at_ms, format!("END {name} restarts (down {lasted})"));
             }
             Fault::Partition(zone) => {
-                self.trace(TraceFault::Healed { zone: *zone });
+                let at_ms = self.trace(TraceFault::Healed { zone: *zone });
                 for link in self.links() {
                     let crosses = |z: u8| (link.zones.0 == z) != (link.zones.1 == z);
                     let still_cut =
@@ -514,13 +528,11 @@ impl Rig<'_> {
                         link.proxy.set_partitioned(false);
                     }
                 }
-                self.event(format!(
-                    "END zone {} reachable again (cut {lasted})",
-                    self.scenario.zones[usize::from(*zone)]
-                ));
+                let zone = &self.scenario.zones[usize::from(*zone)];
+                self.event_at(at_ms, format!("END zone {zone} reachable again (cut {lasted})"));
             }
             Fault::Degrade { index, zones, .. } => {
-                self.trace(TraceFault::Restored { index: *index });
+                let at_ms = self.trace(TraceFault::Restored { index: *index });
                 let on = |(a, b): (u8, u8), z: (u8, u8)| (a, b) == z || (b, a) == z;
                 for link in self.links() {
                     if !on(link.zones, *zones) {
@@ -538,11 +550,14 @@ impl Rig<'_> {
                     self.set_latency(&link.proxy, latency)?;
                 }
                 let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
-                self.event(format!(
-                    "END link {}<->{} back to its latency (degraded {lasted})",
-                    z(zones.0),
-                    z(zones.1)
-                ));
+                self.event_at(
+                    at_ms,
+                    format!(
+                        "END link {}<->{} back to its latency (degraded {lasted})",
+                        z(zones.0),
+                        z(zones.1)
+                    ),
+                );
             }
             Fault::CoordinatorCrash | Fault::Drop => unreachable!("a fault without a duration ended"),
         }
@@ -566,13 +581,13 @@ impl Rig<'_> {
                 self.cluster.restart(node)?;
             }
         }
-        self.trace(TraceFault::Heal);
+        let at_ms = self.trace(TraceFault::Heal);
         let what = if self.faults.is_empty() {
             "HEAL (no fault was scheduled: the load goes on)"
         } else {
             "HEAL every fault undone"
         };
-        self.event(what.into());
+        self.event_at(at_ms, what.into());
         if !self.faults.is_empty() {
             self.note_if_faults_over();
         }

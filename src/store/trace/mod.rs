@@ -176,7 +176,12 @@ impl TraceWriter {
     }
 
     pub fn fault(&self, fault: TraceFault) {
-        self.line(&TraceLine::Fault { at_ms: self.now_ms(), fault });
+        self.fault_at(self.now_ms(), fault);
+    }
+
+    /// `fault` at `at_ms` (from this trace's start), as its caller read the clock.
+    pub fn fault_at(&self, at_ms: u64, fault: TraceFault) {
+        self.line(&TraceLine::Fault { at_ms, fault });
     }
 
     pub fn flush(&self) -> Result<(), String> {
