@@ -5,8 +5,9 @@
 //! each client's operations (to one), the latency and think-time ranges and the fault
 //! durations (collapsed to their shortest). Each knob is measured two ways: raised alone from
 //! the base (every knob at its floor), which ranks what drives the count; and turned down
-//! alone from the model as written, step by step until a probe finishes (then pairs of knobs
-//! one step down, if none did), which gives the nearest smaller models and their exact counts
+//! alone from the model as written, step by step until a probe finishes (if none did: pairs of
+//! knobs one step down, and each knob alone again under a wider cap), which gives the nearest
+//! smaller models and their exact counts
 //! (or, where every property is violated, the count at which the check stops, as `check`
 //! would). Every probe is capped, and a cut probe is reported as "more than". Nothing is
 //! extrapolated: the knobs interact (a latency range matters only while the fault that slows
@@ -22,6 +23,11 @@ use serde::Serialize;
 
 /// States per probe when `--max-states` is not given: about a second or two each.
 pub const PROBE_STATES_DEFAULT: u64 = 1_000_000;
+
+/// When no knob turned down alone finishes under the cap, each is probed once more under this
+/// many times the cap: a single change is the smallest one, and one just past the cap (the
+/// natural model's latency ranges at 2.2M states against a 1M cap) fits memory easily.
+pub const SECOND_LOOK_FACTOR: u64 = 4;
 
 /// One knob of a model's scope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +223,10 @@ pub struct Estimate {
     /// When no single knob turned down finishes: the model as written with each pair of knobs
     /// turned down one step (ranges to their shortest).
     pub pairs: Vec<Probe>,
+    /// When no single knob turned down finishes: each one's furthest turn down again, capped at
+    /// `second_look_states_max` ([`SECOND_LOOK_FACTOR`] times the cap).
+    pub second_look: Vec<Probe>,
+    pub second_look_states_max: Option<u64>,
     /// Turned-down scopes that finished within the probe cap (measured, so known to fit),
     /// nearest to the model as written (the most states) first.
     pub changes_that_finish: Vec<Probe>,
@@ -324,6 +334,8 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         base: None,
         drivers: Vec::new(),
         pairs: Vec::new(),
+        second_look: Vec::new(),
+        second_look_states_max: None,
         changes_that_finish: Vec::new(),
         heartbeat_every_ticks,
         silence,
@@ -377,10 +389,17 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
                 out.pairs.push(probe_with(job, &written, &written, &both, &opts)?);
             }
         }
+        let wider = cap.saturating_mul(SECOND_LOOK_FACTOR);
+        let wider_opts = RunOptions { max_states: Some(wider), ..opts.clone() };
+        for &(k, floor, full) in &knobs {
+            out.second_look.push(probe_with(job, &written, &written, &[(k, floor, full)], &wider_opts)?);
+        }
+        out.second_look_states_max = Some(wider);
     }
     out.drivers.sort_by(|a, b| b.factor_alone.unwrap_or(0.0).total_cmp(&a.factor_alone.unwrap_or(0.0)));
     let turned_down = out.drivers.iter().flat_map(|d| &d.turned_down);
-    out.changes_that_finish = turned_down.chain(&out.pairs).filter(|p| p.finished).cloned().collect();
+    let measured = turned_down.chain(&out.pairs).chain(&out.second_look);
+    out.changes_that_finish = measured.filter(|p| p.finished).cloned().collect();
     out.changes_that_finish.sort_by_key(|p| std::cmp::Reverse(p.states));
     Ok(out)
 }
@@ -451,6 +470,13 @@ pub fn human(e: &Estimate) -> String {
         out.push_str("\n  none finished alone: the model as written with two knobs turned down one step:\n");
         for p in &e.pairs {
             let _ = writeln!(out, "    {:<66} {:>12} states", p.scope, count(p));
+            differ(&mut out, p);
+        }
+    }
+    if let Some(wider) = e.second_look_states_max {
+        let _ = writeln!(out, "\n  and each change alone once more, up to {} states:", thousands(wider));
+        for p in &e.second_look {
+            let _ = writeln!(out, "    {:<44} {:>14} states", p.scope, count(p));
             differ(&mut out, p);
         }
     }

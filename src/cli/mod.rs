@@ -106,8 +106,8 @@ pub enum Command {
         /// Instead of checking: measure what drives each run's state count on smaller scopes of
         /// the model (fault budget, each client's operations, latency, think-time and
         /// fault-duration ranges), each knob raised alone from a base and turned down alone from
-        /// the model as written (then in pairs, if no single change finishes); each probe capped
-        /// at --max-states (default 1000000). Lists the changes that finish, with their counts
+        /// the model as written (if no single change finishes: in pairs, and each alone again
+        /// under 4x the cap); each probe capped at --max-states (default 1000000). Lists the changes that finish, with their counts
         /// and any verdict they change; nothing is extrapolated. Exit 0 once measured
         /// (docs/writing-a-model.md).
         #[arg(long, conflicts_with_all = ["simulate", "shard", "workers", "processes"])]
