@@ -226,16 +226,18 @@ fn bench_distributed_compares_one_graph_where_silence_regions_apply() {
     }
 }
 
-/// A free port on loopback (bound and released; the processes bind it a moment later).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// `count` distinct free ports on loopback: all held until each is chosen (one released before
+/// the next bind could be handed out again), then released for the processes to bind.
+fn free_ports(count: usize) -> Vec<u16> {
+    let held: Vec<_> = (0..count).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
 /// Run `check` as `processes` OS processes of one timely computation on 127.0.0.1; process
 /// 0's report, after checking that the others exit 0 with nothing on stdout.
 fn run_processes(model: &str, variant: Option<&str>, processes: usize, dir: &Path) -> Value {
     let hostfile = dir.join(format!("hosts-{processes}"));
-    let hosts: Vec<String> = (0..processes).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let hosts: Vec<String> = free_ports(processes).iter().map(|port| format!("127.0.0.1:{port}")).collect();
     std::fs::write(&hostfile, hosts.join("\n") + "\n").unwrap();
     let hostfile = hostfile.to_str().unwrap().to_string();
     let n = processes.to_string();
