@@ -434,6 +434,11 @@ impl Rig<'_> {
         };
         self.active.push(fault.clone());
         self.faults_over_at_ms = None;
+        if let Fault::CoordinatorCrash = fault {
+            // What the coordinator counted is lost with it: read it first (and its promotions
+            // go on the timeline before the crash).
+            self.watch_promotions();
+        }
         // Before the fault: a message it loses is then excused by it.
         let at_ms = self.trace(traced);
         match fault {
@@ -443,8 +448,6 @@ impl Rig<'_> {
                 self.event_at(at_ms, format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
             }
             Fault::CoordinatorCrash => {
-                // What the coordinator counted is lost with it: read it first.
-                self.watch_promotions();
                 self.cluster.restart_coordinator()?;
                 self.event_at(at_ms, "FAULT the coordinator crashes and restarts with what it saved".into());
                 self.note_if_faults_over();
