@@ -159,6 +159,9 @@ impl ScopeKnob {
     }
 }
 
+/// Why a probe stopped at its state cap.
+const CUT_BY_CAP: &str = "cut at --max-states";
+
 /// One capped exploration of a scope.
 #[derive(Clone, Debug, Serialize)]
 pub struct Probe {
@@ -227,8 +230,9 @@ pub struct Estimate {
     /// `second_look_states_max` ([`SECOND_LOOK_FACTOR`] times the cap).
     pub second_look: Vec<Probe>,
     pub second_look_states_max: Option<u64>,
-    /// Turned-down scopes that finished within the probe cap (measured, so known to fit),
-    /// nearest to the model as written (the most states) first.
+    /// Turned-down scopes that finished within their probe's cap (the second look's is
+    /// wider; measured, so known to fit), nearest to the model as written (the most states)
+    /// first.
     pub changes_that_finish: Vec<Probe>,
     /// Ticks between heartbeat rounds, when failure detection sends them: each round gives
     /// every node a message, so a fault can land in every round.
@@ -289,7 +293,7 @@ fn probe(
                 "stopped at the memory bound of {} (--memory-max)",
                 crate::engine::memory::describe(limit_bytes)
             )),
-            Some(Cut::StateLimit(_)) => Some("cut at --max-states".into()),
+            Some(Cut::StateLimit(_)) => Some(CUT_BY_CAP.into()),
             _ => r.stopped,
         },
         elapsed_ms: r.elapsed_ms,
@@ -391,10 +395,21 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         }
         let wider = cap.saturating_mul(SECOND_LOOK_FACTOR);
         let wider_opts = RunOptions { max_states: Some(wider), ..opts.clone() };
-        for &(k, floor, full) in &knobs {
-            out.second_look.push(probe_with(job, &written, &written, &[(k, floor, full)], &wider_opts)?);
+        // Knobs whose floor was cut by the cap, in the order they drive the count (a probe
+        // stopped by the memory bound would only stop there again).
+        let mut by_factor: Vec<usize> = (0..knobs.len()).collect();
+        let factor = |i: usize| out.drivers[i].factor_alone.unwrap_or(0.0);
+        by_factor.sort_by(|&a, &b| factor(b).total_cmp(&factor(a)));
+        for i in by_factor {
+            let (k, floor, full) = knobs[i];
+            let floor_probe = out.drivers[i].turned_down.last().expect("turned down at least once");
+            if matches!(&floor_probe.stopped, Some(why) if why == CUT_BY_CAP) {
+                out.second_look.push(probe_with(job, &written, &written, &[(k, floor, full)], &wider_opts)?);
+            }
         }
-        out.second_look_states_max = Some(wider);
+        if !out.second_look.is_empty() {
+            out.second_look_states_max = Some(wider);
+        }
     }
     out.drivers.sort_by(|a, b| b.factor_alone.unwrap_or(0.0).total_cmp(&a.factor_alone.unwrap_or(0.0)));
     let turned_down = out.drivers.iter().flat_map(|d| &d.turned_down);
@@ -474,7 +489,8 @@ pub fn human(e: &Estimate) -> String {
         }
     }
     if let Some(wider) = e.second_look_states_max {
-        let _ = writeln!(out, "\n  and each change alone once more, up to {} states:", thousands(wider));
+        let _ =
+            writeln!(out, "\n  and each change alone once more, stopping past {} states:", thousands(wider));
         for p in &e.second_look {
             let _ = writeln!(out, "    {:<44} {:>14} states", p.scope, count(p));
             differ(&mut out, p);
