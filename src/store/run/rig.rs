@@ -323,11 +323,7 @@ impl Rig<'_> {
     }
 
     pub(super) fn event(&mut self, what: String) {
-        self.event_at(self.now_ms(), what);
-    }
-
-    /// An event at `at_ms`: a fault's, at the moment its trace line has.
-    pub(super) fn event_at(&mut self, at_ms: u64, what: String) {
+        let at_ms = self.now_ms();
         self.events.push(Event { at_ms, what });
     }
 
@@ -414,23 +410,35 @@ impl Rig<'_> {
         self.node_faulted_at_ms.entry(node).or_insert(now);
     }
 
-    /// Trace `fault` now; returns the moment, for its line on the timeline (both count from
-    /// the run's start: one reading, so the two agree to the millisecond).
-    pub(super) fn trace(&self, fault: TraceFault) -> u64 {
+    /// A fault's moment, in the trace and on the timeline (`what`) alike: one reading of the
+    /// clock (both count from the run's start), so the two agree to the millisecond.
+    pub(super) fn record(&mut self, fault: TraceFault, what: String) {
         let at_ms = self.now_ms();
         if let Some(t) = self.cluster.quorum().and_then(Cluster::trace) {
             t.fault_at(at_ms, fault);
         }
-        at_ms
+        self.events.push(Event { at_ms, what });
     }
 
     pub(super) fn apply(&mut self, fault: &Fault) -> Result<(), String> {
-        let traced = match fault {
-            Fault::Crash(node) => TraceFault::Crash { node: *node },
-            Fault::CoordinatorCrash => TraceFault::CoordinatorRestart,
-            Fault::Partition(zone) => TraceFault::Partition { zone: *zone },
-            Fault::Degrade { index, .. } => TraceFault::Degrade { index: *index },
-            Fault::Drop => TraceFault::Drop,
+        let zone = |i: u8| self.scenario.zones[usize::from(i)].clone();
+        let (traced, what) = match fault {
+            Fault::Crash(node) => (
+                TraceFault::Crash { node: *node },
+                format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name),
+            ),
+            Fault::CoordinatorCrash => (
+                TraceFault::CoordinatorRestart,
+                "FAULT the coordinator crashes and restarts with what it saved".to_string(),
+            ),
+            Fault::Partition(z) => {
+                (TraceFault::Partition { zone: *z }, format!("FAULT zone {} partitioned", zone(*z)))
+            }
+            Fault::Degrade { index, zones, text, .. } => (
+                TraceFault::Degrade { index: *index },
+                format!("FAULT link {}<->{} degraded to {text} one way", zone(zones.0), zone(zones.1)),
+            ),
+            Fault::Drop => (TraceFault::Drop, format!("FAULT lossy links drop {DROP_PERMILLE}/1000 chunks")),
         };
         self.active.push(fault.clone());
         self.faults_over_at_ms = None;
@@ -440,16 +448,14 @@ impl Rig<'_> {
             self.watch_promotions();
         }
         // Before the fault: a message it loses is then excused by it.
-        let at_ms = self.trace(traced);
+        self.record(traced, what);
         match fault {
             Fault::Crash(node) => {
                 self.cluster.kill(*node)?;
                 self.mark_faulted(*node);
-                self.event_at(at_ms, format!("FAULT crash {}", self.scenario.nodes[usize::from(*node)].name));
             }
             Fault::CoordinatorCrash => {
                 self.cluster.restart_coordinator()?;
-                self.event_at(at_ms, "FAULT the coordinator crashes and restarts with what it saved".into());
                 self.note_if_faults_over();
             }
             Fault::Partition(zone) => {
@@ -461,23 +467,14 @@ impl Rig<'_> {
                         }
                     }
                 }
-                self.event_at(
-                    at_ms,
-                    format!("FAULT zone {} partitioned", self.scenario.zones[usize::from(*zone)]),
-                );
             }
-            Fault::Degrade { zones, latency, text, .. } => {
+            Fault::Degrade { zones, latency, .. } => {
                 for link in self.links() {
                     let (a, b) = link.zones;
                     if (a, b) == *zones || (b, a) == *zones {
                         self.set_latency(&link.proxy, *latency)?;
                     }
                 }
-                let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
-                self.event_at(
-                    at_ms,
-                    format!("FAULT link {}<->{} degraded to {text} one way", z(zones.0), z(zones.1)),
-                );
             }
             Fault::Drop => {
                 let lossy = &self.scenario.lossy;
@@ -486,7 +483,6 @@ impl Rig<'_> {
                         link.proxy.set_drop_permille(DROP_PERMILLE)?;
                     }
                 }
-                self.event_at(at_ms, format!("FAULT lossy links drop {DROP_PERMILLE}/1000 chunks"));
             }
         }
         Ok(())
@@ -517,12 +513,18 @@ impl Rig<'_> {
                 }
                 // Once it listens again (a restart takes a while, the model's is at once): a
                 // request sent before that is lost to the crash, not by an up node.
-                let at_ms = self.trace(TraceFault::Restart { node: *node });
                 let name = &self.scenario.nodes[usize::from(*node)].name;
-                self.event_at(at_ms, format!("END {name} restarts (down {lasted})"));
+                self.record(
+                    TraceFault::Restart { node: *node },
+                    format!("END {name} restarts (down {lasted})"),
+                );
             }
             Fault::Partition(zone) => {
-                let at_ms = self.trace(TraceFault::Healed { zone: *zone });
+                let name = &self.scenario.zones[usize::from(*zone)];
+                self.record(
+                    TraceFault::Healed { zone: *zone },
+                    format!("END zone {name} reachable again (cut {lasted})"),
+                );
                 for link in self.links() {
                     let crosses = |z: u8| (link.zones.0 == z) != (link.zones.1 == z);
                     let still_cut =
@@ -531,11 +533,15 @@ impl Rig<'_> {
                         link.proxy.set_partitioned(false);
                     }
                 }
-                let zone = &self.scenario.zones[usize::from(*zone)];
-                self.event_at(at_ms, format!("END zone {zone} reachable again (cut {lasted})"));
             }
             Fault::Degrade { index, zones, .. } => {
-                let at_ms = self.trace(TraceFault::Restored { index: *index });
+                let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
+                let what = format!(
+                    "END link {}<->{} back to its latency (degraded {lasted})",
+                    z(zones.0),
+                    z(zones.1)
+                );
+                self.record(TraceFault::Restored { index: *index }, what);
                 let on = |(a, b): (u8, u8), z: (u8, u8)| (a, b) == z || (b, a) == z;
                 for link in self.links() {
                     if !on(link.zones, *zones) {
@@ -552,15 +558,6 @@ impl Rig<'_> {
                         .fold(base, |worst, l| if l.hi > worst.hi { l } else { worst });
                     self.set_latency(&link.proxy, latency)?;
                 }
-                let z = |i: u8| self.scenario.zones[usize::from(i)].clone();
-                self.event_at(
-                    at_ms,
-                    format!(
-                        "END link {}<->{} back to its latency (degraded {lasted})",
-                        z(zones.0),
-                        z(zones.1)
-                    ),
-                );
             }
             Fault::CoordinatorCrash | Fault::Drop => unreachable!("a fault without a duration ended"),
         }
@@ -584,13 +581,12 @@ impl Rig<'_> {
                 self.cluster.restart(node)?;
             }
         }
-        let at_ms = self.trace(TraceFault::Heal);
         let what = if self.faults.is_empty() {
             "HEAL (no fault was scheduled: the load goes on)"
         } else {
             "HEAL every fault undone"
         };
-        self.event_at(at_ms, what.into());
+        self.record(TraceFault::Heal, what.into());
         if !self.faults.is_empty() {
             self.note_if_faults_over();
         }
