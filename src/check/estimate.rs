@@ -354,6 +354,8 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
     }
     let base = probe(job, base_scope.clone(), "base (every knob at its floor)".into(), Vec::new(), &opts)?;
     let base_states = base.states.max(1) as f64;
+    // Each knob with what was measured of it.
+    let mut measured = Vec::with_capacity(knobs.len());
     for &(k, floor, full) in &knobs {
         let mut d = Driver {
             knob: k.name(&written),
@@ -382,10 +384,13 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
                 break;
             }
         }
-        out.drivers.push(d);
+        measured.push(((k, floor, full), d));
     }
     out.base = Some(base);
-    let single_finished = out.drivers.iter().any(|d| d.turned_down.iter().any(|p| p.finished));
+    // Biggest factor alone first (the report's order, and the second look's).
+    measured
+        .sort_by(|(_, a), (_, b)| b.factor_alone.unwrap_or(0.0).total_cmp(&a.factor_alone.unwrap_or(0.0)));
+    let single_finished = measured.iter().any(|(_, d)| d.turned_down.iter().any(|p| p.finished));
     if !single_finished {
         for (i, &(k, _, k_full)) in knobs.iter().enumerate() {
             for &(l, _, l_full) in &knobs[i + 1..] {
@@ -395,14 +400,10 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         }
         let wider = cap.saturating_mul(SECOND_LOOK_FACTOR);
         let wider_opts = RunOptions { max_states: Some(wider), ..opts.clone() };
-        // Knobs whose floor was cut by the cap, in the order they drive the count (a probe
-        // stopped by the memory bound would only stop there again).
-        let mut by_factor: Vec<usize> = (0..knobs.len()).collect();
-        let factor = |i: usize| out.drivers[i].factor_alone.unwrap_or(0.0);
-        by_factor.sort_by(|&a, &b| factor(b).total_cmp(&factor(a)));
-        for i in by_factor {
-            let (k, floor, full) = knobs[i];
-            let floor_probe = out.drivers[i].turned_down.last().expect("turned down at least once");
+        // Knobs whose floor was cut by the cap (a probe stopped by the memory bound would only
+        // stop there again).
+        for &((k, floor, full), ref d) in &measured {
+            let floor_probe = d.turned_down.last().expect("turned down at least once");
             if matches!(&floor_probe.stopped, Some(why) if why == CUT_BY_CAP) {
                 out.second_look.push(probe_with(job, &written, &written, &[(k, floor, full)], &wider_opts)?);
             }
@@ -411,7 +412,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
             out.second_look_states_max = Some(wider);
         }
     }
-    out.drivers.sort_by(|a, b| b.factor_alone.unwrap_or(0.0).total_cmp(&a.factor_alone.unwrap_or(0.0)));
+    out.drivers = measured.into_iter().map(|(_, d)| d).collect();
     let turned_down = out.drivers.iter().flat_map(|d| &d.turned_down);
     let measured = turned_down.chain(&out.pairs).chain(&out.second_look);
     out.changes_that_finish = measured.filter(|p| p.finished).cloned().collect();
