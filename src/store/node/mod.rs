@@ -81,45 +81,77 @@ async fn serve_connection(node_id: u8, storage: Storage, stream: TcpStream) {
     }
     let sink = FrameSink::start(writer);
     let mut frames = FrameReader::new(reader);
-    let mut committer = None;
-    let _ = serve_requests(node_id, &storage, &mut frames, &sink, &mut committer).await;
-    // Writes of other connections may wait for this committer.
-    commit(committer);
+    let mut commits = Commits::default();
+    let _ = serve_requests(node_id, &storage, &mut frames, &sink, &mut commits).await;
+    // Writes of other connections may wait for this committer, and ours for their replies.
+    commits.finish().await;
     sink.close();
 }
 
-/// Run `committer` if this task was elected, its thread off the runtime meanwhile.
-fn commit(committer: Option<Committer>) {
-    if let Some(c) = committer {
-        tokio::task::block_in_place(|| c.run());
+/// This connection's part in group commit: the committer it was elected, until it starts it,
+/// and the commit it started, while that runs.
+#[derive(Default)]
+struct Commits {
+    elected: Option<Committer>,
+    running: Option<tokio::task::JoinHandle<()>>,
+    /// Writes this connection queued since its commit started (or since it last had none).
+    grouped: usize,
+}
+
+impl Commits {
+    /// Start the commit this connection was elected for, on a blocking thread: the connection
+    /// goes on reading, so a heartbeat or a read is answered while the disk syncs (a node
+    /// whose disk is slow is slow, not silent), and its later writes join that commit's next
+    /// group.
+    fn start(&mut self) {
+        if let Some(c) = self.elected.take() {
+            self.running = Some(tokio::task::spawn_blocking(move || c.run()));
+        }
+    }
+
+    /// Start the commit this connection was elected for, if any, and wait for the one running.
+    async fn finish(&mut self) {
+        self.start();
+        if let Some(running) = self.running.take() {
+            let _ = running.await;
+        }
+    }
+
+    /// Once a full group of this connection's writes waits behind its commit, stop reading
+    /// until that commit has taken them (a peer that never pauses must not grow the queue
+    /// without bound); a commit that has ended has nothing left of ours.
+    async fn bound(&mut self) {
+        if self.grouped >= BATCH_WRITES_MAX {
+            self.finish().await;
+        }
+        if self.running.as_ref().is_some_and(|r| r.is_finished()) {
+            self.running = None;
+        }
+        if self.elected.is_none() && self.running.is_none() {
+            self.grouped = 0;
+        }
     }
 }
 
 /// Answer requests until the connection ends. A write is answered by its committer once
-/// durable, everything else at once. A task elected committer (`committer`) commits once no
-/// further request has arrived, so every write that came during a commit joins the next one;
-/// it never waits on its connection first, as other connections' writes may wait for it, and
-/// it stops reading once a full group waits (a peer that never pauses must not hold it off).
+/// durable, everything else at once, during a commit too. A connection elected committer
+/// starts the commit once no further request has arrived, so every write that came meanwhile
+/// joins it; it never waits on its connection first, as other connections' writes may wait
+/// for it.
 async fn serve_requests(
     node_id: u8,
     storage: &Storage,
     frames: &mut FrameReader,
     sink: &Arc<FrameSink>,
-    committer: &mut Option<Committer>,
+    commits: &mut Commits,
 ) -> std::io::Result<()> {
-    let mut grouped = 0;
     loop {
-        if grouped >= BATCH_WRITES_MAX {
-            commit(committer.take());
-        }
-        if committer.is_none() {
-            grouped = 0;
-        }
+        commits.bound().await;
         let Frame { id, body } = match frames.buffered::<NodeRequest>()? {
             Some(frame) => frame,
             None if frames.try_fill()? => continue,
-            None if committer.is_some() => {
-                commit(committer.take());
+            None if commits.elected.is_some() => {
+                commits.start();
                 continue;
             }
             None => match frames.next().await? {
@@ -128,7 +160,7 @@ async fn serve_requests(
             },
         };
         if sink.queued_bytes() >= REPLY_BYTES_QUEUED_MAX {
-            commit(committer.take());
+            commits.start();
             sink.until_below(REPLY_BYTES_QUEUED_MAX).await;
         }
         if sink.is_closed() {
@@ -145,9 +177,9 @@ async fn serve_requests(
                     let _ = reply_to.send(&wire::encode_frame(&Frame { id, body }));
                 });
                 if let Some(elected) = storage.submit(key, version, value, done) {
-                    *committer = Some(elected);
+                    commits.elected = Some(elected);
                 }
-                grouped += 1;
+                commits.grouped += 1;
             }
             request => {
                 let body = handle(node_id, storage, request);
@@ -188,6 +220,67 @@ pub(crate) fn handle(node_id: u8, storage: &Storage, request: NodeRequest) -> No
 #[cfg(test)]
 mod tests {
     use super::refusal;
+    use super::storage::Storage;
+    use super::wire::{self, Frame, NodeReply, NodeRequest};
+    use std::time::Duration;
+
+    async fn next_reply(reader: &mut tokio::net::tcp::OwnedReadHalf) -> Frame<NodeReply> {
+        wire::read_frame::<NodeReply, _>(reader).await.unwrap().expect("the node closed the connection")
+    }
+
+    /// A write whose commit cannot finish (the disk stalls) does not hold up the heartbeat
+    /// and the read sent after it on the same connection: a slow disk is not a silent node.
+    /// The write is answered once the disk is back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_heartbeat_and_a_read_are_answered_while_a_commit_stalls() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path()).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = storage.clone();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            super::serve_connection(1, served, stream).await;
+        });
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut reader, mut writer) = stream.into_split();
+        let send = |id, body: NodeRequest| Frame { id, body };
+        let reply = |id, body: NodeReply| Frame { id, body };
+        wire::write_frame(&mut writer, &send(0, NodeRequest::Hello { cluster_id: 7, node_id: 1 }))
+            .await
+            .unwrap();
+        let hello = wire::read_frame::<NodeReply, _>(&mut reader).await.unwrap().unwrap();
+        assert!(matches!(hello.body, NodeReply::Alive { node_id: 1, .. }), "{hello:?}");
+
+        // The disk stalls on a thread of its own (a lock held across the awaits below would
+        // hold up the test's own thread).
+        let (stalled, release) = std::sync::mpsc::channel::<()>();
+        let (held, holding) = std::sync::mpsc::channel::<()>();
+        let disk = storage.clone();
+        let stall = std::thread::spawn(move || {
+            let _guard = disk.stall_commits();
+            held.send(()).unwrap();
+            let _ = release.recv();
+        });
+        holding.recv().unwrap();
+        let write = NodeRequest::Replicate { key: b"k".to_vec(), version: 1, value: Some(b"v".to_vec()) };
+        wire::write_frame(&mut writer, &send(1, write)).await.unwrap();
+        wire::write_frame(&mut writer, &send(2, NodeRequest::Heartbeat)).await.unwrap();
+        wire::write_frame(&mut writer, &send(3, NodeRequest::Read { key: b"k".to_vec() })).await.unwrap();
+        let within = Duration::from_secs(5);
+        let heartbeat =
+            tokio::time::timeout(within, next_reply(&mut reader)).await.expect("the heartbeat waited");
+        assert_eq!(heartbeat, reply(2, NodeReply::Alive { node_id: 1, max_version: 0 }));
+        let read = tokio::time::timeout(within, next_reply(&mut reader)).await.expect("the read waited");
+        // Not durable yet, so not read.
+        assert_eq!(read, reply(3, NodeReply::Value { version: 0, value: None }));
+
+        drop(stalled);
+        stall.join().unwrap();
+        let written =
+            tokio::time::timeout(within, next_reply(&mut reader)).await.expect("the write never ended");
+        assert_eq!(written, reply(1, NodeReply::Stored { version: 1 }));
+    }
 
     #[test]
     fn a_hello_for_another_node_or_cluster_is_refused() {

@@ -467,6 +467,12 @@ impl Storage {
         self.cluster_id
     }
 
+    /// Hold every commit at its start while the guard lives: a disk that does not answer.
+    #[cfg(test)]
+    pub(crate) fn stall_commits(&self) -> std::sync::MutexGuard<'_, super::log::WriteLog> {
+        self.log.lock().expect("log lock")
+    }
+
     /// Store `value` at `version` unless the key already has that version or a newer one;
     /// resolves once durable, with the key's version now.
     /// (Blocks its thread while it commits.)
