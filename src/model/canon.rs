@@ -30,7 +30,6 @@
 //! are (their counts stay those of their certificates).
 
 use super::{ClientPhase, Msg, OpId, WorldConfig, WorldState};
-use std::sync::Arc;
 
 /// A field that holds an operation or a version (of a shard).
 enum Slot<'a> {
@@ -204,7 +203,7 @@ fn visit(s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)
     for e in &mut s.net {
         visit_msg(&mut e.msg, f);
     }
-    for node in Arc::make_mut(&mut s.nodes).iter_mut() {
+    for node in super::shared::Shared::make_mut(&mut s.nodes).iter_mut() {
         for (shard, stored) in node.shards.iter_mut().enumerate() {
             f(Slot::Version { shard: shard as u8, version: &mut stored.version });
         }

@@ -5,21 +5,22 @@
 //! steps still hold a copy each: on a 5-node model with heartbeats, 200,000 states of one
 //! level held 1,354 distinct coordinators and 64 distinct node vectors, about 1 KB of heap per
 //! state. Interning a fresh copy against the equal ones seen recently on this thread makes
-//! them one allocation. Hashing and equality see through `Arc`s, so fingerprints, state counts
-//! and every verdict are unchanged: this only changes which allocation a pointer names.
+//! them one allocation. Hashing and equality see through the pointers (a part hashes as its
+//! contents' hash, `model::shared`), so fingerprints, state counts and every verdict are
+//! unchanged: this only changes which allocation a pointer names.
 
+use super::shared::Shared;
 use super::state::{Ghost, NodeState, WorldState};
 use crate::protocol::{Coordinator, PerNode};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::hash::Hash;
-use std::sync::Arc;
 
 /// Entries per table and thread before it is emptied: it holds recent parts only, so its own
 /// memory stays bounded (a few MB) however large the exploration.
 const INTERNED_MAX: usize = 1 << 14;
 
-type Table<T> = RefCell<HashSet<Arc<T>, foldhash::fast::FixedState>>;
+type Table<T> = RefCell<HashSet<Shared<T>, foldhash::fast::FixedState>>;
 
 thread_local! {
     static COORDINATORS: Table<Coordinator> = RefCell::default();
@@ -28,21 +29,21 @@ thread_local! {
 }
 
 /// Point `x` at an equal part interned earlier on this thread, or intern it.
-fn intern<T: Hash + Eq>(table: &'static std::thread::LocalKey<Table<T>>, x: &mut Arc<T>) {
+fn intern<T: Hash + Eq>(table: &'static std::thread::LocalKey<Table<T>>, x: &mut Shared<T>) {
     // A part still shared (with the parent state) was interned when that state was kept.
-    if Arc::strong_count(x) != 1 {
+    if Shared::strong_count(x) != 1 {
         return;
     }
     table.with(|t| {
         let mut t = t.borrow_mut();
         if let Some(equal) = t.get(x) {
-            *x = Arc::clone(equal);
+            *x = equal.clone();
             return;
         }
         if t.len() >= INTERNED_MAX {
             t.clear();
         }
-        t.insert(Arc::clone(x));
+        t.insert(x.clone());
     });
 }
 
@@ -69,23 +70,23 @@ mod tests {
         assert!(!init.coord.silence_ticks.is_empty(), "a model with independent detection");
         let (mut a, mut b) = (init.clone(), init.clone());
         // Two fresh, equal copies (as two different steps would make them).
-        a.coord = Arc::new((*a.coord).clone());
-        b.coord = Arc::new((*b.coord).clone());
-        a.nodes = Arc::new((*a.nodes).clone());
-        b.nodes = Arc::new((*b.nodes).clone());
+        a.coord = Shared::new((*a.coord).clone());
+        b.coord = Shared::new((*b.coord).clone());
+        a.nodes = Shared::new((*a.nodes).clone());
+        b.nodes = Shared::new((*b.nodes).clone());
         drop(init);
         compact(&mut a);
         compact(&mut b);
-        assert!(Arc::ptr_eq(&a.coord, &b.coord), "equal coordinators share one allocation");
-        assert!(Arc::ptr_eq(&a.nodes, &b.nodes), "equal node vectors share one allocation");
+        assert!(Shared::ptr_eq(&a.coord, &b.coord), "equal coordinators share one allocation");
+        assert!(Shared::ptr_eq(&a.nodes, &b.nodes), "equal node vectors share one allocation");
         assert_eq!(a, b);
         // A different coordinator is not merged with them.
         let mut c = a.clone();
         let mut other = (*c.coord).clone();
         other.silence_ticks.iter_mut().for_each(|t| *t += 1);
-        c.coord = Arc::new(other);
+        c.coord = Shared::new(other);
         compact(&mut c);
-        assert!(!Arc::ptr_eq(&a.coord, &c.coord));
+        assert!(!Shared::ptr_eq(&a.coord, &c.coord));
         assert_ne!(a, c);
     }
 }

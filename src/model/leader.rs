@@ -17,7 +17,6 @@ use crate::protocol::leader::{
     LeaderEvent, Manager, ManagerTimer, Pos, Replica, ReplicaDurable, ReplicaTimer, Role,
 };
 use crate::protocol::{filled, ModelData, Outbox};
-use std::sync::Arc;
 
 /// A place in a shard's log, in the model's types.
 pub type Position = Pos<ModelData>;
@@ -114,7 +113,7 @@ fn actors(s: &WorldState) -> &LeaderActors {
 }
 
 fn actors_mut(s: &mut WorldState) -> &mut LeaderActors {
-    Arc::make_mut(s.leader.as_mut().expect("a leader-family world"))
+    super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"))
 }
 
 /// The leader family's state in `s`, if the world runs it.
@@ -152,8 +151,8 @@ pub fn deliver_to_node(cfg: &WorldConfig, s: &mut WorldState, n: NodeId, src: En
     let i = usize::from(n);
     let mut out = Outbox::default();
     {
-        let nodes = Arc::make_mut(&mut s.nodes);
-        let l = Arc::make_mut(s.leader.as_mut().expect("a leader-family world"));
+        let nodes = super::shared::Shared::make_mut(&mut s.nodes);
+        let l = super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
         let LeaderNode::Up(r) = &mut l.replicas[i] else { unreachable!("a down node is delivered nothing") };
         r.on_msg(cfg, &mut nodes[i].shards[..], src, msg, &mut out);
     }
@@ -178,7 +177,7 @@ pub fn fire(cfg: &WorldConfig, s: &mut WorldState, action: &Action) {
         Action::ReplicaTimer { node, timer } => {
             let i = usize::from(node);
             let nodes = &s.nodes;
-            let l = Arc::make_mut(s.leader.as_mut().expect("a leader-family world"));
+            let l = super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
             let LeaderNode::Up(r) = &mut l.replicas[i] else { unreachable!("a down node has no timer due") };
             r.on_timer(cfg, &nodes[i].shards[..], timer, &mut out);
             Endpoint::Node(node)
@@ -215,7 +214,7 @@ pub fn fault(cfg: &WorldConfig, s: &mut WorldState, action: Action) {
             let mut out = Outbox::default();
             {
                 let nodes = &s.nodes;
-                let l = Arc::make_mut(s.leader.as_mut().expect("a leader-family world"));
+                let l = super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
                 let LeaderNode::Down(durable) = &l.replicas[i] else {
                     unreachable!("only a down node restarts")
                 };

@@ -19,6 +19,7 @@ pub mod properties;
 #[cfg(test)]
 mod quiet_tests;
 pub mod reduction;
+pub mod shared;
 pub mod silence;
 pub mod state;
 
@@ -34,8 +35,8 @@ use crate::policy::NodeId;
 use crate::protocol::coordinator::{fleet_breach, RouterLoad};
 use crate::protocol::{compaction, node, Outbox};
 use arrayvec::ArrayVec;
+use shared::Shared;
 use stateright::{Model, Property};
-use std::sync::Arc;
 
 /// The world is configured by a scenario resolved under one policy.
 pub type WorldConfig = crate::config::Resolved;
@@ -114,7 +115,7 @@ impl World {
         let node_count = cfg.nodes.len();
         let shard_count = cfg.shard_names.len();
         WorldState {
-            nodes: std::sync::Arc::new(
+            nodes: Shared::new(
                 cfg.nodes
                     .iter()
                     .map(|spec| NodeState {
@@ -124,10 +125,8 @@ impl World {
                     })
                     .collect(),
             ),
-            coord: std::sync::Arc::new(Coordinator::new(cfg, 0)),
-            peers: (1..cfg.coordinators.len() as u8)
-                .map(|c| std::sync::Arc::new(Coordinator::new(cfg, c)))
-                .collect(),
+            coord: Shared::new(Coordinator::new(cfg, 0)),
+            peers: (1..cfg.coordinators.len() as u8).map(|c| Shared::new(Coordinator::new(cfg, c))).collect(),
             stages: match &cfg.rollout {
                 Some(_) => filled(Stage::default(), cfg.coordinators.len()),
                 None => Default::default(),
@@ -144,7 +143,7 @@ impl World {
                 })
                 .collect(),
             net: Vec::new(),
-            leader: leader::runs(cfg).then(|| std::sync::Arc::new(leader::initial(cfg))),
+            leader: leader::runs(cfg).then(|| Shared::new(leader::initial(cfg))),
             env: EnvState {
                 faults_left: cfg.faults.budget,
                 partitioned: 0,
@@ -152,7 +151,7 @@ impl World {
                 bursts_ended: 0,
                 ending: ArrayVec::new(),
             },
-            ghost: Arc::new(Ghost {
+            ghost: Shared::new(Ghost {
                 acked_version: filled(0, shard_count),
                 history: std::sync::Arc::new(filled(history::History::default(), shard_count)),
                 linearizable: true,
@@ -361,17 +360,17 @@ fn fleet_capacity(cfg: &WorldConfig, s: &mut WorldState) {
 
 /// Coordinator `c` heard from node `n`: a fault before the send no longer counts against it
 /// there.
-fn ghost_heard_from(g: &mut Arc<Ghost>, c: u8, n: NodeId, sender_epoch: u8) {
+fn ghost_heard_from(g: &mut Shared<Ghost>, c: u8, n: NodeId, sender_epoch: u8) {
     let i = usize::from(n);
     if sender_epoch == g.fault_epoch[i] && g.faulted_since_heard[i] & (1 << c) != 0 {
-        Arc::make_mut(g).faulted_since_heard[i] &= !(1 << c);
+        Shared::make_mut(g).faulted_since_heard[i] &= !(1 << c);
     }
 }
 
 /// Changes older than the churn window no longer count.
-fn ghost_tick(cfg: &WorldConfig, g: &mut Arc<Ghost>) {
+fn ghost_tick(cfg: &WorldConfig, g: &mut Shared<Ghost>) {
     if let Some((_, window)) = cfg.coordinator.churn_budget.filter(|_| !g.change_ages.is_empty()) {
-        let g = Arc::make_mut(g);
+        let g = Shared::make_mut(g);
         for age in &mut g.change_ages {
             *age += 1;
         }
@@ -446,7 +445,7 @@ impl Model for World {
                     }
                     Endpoint::Node(n) => {
                         let mut out = Outbox::default();
-                        let nodes = std::sync::Arc::make_mut(&mut s.nodes);
+                        let nodes = Shared::make_mut(&mut s.nodes);
                         let node = &mut nodes[usize::from(n)];
                         if cfg.compaction.dynamic() {
                             compaction::on_node_msg(

@@ -25,7 +25,6 @@
 use super::{WorldConfig, WorldState};
 use crate::policy::detector::{self, FailureDetection, HealthCheck};
 use crate::protocol::coordinator::TimerTicks;
-use std::sync::Arc;
 
 /// Whether states may be identified up to silence regions in this world.
 pub fn applies(cfg: &WorldConfig) -> bool {
@@ -54,7 +53,7 @@ pub fn canonical(cfg: &WorldConfig, s: &WorldState) -> Option<WorldState> {
     if let Some(m) = s.leader.as_ref().map(|l| &l.manager) {
         if let Some(change) = first_change(cfg, &m.silence_ticks, m.heartbeat_ticks) {
             let leader = out.get_or_insert_with(|| s.clone()).leader.as_mut().expect("a leader world");
-            let m = &mut Arc::make_mut(leader).manager;
+            let m = &mut super::shared::Shared::make_mut(leader).manager;
             to_regions_from(cfg, &mut m.silence_ticks, m.heartbeat_ticks, change);
         }
     }

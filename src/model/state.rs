@@ -1,13 +1,13 @@
 //! The world's state: every actor's state, the messages in flight, the environment and the
 //! ghost variables the properties read. No absolute clock: only remaining ticks and ages.
 
+use super::shared::Shared;
 use crate::config::MenuFault;
 use crate::policy::{NodeId, Version};
 use crate::protocol::{
     CapacityBreach, Coordinator, Endpoint, Msg, OpId, PerClient, PerNode, PerShard, Stored,
 };
 use arrayvec::ArrayVec;
-use std::sync::Arc;
 
 /// A message in flight. It may be delivered once `earliest_ticks` is 0 and must be by the time
 /// `latest_ticks` would go below 0: `Tick` is disabled while a message has `latest_ticks == 0`.
@@ -106,12 +106,13 @@ pub struct Ghost {
     pub capacity_breach: Option<CapacityBreach>,
 }
 
-/// The nodes and the coordinator are behind `Arc`s: a step of one actor leaves the others'
+/// The nodes and the coordinators are [`Shared`]: a step of one actor leaves the others'
 /// state shared with its parent, so the frontier and the level's candidates hold a pointer
-/// where most steps change nothing. `Arc`'s `Hash` and `Eq` are its contents', so
+/// where most steps change nothing, and a part is hashed once, not in every successor. `Eq`
+/// is the contents', and a part hashes as its contents' hash, so equal states have equal
 /// fingerprints and state counts are those of the plain structure.
 /// The coordinators after the membership leader.
-pub type Peers = arrayvec::ArrayVec<Arc<Coordinator>, { crate::config::COORDINATOR_COUNT_MAX - 1 }>;
+pub type Peers = arrayvec::ArrayVec<Shared<Coordinator>, { crate::config::COORDINATOR_COUNT_MAX - 1 }>;
 
 /// Where a coordinator is in a rollout: the stage whose policy it runs, and whether it has
 /// started back towards the first (a rollback: it never goes forward again).
@@ -123,9 +124,9 @@ pub struct Stage {
 
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct WorldState {
-    pub nodes: Arc<PerNode<NodeState>>,
+    pub nodes: Shared<PerNode<NodeState>>,
     /// The membership leader (the only coordinator of most models).
-    pub coord: Arc<Coordinator>,
+    pub coord: Shared<Coordinator>,
     /// The other coordinators, coordinator 1 first.
     pub peers: Peers,
     /// With a rollout: each coordinator's stage (empty without one).
@@ -135,11 +136,11 @@ pub struct WorldState {
     pub net: Vec<Envelope>,
     /// With `replication = "leader"`: the leader family's machines (the failover manager runs
     /// as coordinator 0, and `coord` is the quorum coordinator as configured, never stepped).
-    pub leader: Option<Arc<super::leader::LeaderActors>>,
+    pub leader: Option<Shared<super::leader::LeaderActors>>,
     pub env: EnvState,
-    /// Behind an `Arc` as the nodes and the coordinator are: most steps change no ghost
+    /// Shared as the nodes and the coordinators are: most steps change no ghost
     /// variable, and a copy per state cost 104 bytes inline and two vectors on the heap.
-    pub ghost: Arc<Ghost>,
+    pub ghost: Shared<Ghost>,
 }
 
 impl WorldState {
@@ -155,15 +156,15 @@ impl WorldState {
     /// Coordinator `c`, to change it (unshared first).
     pub fn coordinator_mut(&mut self, c: u8) -> &mut Coordinator {
         if c == 0 {
-            Arc::make_mut(&mut self.coord)
+            Shared::make_mut(&mut self.coord)
         } else {
-            Arc::make_mut(&mut self.peers[usize::from(c) - 1])
+            Shared::make_mut(&mut self.peers[usize::from(c) - 1])
         }
     }
 
     /// The ghost variables, to change them (unshared first).
     pub fn ghost_mut(&mut self) -> &mut Ghost {
-        Arc::make_mut(&mut self.ghost)
+        Shared::make_mut(&mut self.ghost)
     }
 
     /// Every coordinator, the leader first.
