@@ -68,13 +68,21 @@ impl<T: Hash> Shared<T> {
     fn hash64(&self) -> u64 {
         match self.0.hash.load(Ordering::Relaxed) {
             0 => {
-                let h = crate::engine::fingerprint(&self.0.value);
+                let h = part_hash(&self.0.value);
                 self.0.hash.store(h, Ordering::Relaxed);
                 h
             }
             h => h,
         }
     }
+}
+
+/// A part's own 64-bit hash: a fixed seed (the same on every run and thread count), never 0
+/// (0 marks a hash not yet known).
+fn part_hash<T: Hash>(value: &T) -> u64 {
+    use std::hash::BuildHasher;
+    const SEED: u64 = 0x5348_4152_4544_5054;
+    foldhash::quality::FixedState::with_seed(SEED).hash_one(value).max(1)
 }
 
 impl<T> std::ops::Deref for Shared<T> {
@@ -109,7 +117,7 @@ mod tests {
     use super::*;
 
     fn hash_of<T: Hash>(x: &T) -> u64 {
-        crate::engine::fingerprint(x)
+        part_hash(x)
     }
 
     #[test]
