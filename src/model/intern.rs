@@ -5,9 +5,9 @@
 //! steps still hold a copy each: on a 5-node model with heartbeats, 200,000 states of one
 //! level held 1,354 distinct coordinators and 64 distinct node vectors, about 1 KB of heap per
 //! state. Interning a fresh copy against the equal ones seen recently on this thread makes
-//! them one allocation. Hashing and equality see through the pointers (a part hashes as its
-//! contents' hash, `model::shared`), so fingerprints, state counts and every verdict are
-//! unchanged: this only changes which allocation a pointer names.
+//! them one allocation. Equality sees through the pointers and a part's hash is its contents'
+//! (`model::shared`), so fingerprints, state counts and every verdict are unchanged: this
+//! only changes which allocation a pointer names.
 
 use super::shared::Shared;
 use super::state::{Ghost, NodeState, WorldState};

@@ -109,17 +109,24 @@ impl Commits {
         }
     }
 
-    /// Start the commit this connection was elected for, if any, and wait for the one running.
+    /// Start the commit this connection was elected for, if any, and wait until the one
+    /// running has committed every queued write. A panic in it is this connection's, as it was
+    /// when the commit ran on the connection's own task.
     async fn finish(&mut self) {
         self.start();
         if let Some(running) = self.running.take() {
-            let _ = running.await;
+            if let Err(e) = running.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
         }
     }
 
-    /// Once a full group of this connection's writes waits behind its commit, stop reading
-    /// until that commit has taken them (a peer that never pauses must not grow the queue
-    /// without bound); a commit that has ended has nothing left of ours.
+    /// Once a full group of this connection's writes waits behind its own commit, stop
+    /// reading until that commit has ended (a peer that never pauses must not grow the queue
+    /// without bound); a commit that has ended has nothing left of ours. Writes that joined
+    /// another connection's commit are that connection's to bound, as before.
     async fn bound(&mut self) {
         if self.grouped >= BATCH_WRITES_MAX {
             self.finish().await;
@@ -265,6 +272,9 @@ mod tests {
         holding.recv().unwrap();
         let write = NodeRequest::Replicate { key: b"k".to_vec(), version: 1, value: Some(b"v".to_vec()) };
         wire::write_frame(&mut writer, &send(1, write)).await.unwrap();
+        // The write alone first, so that its commit has started (and stalled) before the
+        // others arrive: were all three read at once, they would be answered before any commit.
+        tokio::time::sleep(Duration::from_millis(300)).await;
         wire::write_frame(&mut writer, &send(2, NodeRequest::Heartbeat)).await.unwrap();
         wire::write_frame(&mut writer, &send(3, NodeRequest::Read { key: b"k".to_vec() })).await.unwrap();
         let within = Duration::from_secs(5);
