@@ -159,9 +159,6 @@ impl ScopeKnob {
     }
 }
 
-/// Why a probe stopped at its state cap.
-const CUT_BY_CAP: &str = "cut at --max-states";
-
 /// One capped exploration of a scope.
 #[derive(Clone, Debug, Serialize)]
 pub struct Probe {
@@ -178,6 +175,9 @@ pub struct Probe {
     pub finished: bool,
     /// Why it stopped early, when it did (the cap, or the memory bound).
     pub stopped: Option<String>,
+    /// Whether what stopped it was the state cap (a wider cap may let it finish).
+    #[serde(skip)]
+    pub cut_by_cap: bool,
     pub elapsed_ms: u64,
     /// The properties whose verdict in this scope is not the one the variant expects
     /// ("linearizable: expected violated, found holds"): a smaller model that finishes may
@@ -293,9 +293,10 @@ fn probe(
                 "stopped at the memory bound of {} (--memory-max)",
                 crate::engine::memory::describe(limit_bytes)
             )),
-            Some(Cut::StateLimit(_)) => Some(CUT_BY_CAP.into()),
+            Some(Cut::StateLimit(_)) => Some("cut at --max-states".into()),
             _ => r.stopped,
         },
+        cut_by_cap: !complete && matches!(r.cut, Some(Cut::StateLimit(_))),
         elapsed_ms: r.elapsed_ms,
         verdicts_differ,
     })
@@ -404,7 +405,7 @@ pub fn estimate(job: &Job, opts: &RunOptions) -> Result<Estimate, ConfigError> {
         // stop there again).
         for &((k, floor, full), ref d) in &measured {
             let floor_probe = d.turned_down.last().expect("turned down at least once");
-            if matches!(&floor_probe.stopped, Some(why) if why == CUT_BY_CAP) {
+            if floor_probe.cut_by_cap {
                 out.second_look.push(probe_with(job, &written, &written, &[(k, floor, full)], &wider_opts)?);
             }
         }
