@@ -502,7 +502,7 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
         fingerprint_collision_probability: engine::collision::collision_probability(
             exploration.unique_states,
             exploration.transitions,
-            crate::model::shared::parts_hashed(&world.cfg),
+            world.init_states().first().map_or(0, WorldState::parts_hashed),
         ),
         reduction: if reduction == Reduction::Por && ample_sets_refused.is_none() {
             Reduction::Por

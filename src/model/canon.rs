@@ -29,6 +29,7 @@
 //! renamed graph has the same verdicts. Worlds without a repeating client are left as they
 //! are (their counts stay those of their certificates).
 
+use super::shared::Shared;
 use super::{ClientPhase, Msg, OpId, WorldConfig, WorldState};
 
 /// A field that holds an operation or a version (of a shard).
@@ -203,7 +204,7 @@ fn visit(s: &mut WorldState, with_remembered: bool, f: &mut impl FnMut(Slot<'_>)
     for e in &mut s.net {
         visit_msg(&mut e.msg, f);
     }
-    for node in super::shared::Shared::make_mut(&mut s.nodes).iter_mut() {
+    for node in Shared::make_mut(&mut s.nodes).iter_mut() {
         for (shard, stored) in node.shards.iter_mut().enumerate() {
             f(Slot::Version { shard: shard as u8, version: &mut stored.version });
         }

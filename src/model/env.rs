@@ -1,5 +1,6 @@
 //! The environment: links with latency, partitions, degradations, crashes, message loss.
 
+use super::shared::Shared;
 use super::{Action, Ending, Endpoint, Envelope, Msg, WorldConfig, WorldState};
 use crate::config::{LatencyTicks, MenuFault};
 
@@ -103,7 +104,7 @@ pub fn compact(cfg: &WorldConfig, s: &mut WorldState) {
     if !cfg.compaction.dynamic() || s.nodes.iter().all(|n| !n.up || n.debt_pct == 0) {
         return;
     }
-    for n in super::shared::Shared::make_mut(&mut s.nodes).iter_mut().filter(|n| n.up) {
+    for n in Shared::make_mut(&mut s.nodes).iter_mut().filter(|n| n.up) {
         n.debt_pct = crate::protocol::compaction::debt_after_tick(&cfg.compaction, n.debt_pct);
     }
 }
@@ -161,14 +162,14 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
     match fault {
         Action::Crash(n) => {
             begin(cfg, s, MenuFault::Crash(n));
-            super::shared::Shared::make_mut(&mut s.nodes)[usize::from(n)].up = false;
+            Shared::make_mut(&mut s.nodes)[usize::from(n)].up = false;
             // Every coordinator sees the crash.
             let all = ((1u16 << cfg.coordinators.len()) - 1) as u8;
             mark_faulted(s, n, all);
         }
         Action::Restart(n) => {
             end(s, MenuFault::Crash(n));
-            super::shared::Shared::make_mut(&mut s.nodes)[usize::from(n)].up = true
+            Shared::make_mut(&mut s.nodes)[usize::from(n)].up = true
         }
         Action::CoordinatorRestart => {
             s.env.faults_left -= 1;
@@ -179,7 +180,7 @@ pub fn apply_fault(cfg: &WorldConfig, s: &mut WorldState, fault: Action) {
             if s.env.bursts_ended != 0 {
                 coord.on_background(&cfg.partition_background_after(s.env.bursts_ended));
             }
-            s.coord = super::shared::Shared::new(coord);
+            s.coord = Shared::new(coord);
         }
         Action::BurstEnds(p) => {
             s.env.bursts_ended |= 1 << p;

@@ -11,6 +11,7 @@
 //! (`acked_writes_persist`, `single_primary`) and the renaming of epochs that keeps the state
 //! space finite across promotions.
 
+use super::shared::Shared;
 use super::{env, Action, Endpoint, Event, Msg, PerNode, PerShard, WorldConfig, WorldState};
 use crate::policy::NodeId;
 use crate::protocol::leader::{
@@ -113,7 +114,7 @@ fn actors(s: &WorldState) -> &LeaderActors {
 }
 
 fn actors_mut(s: &mut WorldState) -> &mut LeaderActors {
-    super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"))
+    Shared::make_mut(s.leader.as_mut().expect("a leader-family world"))
 }
 
 /// The leader family's state in `s`, if the world runs it.
@@ -151,8 +152,8 @@ pub fn deliver_to_node(cfg: &WorldConfig, s: &mut WorldState, n: NodeId, src: En
     let i = usize::from(n);
     let mut out = Outbox::default();
     {
-        let nodes = super::shared::Shared::make_mut(&mut s.nodes);
-        let l = super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
+        let nodes = Shared::make_mut(&mut s.nodes);
+        let l = Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
         let LeaderNode::Up(r) = &mut l.replicas[i] else { unreachable!("a down node is delivered nothing") };
         r.on_msg(cfg, &mut nodes[i].shards[..], src, msg, &mut out);
     }
@@ -177,7 +178,7 @@ pub fn fire(cfg: &WorldConfig, s: &mut WorldState, action: &Action) {
         Action::ReplicaTimer { node, timer } => {
             let i = usize::from(node);
             let nodes = &s.nodes;
-            let l = super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
+            let l = Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
             let LeaderNode::Up(r) = &mut l.replicas[i] else { unreachable!("a down node has no timer due") };
             r.on_timer(cfg, &nodes[i].shards[..], timer, &mut out);
             Endpoint::Node(node)
@@ -214,7 +215,7 @@ pub fn fault(cfg: &WorldConfig, s: &mut WorldState, action: Action) {
             let mut out = Outbox::default();
             {
                 let nodes = &s.nodes;
-                let l = super::shared::Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
+                let l = Shared::make_mut(s.leader.as_mut().expect("a leader-family world"));
                 let LeaderNode::Down(durable) = &l.replicas[i] else {
                     unreachable!("only a down node restarts")
                 };

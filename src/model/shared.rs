@@ -8,18 +8,11 @@
 //!
 //! The state's fingerprint then depends on each part's 64-bit hash: two different parts with
 //! the same hash make two different states collide. The report's collision bound counts those
-//! chances too ([`parts_hashed`]).
+//! chances too (`WorldState::parts_hashed`).
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// How many `Shared` parts a state of this world hashes: its nodes, each coordinator, its
-/// ghost variables and the leader family's machines (where they run).
-pub fn parts_hashed(cfg: &super::WorldConfig) -> u64 {
-    let leader = u64::from(super::leader::runs(cfg));
-    2 + cfg.coordinators.len() as u64 + leader
-}
 
 pub struct Shared<T>(Arc<Cached<T>>);
 

@@ -22,6 +22,7 @@
 //! judge; the timers that read it, `quiet_ticks` and crossings, are the store's and continuous
 //! checking's), so its counters are taken to their regions too.
 
+use super::shared::Shared;
 use super::{WorldConfig, WorldState};
 use crate::policy::detector::{self, FailureDetection, HealthCheck};
 use crate::protocol::coordinator::TimerTicks;
@@ -53,7 +54,7 @@ pub fn canonical(cfg: &WorldConfig, s: &WorldState) -> Option<WorldState> {
     if let Some(m) = s.leader.as_ref().map(|l| &l.manager) {
         if let Some(change) = first_change(cfg, &m.silence_ticks, m.heartbeat_ticks) {
             let leader = out.get_or_insert_with(|| s.clone()).leader.as_mut().expect("a leader world");
-            let m = &mut super::shared::Shared::make_mut(leader).manager;
+            let m = &mut Shared::make_mut(leader).manager;
             to_regions_from(cfg, &mut m.silence_ticks, m.heartbeat_ticks, change);
         }
     }

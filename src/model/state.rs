@@ -172,6 +172,12 @@ impl WorldState {
         std::iter::once(&*self.coord).chain(self.peers.iter().map(|p| &**p))
     }
 
+    /// How many [`Shared`] parts this state hashes, each on its own (the collision bound counts
+    /// them): its nodes, each coordinator, its ghost variables, the leader family's machines.
+    pub fn parts_hashed(&self) -> u64 {
+        3 + self.peers.len() as u64 + u64::from(self.leader.is_some())
+    }
+
     /// The rollout stage coordinator `c` is on (0 without a rollout).
     pub fn stage(&self, c: u8) -> u8 {
         self.stages.get(usize::from(c)).map_or(0, |s| s.index)
