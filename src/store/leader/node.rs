@@ -6,7 +6,7 @@
 //! timers that are due, then lets one tick pass, as the timed world does per tick.
 
 use super::mesh::{self, LeaderLink, Mesh};
-use super::replica_db::ReplicaDb;
+use super::replica_db::{ReplicaDb, Staged};
 use super::{LeaderData, Spec};
 use crate::config::Resolved;
 use crate::policy::NodeId;
@@ -20,9 +20,20 @@ use tokio::sync::mpsc;
 
 /// Messages received and not yet stepped at most; the connections wait beyond it.
 pub(crate) const INBOX_MAX: usize = 4096;
-/// Messages stepped before one commit at most (group commit: what arrived during the last
-/// fsync shares the next one).
+/// Messages stepped while a commit is written, at most: what arrives during an fsync is
+/// stepped and shares the next one (group commit), and beyond this many the node stops
+/// taking messages until the commit has ended.
 const BATCH_STEPS_MAX: usize = 256;
+
+/// Where a node writes its commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Commits {
+    /// On a blocking thread, while the node steps on: a heartbeat is answered during a slow
+    /// fsync (a node with a slow disk is slow, not silent). The node's process.
+    Background,
+    /// In the node's step loop: `store sim`, whose run may not depend on a thread's timing.
+    Inline,
+}
 
 /// Run node `me` of the cluster in `data_dir` until killed; `listen_fd`: a listening socket
 /// its parent bound on the node's address (else the node binds it).
@@ -63,13 +74,15 @@ pub fn run(me: NodeId, data_dir: &Path, listen_fd: Option<i32>) -> Result<(), St
         let addrs = spec.clone();
         let mesh =
             Mesh::new(Endpoint::Node(me), spec.cluster_id, move |e| addrs.route(Endpoint::Node(me), e));
-        serve(me, cfg, db, std::sync::Arc::new(mesh), shard_names, &node_dir, inbox).await
+        let link = std::sync::Arc::new(mesh);
+        serve(me, cfg, db, link, shard_names, &node_dir, inbox, Commits::Background).await
     })
 }
 
 /// Node `me`'s replica on `db` (in `node_dir`), stepping what arrives in `inbox` and sending
 /// through `link`, until `inbox` closes or a step cannot be persisted: the node's process, and
 /// `store sim`'s simulated node.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve(
     me: NodeId,
     cfg: Resolved,
@@ -78,6 +91,7 @@ pub(crate) async fn serve(
     shard_names: Vec<String>,
     node_dir: &Path,
     inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>,
+    commits: Commits,
 ) -> Result<(), String> {
     let primary_epochs = node_dir.join(super::PRIMARY_EPOCHS_FILE);
     NodeLoop {
@@ -89,6 +103,9 @@ pub(crate) async fn serve(
         stale_logged: Default::default(),
         primary_epochs,
         accepted: Default::default(),
+        commits,
+        held: Vec::new(),
+        steps_held: 0,
     }
     .run(inbox)
     .await
@@ -106,7 +123,17 @@ struct NodeLoop {
     /// `PRIMARY_EPOCHS_FILE`, and the partitions and epochs this process wrote to it.
     primary_epochs: std::path::PathBuf,
     accepted: std::collections::BTreeSet<(u8, u64)>,
+    commits: Commits,
+    /// The sends of the steps since the last commit started: they leave once a commit that
+    /// holds what those steps changed has ended.
+    held: Vec<(Endpoint, mesh::LeaderMsg)>,
+    /// Messages stepped since the last commit started.
+    steps_held: usize,
 }
+
+/// A commit being written on a blocking thread, which sends what waited for it once it is
+/// durable (from that thread: no wait for the node's task to be scheduled first).
+type Writing = tokio::task::JoinHandle<Result<(), String>>;
 
 impl NodeLoop {
     async fn run(mut self, mut inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>) -> Result<(), String> {
@@ -115,7 +142,9 @@ impl NodeLoop {
             Some(durable) => Replica::restart(&self.cfg, self.me, &durable, &self.db, &mut out),
             None => Replica::<LeaderData>::new(&self.cfg, self.me),
         };
-        self.finish(&replica, &mut out)?;
+        self.take_step(&mut out);
+        self.commit_now(&replica)?;
+        let mut writing: Option<Writing> = None;
         // Asleep until a lag timer may be due: an idle node costs next to nothing.
         let mut clock = Clock::new();
         loop {
@@ -123,49 +152,97 @@ impl NodeLoop {
             // In a fixed order, so that `store sim` gives the same run for the same seed.
             tokio::select! {
                 biased;
-                received = inbox.recv() => {
-                    let Some((src, msg)) = received else { return Ok(()) };
+                written = async { writing.as_mut().expect("enabled only while writing").await },
+                    if writing.is_some() =>
+                {
+                    self.written(written)?;
+                    writing = self.start_commit(&replica)?;
+                }
+                received = inbox.recv(), if self.steps_held < BATCH_STEPS_MAX => {
+                    let Some((src, msg)) = received else {
+                        if let Some(w) = writing.take() {
+                            self.written(w.await)?;
+                        }
+                        return self.commit_now(&replica);
+                    };
                     // Time first, so that the step sees the moment it happens at.
                     clock.catch_up(&mut Running { node: &mut self, replica: &mut replica })?;
                     replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
-                    // What is already waiting is stepped too, and committed with it: the sends
-                    // of every step wait for that one commit.
-                    let mut sends = Vec::new();
-                    self.take_step(&mut out, &mut sends);
-                    for _ in 1..BATCH_STEPS_MAX {
+                    self.take_step(&mut out);
+                    // What is already waiting is stepped too, and committed with it.
+                    while self.steps_held < BATCH_STEPS_MAX {
                         let Ok((src, msg)) = inbox.try_recv() else { break };
                         replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
-                        self.take_step(&mut out, &mut sends);
+                        self.take_step(&mut out);
                     }
-                    self.finish_batch(&replica, sends)?;
+                    if writing.is_none() {
+                        writing = self.start_commit(&replica)?;
+                    }
                 }
                 _ = tokio::time::sleep_until(wake) => {
                     clock.catch_up(&mut Running { node: &mut self, replica: &mut replica })?;
+                    if writing.is_none() {
+                        writing = self.start_commit(&replica)?;
+                    }
                 }
             }
         }
     }
 
-    /// After a step: persist what it changed, then send what it sent.
-    fn finish(&mut self, replica: &Replica<LeaderData>, out: &mut Outbox<LeaderData>) -> Result<(), String> {
-        let mut sends = Vec::new();
-        self.take_step(out, &mut sends);
-        self.finish_batch(replica, sends)
+    /// Start committing what the steps held so far changed (no commit is being written): on a
+    /// blocking thread, or at once with [`Commits::Inline`] or when nothing changed, in which
+    /// case their sends leave now.
+    fn start_commit(&mut self, replica: &Replica<LeaderData>) -> Result<Option<Writing>, String> {
+        self.steps_held = 0;
+        match (self.db.stage(&replica.durable()), self.commits) {
+            (Some(staged), Commits::Background) => {
+                let sends = std::mem::take(&mut self.held);
+                let mesh = std::sync::Arc::clone(&self.mesh);
+                Ok(Some(tokio::task::spawn_blocking(move || {
+                    staged.write()?;
+                    for (dst, msg) in sends {
+                        mesh.send(dst, msg);
+                    }
+                    Ok(())
+                })))
+            }
+            (staged, _) => {
+                self.write_inline(staged)?;
+                Ok(None)
+            }
+        }
     }
 
-    /// After steps whose sends are `sends`: persist what they changed, then send.
-    fn finish_batch(
-        &mut self,
-        replica: &Replica<LeaderData>,
-        sends: Vec<(Endpoint, mesh::LeaderMsg)>,
-    ) -> Result<(), String> {
-        self.db.commit(&replica.durable()).map_err(|e| {
-            format!("node {}: cannot persist a step (nothing it decided was sent): {e}", self.me)
-        })?;
-        for (dst, msg) in sends {
+    /// Commit what the steps held so far changed, in the step loop, and send their sends.
+    fn commit_now(&mut self, replica: &Replica<LeaderData>) -> Result<(), String> {
+        self.steps_held = 0;
+        let staged = self.db.stage(&replica.durable());
+        self.write_inline(staged)
+    }
+
+    fn write_inline(&mut self, staged: Option<Staged>) -> Result<(), String> {
+        if let Some(staged) = staged {
+            staged.write().map_err(|e| self.unpersisted(e))?;
+        }
+        for (dst, msg) in std::mem::take(&mut self.held) {
             self.mesh.send(dst, msg);
         }
         Ok(())
+    }
+
+    /// A commit written on a blocking thread ended (and sent what waited for it, if it was
+    /// written). A panic in it is the node's again.
+    fn written(&self, written: Result<Result<(), String>, tokio::task::JoinError>) -> Result<(), String> {
+        let result = match written {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(format!("the commit's thread was cancelled: {e}")),
+        };
+        result.map_err(|e| self.unpersisted(e))
+    }
+
+    fn unpersisted(&self, e: String) -> String {
+        format!("node {}: cannot persist a step (nothing it decided was sent): {e}", self.me)
     }
 
     /// Append `PARTITION EPOCH` to `PRIMARY_EPOCHS_FILE` (unbuffered: it survives the process's
@@ -186,9 +263,17 @@ impl NodeLoop {
         }
     }
 
-    /// A step's outputs: its sends kept for after the commit, its events logged.
-    fn take_step(&mut self, out: &mut Outbox<LeaderData>, sends: &mut Vec<(Endpoint, mesh::LeaderMsg)>) {
-        sends.extend(out.sends.drain(..));
+    /// A step's outputs: its sends held for after its commit, its events logged. A heartbeat's
+    /// answer leaves at once: it says the node is up, nothing of what it stores.
+    fn take_step(&mut self, out: &mut Outbox<LeaderData>) {
+        self.steps_held += 1;
+        for (dst, msg) in out.sends.drain(..) {
+            if matches!(msg, crate::protocol::Msg::Pong) {
+                self.mesh.send(dst, msg);
+            } else {
+                self.held.push((dst, msg));
+            }
+        }
         for event in out.events.drain(..) {
             if let Event::Leader(LeaderEvent::WriteAccepted { shard, epoch, .. }) = event {
                 if self.accepted.insert((shard, epoch)) {
@@ -208,7 +293,8 @@ impl NodeLoop {
     }
 }
 
-/// A node's replica on the clock: a timer fires as a step of its own, committed and sent.
+/// A node's replica on the clock: a timer fires as a step of its own, committed with the
+/// steps around it.
 struct Running<'a> {
     node: &'a mut NodeLoop,
     replica: &'a mut Replica<LeaderData>,
@@ -224,7 +310,8 @@ impl Clocked for Running<'_> {
     fn fire(&mut self, timer: ReplicaTimer) -> Result<(), String> {
         let mut out = Outbox::default();
         self.replica.on_timer(&self.node.cfg, &self.node.db, timer, &mut out);
-        self.node.finish(self.replica, &mut out)
+        self.node.take_step(&mut out);
+        Ok(())
     }
 
     fn quiet_ticks(&self) -> Option<u32> {
@@ -234,5 +321,107 @@ impl Clocked for Running<'_> {
     fn tick(&mut self) -> bool {
         self.replica.tick();
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::leader::LeaderMsg as Leader;
+    use crate::protocol::Msg;
+    use crate::store::leader::Spec;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    /// Every send, in the order the node made it.
+    struct Recorder(std::sync::Mutex<mpsc::UnboundedSender<(Endpoint, mesh::LeaderMsg)>>);
+
+    impl LeaderLink for Recorder {
+        fn send(&self, to: Endpoint, msg: mesh::LeaderMsg) {
+            let _ = self.0.lock().unwrap().send((to, msg));
+        }
+    }
+
+    async fn next_send(
+        sent: &mut mpsc::UnboundedReceiver<(Endpoint, mesh::LeaderMsg)>,
+        within: Duration,
+    ) -> Option<mesh::LeaderMsg> {
+        tokio::time::timeout(within, sent.recv()).await.ok().flatten().map(|(_, msg)| msg)
+    }
+
+    /// A node whose disk stalls still answers heartbeats, and sends nothing that a commit it
+    /// waits for holds (its role's ack) until the disk is back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_heartbeat_is_answered_while_a_commit_stalls() {
+        let dir = tempfile::tempdir().unwrap();
+        let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
+        let spec = Spec {
+            cluster_id: 1,
+            partitions: 1,
+            replication_factor: Some(3),
+            node_zones: vec![0; 3],
+            nodes: vec![unbound; 3],
+            manager: unbound,
+            replicas: vec![vec![0, 1, 2]],
+            routes: Vec::new(),
+            model: None,
+        };
+        let (cfg, _) = spec.config(dir.path()).unwrap();
+        let node_dir = dir.path().join("node-0");
+        let db = ReplicaDb::open(&node_dir, 1, 1).unwrap();
+        let disk = db.database();
+        let (inbox, received) = mpsc::channel(16);
+        let (recorder, mut sent) = mpsc::unbounded_channel();
+        let link = std::sync::Arc::new(Recorder(std::sync::Mutex::new(recorder)));
+        let names = vec!["p0".to_string()];
+        let node = tokio::spawn(async move {
+            serve(0, cfg, db, link, names, &node_dir, received, Commits::Background).await
+        });
+        let manager = Endpoint::Coordinator(0);
+        inbox.send((manager, Msg::Ping)).await.unwrap();
+        assert_eq!(
+            next_send(&mut sent, Duration::from_secs(5)).await,
+            Some(Msg::Pong),
+            "a heartbeat on a free disk"
+        );
+
+        // The disk stalls: a write transaction held elsewhere keeps the node's commit waiting.
+        let (stalled, release) = std::sync::mpsc::channel::<()>();
+        let (holding, held) = std::sync::mpsc::channel::<()>();
+        let stall = std::thread::spawn(move || {
+            let txn = disk.begin_write().unwrap();
+            holding.send(()).unwrap();
+            let _ = release.recv();
+            drop(txn);
+        });
+        held.recv().unwrap();
+        let promote = Leader::Promote { shard: 0, epoch: 1, in_sync: 0b111 };
+        inbox.send((manager, Msg::Leader(promote))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        inbox.send((manager, Msg::Ping)).await.unwrap();
+        assert_eq!(
+            next_send(&mut sent, Duration::from_secs(3)).await,
+            Some(Msg::Pong),
+            "the heartbeat is answered during the stalled commit, before the role's ack"
+        );
+        assert_eq!(
+            next_send(&mut sent, Duration::from_millis(300)).await,
+            None,
+            "the role's ack waits for its commit"
+        );
+
+        stalled.send(()).unwrap();
+        stall.join().unwrap();
+        assert_eq!(
+            next_send(&mut sent, Duration::from_secs(5)).await,
+            Some(Msg::Leader(Leader::RoleAck { shard: 0, epoch: 1 })),
+            "the role's ack once the disk is back"
+        );
+        drop(inbox);
+        node.await.unwrap().unwrap();
+        let reopened = ReplicaDb::open(&dir.path().join("node-0"), 1, 1).unwrap();
+        let shard =
+            reopened.durable().and_then(|d| d.shards[0].clone()).expect("the promotion was persisted");
+        assert_eq!((shard.epoch, shard.role), (1, crate::protocol::leader::Role::Primary));
     }
 }

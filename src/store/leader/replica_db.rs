@@ -13,6 +13,7 @@ use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Key: the partition's index, then the key's bytes. Value: version (8 bytes, big-endian),
 /// then 1 and the value's bytes, or 0 for nil.
@@ -33,14 +34,32 @@ struct ShardRecord {
 }
 
 pub struct ReplicaDb {
-    db: Database,
+    /// Shared with the commit being written, which runs on a thread of its own.
+    db: Arc<Database>,
     /// Per partition, every key's stored value.
     data: Vec<BTreeMap<Vec<u8>, Stored<LeaderData>>>,
     /// Written since the last commit.
     dirty: BTreeSet<(u8, Vec<u8>)>,
     /// Replaced whole since the last commit (a catch-up).
     restored: BTreeSet<u8>,
+    /// What the machine persisted last, or what the commit being written persists.
     committed: Option<ReplicaDurable<LeaderData>>,
+}
+
+/// A key of the `DATA` table and its value, encoded.
+type Row = (Vec<u8>, Vec<u8>);
+
+/// A commit's writes, taken out of the replica's memory when the commit starts, so that the
+/// replica can step on while they are written (the node sends nothing of those later steps
+/// before a commit that holds them has ended).
+pub struct Staged {
+    db: Arc<Database>,
+    /// Partitions replaced whole (a catch-up), with their contents, encoded.
+    restored: Vec<(u8, Vec<Row>)>,
+    /// Keys written since the last commit, with their values, encoded.
+    writes: Vec<Row>,
+    /// The machine's durable state, as `META`'s `durable` holds it.
+    durable_json: Vec<u8>,
 }
 
 fn db_error(e: impl std::fmt::Display) -> String {
@@ -132,7 +151,7 @@ impl ReplicaDb {
             }
             txn.commit().map_err(db_error)?;
         }
-        Ok(ReplicaDb { db, data, dirty: BTreeSet::new(), restored: BTreeSet::new(), committed })
+        Ok(ReplicaDb { db: Arc::new(db), data, dirty: BTreeSet::new(), restored: BTreeSet::new(), committed })
     }
 
     /// What the machine persisted last, if it ever did.
@@ -140,45 +159,80 @@ impl ReplicaDb {
         self.committed.as_ref()
     }
 
-    /// Make this step's writes and `durable` durable together, if either changed.
+    /// Make the writes since the last commit and `durable` durable together, if either changed.
+    #[cfg(test)]
     pub fn commit(&mut self, durable: &ReplicaDurable<LeaderData>) -> Result<(), String> {
+        self.stage(durable).map_or(Ok(()), |staged| staged.write())
+    }
+
+    /// The writes since the last commit and `durable`, to be written together ([`Staged::write`]),
+    /// or `None` if neither changed. From here on they count as committed: a failed write ends
+    /// the node.
+    pub fn stage(&mut self, durable: &ReplicaDurable<LeaderData>) -> Option<Staged> {
         if self.dirty.is_empty() && self.restored.is_empty() && self.committed.as_ref() == Some(durable) {
-            return Ok(());
+            return None;
         }
+        let restored = std::mem::take(&mut self.restored)
+            .into_iter()
+            .map(|shard| {
+                let contents = self.data[usize::from(shard)]
+                    .iter()
+                    .map(|(key, stored)| (db_key(shard, key), encode(stored)))
+                    .collect();
+                (shard, contents)
+            })
+            .collect::<Vec<_>>();
+        let writes = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .filter(|(shard, _)| !restored.iter().any(|(r, _)| r == shard))
+            .map(|(shard, key)| {
+                let stored = &self.data[usize::from(shard)][&key];
+                (db_key(shard, &key), encode(stored))
+            })
+            .collect();
+        let records: Vec<Option<ShardRecord>> =
+            durable.shards.iter().map(|s| s.as_ref().map(shard_record)).collect();
+        let durable_json = serde_json::to_vec(&records).expect("records serialize");
+        self.committed = Some(durable.clone());
+        Some(Staged { db: Arc::clone(&self.db), restored, writes, durable_json })
+    }
+
+    /// The database, to hold its write lock from a test (a disk that stalls).
+    #[cfg(test)]
+    pub(crate) fn database(&self) -> Arc<Database> {
+        Arc::clone(&self.db)
+    }
+}
+
+impl Staged {
+    /// Write the staged commit in one transaction (fsync).
+    pub fn write(&self) -> Result<(), String> {
         let txn = self.db.begin_write().map_err(db_error)?;
         {
             let mut table = txn.open_table(DATA).map_err(db_error)?;
-            for &shard in &self.restored {
+            for (shard, contents) in &self.restored {
                 let stale: Vec<Vec<u8>> = table
-                    .range(&[shard][..]..)
+                    .range(&[*shard][..]..)
                     .map_err(db_error)?
                     .map_while(|e| e.ok().map(|(k, _)| k.value().to_vec()))
-                    .take_while(|k| k[0] == shard)
+                    .take_while(|k| k[0] == *shard)
                     .collect();
                 for k in stale {
                     table.remove(&k[..]).map_err(db_error)?;
                 }
-                for (key, stored) in &self.data[usize::from(shard)] {
-                    table.insert(&db_key(shard, key)[..], &encode(stored)[..]).map_err(db_error)?;
+                for (key, value) in contents {
+                    table.insert(&key[..], &value[..]).map_err(db_error)?;
                 }
             }
-            for (shard, key) in &self.dirty {
-                if self.restored.contains(shard) {
-                    continue;
-                }
-                let stored = &self.data[usize::from(*shard)][key];
-                table.insert(&db_key(*shard, key)[..], &encode(stored)[..]).map_err(db_error)?;
+            for (key, value) in &self.writes {
+                table.insert(&key[..], &value[..]).map_err(db_error)?;
             }
-            let records: Vec<Option<ShardRecord>> =
-                durable.shards.iter().map(|s| s.as_ref().map(shard_record)).collect();
-            let json = serde_json::to_vec(&records).expect("records serialize");
-            txn.open_table(META).map_err(db_error)?.insert("durable", &json[..]).map_err(db_error)?;
+            txn.open_table(META)
+                .map_err(db_error)?
+                .insert("durable", &self.durable_json[..])
+                .map_err(db_error)?;
         }
-        txn.commit().map_err(db_error)?;
-        self.dirty.clear();
-        self.restored.clear();
-        self.committed = Some(durable.clone());
-        Ok(())
+        txn.commit().map_err(db_error)
     }
 }
 

@@ -212,7 +212,9 @@ impl LeaderWorld {
         let names = self.layout.shards.iter().map(|s| s.name.clone()).collect();
         let cfg = self.cfg.clone();
         self.wires.receivers.set(Endpoint::Node(n), Some(inbox));
-        let task = tokio::spawn(async move { node::serve(n, cfg, db, link, names, &dir, received).await });
+        let task = tokio::spawn(async move {
+            node::serve(n, cfg, db, link, names, &dir, received, node::Commits::Inline).await
+        });
         self.nodes[usize::from(n)] = Some(task);
         Ok(())
     }
