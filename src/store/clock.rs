@@ -15,7 +15,7 @@ pub trait Clocked {
     type Timer: Copy;
     /// The timers due now.
     fn due(&self, out: &mut Vec<Self::Timer>);
-    /// Fire `timer` as a step of its own (saved and sent).
+    /// Fire `timer` as a step of its own (saved before what it sends leaves).
     fn fire(&mut self, timer: Self::Timer) -> Result<(), String>;
     /// A lower bound on the ticks before a timer is due were no message to arrive (`None`:
     /// no timer set).

@@ -154,7 +154,8 @@ impl ReplicaDb {
         Ok(ReplicaDb { db: Arc::new(db), data, dirty: BTreeSet::new(), restored: BTreeSet::new(), committed })
     }
 
-    /// What the machine persisted last, if it ever did.
+    /// What the machine persisted last, if it ever did (read when the node starts; while it
+    /// runs, what its last staged commit persists, written or not).
     pub fn durable(&self) -> Option<&ReplicaDurable<LeaderData>> {
         self.committed.as_ref()
     }
