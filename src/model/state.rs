@@ -162,6 +162,12 @@ impl WorldState {
         }
     }
 
+    /// Coordinator `c` (0 is the leader) is now `value`, a part of its own.
+    pub fn set_coordinator(&mut self, c: u8, value: Coordinator) {
+        let part = if c == 0 { &mut self.coord } else { &mut self.peers[usize::from(c) - 1] };
+        *part = Shared::new(value);
+    }
+
     /// The ghost variables, to change them (unshared first).
     pub fn ghost_mut(&mut self) -> &mut Ghost {
         Shared::make_mut(&mut self.ghost)
