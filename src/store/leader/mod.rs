@@ -20,6 +20,7 @@
 //! `node-N/replica.redb`; a quorum-family directory is refused and the reverse.
 
 pub mod cluster;
+mod committer;
 pub(crate) mod manager;
 pub(crate) mod mesh;
 pub mod node;

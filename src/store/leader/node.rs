@@ -5,8 +5,9 @@
 //! Time: the machine counts 1 ms ticks; every millisecond of real time the node fires the
 //! timers that are due, then lets one tick pass, as the timed world does per tick.
 
+use super::committer::{Batch, Committer};
 use super::mesh::{self, LeaderLink, Mesh};
-use super::replica_db::{ReplicaDb, Staged};
+use super::replica_db::ReplicaDb;
 use super::{LeaderData, Spec};
 use crate::config::Resolved;
 use crate::policy::NodeId;
@@ -20,16 +21,17 @@ use tokio::sync::mpsc;
 
 /// Messages received and not yet stepped at most; the connections wait beyond it.
 pub(crate) const INBOX_MAX: usize = 4096;
-/// Messages stepped while a commit is written, at most: what arrives during an fsync is
-/// stepped and shares the next one (group commit), and beyond this many the node stops
-/// taking messages until the commit has ended.
+/// Steps (messages and timers) whose commit is not written yet, at most: what arrives during
+/// an fsync is stepped and shares the next one (group commit), and beyond this many the node
+/// stops taking messages until a commit has ended.
 const BATCH_STEPS_MAX: usize = 256;
 
 /// Where a node writes its commits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Commits {
-    /// On a blocking thread, while the node steps on: a heartbeat is answered during a slow
-    /// fsync (a node with a slow disk is slow, not silent). The node's process.
+    /// On a thread of their own, while the node steps on (`committer`): a heartbeat is
+    /// answered during a slow fsync (a node with a slow disk is slow, not silent). The node's
+    /// process.
     Background,
     /// In the node's step loop: `store sim`, whose run may not depend on a thread's timing.
     Inline,
@@ -94,6 +96,12 @@ pub(crate) async fn serve(
     commits: Commits,
 ) -> Result<(), String> {
     let primary_epochs = node_dir.join(super::PRIMARY_EPOCHS_FILE);
+    let committer = match commits {
+        Commits::Background => {
+            Some(Committer::start(format!("node-{me}-commits"), std::sync::Arc::clone(&link))?)
+        }
+        Commits::Inline => None,
+    };
     NodeLoop {
         me,
         cfg,
@@ -103,7 +111,7 @@ pub(crate) async fn serve(
         stale_logged: Default::default(),
         primary_epochs,
         accepted: Default::default(),
-        commits,
+        committer,
         held: Vec::new(),
         steps_held: 0,
     }
@@ -123,17 +131,14 @@ struct NodeLoop {
     /// `PRIMARY_EPOCHS_FILE`, and the partitions and epochs this process wrote to it.
     primary_epochs: std::path::PathBuf,
     accepted: std::collections::BTreeSet<(u8, u64)>,
-    commits: Commits,
-    /// The sends of the steps since the last commit started: they leave once a commit that
-    /// holds what those steps changed has ended.
+    /// With [`Commits::Background`]; else commits are written in the step loop.
+    committer: Option<Committer>,
+    /// The sends of the steps since the last batch was committed or queued: they leave once
+    /// what those steps changed is durable.
     held: Vec<(Endpoint, mesh::LeaderMsg)>,
-    /// Messages stepped since the last commit started.
+    /// Steps since the last batch was committed or queued.
     steps_held: usize,
 }
-
-/// A commit being written on a blocking thread, which sends what waited for it once it is
-/// durable (from that thread: no wait for the node's task to be scheduled first).
-type Writing = tokio::task::JoinHandle<Result<(), String>>;
 
 impl NodeLoop {
     async fn run(mut self, mut inbox: mpsc::Receiver<(Endpoint, mesh::LeaderMsg)>) -> Result<(), String> {
@@ -144,24 +149,26 @@ impl NodeLoop {
         };
         self.take_step(&mut out);
         self.commit_now(&replica)?;
-        let mut writing: Option<Writing> = None;
         // Asleep until a lag timer may be due: an idle node costs next to nothing.
         let mut clock = Clock::new();
         loop {
             let wake = clock.wake(replica.quiet_ticks().map(u32::from));
+            let room = self.committer.as_ref().map_or(0, Committer::unwritten_steps) < BATCH_STEPS_MAX;
             // In a fixed order, so that `store sim` gives the same run for the same seed.
             tokio::select! {
                 biased;
-                written = async { writing.as_mut().expect("enabled only while writing").await },
-                    if writing.is_some() =>
+                _ = async { self.committer.as_ref().expect("enabled only with one").written().await },
+                    if self.committer.is_some() =>
                 {
-                    self.written(written)?;
-                    writing = self.start_commit(&replica)?;
+                    if let Some(e) = self.committer.as_ref().and_then(Committer::failed) {
+                        return Err(self.unpersisted(e));
+                    }
                 }
-                received = inbox.recv(), if self.steps_held < BATCH_STEPS_MAX => {
+                received = inbox.recv(), if room => {
                     let Some((src, msg)) = received else {
-                        if let Some(w) = writing.take() {
-                            self.written(w.await)?;
+                        self.commit(&replica);
+                        if let Some(committer) = self.committer.take() {
+                            committer.finish().await.map_err(|e| self.unpersisted(e))?;
                         }
                         return self.commit_now(&replica);
                     };
@@ -175,70 +182,51 @@ impl NodeLoop {
                         replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
                         self.take_step(&mut out);
                     }
-                    if writing.is_none() {
-                        writing = self.start_commit(&replica)?;
+                    if self.committer.is_some() {
+                        self.commit(&replica);
+                    } else {
+                        self.commit_now(&replica)?;
                     }
                 }
                 _ = tokio::time::sleep_until(wake) => {
                     clock.catch_up(&mut Running { node: &mut self, replica: &mut replica })?;
-                    if writing.is_none() {
-                        writing = self.start_commit(&replica)?;
+                    if self.committer.is_some() {
+                        self.commit(&replica);
+                    } else {
+                        self.commit_now(&replica)?;
                     }
                 }
             }
         }
     }
 
-    /// Start committing what the steps held so far changed (no commit is being written): on a
-    /// blocking thread, or at once with [`Commits::Inline`] or when nothing changed, in which
-    /// case their sends leave now.
-    fn start_commit(&mut self, replica: &Replica<LeaderData>) -> Result<Option<Writing>, String> {
-        self.steps_held = 0;
-        match (self.db.stage(&replica.durable()), self.commits) {
-            (Some(staged), Commits::Background) => {
-                let sends = std::mem::take(&mut self.held);
-                let mesh = std::sync::Arc::clone(&self.mesh);
-                Ok(Some(tokio::task::spawn_blocking(move || {
-                    staged.write()?;
-                    for (dst, msg) in sends {
-                        mesh.send(dst, msg);
-                    }
-                    Ok(())
-                })))
+    /// Queue the steps held so far for the commit thread: what they changed, and their sends
+    /// to leave once it is written. Sends of steps that changed nothing leave at once when
+    /// nothing queued is still unwritten.
+    fn commit(&mut self, replica: &Replica<LeaderData>) {
+        let committer = self.committer.as_ref().expect("a commit thread");
+        let staged = self.db.stage(&replica.durable());
+        let steps = std::mem::take(&mut self.steps_held);
+        if staged.is_none() && committer.unwritten_steps() == 0 {
+            // Everything queued before is written and sent.
+            for (dst, msg) in std::mem::take(&mut self.held) {
+                self.mesh.send(dst, msg);
             }
-            (staged, _) => {
-                self.write_inline(staged)?;
-                Ok(None)
-            }
+        } else if staged.is_some() || !self.held.is_empty() {
+            committer.queue(Batch { staged, sends: std::mem::take(&mut self.held), steps: steps.max(1) });
         }
     }
 
     /// Commit what the steps held so far changed, in the step loop, and send their sends.
     fn commit_now(&mut self, replica: &Replica<LeaderData>) -> Result<(), String> {
         self.steps_held = 0;
-        let staged = self.db.stage(&replica.durable());
-        self.write_inline(staged)
-    }
-
-    fn write_inline(&mut self, staged: Option<Staged>) -> Result<(), String> {
-        if let Some(staged) = staged {
+        if let Some(staged) = self.db.stage(&replica.durable()) {
             staged.write().map_err(|e| self.unpersisted(e))?;
         }
         for (dst, msg) in std::mem::take(&mut self.held) {
             self.mesh.send(dst, msg);
         }
         Ok(())
-    }
-
-    /// A commit written on a blocking thread ended (and sent what waited for it, if it was
-    /// written). A panic in it is the node's again.
-    fn written(&self, written: Result<Result<(), String>, tokio::task::JoinError>) -> Result<(), String> {
-        let result = match written {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(format!("the commit's thread was cancelled: {e}")),
-        };
-        result.map_err(|e| self.unpersisted(e))
     }
 
     fn unpersisted(&self, e: String) -> String {

@@ -208,29 +208,38 @@ impl ReplicaDb {
 impl Staged {
     /// Write the staged commit in one transaction (fsync).
     pub fn write(&self) -> Result<(), String> {
-        let txn = self.db.begin_write().map_err(db_error)?;
+        Staged::write_all(std::slice::from_ref(self))
+    }
+
+    /// Write staged commits, in the order they were staged, in one transaction (fsync): a
+    /// group commit of what was staged while the last one was written.
+    pub fn write_all(group: &[Staged]) -> Result<(), String> {
+        let Some(last) = group.last() else { return Ok(()) };
+        let txn = last.db.begin_write().map_err(db_error)?;
         {
             let mut table = txn.open_table(DATA).map_err(db_error)?;
-            for (shard, contents) in &self.restored {
-                let stale: Vec<Vec<u8>> = table
-                    .range(&[*shard][..]..)
-                    .map_err(db_error)?
-                    .map_while(|e| e.ok().map(|(k, _)| k.value().to_vec()))
-                    .take_while(|k| k[0] == *shard)
-                    .collect();
-                for k in stale {
-                    table.remove(&k[..]).map_err(db_error)?;
+            for staged in group {
+                for (shard, contents) in &staged.restored {
+                    let stale: Vec<Vec<u8>> = table
+                        .range(&[*shard][..]..)
+                        .map_err(db_error)?
+                        .map_while(|e| e.ok().map(|(k, _)| k.value().to_vec()))
+                        .take_while(|k| k[0] == *shard)
+                        .collect();
+                    for k in stale {
+                        table.remove(&k[..]).map_err(db_error)?;
+                    }
+                    for (key, value) in contents {
+                        table.insert(&key[..], &value[..]).map_err(db_error)?;
+                    }
                 }
-                for (key, value) in contents {
+                for (key, value) in &staged.writes {
                     table.insert(&key[..], &value[..]).map_err(db_error)?;
                 }
             }
-            for (key, value) in &self.writes {
-                table.insert(&key[..], &value[..]).map_err(db_error)?;
-            }
             txn.open_table(META)
                 .map_err(db_error)?
-                .insert("durable", &self.durable_json[..])
+                .insert("durable", &last.durable_json[..])
                 .map_err(db_error)?;
         }
         txn.commit().map_err(db_error)
