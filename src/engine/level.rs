@@ -52,8 +52,12 @@ impl<S> Part<S> {
     /// particular order, so a buffer grown for a large chunk is let go when the chunk it now
     /// gets needs less than half of it: kept, every part grew to the largest chunk it ever saw,
     /// and at 2 threads the pool held twice the level's candidates (256 B each on the library).
+    /// A buffer too small is let go too: it is empty here, and growing it would copy its whole
+    /// old allocation (stale states) into the new one.
     pub(super) fn make_room(&mut self, candidates: usize) {
-        if self.cand_state.capacity() > 2 * candidates {
+        debug_assert!(self.cand_state.is_empty(), "the last level's candidates were numbered");
+        let capacity = self.cand_state.capacity();
+        if capacity > 2 * candidates || capacity < candidates {
             self.cand_state = Vec::new();
         }
         self.cand_state.reserve(candidates);

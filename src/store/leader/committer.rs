@@ -8,6 +8,7 @@
 //! off every write's path.
 
 use super::mesh::{LeaderLink, LeaderMsg};
+use super::node::BATCH_STEPS_MAX;
 use super::replica_db::Staged;
 use crate::protocol::Endpoint;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +28,9 @@ struct Shared {
     unwritten_steps: AtomicUsize,
     /// Why the thread stopped writing, if it did (then nothing more is sent).
     failed: Mutex<Option<String>>,
-    /// Told after every group written, and when the thread fails.
+    /// Told when the steps not yet written fall below `BATCH_STEPS_MAX` (the node may take
+    /// messages again), and when the thread fails: not after every group, which would wake
+    /// the node's task on every write's path.
     written: tokio::sync::Notify,
 }
 
@@ -72,7 +75,7 @@ impl Committer {
         self.shared.unwritten_steps.load(Ordering::Acquire)
     }
 
-    /// Wait until a group has been written (or the thread failed).
+    /// Wait until the steps not yet written fall below `BATCH_STEPS_MAX`, or the thread failed.
     pub(super) async fn written(&self) {
         self.shared.written.notified().await;
     }
@@ -127,7 +130,9 @@ fn write_batches(batches: &mpsc::Receiver<Batch>, link: &dyn LeaderLink, shared:
                 link.send(dst, msg);
             }
         }
-        shared.unwritten_steps.fetch_sub(steps, Ordering::AcqRel);
-        shared.written.notify_one();
+        let before = shared.unwritten_steps.fetch_sub(steps, Ordering::AcqRel);
+        if before >= BATCH_STEPS_MAX && before - steps < BATCH_STEPS_MAX {
+            shared.written.notify_one();
+        }
     }
 }

@@ -21,10 +21,10 @@ use tokio::sync::mpsc;
 
 /// Messages received and not yet stepped at most; the connections wait beyond it.
 pub(crate) const INBOX_MAX: usize = 4096;
-/// Steps (messages and timers) whose commit is not written yet, at most: what arrives during
-/// an fsync is stepped and shares the next one (group commit), and beyond this many the node
-/// stops taking messages until a commit has ended.
-const BATCH_STEPS_MAX: usize = 256;
+/// Steps (messages and timers) whose commit is not written yet, at most (timers that fall
+/// due meanwhile may add a few): what arrives during an fsync is stepped and shares the next
+/// commit (group commit), and at this many the node stops taking messages until one ends.
+pub(super) const BATCH_STEPS_MAX: usize = 256;
 
 /// Where a node writes its commits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,7 +166,9 @@ impl NodeLoop {
                 }
                 received = inbox.recv(), if room => {
                     let Some((src, msg)) = received else {
-                        self.commit(&replica);
+                        if self.committer.is_some() {
+                            self.commit(&replica);
+                        }
                         if let Some(committer) = self.committer.take() {
                             committer.finish().await.map_err(|e| self.unpersisted(e))?;
                         }
@@ -177,7 +179,8 @@ impl NodeLoop {
                     replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
                     self.take_step(&mut out);
                     // What is already waiting is stepped too, and committed with it.
-                    while self.steps_held < BATCH_STEPS_MAX {
+                    let unwritten = self.committer.as_ref().map_or(0, Committer::unwritten_steps);
+                    while unwritten + self.steps_held < BATCH_STEPS_MAX {
                         let Ok((src, msg)) = inbox.try_recv() else { break };
                         replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
                         self.take_step(&mut out);
