@@ -11,7 +11,7 @@ use arrayvec::ArrayVec;
 
 /// A message in flight. It may be delivered once `earliest_ticks` is 0 and must be by the time
 /// `latest_ticks` would go below 0: `Tick` is disabled while a message has `latest_ticks == 0`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Envelope {
     pub earliest_ticks: u8,
     pub latest_ticks: u8,
@@ -20,6 +20,18 @@ pub struct Envelope {
     pub msg: Msg,
     /// Ghost: the sending node's fault epoch at send time (0 for non-nodes).
     pub sender_epoch: u8,
+}
+
+/// Everything but the message in one word: every state's fingerprint hashes every envelope.
+impl std::hash::Hash for Envelope {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let [src_hi, src_lo] = self.src.packed().to_be_bytes();
+        let [dst_hi, dst_lo] = self.dst.packed().to_be_bytes();
+        let bytes =
+            [self.earliest_ticks, self.latest_ticks, src_hi, src_lo, dst_hi, dst_lo, self.sender_epoch, 0];
+        state.write_u64(u64::from_le_bytes(bytes));
+        self.msg.hash(state);
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
