@@ -488,13 +488,8 @@ impl Model for World {
                 for c in 0..cfg.coordinators.len() as u8 {
                     let stage_cfg = cfg.for_stage(s.stage(c));
                     // Most ticks of a quiet coordinator (no timer running, its counters
-                    // saturated) change nothing: the successor then keeps its parent's part and
-                    // that part's hash instead of an equal copy to hash and keep.
-                    let mut ticked = s.coordinator(c).clone();
-                    ticked.tick(stage_cfg);
-                    if ticked != *s.coordinator(c) {
-                        s.set_coordinator(c, ticked);
-                    }
+                    // saturated) change nothing.
+                    Shared::update(s.coordinator_part(c), |coord| coord.tick(stage_cfg));
                 }
                 ghost_tick(cfg, &mut s.ghost);
                 client::tick(&mut s);

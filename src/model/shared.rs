@@ -57,6 +57,19 @@ impl<T: Clone> Shared<T> {
     }
 }
 
+impl<T: Clone + PartialEq> Shared<T> {
+    /// Change the part with `f` where the change may change nothing: `f` runs on a copy, which
+    /// the part takes only if it differs, so an unchanged part stays shared with the parent
+    /// state, with its hash, instead of an equal copy to hash and keep.
+    pub fn update(this: &mut Self, f: impl FnOnce(&mut T)) {
+        let mut changed = this.0.value.clone();
+        f(&mut changed);
+        if changed != this.0.value {
+            *this = Shared::new(changed);
+        }
+    }
+}
+
 impl<T: Hash> Shared<T> {
     fn hash64(&self) -> u64 {
         match self.0.hash.load(Ordering::Relaxed) {
@@ -127,5 +140,17 @@ mod tests {
         // Changed back in place (unshared, so no copy): the hash follows the contents.
         Shared::make_mut(&mut a).pop();
         assert_eq!(hash_of(&a), hash_of(&b));
+    }
+
+    #[test]
+    fn an_update_that_changes_nothing_keeps_the_shared_part() {
+        let parent = Shared::new(vec![1u8, 2, 3]);
+        let mut child = parent.clone();
+        Shared::update(&mut child, |v| v.sort());
+        assert!(Shared::ptr_eq(&parent, &child), "an equal copy is not kept");
+        Shared::update(&mut child, |v| v.push(4));
+        assert!(!Shared::ptr_eq(&parent, &child));
+        assert_eq!((*parent).clone(), vec![1, 2, 3], "the parent's part is untouched");
+        assert_eq!(hash_of(&child), hash_of(&Shared::new(vec![1u8, 2, 3, 4])));
     }
 }

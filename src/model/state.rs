@@ -167,17 +167,16 @@ impl WorldState {
 
     /// Coordinator `c`, to change it (unshared first).
     pub fn coordinator_mut(&mut self, c: u8) -> &mut Coordinator {
-        if c == 0 {
-            Shared::make_mut(&mut self.coord)
-        } else {
-            Shared::make_mut(&mut self.peers[usize::from(c) - 1])
-        }
+        Shared::make_mut(self.coordinator_part(c))
     }
 
-    /// Coordinator `c` (0 is the leader) is now `value`, a part of its own.
-    pub fn set_coordinator(&mut self, c: u8, value: Coordinator) {
-        let part = if c == 0 { &mut self.coord } else { &mut self.peers[usize::from(c) - 1] };
-        *part = Shared::new(value);
+    /// Coordinator `c`'s part, shared or not.
+    pub fn coordinator_part(&mut self, c: u8) -> &mut Shared<Coordinator> {
+        if c == 0 {
+            &mut self.coord
+        } else {
+            &mut self.peers[usize::from(c) - 1]
+        }
     }
 
     /// The ghost variables, to change them (unshared first).
