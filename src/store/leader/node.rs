@@ -148,7 +148,7 @@ impl NodeLoop {
             None => Replica::<LeaderData>::new(&self.cfg, self.me),
         };
         self.take_step(&mut out);
-        self.commit_now(&replica)?;
+        self.commit(&replica)?;
         // Asleep until a lag timer may be due: an idle node costs next to nothing.
         let mut clock = Clock::new();
         loop {
@@ -166,13 +166,11 @@ impl NodeLoop {
                 }
                 received = inbox.recv(), if room => {
                     let Some((src, msg)) = received else {
-                        if self.committer.is_some() {
-                            self.commit(&replica);
-                        }
+                        self.commit(&replica)?;
                         if let Some(committer) = self.committer.take() {
                             committer.finish().await.map_err(|e| self.unpersisted(e))?;
                         }
-                        return self.commit_now(&replica);
+                        return Ok(());
                     };
                     // Time first, so that the step sees the moment it happens at.
                     clock.catch_up(&mut Running { node: &mut self, replica: &mut replica })?;
@@ -185,46 +183,37 @@ impl NodeLoop {
                         replica.on_msg(&self.cfg, &mut self.db, src, msg, &mut out);
                         self.take_step(&mut out);
                     }
-                    if self.committer.is_some() {
-                        self.commit(&replica);
-                    } else {
-                        self.commit_now(&replica)?;
-                    }
+                    self.commit(&replica)?;
                 }
                 _ = tokio::time::sleep_until(wake) => {
                     clock.catch_up(&mut Running { node: &mut self, replica: &mut replica })?;
-                    if self.committer.is_some() {
-                        self.commit(&replica);
-                    } else {
-                        self.commit_now(&replica)?;
-                    }
+                    self.commit(&replica)?;
                 }
             }
         }
     }
 
-    /// Queue the steps held so far for the commit thread: what they changed, and their sends
-    /// to leave once it is written. Sends of steps that changed nothing leave at once when
-    /// nothing queued is still unwritten.
-    fn commit(&mut self, replica: &Replica<LeaderData>) {
-        let committer = self.committer.as_ref().expect("a commit thread");
+    /// Commit what the steps held so far changed, and let their sends go once it is durable:
+    /// queued for the commit thread, or written here without one. Sends of steps that changed
+    /// nothing go at once when nothing queued before is still unwritten.
+    fn commit(&mut self, replica: &Replica<LeaderData>) -> Result<(), String> {
         let staged = self.db.stage(&replica.durable());
         let steps = std::mem::take(&mut self.steps_held);
-        if staged.is_none() && committer.unwritten_steps() == 0 {
-            // Everything queued before is written and sent.
-            for (dst, msg) in std::mem::take(&mut self.held) {
-                self.mesh.send(dst, msg);
+        match &self.committer {
+            Some(committer) if staged.is_some() || committer.unwritten_steps() > 0 => {
+                if staged.is_some() || !self.held.is_empty() {
+                    let sends = std::mem::take(&mut self.held);
+                    committer.queue(Batch { staged, sends, steps: steps.max(1) });
+                }
+                return Ok(());
             }
-        } else if staged.is_some() || !self.held.is_empty() {
-            committer.queue(Batch { staged, sends: std::mem::take(&mut self.held), steps: steps.max(1) });
-        }
-    }
-
-    /// Commit what the steps held so far changed, in the step loop, and send their sends.
-    fn commit_now(&mut self, replica: &Replica<LeaderData>) -> Result<(), String> {
-        self.steps_held = 0;
-        if let Some(staged) = self.db.stage(&replica.durable()) {
-            staged.write().map_err(|e| self.unpersisted(e))?;
+            // Everything queued before is written and sent.
+            Some(_) => {}
+            None => {
+                if let Some(staged) = staged {
+                    staged.write().map_err(|e| self.unpersisted(e))?;
+                }
+            }
         }
         for (dst, msg) in std::mem::take(&mut self.held) {
             self.mesh.send(dst, msg);
