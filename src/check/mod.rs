@@ -103,6 +103,10 @@ pub struct RunResult {
     /// Whether states were identified up to silence regions (`model::silence`): with it the
     /// counts are of the quotient graph, which gives the same verdicts.
     pub silence_regions: bool,
+    /// Whether pings were answered at once, their pongs carrying the slack (`model::slack`):
+    /// the counts are of that graph, which gives the same verdicts. A run that finds a
+    /// violation with it is run again without it, and reports that run.
+    pub arrival_slack: bool,
     /// States expanded with an ample subset of their actions (0 without reduction).
     pub ample_states: u64,
     /// Why no ample sets were used although `por` was asked for: a world the rules were not
@@ -406,9 +410,43 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
 /// no graph (all but worker 0) leaves the liveness properties unknown; its result is not
 /// reported.
 pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Result<RunResult, ConfigError> {
+    let slack = arrival_slack(job, opts, explorer);
+    let result = run_in(job, opts, explorer, slack)?;
+    if result.arrival_slack && result.properties.iter().any(|p| p.found == Found::Violated) {
+        // A violation's counterexample must be a behaviour of the world as written: the same
+        // verdicts, found again without early answers.
+        let concrete = run_in(job, opts, explorer, false)?;
+        assert!(
+            concrete
+                .properties
+                .iter()
+                .zip(&result.properties)
+                .all(|(c, r)| c.found == r.found || !concrete.complete),
+            "arrival slack keeps every verdict (model::slack)"
+        );
+        return Ok(concrete);
+    }
+    Ok(result)
+}
+
+/// Whether a run answers pings early (`model::slack`): with `por`, in this process, where it
+/// applies, and where no violation is expected (a run that finds one explores again without
+/// it for a concrete counterexample, so it is used where it is likely to pay).
+fn arrival_slack(job: &Job, opts: &RunOptions, explorer: &dyn Explorer) -> bool {
+    opts.reduction == Reduction::Por
+        && explorer.ample_sets()
+        && job.expect.values().all(|v| *v != crate::config::Verdict::Violated)
+}
+
+fn run_in(
+    job: &Job,
+    opts: &RunOptions,
+    explorer: &mut dyn Explorer,
+    slack: bool,
+) -> Result<RunResult, ConfigError> {
     let cfg =
         WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
-    let world = World::new(cfg);
+    let world = if slack { World::with_arrival_slack(cfg) } else { World::new(cfg) };
     let safety = world.properties();
     let liveness: Vec<PropertyName> =
         world.cfg.properties.iter().copied().filter(|p| p.is_liveness()).collect();
@@ -511,6 +549,7 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
         },
         ample_sets_refused,
         silence_regions: silence_regions(&world, reduction),
+        arrival_slack: world.arrival_slack,
         ample_states: exploration.ample_states,
         distributed: explorer.describe(!liveness.is_empty()),
     })

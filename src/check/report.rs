@@ -18,10 +18,14 @@ fn reduction(r: &RunResult) -> String {
         },
         crate::model::Reduction::Por => format!("por ({} states expanded with an ample set)", r.ample_states),
     };
-    if r.silence_regions {
-        format!("{por} and silence regions")
-    } else {
+    let extra: Vec<&str> = [(r.silence_regions, "silence regions"), (r.arrival_slack, "arrival slack")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+    if extra.is_empty() {
         por
+    } else {
+        format!("{por} and {}", extra.join(" and "))
     }
 }
 

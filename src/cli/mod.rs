@@ -348,9 +348,10 @@ pub struct RunArgs {
     /// memory past this size, e.g. "16G" or "512M" (default: 80% of the machine's memory).
     #[arg(long, value_name = "SIZE", value_parser = engine::memory::parse_size)]
     pub memory_max: Option<u64>,
-    /// State-space reduction: `por` (partial-order reduction within a tick, and silence
-    /// regions for rounds-judged detection; the same verdicts, fewer states;
-    /// docs/reductions.md) or `none` (every interleaving, every counter). Certificates of
+    /// State-space reduction: `por` (partial-order reduction within a tick, silence regions
+    /// for rounds-judged detection, and heartbeats answered at their window's start where no
+    /// violation is expected; the same verdicts, fewer states; docs/reductions.md) or `none`
+    /// (every interleaving, every counter, every arrival tick). Certificates of
     /// `prove` always record the unreduced counts, and a distributed check (`--workers`,
     /// `--processes`) has no partial-order reduction, only silence regions (its report says
     /// so).
@@ -671,6 +672,7 @@ fn run_command(command: Command) -> Result<ExitCode, ConfigError> {
                 "complete": r.complete,
                 "reduction": r.reduction,
                 "silence_regions": r.silence_regions,
+                "arrival_slack": r.arrival_slack,
                 "wall_ms": start.elapsed().as_millis() as u64,
                 "explore_ms": r.elapsed_ms,
                 "states_per_second": r.states_per_second,

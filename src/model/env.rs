@@ -26,8 +26,14 @@ pub fn connected(s: &WorldState, a: u8, b: u8) -> bool {
 
 /// The one-way latency window from zone a to zone b now, degradations included.
 pub fn latency(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> LatencyTicks {
+    latency_under(cfg, s.env.degraded, a, b)
+}
+
+/// The one-way latency window from zone a to zone b with the degradations `degraded` (bit i:
+/// degradation i) in force.
+pub fn latency_under(cfg: &WorldConfig, degraded: u8, a: u8, b: u8) -> LatencyTicks {
     for (i, d) in cfg.faults.degrade.iter().enumerate() {
-        if s.env.degraded & (1 << i) != 0 && (d.zones == (a, b) || d.zones == (b, a)) {
+        if degraded & (1 << i) != 0 && (d.zones == (a, b) || d.zones == (b, a)) {
             return d.latency;
         }
     }
@@ -52,6 +58,7 @@ pub fn send(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, dst: Endpoint,
         dst,
         msg,
         sender_epoch,
+        slack_ticks: 0,
     });
 }
 
@@ -69,6 +76,7 @@ pub fn tick(s: &mut WorldState) {
         assert!(e.latest_ticks > 0, "Tick is disabled while a message is due");
         e.earliest_ticks = e.earliest_ticks.saturating_sub(1);
         e.latest_ticks -= 1;
+        e.slack_ticks = e.slack_ticks.saturating_sub(1);
     }
     for f in &mut s.env.ending {
         assert!(f.latest_ticks > 0, "Tick is disabled while a fault must end");

@@ -21,6 +21,7 @@ mod quiet_tests;
 pub mod reduction;
 pub mod shared;
 pub mod silence;
+pub mod slack;
 pub mod state;
 
 pub use crate::protocol::coordinator::{CoordOp, Join, MembershipUpdate, ShardView, Timer};
@@ -45,6 +46,9 @@ pub type WorldConfig = crate::config::Resolved;
 #[derive(Clone, Debug)]
 pub struct World {
     pub cfg: WorldConfig,
+    /// Pings whose arrival tick only their pong can observe are answered at once, the pong
+    /// carrying the slack (`slack`; a reduction, on with `--reduce por` where it applies).
+    pub arrival_slack: bool,
 }
 
 /// What can happen next.
@@ -106,7 +110,13 @@ pub enum Action {
 
 impl World {
     pub fn new(cfg: WorldConfig) -> World {
-        World { cfg }
+        World { cfg, arrival_slack: false }
+    }
+
+    /// The world explored with arrival slack where it applies (`slack::applies`).
+    pub fn with_arrival_slack(cfg: WorldConfig) -> World {
+        let arrival_slack = slack::applies(&cfg);
+        World { cfg, arrival_slack }
     }
 
     /// The initial state with each client's key on the first of its partitions.
@@ -246,6 +256,15 @@ fn fire(cfg: &WorldConfig, s: &mut WorldState, c: u8, timer: Timer) {
 
 /// Put what a machine did into the world: its messages on the wire, its events into the ghost
 /// variables the properties read.
+/// Quorum storage node `n` takes a message: its compaction debt, where debt is node state, and
+/// the protocol's node.
+fn node_step(cfg: &WorldConfig, n: NodeId, node: &mut NodeState, src: Endpoint, msg: Msg, out: &mut Outbox) {
+    if cfg.compaction.dynamic() {
+        compaction::on_node_msg(&cfg.compaction, &mut node.debt_pct, src, &msg, out);
+    }
+    node::on_msg(n, &mut node.shards, src, msg, out);
+}
+
 fn apply(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, out: Outbox) {
     for (dst, msg) in out.sends {
         env::send(cfg, s, src, dst, msg);
@@ -446,17 +465,7 @@ impl Model for World {
                     Endpoint::Node(n) => {
                         let mut out = Outbox::default();
                         let nodes = Shared::make_mut(&mut s.nodes);
-                        let node = &mut nodes[usize::from(n)];
-                        if cfg.compaction.dynamic() {
-                            compaction::on_node_msg(
-                                &cfg.compaction,
-                                &mut node.debt_pct,
-                                e.src,
-                                &e.msg,
-                                &mut out,
-                            );
-                        }
-                        node::on_msg(n, &mut node.shards, e.src, e.msg, &mut out);
+                        node_step(cfg, n, &mut nodes[usize::from(n)], e.src, e.msg, &mut out);
                         apply(cfg, &mut s, Endpoint::Node(n), out);
                     }
                     Endpoint::Coordinator(c) => {
@@ -484,6 +493,9 @@ impl Model for World {
             }
             Action::Tick => {
                 env::tick(&mut s);
+                if self.arrival_slack {
+                    slack::answer_early(cfg, &mut s);
+                }
                 env::compact(cfg, &mut s);
                 for c in 0..cfg.coordinators.len() as u8 {
                     let stage_cfg = cfg.for_stage(s.stage(c));
@@ -500,7 +512,7 @@ impl Model for World {
                 s.env.faults_left -= 1;
             }
             fault if s.leader.is_some() => leader::fault(cfg, &mut s, fault),
-            fault => env::apply_fault(cfg, &mut s, fault),
+            fault => slack::on_latency_change(cfg, &mut s, |s| env::apply_fault(cfg, s, fault)),
         }
         if cfg.coordinators.len() > 1 {
             fleet_capacity(cfg, &mut s);

@@ -134,6 +134,17 @@
 //! tick starts or ends the same window; an urgent end only keeps `Tick` disabled longer (U);
 //! a cut or degradation in force counts as possibly ending (`link_cut_fixed`,
 //! `link_latency_fixed`), as it did when it could end at any moment.
+//!
+//! # Arrival slack
+//!
+//! With pings answered early (`super::slack`), a `Tick` also reads the budget, the nodes' `up`
+//! and the links to choose which pings to answer, so a deferred crash taken before the `Tick`
+//! instead of after it can leave a ping answered early in one order and waiting in the other.
+//! The two states differ only there, and the slack argument makes them equivalent (the same
+//! futures of every property and label: the ping's arrival tick is seen only through its
+//! pong). A pong with slack is never due (`latest_ticks` holds its slack), so the
+//! coordinator-answer rule never takes one; the end of a degradation that widens the window of
+//! a pong with slack touches only that message, not the ample answer.
 
 use super::{env, properties, Action, ClientPhase, Endpoint, Envelope, Msg, World, WorldConfig, WorldState};
 use crate::config::{MenuFault, OpKind, PropertyName};

@@ -20,6 +20,9 @@ pub struct Envelope {
     pub msg: Msg,
     /// Ghost: the sending node's fault epoch at send time (0 for non-nodes).
     pub sender_epoch: u8,
+    /// Arrival slack (`model::slack`): a pong sent at once for a ping that could have arrived
+    /// up to this many ticks later; its window includes them. 0 for every other message.
+    pub slack_ticks: u8,
 }
 
 /// Everything but the message in one word: every state's fingerprint hashes every envelope.
@@ -27,8 +30,16 @@ impl std::hash::Hash for Envelope {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         let [src_hi, src_lo] = self.src.packed().to_be_bytes();
         let [dst_hi, dst_lo] = self.dst.packed().to_be_bytes();
-        let bytes =
-            [self.earliest_ticks, self.latest_ticks, src_hi, src_lo, dst_hi, dst_lo, self.sender_epoch, 0];
+        let bytes = [
+            self.earliest_ticks,
+            self.latest_ticks,
+            src_hi,
+            src_lo,
+            dst_hi,
+            dst_lo,
+            self.sender_epoch,
+            self.slack_ticks,
+        ];
         state.write_u64(u64::from_le_bytes(bytes));
         self.msg.hash(state);
     }

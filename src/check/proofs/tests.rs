@@ -185,6 +185,7 @@ mod scope_tests {
             fingerprint_collision_probability: 0.0,
             reduction: crate::model::Reduction::None,
             silence_regions: false,
+            arrival_slack: false,
             ample_states: 0,
             ample_sets_refused: None,
             distributed: None,

@@ -1,0 +1,211 @@
+//! Arrival slack: a heartbeat's arrival tick is seen only through its answer.
+//!
+//! A `Ping` to a storage node of the quorum family changes nothing at the node, and the node
+//! answers it at once with a `Pong` that says the same whenever it is sent. So of the tick
+//! `d` in `[0, l]` (what is left of the ping's window) at which the ping arrives, the rest of
+//! the world can see only: whether the node is up and the link whole at `d` (else the ping is
+//! lost), the node's fault epoch at `d` (the pong carries it), and the pong's arrival tick, in
+//! `[d + lo, d + hi]` for the link's latency `[lo, hi]` at `d`. Where during the window no
+//! crash of the node and no cut of the link is possible (no fault budget left, or neither in
+//! the fault menu), only the arrival tick remains, and the union over `d` of its windows is
+//! the interval `[lo, hi + l]`. So at a `Tick` such a ping is answered at once, and its pong
+//! travels in `[lo, hi + l]`, remembering `l` as its slack (counting down with the ticks).
+//! The `l + 1` ticks at which the ping could arrive, and every state in between, are one.
+//!
+//! One change of the link's latency during the window is allowed: the end of the one
+//! degradation in force on it, when no degradation can start (no budget). Then the ping
+//! arrived before the change (the pong arrives in `[lo1 - elapsed, hi1]`, from now) or after
+//! it (in `[lo2, hi2 + slack]`); when the two meet, their union is again an interval, exact,
+//! and nothing can observe `d` afterwards, so the pong keeps the union and no slack
+//! ([`on_latency_change`]). Where they would not meet, the ping is not answered early.
+//!
+//! Counterexamples are read off the reduced graph; an early answer shows as a pong sent at a
+//! `Tick` with its slack (docs/reductions.md).
+
+use super::env::{self, zone_of};
+use super::{apply, node_step, Endpoint, Envelope, Msg, WorldConfig, WorldState};
+use crate::config::LatencyTicks;
+use crate::protocol::Outbox;
+
+/// Whether pings may be answered early in this world: the quorum family's nodes answer a
+/// ping with a pong and nothing else (the leader family's replicas keep state on a ping).
+/// Only a link with a latency range (degraded or not) gives a ping a window to be early in.
+pub fn applies(cfg: &WorldConfig) -> bool {
+    let ranged = cfg.latency.iter().flatten().any(|l| l.lo < l.hi)
+        || cfg.faults.degrade.iter().any(|d| d.latency.lo < d.latency.hi);
+    !super::leader::runs(cfg) && ranged
+}
+
+/// At a `Tick`: answer every ping that may arrive now, may still wait, and whose arrival tick
+/// nothing but its pong can observe.
+pub fn answer_early(cfg: &WorldConfig, s: &mut WorldState) {
+    let mut i = 0;
+    while i < s.net.len() {
+        let e = s.net[i];
+        if !may_answer_early(cfg, s, &e) {
+            i += 1;
+            continue;
+        }
+        let Endpoint::Node(n) = e.dst else { unreachable!("only a node is pinged") };
+        s.net.remove(i);
+        let mut out = Outbox::default();
+        let mut node = s.nodes[usize::from(n)].clone();
+        node_step(cfg, n, &mut node, e.src, e.msg, &mut out);
+        assert!(node == s.nodes[usize::from(n)], "a ping changes nothing at a node");
+        assert!(out.events.is_empty(), "a ping is answered and nothing else");
+        let before = s.net.len();
+        apply(cfg, s, Endpoint::Node(n), out);
+        for pong in &mut s.net[before..] {
+            pong.latest_ticks += e.latest_ticks;
+            pong.slack_ticks = e.latest_ticks;
+        }
+        // The pongs were pushed at the end; what is left to look at moved by one.
+    }
+}
+
+fn may_answer_early(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> bool {
+    let Endpoint::Node(n) = e.dst else { return false };
+    if e.msg != Msg::Ping || e.earliest_ticks > 0 || e.latest_ticks == 0 || !env::deliverable(cfg, s, e) {
+        return false;
+    }
+    let no_budget = s.env.faults_left == 0;
+    let (a, b) = (zone_of(cfg, e.dst), zone_of(cfg, e.src));
+    let crash_possible = !no_budget && cfg.faults.crash.contains(&n);
+    let cut_possible = a != b && !no_budget && [a, b].iter().any(|z| cfg.faults.partition.contains(z));
+    if crash_possible || cut_possible {
+        return false;
+    }
+    let on_link: Vec<usize> =
+        (0..cfg.faults.degrade.len()).filter(|&i| on_pair(cfg.faults.degrade[i].zones, a, b)).collect();
+    if on_link.is_empty() {
+        return true;
+    }
+    let on: Vec<usize> = on_link.iter().copied().filter(|&i| s.env.degraded & (1 << i) != 0).collect();
+    match on[..] {
+        // No degradation can start (no budget) and none is in force: the latency is fixed.
+        [] => no_budget,
+        // Its end is the one change; the answers before and after it must meet.
+        [i] if no_budget => {
+            let now = env::latency(cfg, s, a, b);
+            let after = env::latency_under(cfg, s.env.degraded & !(1 << i), a, b);
+            meet(now, after, e.latest_ticks)
+        }
+        _ => false,
+    }
+}
+
+fn on_pair(zones: (u8, u8), a: u8, b: u8) -> bool {
+    zones == (a, b) || zones == (b, a)
+}
+
+/// Whether, for any moment of the change within a window of `slack` ticks, the pong's arrival
+/// ticks before it (`[lo1 - elapsed, hi1]`) and after it (`[lo2, hi2 + slack - elapsed]`) form
+/// one interval.
+fn meet(before: LatencyTicks, after: LatencyTicks, slack: u8) -> bool {
+    let slack = u32::from(slack);
+    after.lo <= before.hi + 1 && before.lo <= after.hi + slack + 1
+}
+
+/// Around an action that may change a link's latency (a fault): pongs with slack on a link
+/// whose latency changed take the union of their arrival windows before and after (exact: see
+/// the module docs) and keep no slack.
+pub fn on_latency_change(cfg: &WorldConfig, s: &mut WorldState, change: impl FnOnce(&mut WorldState)) {
+    if s.net.iter().all(|e| e.slack_ticks == 0) {
+        change(s);
+        return;
+    }
+    let link = |e: &Envelope| (zone_of(cfg, e.src), zone_of(cfg, e.dst));
+    let latencies = |s: &WorldState| -> Vec<LatencyTicks> {
+        s.net.iter().map(|e| env::latency(cfg, s, link(e).0, link(e).1)).collect()
+    };
+    let before = latencies(s);
+    let in_flight = s.net.len();
+    change(s);
+    assert_eq!(s.net.len(), in_flight, "a fault changes no message in flight");
+    let after = latencies(s);
+    for e in s.net.iter().filter(|e| e.slack_ticks > 0) {
+        let Endpoint::Node(n) = e.src else { unreachable!("only a node answers early") };
+        assert!(s.nodes[usize::from(n)].up, "no crash comes under a pong with slack");
+        let (a, b) = link(e);
+        assert!(env::connected(s, a, b), "no cut forms under a pong with slack");
+    }
+    for (i, e) in s.net.iter_mut().enumerate() {
+        if e.slack_ticks == 0 || after[i] == before[i] {
+            continue;
+        }
+        let slack = e.slack_ticks;
+        let (lo, hi) = (after[i].lo as u8, after[i].hi as u8);
+        let latest_before = e.latest_ticks - slack;
+        assert!(
+            lo <= latest_before + 1 && e.earliest_ticks <= hi + slack + 1,
+            "the answers before and after a latency change meet (checked when the ping was answered)"
+        );
+        e.earliest_ticks = e.earliest_ticks.min(lo);
+        e.latest_ticks = latest_before.max(hi + slack);
+        e.slack_ticks = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Resolved, Scenario};
+    use crate::model::{World, WorldState};
+    use stateright::Model;
+    use std::collections::{HashSet, VecDeque};
+
+    fn world(model: &str, variant: &str, slack: bool) -> World {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(model);
+        let scenario = Scenario::load(&path).expect("the library model loads");
+        let v = scenario.variant(variant).expect("the variant exists");
+        let cfg = Resolved::new(&scenario, &v.policy).expect("it resolves");
+        if slack {
+            World::with_arrival_slack(cfg)
+        } else {
+            World::new(cfg)
+        }
+    }
+
+    /// Every reachable state, plainly (no other reduction), and whether a pong carried slack
+    /// and a latency change took it in.
+    fn reach(world: &World) -> (usize, bool) {
+        let hasher = std::collections::hash_map::RandomState::new();
+        let key = |s: &WorldState| {
+            use std::hash::BuildHasher;
+            hasher.hash_one(s)
+        };
+        let mut queue: VecDeque<WorldState> = world.init_states().into();
+        let mut seen: HashSet<u64> = queue.iter().map(key).collect();
+        let (mut actions, mut slack_seen) = (Vec::new(), false);
+        while let Some(s) = queue.pop_front() {
+            slack_seen |= s.net.iter().any(|e| e.slack_ticks > 0);
+            actions.clear();
+            world.actions(&s, &mut actions);
+            for a in actions.drain(..) {
+                let next = world.next_state(&s, a).expect("an enabled action has a next state");
+                if seen.insert(key(&next)) {
+                    queue.push_back(next);
+                }
+            }
+        }
+        (seen.len(), slack_seen)
+    }
+
+    /// On a link that degrades to 300..700ms and recovers, pings answered early (some while
+    /// the recovery may still come) leave fewer states; the properties are compared with the
+    /// world as written by tests/reductions.rs.
+    #[test]
+    fn pings_on_a_degraded_link_are_answered_early() {
+        let (plain, slack_in_plain) = reach(&world("detector-timing.toml", "rounds", false));
+        let (early, slack_in_early) = reach(&world("detector-timing.toml", "rounds", true));
+        assert!(!slack_in_plain, "the world as written answers no ping early");
+        assert!(slack_in_early, "a pong carried slack");
+        assert!(early * 2 < plain, "{early} states with arrival slack against {plain} without");
+    }
+
+    /// A world with no latency range has no window to be early in.
+    #[test]
+    fn applies_only_where_a_window_is() {
+        assert!(!world("basic-quorum.toml", "no-read-repair", true).arrival_slack);
+        assert!(world("detector-timing.toml", "rounds", true).arrival_slack);
+    }
+}
