@@ -62,6 +62,10 @@ pub struct PropertyResult {
     pub expected: Verdict,
     pub found: Found,
     pub counterexample: Option<Counterexample>,
+    /// Why a violation has no counterexample: found with arrival slack, whose run is not
+    /// step for step one of the world as written, and not found again without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counterexample_missing: Option<String>,
 }
 
 impl PropertyResult {
@@ -412,26 +416,38 @@ pub fn run(job: &Job, opts: &RunOptions) -> Result<RunResult, ConfigError> {
 pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Result<RunResult, ConfigError> {
     let slack = arrival_slack(job, opts, explorer);
     let result = run_in(job, opts, explorer, slack)?;
-    if result.arrival_slack && result.properties.iter().any(|p| p.found == Found::Violated) {
-        // A violation's counterexample must be a behaviour of the world as written: the same
-        // verdicts, found again without early answers.
-        let concrete = run_in(job, opts, explorer, false)?;
-        assert!(
-            concrete
-                .properties
-                .iter()
-                .zip(&result.properties)
-                .all(|(c, r)| c.found == r.found || !concrete.complete),
-            "arrival slack keeps every verdict (model::slack)"
-        );
+    if !(result.arrival_slack && result.properties.iter().any(|p| p.found == Found::Violated)) {
+        return Ok(result);
+    }
+    // A violation's counterexample must be a behaviour of the world as written: found again
+    // without early answers.
+    let concrete = run_in(job, opts, explorer, false)?;
+    if concrete.complete || !result.complete {
+        if concrete.complete && result.complete {
+            let same = concrete.properties.iter().zip(&result.properties).all(|(c, r)| c.found == r.found);
+            assert!(same, "arrival slack keeps every verdict (model::slack)");
+        }
         return Ok(concrete);
     }
-    Ok(result)
+    // Cut short without slack (a limit, an interrupt): the verdicts are the complete run's,
+    // and a violation shows the counterexample the second run found, if it found one.
+    let mut merged = result;
+    for (m, c) in merged.properties.iter_mut().zip(concrete.properties) {
+        m.counterexample = c.counterexample;
+        if m.found == Found::Violated && m.counterexample.is_none() {
+            m.counterexample_missing = Some(format!(
+                "found with arrival slack; the run without it, which gives the counterexample, stopped: {}",
+                concrete.stopped.as_deref().unwrap_or("early")
+            ));
+        }
+    }
+    Ok(merged)
 }
 
-/// Whether a run answers pings early (`model::slack`): with `por`, in this process, where it
-/// applies, and where no violation is expected (a run that finds one explores again without
-/// it for a concrete counterexample, so it is used where it is likely to pay).
+/// Whether a run answers pings early (`model::slack`): with `por`, in this process, and where
+/// no violation is expected (a run that finds one explores again without it for a concrete
+/// counterexample, so it is used where it is likely to pay). Worlds the partial-order rules
+/// refuse are explored without it too: it was tested beside them.
 fn arrival_slack(job: &Job, opts: &RunOptions, explorer: &dyn Explorer) -> bool {
     opts.reduction == Reduction::Por
         && explorer.ample_sets()
@@ -446,7 +462,8 @@ fn run_in(
 ) -> Result<RunResult, ConfigError> {
     let cfg =
         WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
-    let world = if slack { World::with_arrival_slack(cfg) } else { World::new(cfg) };
+    let world =
+        if slack && reduction::applies(&cfg) { World::with_arrival_slack(cfg) } else { World::new(cfg) };
     let safety = world.properties();
     let liveness: Vec<PropertyName> =
         world.cfg.properties.iter().copied().filter(|p| p.is_liveness()).collect();
@@ -507,7 +524,14 @@ fn run_in(
             });
             (found, cx)
         };
-        results.push(PropertyResult { name: *name, expected: job.expect[name], found, counterexample });
+        let counterexample_missing = None;
+        results.push(PropertyResult {
+            name: *name,
+            expected: job.expect[name],
+            found,
+            counterexample,
+            counterexample_missing,
+        });
     }
     Ok(RunResult {
         model: job.scenario.name.clone(),

@@ -90,6 +90,9 @@ pub fn human(results: &[RunResult]) -> String {
             if let Some(cx) = &p.counterexample {
                 counterexample_lines(&mut out, p.name.as_str(), cx);
             }
+            if let Some(why) = &p.counterexample_missing {
+                let _ = writeln!(out, "    no counterexample for {}: {why}", p.name.as_str());
+            }
         }
     }
     let total = results.len();

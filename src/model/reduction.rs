@@ -142,9 +142,8 @@
 //! instead of after it can leave a ping answered early in one order and waiting in the other.
 //! The two states differ only there, and the slack argument makes them equivalent (the same
 //! futures of every property and label: the ping's arrival tick is seen only through its
-//! pong). A pong with slack is never due (`latest_ticks` holds its slack), so the
-//! coordinator-answer rule never takes one; the end of a degradation that widens the window of
-//! a pong with slack touches only that message, not the ample answer.
+//! pong). The coordinator-answer rule never takes a pong with slack; the end of a degradation
+//! that widens the window of a pong with slack touches only that message, not the ample answer.
 
 use super::{env, properties, Action, ClientPhase, Endpoint, Envelope, Msg, World, WorldConfig, WorldState};
 use crate::config::{MenuFault, OpKind, PropertyName};
@@ -267,7 +266,8 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
         return false;
     }
     let Endpoint::Node(n) = e.src else { return false };
-    if e.dst != Endpoint::LEADER || e.latest_ticks != 0 || actions.len() < 2 {
+    // A pong with slack (`super::slack`) is never due; one is not taken alone either way.
+    if e.dst != Endpoint::LEADER || e.latest_ticks != 0 || e.slack_ticks != 0 || actions.len() < 2 {
         return false;
     }
     // Answers to one request commute with each other when they only count: a write's acks, or

@@ -9,15 +9,18 @@
 //! crash of the node and no cut of the link is possible (no fault budget left, or neither in
 //! the fault menu), only the arrival tick remains, and the union over `d` of its windows is
 //! the interval `[lo, hi + l]`. So at a `Tick` such a ping is answered at once, and its pong
-//! travels in `[lo, hi + l]`, remembering `l` as its slack (counting down with the ticks).
-//! The `l + 1` ticks at which the ping could arrive, and every state in between, are one.
+//! travels in `[lo, hi + l]`. The `l + 1` ticks at which the ping could arrive, and every
+//! state in between, are one.
 //!
 //! One change of the link's latency during the window is allowed: the end of the one
-//! degradation in force on it, when no degradation can start (no budget). Then the ping
-//! arrived before the change (the pong arrives in `[lo1 - elapsed, hi1]`, from now) or after
-//! it (in `[lo2, hi2 + slack]`); when the two meet, their union is again an interval, exact,
-//! and nothing can observe `d` afterwards, so the pong keeps the union and no slack
-//! ([`on_latency_change`]). Where they would not meet, the ping is not answered early.
+//! degradation in force on it, when no degradation can start (no budget). The pong then keeps
+//! as its slack the moments the ping could still arrive in (`l + 1`, counting down with the
+//! ticks: at the window's last tick the ping may still come after a change in that tick).
+//! At the change the ping arrived before it (the pong arrives in `[lo1 - k, hi1]` from then)
+//! or after it (in `[lo2, hi2 + later]`, `later` the ticks left after this one); when the two
+//! meet, their union is again an interval, exact, and nothing can observe `d` afterwards, so
+//! the pong keeps the union and no slack ([`on_latency_change`]). Where they would not meet,
+//! the ping is not answered early. On a link whose latency cannot change the pong keeps none.
 //!
 //! Counterexamples are read off the reduced graph; an early answer shows as a pong sent at a
 //! `Tick` with its slack (docs/reductions.md).
@@ -42,10 +45,10 @@ pub fn answer_early(cfg: &WorldConfig, s: &mut WorldState) {
     let mut i = 0;
     while i < s.net.len() {
         let e = s.net[i];
-        if !may_answer_early(cfg, s, &e) {
+        let Some(change) = may_answer_early(cfg, s, &e) else {
             i += 1;
             continue;
-        }
+        };
         let Endpoint::Node(n) = e.dst else { unreachable!("only a node is pinged") };
         s.net.remove(i);
         let mut out = Outbox::default();
@@ -57,40 +60,44 @@ pub fn answer_early(cfg: &WorldConfig, s: &mut WorldState) {
         apply(cfg, s, Endpoint::Node(n), out);
         for pong in &mut s.net[before..] {
             pong.latest_ticks += e.latest_ticks;
-            pong.slack_ticks = e.latest_ticks;
+            // The ping could arrive in this tick or one of the `latest_ticks` after it: a
+            // latency change in any of those moments is seen (`on_latency_change`).
+            pong.slack_ticks = if change { e.latest_ticks + 1 } else { 0 };
         }
         // The pongs were pushed at the end; what is left to look at moved by one.
     }
 }
 
-fn may_answer_early(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> bool {
-    let Endpoint::Node(n) = e.dst else { return false };
+/// Whether `e` is a ping to answer now: `Some(change)`, where `change` says whether the
+/// link's latency may change before the ping's window closes (its pong then keeps slack).
+fn may_answer_early(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> Option<bool> {
+    let Endpoint::Node(n) = e.dst else { return None };
     if e.msg != Msg::Ping || e.earliest_ticks > 0 || e.latest_ticks == 0 || !env::deliverable(cfg, s, e) {
-        return false;
+        return None;
     }
     let no_budget = s.env.faults_left == 0;
     let (a, b) = (zone_of(cfg, e.dst), zone_of(cfg, e.src));
     let crash_possible = !no_budget && cfg.faults.crash.contains(&n);
     let cut_possible = a != b && !no_budget && [a, b].iter().any(|z| cfg.faults.partition.contains(z));
     if crash_possible || cut_possible {
-        return false;
+        return None;
     }
+    // The pong's window must fit the state's counters, slack counting one moment more.
+    let fits = |l: LatencyTicks| l.hi + u32::from(e.latest_ticks) < u32::from(u8::MAX);
+    let now = env::latency(cfg, s, a, b);
     let on_link: Vec<usize> =
         (0..cfg.faults.degrade.len()).filter(|&i| on_pair(cfg.faults.degrade[i].zones, a, b)).collect();
-    if on_link.is_empty() {
-        return true;
-    }
     let on: Vec<usize> = on_link.iter().copied().filter(|&i| s.env.degraded & (1 << i) != 0).collect();
     match on[..] {
-        // No degradation can start (no budget) and none is in force: the latency is fixed.
-        [] => no_budget,
+        // No degradation on the link, or none in force and none can start: a fixed latency.
+        _ if on_link.is_empty() => fits(now).then_some(false),
+        [] if no_budget => fits(now).then_some(false),
         // Its end is the one change; the answers before and after it must meet.
         [i] if no_budget => {
-            let now = env::latency(cfg, s, a, b);
             let after = env::latency_under(cfg, s.env.degraded & !(1 << i), a, b);
-            meet(now, after, e.latest_ticks)
+            (fits(now) && fits(after) && meet(now, after, e.latest_ticks)).then_some(true)
         }
-        _ => false,
+        _ => None,
     }
 }
 
@@ -98,12 +105,11 @@ fn on_pair(zones: (u8, u8), a: u8, b: u8) -> bool {
     zones == (a, b) || zones == (b, a)
 }
 
-/// Whether, for any moment of the change within a window of `slack` ticks, the pong's arrival
-/// ticks before it (`[lo1 - elapsed, hi1]`) and after it (`[lo2, hi2 + slack - elapsed]`) form
-/// one interval.
-fn meet(before: LatencyTicks, after: LatencyTicks, slack: u8) -> bool {
-    let slack = u32::from(slack);
-    after.lo <= before.hi + 1 && before.lo <= after.hi + slack + 1
+/// Whether, for a change at any tick `k` of a ping's window `[0, l]`, the pong's arrival ticks
+/// from then if the ping came before the change (`[lo1 - k, hi1]`) and if it came after
+/// (`[lo2, hi2 + l - k]`) form one interval (`k` cancels out).
+fn meet(before: LatencyTicks, after: LatencyTicks, l: u8) -> bool {
+    after.lo <= before.hi + 1 && before.lo <= after.hi + u32::from(l) + 1
 }
 
 /// Around an action that may change a link's latency (a fault): pongs with slack on a link
@@ -133,17 +139,23 @@ pub fn on_latency_change(cfg: &WorldConfig, s: &mut WorldState, change: impl FnO
         if e.slack_ticks == 0 || after[i] == before[i] {
             continue;
         }
-        let slack = e.slack_ticks;
-        let (lo, hi) = (after[i].lo as u8, after[i].hi as u8);
-        let latest_before = e.latest_ticks - slack;
-        assert!(
-            lo <= latest_before + 1 && e.earliest_ticks <= hi + slack + 1,
-            "the answers before and after a latency change meet (checked when the ping was answered)"
-        );
-        e.earliest_ticks = e.earliest_ticks.min(lo);
-        e.latest_ticks = latest_before.max(hi + slack);
+        (e.earliest_ticks, e.latest_ticks) = merged_window(e, after[i]);
         e.slack_ticks = 0;
     }
+}
+
+/// The window of pong `e` (with slack) across a change of its link's latency to `after`: the
+/// arrivals if its ping came before the change, or in this tick after it or a later one.
+fn merged_window(e: &Envelope, after: LatencyTicks) -> (u8, u8) {
+    // The ping may still arrive in this tick (after the change) or `later` ticks on.
+    let later = e.slack_ticks - 1;
+    let (lo, hi) = (after.lo as u8, after.hi as u8);
+    let latest_before = e.latest_ticks - later;
+    assert!(
+        lo <= latest_before + 1 && e.earliest_ticks <= hi + later + 1,
+        "the answers before and after a latency change meet (checked when the ping was answered)"
+    );
+    (e.earliest_ticks.min(lo), latest_before.max(hi + later))
 }
 
 #[cfg(test)]
@@ -200,6 +212,57 @@ mod tests {
         assert!(!slack_in_plain, "the world as written answers no ping early");
         assert!(slack_in_early, "a pong carried slack");
         assert!(early * 2 < plain, "{early} states with arrival slack against {plain} without");
+    }
+
+    /// Every arrival tick of the pong, counted from a latency change `k` ticks into the ping's
+    /// window `[0, l]`, that some arrival tick `d` of the ping allows (before the change at
+    /// `d <= k`, after it at `d >= k`), against the window the reduction gives it.
+    #[test]
+    fn a_latency_change_leaves_exactly_the_arrivals_the_ping_allows() {
+        use super::{meet, merged_window};
+        use crate::config::LatencyTicks;
+        use crate::model::{Endpoint, Envelope, Msg};
+        let mut checked = 0;
+        for l in 0..=5u8 {
+            for (lo1, hi1, lo2, hi2) in (1..=6).flat_map(|a| {
+                (a..=7).flat_map(move |b| (1..=4).flat_map(move |c| (c..=5).map(move |d| (a, b, c, d))))
+            }) {
+                let (before, after) = (LatencyTicks { lo: lo1, hi: hi1 }, LatencyTicks { lo: lo2, hi: hi2 });
+                if !meet(before, after, l) {
+                    continue;
+                }
+                for k in 0..=l {
+                    let mut allowed = std::collections::BTreeSet::new();
+                    for d in 0..=l {
+                        let (lo, hi) = if d <= k { (lo1, hi1) } else { (lo2, hi2) };
+                        // Counted from the change; what had arrived before it is gone.
+                        for at in (u32::from(d) + lo)..=(u32::from(d) + hi) {
+                            if at >= u32::from(k) {
+                                allowed.insert(at - u32::from(k));
+                            }
+                        }
+                        if d == k {
+                            allowed.extend((lo2..=hi2).map(|at| at + u32::from(d) - u32::from(k)));
+                        }
+                    }
+                    // The pong as answered at the window's start, then `k` ticks.
+                    let pong = Envelope {
+                        earliest_ticks: (lo1 as u8).saturating_sub(k),
+                        latest_ticks: hi1 as u8 + l - k,
+                        src: Endpoint::Node(0),
+                        dst: Endpoint::Coordinator(0),
+                        msg: Msg::Pong,
+                        sender_epoch: 0,
+                        slack_ticks: l + 1 - k,
+                    };
+                    let (lo, hi) = merged_window(&pong, after);
+                    let window: std::collections::BTreeSet<u32> = (u32::from(lo)..=u32::from(hi)).collect();
+                    assert_eq!(window, allowed, "l {l}, {lo1}..{hi1} -> {lo2}..{hi2} at tick {k}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked} cases");
     }
 
     /// A world with no latency range has no window to be early in.

@@ -20,8 +20,9 @@ pub struct Envelope {
     pub msg: Msg,
     /// Ghost: the sending node's fault epoch at send time (0 for non-nodes).
     pub sender_epoch: u8,
-    /// Arrival slack (`model::slack`): a pong sent at once for a ping that could have arrived
-    /// up to this many ticks later; its window includes them. 0 for every other message.
+    /// Arrival slack (`model::slack`): for a pong sent at once for a ping whose arrival tick
+    /// is still open, the ticks it may yet arrive in (this one included) while the link's
+    /// latency may change. 0 for every other message.
     pub slack_ticks: u8,
 }
 
