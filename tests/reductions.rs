@@ -744,6 +744,31 @@ fn a_violation_found_with_arrival_slack_is_reported_from_the_world_as_written() 
         );
         if job.variant == "continuous" {
             assert!(violated, "the continuous variant evicts a healthy replica");
+            let eviction = |r: &RunResult| {
+                r.properties
+                    .iter()
+                    .find(|p| p.name.as_str() == "no_healthy_eviction")
+                    .cloned()
+                    .expect("checked")
+            };
+            // Cut short without slack, before the eviction: the violation found with slack
+            // stands, and says why it has no counterexample.
+            let cut = run(job, Reduction::Por, 2, Some(4_000));
+            assert!(!cut.complete);
+            let p = eviction(&cut);
+            assert_eq!(p.found, check::Found::Violated, "a violation found with slack is not dropped");
+            assert!(p.counterexample.is_none());
+            let why = p.counterexample_missing.expect("a violation without a counterexample says why");
+            assert!(why.contains("state limit of 4000"), "{why}");
+            // Complete with slack, cut short without it after the eviction: the complete
+            // run's report, with the counterexample of the world as written.
+            let late = run(job, Reduction::Por, 2, Some(14_000));
+            assert!(late.complete && late.arrival_slack);
+            let p = eviction(&late);
+            let cx = p.counterexample.expect("found again without slack");
+            let world = World::new(WorldConfig::new(&job.scenario, &job.policy).expect("resolves"));
+            let states = replay(&world, &cx);
+            assert!(!properties::holds(p.name, &world.cfg, states.last().expect("a state")));
         }
     }
     // As the library declares it, the continuous variant expects the eviction: no slack.

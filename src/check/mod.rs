@@ -420,24 +420,30 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
         return Ok(result);
     }
     // A violation's counterexample must be a behaviour of the world as written: found again
-    // without early answers.
+    // without early answers (the run with them builds none).
     let concrete = run_in(job, opts, explorer, false)?;
-    if concrete.complete || !result.complete {
-        if concrete.complete && result.complete {
+    if concrete.complete {
+        if result.complete {
             let same = concrete.properties.iter().zip(&result.properties).all(|(c, r)| c.found == r.found);
             assert!(same, "arrival slack keeps every verdict (model::slack)");
         }
         return Ok(concrete);
     }
-    // Cut short without slack (a limit, an interrupt): the verdicts are the complete run's,
-    // and a violation shows the counterexample the second run found, if it found one.
-    let mut merged = result;
-    for (m, c) in merged.properties.iter_mut().zip(concrete.properties) {
+    // Cut short without slack (a limit, an interrupt). The report is the complete run's, or
+    // with both cut short the one without slack's; a violation found by either stands, with
+    // the counterexample of the run without slack where it found one.
+    let (mut merged, with_slack) =
+        if result.complete { (result, None) } else { (concrete.clone(), Some(result)) };
+    let stopped = concrete.stopped.clone().unwrap_or_else(|| "early".to_string());
+    for (i, (m, c)) in merged.properties.iter_mut().zip(concrete.properties).enumerate() {
+        let slack_found = with_slack.as_ref().map(|r| r.properties[i].found);
+        if m.found == Found::Unknown && slack_found == Some(Found::Violated) {
+            m.found = Found::Violated;
+        }
         m.counterexample = c.counterexample;
         if m.found == Found::Violated && m.counterexample.is_none() {
             m.counterexample_missing = Some(format!(
-                "found with arrival slack; the run without it, which gives the counterexample, stopped: {}",
-                concrete.stopped.as_deref().unwrap_or("early")
+                "found with arrival slack; the run without it, which gives the counterexample, stopped: {stopped}"
             ));
         }
     }
@@ -500,10 +506,13 @@ fn run_in(
             let found =
                 exploration.graph.as_ref().map(|graph| queries.iter().find_map(|q| cycles::find(graph, *q)));
             match found {
+                // A run with arrival slack that finds a violation is run again without it
+                // (`run_with`): its paths are not the world's as written.
                 Some(Some(lasso)) => {
-                    let cx =
-                        lasso_counterexample(&world, &exploration, &lasso, labeler, reduction, job, opts);
-                    (Found::Violated, Some(cx))
+                    let cx = (!world.arrival_slack).then(|| {
+                        lasso_counterexample(&world, &exploration, &lasso, labeler, reduction, job, opts)
+                    });
+                    (Found::Violated, cx)
                 }
                 Some(None) if exploration.complete() => (Found::Holds, None),
                 _ => (Found::Unknown, None),
@@ -516,7 +525,7 @@ fn run_in(
                 None if exploration.complete() => Found::Holds,
                 None => Found::Unknown,
             };
-            let cx = discovery.map(|index| {
+            let cx = discovery.filter(|_| !world.arrival_slack).map(|index| {
                 let shortest = path(&world, &exploration, index, reduction);
                 let path =
                     fewer_faults(&world, *name, &shortest, &limits, explorer, reduction).unwrap_or(shortest);
