@@ -452,8 +452,8 @@ pub fn run_with(job: &Job, opts: &RunOptions, explorer: &mut dyn Explorer) -> Re
 
 /// Whether a run answers pings early (`model::slack`): with `por`, in this process, and where
 /// no violation is expected (a run that finds one explores again without it for a concrete
-/// counterexample, so it is used where it is likely to pay). Worlds the partial-order rules
-/// refuse are explored without it too: it was tested beside them.
+/// counterexample, so it is used where it is likely to pay). `slack::applies` says where the
+/// world allows it.
 fn arrival_slack(job: &Job, opts: &RunOptions, explorer: &dyn Explorer) -> bool {
     opts.reduction == Reduction::Por
         && explorer.ample_sets()
@@ -468,8 +468,7 @@ fn run_in(
 ) -> Result<RunResult, ConfigError> {
     let cfg =
         WorldConfig::new(&job.scenario, &job.policy).map_err(|m| ConfigError::new(&job.scenario.path, m))?;
-    let world =
-        if slack && reduction::applies(&cfg) { World::with_arrival_slack(cfg) } else { World::new(cfg) };
+    let world = if slack { World::with_arrival_slack(cfg) } else { World::new(cfg) };
     let safety = world.properties();
     let liveness: Vec<PropertyName> =
         world.cfg.properties.iter().copied().filter(|p| p.is_liveness()).collect();

@@ -32,11 +32,14 @@ use crate::protocol::Outbox;
 
 /// Whether pings may be answered early in this world: the quorum family's nodes answer a
 /// ping with a pong and nothing else (the leader family's replicas keep state on a ping).
-/// Only a link with a latency range (degraded or not) gives a ping a window to be early in.
+/// Whether pings may be answered early in this world: only a link with a latency range
+/// (degraded or not) gives a ping a window to be early in, and only where the partial-order
+/// rules apply (which also leaves out the leader family, whose replicas keep state on a
+/// ping): it was argued and tested beside them.
 pub fn applies(cfg: &WorldConfig) -> bool {
     let ranged = cfg.latency.iter().flatten().any(|l| l.lo < l.hi)
         || cfg.faults.degrade.iter().any(|d| d.latency.lo < d.latency.hi);
-    !super::leader::runs(cfg) && ranged
+    ranged && super::reduction::applies(cfg)
 }
 
 /// At a `Tick`: answer every ping that may arrive now, may still wait, and whose arrival tick
@@ -85,19 +88,20 @@ fn may_answer_early(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> Option<b
     // The pong's window must fit the state's counters, slack counting one moment more.
     let fits = |l: LatencyTicks| l.hi + u32::from(e.latest_ticks) < u32::from(u8::MAX);
     let now = env::latency(cfg, s, a, b);
-    let on_link: Vec<usize> =
-        (0..cfg.faults.degrade.len()).filter(|&i| on_pair(cfg.faults.degrade[i].zones, a, b)).collect();
-    let on: Vec<usize> = on_link.iter().copied().filter(|&i| s.env.degraded & (1 << i) != 0).collect();
-    match on[..] {
-        // No degradation on the link, or none in force and none can start: a fixed latency.
-        _ if on_link.is_empty() => fits(now).then_some(false),
-        [] if no_budget => fits(now).then_some(false),
+    // Bit i: degradation i of the menu is on this link.
+    let on_link = (0..cfg.faults.degrade.len())
+        .filter(|&i| on_pair(cfg.faults.degrade[i].zones, a, b))
+        .fold(0u8, |m, i| m | (1 << i));
+    let in_force = on_link & s.env.degraded;
+    if on_link == 0 || (in_force == 0 && no_budget) {
+        // No degradation can start or end on the link: a fixed latency.
+        fits(now).then_some(false)
+    } else if in_force.count_ones() == 1 && no_budget {
         // Its end is the one change; the answers before and after it must meet.
-        [i] if no_budget => {
-            let after = env::latency_under(cfg, s.env.degraded & !(1 << i), a, b);
-            (fits(now) && fits(after) && meet(now, after, e.latest_ticks)).then_some(true)
-        }
-        _ => None,
+        let after = env::latency_under(cfg, s.env.degraded & !in_force, a, b);
+        (fits(now) && fits(after) && meet(now, after, e.latest_ticks)).then_some(true)
+    } else {
+        None
     }
 }
 
