@@ -10,7 +10,8 @@
 //! the fault menu), only the arrival tick remains, and the union over `d` of its windows is
 //! the interval `[lo, hi + l]`. So at a `Tick` such a ping is answered at once, and its pong
 //! travels in `[lo, hi + l]`. The `l + 1` ticks at which the ping could arrive, and every
-//! state in between, are one.
+//! state in between, are one. Loss needs no condition: a lossy link is lossy both ways, and
+//! losing the pong leaves what losing the ping would (no pong, the budget spent, unseen when).
 //!
 //! One change of the link's latency during the window is allowed: the end of the one
 //! degradation in force on it, when no degradation can start (no budget). The pong then keeps
@@ -166,7 +167,7 @@ fn merged_window(e: &Envelope, after: LatencyTicks) -> (u8, u8) {
 mod tests {
     use crate::config::{Resolved, Scenario};
     use crate::model::env::{self, zone_of};
-    use crate::model::{Action, World, WorldState};
+    use crate::model::{Action, Msg, World, WorldState};
     use stateright::Model;
     use std::collections::{HashSet, VecDeque};
 
@@ -214,6 +215,116 @@ mod tests {
         (seen.len(), changes_met)
     }
 
+    /// Everything but the network, hashed: what the coordinator, the nodes, the clients, the
+    /// ghost and the environment hold. A ping's arrival tick within its window shows only in
+    /// the network, so each state of the world as written has a state with slack that agrees
+    /// with it here, and the other way round.
+    fn beyond_the_network(s: &WorldState) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        (&s.nodes, &s.coord, &s.clients, &s.env, &s.ghost).hash(&mut h);
+        h.finish()
+    }
+
+    /// Every reachable state of `world` (no other reduction), projected, and how many times a
+    /// pong answered early (its window past the link's `hi`) is lost.
+    fn projections(world: &World) -> (HashSet<u64>, usize) {
+        let mut queue: VecDeque<WorldState> = world.init_states().into();
+        let whole = |s: &WorldState| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            s.hash(&mut h);
+            h.finish()
+        };
+        let mut seen: HashSet<u64> = queue.iter().map(whole).collect();
+        let mut projected: HashSet<u64> = queue.iter().map(beyond_the_network).collect();
+        let (mut actions, mut early_pongs_lost) = (Vec::new(), 0);
+        while let Some(s) = queue.pop_front() {
+            actions.clear();
+            world.actions(&s, &mut actions);
+            for a in actions.drain(..) {
+                if let Action::Lose(e) = &a {
+                    let (za, zb) = (zone_of(&world.cfg, e.src), zone_of(&world.cfg, e.dst));
+                    let hi = env::latency(&world.cfg, &s, za, zb).hi;
+                    early_pongs_lost += usize::from(e.msg == Msg::Pong && u32::from(e.latest_ticks) > hi);
+                }
+                let next = world.next_state(&s, a).expect("an enabled action has a next state");
+                if seen.insert(whole(&next)) {
+                    projected.insert(beyond_the_network(&next));
+                    queue.push_back(next);
+                }
+            }
+        }
+        (projected, early_pongs_lost)
+    }
+
+    /// A ping on a lossy link is answered early while the budget may still lose a message (no
+    /// crash or cut is in the menu). Losing the ping then shows as losing its pong: no pong
+    /// arrives and the budget is spent either way, and the moment of the loss is seen by
+    /// nothing else. Every state of the world as written agrees beyond the network with one
+    /// with slack and the other way round, and some pong answered early is lost.
+    #[test]
+    fn a_lost_ping_is_a_lost_pong() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("lossy-ranged.toml");
+        std::fs::write(&path, LOSSY_RANGED_LINK).expect("written");
+        let scenario = Scenario::load(&path).expect("the model loads");
+        let policy = &scenario.variant("default").expect("the variant exists").policy;
+        let cfg = Resolved::new(&scenario, policy).expect("it resolves");
+        let (plain, lost_in_plain) = projections(&World::new(cfg.clone()));
+        let early = World::with_arrival_slack(cfg);
+        assert!(early.arrival_slack);
+        let (with_slack, lost_early) = projections(&early);
+        assert_eq!(lost_in_plain, 0, "the world as written answers no ping early");
+        assert!(lost_early > 0, "a pong answered early is lost");
+        assert_eq!(plain, with_slack, "the same worlds beyond the network");
+    }
+
+    /// 3 nodes, the a-c link 100-200ms and lossy, one message may be lost, heartbeats.
+    const LOSSY_RANGED_LINK: &str = r#"
+name = "lossy-ranged"
+description = "pings on a lossy link with a latency range"
+tick = "100ms"
+properties = ["acked_writes_persist", "no_healthy_eviction", "converges"]
+zones = ["a", "b", "c"]
+nodes = [{ name = "n1", zone = "a" }, { name = "n2", zone = "b" }, { name = "n3", zone = "c" }]
+shards = [{ name = "s1", replicas = ["n1", "n2", "n3"] }]
+
+[network]
+latency = "100ms"
+links = [{ zones = ["a", "c"], latency = "100ms..200ms", lossy = true }]
+
+[coordinator]
+zone = "a"
+membership_queue_capacity = 2
+membership_update_time = "500ms"
+
+[[clients]]
+name = "writer"
+zone = "a"
+ops = ["write"]
+request_timeout = "1500ms"
+
+[faults]
+budget = 1
+drop = true
+
+[policy]
+replication_factor = 3
+write_quorum = 2
+read_quorum = 2
+replica_ack_timeout = "1s"
+failure_detection = "independent"
+heartbeat_interval = "300ms"
+suspect_after = "600ms"
+dead_after = "900ms"
+
+[expect]
+acked_writes_persist = "holds"
+no_healthy_eviction = "holds"
+converges = "holds"
+"#;
+
     /// On a link that degrades to 300..700ms and recovers, pings answered early (some while
     /// the recovery may still come) leave fewer states; the properties are compared with the
     /// world as written by tests/reductions.rs.
@@ -224,6 +335,8 @@ mod tests {
         assert_eq!(met_in_plain, 0, "the world as written answers no ping early");
         assert!(met_in_early > 0, "a link recovered under a pong with slack");
         assert!(early * 2 < plain, "{early} states with arrival slack against {plain} without");
+        let both = [false, true].map(|slack| projections(&world("detector-timing.toml", "rounds", slack)).0);
+        assert!(both[0] == both[1], "the same worlds beyond the network");
     }
 
     /// Every arrival tick of the pong, counted from a latency change `k` ticks into the ping's
