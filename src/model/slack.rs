@@ -289,21 +289,12 @@ properties = ["acked_writes_persist", "no_healthy_eviction", "converges"]
 zones = ["a", "b", "c"]
 nodes = [{ name = "n1", zone = "a" }, { name = "n2", zone = "b" }, { name = "n3", zone = "c" }]
 shards = [{ name = "s1", replicas = ["n1", "n2", "n3"] }]
+coordinator = { zone = "a", membership_queue_capacity = 2, membership_update_time = "500ms" }
+clients = [{ name = "writer", zone = "a", ops = ["write"], request_timeout = "1500ms" }]
 
 [network]
 latency = "100ms"
 links = [{ zones = ["a", "c"], latency = "100ms..200ms", lossy = true }]
-
-[coordinator]
-zone = "a"
-membership_queue_capacity = 2
-membership_update_time = "500ms"
-
-[[clients]]
-name = "writer"
-zone = "a"
-ops = ["write"]
-request_timeout = "1500ms"
 
 [faults]
 budget = 1
