@@ -167,13 +167,17 @@ fn merged_window(e: &Envelope, after: LatencyTicks) -> (u8, u8) {
 mod tests {
     use crate::config::{Resolved, Scenario};
     use crate::model::env::{self, zone_of};
-    use crate::model::{Action, Msg, World, WorldState};
+    use crate::model::{Action, Envelope, Msg, World, WorldState};
     use stateright::Model;
     use std::collections::{HashSet, VecDeque};
 
     fn world(model: &str, variant: &str, slack: bool) -> World {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(model);
-        let scenario = Scenario::load(&path).expect("the library model loads");
+        world_at(&path, variant, slack)
+    }
+
+    fn world_at(path: &std::path::Path, variant: &str, slack: bool) -> World {
+        let scenario = Scenario::load(path).expect("the model loads");
         let v = scenario.variant(variant).expect("the variant exists");
         let cfg = Resolved::new(&scenario, &v.policy).expect("it resolves");
         if slack {
@@ -183,98 +187,79 @@ mod tests {
         }
     }
 
-    /// Every reachable state, plainly (no other reduction), and how many latency changes met a
-    /// pong with slack. Each pong with slack has, past the ticks its ping may yet arrive in,
-    /// the latency in force now: `latest_ticks = hi + slack_ticks - 1`.
-    fn reach(world: &World) -> (usize, usize) {
-        let hasher = std::collections::hash_map::RandomState::new();
-        let key = |s: &WorldState| {
-            use std::hash::BuildHasher;
-            hasher.hash_one(s)
-        };
-        let mut queue: VecDeque<WorldState> = world.init_states().into();
-        let mut seen: HashSet<u64> = queue.iter().map(key).collect();
-        let (mut actions, mut changes_met) = (Vec::new(), 0);
-        while let Some(s) = queue.pop_front() {
-            for e in s.net.iter().filter(|e| e.slack_ticks > 0) {
-                let link =
-                    env::latency(&world.cfg, &s, zone_of(&world.cfg, e.src), zone_of(&world.cfg, e.dst));
-                assert_eq!(u32::from(e.latest_ticks) + 1, link.hi + u32::from(e.slack_ticks), "{e:?}");
-            }
-            actions.clear();
-            world.actions(&s, &mut actions);
-            for a in actions.drain(..) {
-                let slack = s.net.iter().any(|e| e.slack_ticks > 0);
-                changes_met += usize::from(slack && matches!(a, Action::Restore(_)));
-                let next = world.next_state(&s, a).expect("an enabled action has a next state");
-                if seen.insert(key(&next)) {
-                    queue.push_back(next);
-                }
-            }
-        }
-        (seen.len(), changes_met)
-    }
-
     /// Everything but the network, hashed: what the coordinator, the nodes, the clients, the
     /// ghost and the environment hold. A ping's arrival tick within its window shows only in
     /// the network, so each state of the world as written has a state with slack that agrees
     /// with it here, and the other way round.
     fn beyond_the_network(s: &WorldState) -> u64 {
-        use std::hash::{Hash, Hasher};
+        hash(&(&s.nodes, &s.coord, &s.clients, &s.env, &s.ghost))
+    }
+
+    fn hash(x: &impl std::hash::Hash) -> u64 {
+        use std::hash::Hasher;
         let mut h = std::hash::DefaultHasher::new();
-        (&s.nodes, &s.coord, &s.clients, &s.env, &s.ghost).hash(&mut h);
+        x.hash(&mut h);
         h.finish()
     }
 
-    /// Every reachable state of `world` (no other reduction), projected, and how many times a
-    /// pong answered early (its window past the link's `hi`) is lost.
-    fn projections(world: &World) -> (HashSet<u64>, usize) {
+    /// Every reachable state of `world`, plainly (no other reduction): `visit` sees each with
+    /// its enabled actions. Returns how many there are and their hashes beyond the network.
+    /// Each pong with slack has, past the ticks its ping may yet arrive in, the latency in
+    /// force now: `latest_ticks = hi + slack_ticks - 1`.
+    fn explore(world: &World, mut visit: impl FnMut(&WorldState, &[Action])) -> (usize, HashSet<u64>) {
         let mut queue: VecDeque<WorldState> = world.init_states().into();
-        let whole = |s: &WorldState| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::hash::DefaultHasher::new();
-            s.hash(&mut h);
-            h.finish()
-        };
-        let mut seen: HashSet<u64> = queue.iter().map(whole).collect();
+        let mut seen: HashSet<u64> = queue.iter().map(hash).collect();
         let mut projected: HashSet<u64> = queue.iter().map(beyond_the_network).collect();
-        let (mut actions, mut early_pongs_lost) = (Vec::new(), 0);
+        let mut actions = Vec::new();
         while let Some(s) = queue.pop_front() {
+            for e in s.net.iter().filter(|e| e.slack_ticks > 0) {
+                let link = link_latency(world, &s, e);
+                assert_eq!(u32::from(e.latest_ticks) + 1, link.hi + u32::from(e.slack_ticks), "{e:?}");
+            }
             actions.clear();
             world.actions(&s, &mut actions);
+            visit(&s, &actions);
             for a in actions.drain(..) {
-                if let Action::Lose(e) = &a {
-                    let (za, zb) = (zone_of(&world.cfg, e.src), zone_of(&world.cfg, e.dst));
-                    let hi = env::latency(&world.cfg, &s, za, zb).hi;
-                    early_pongs_lost += usize::from(e.msg == Msg::Pong && u32::from(e.latest_ticks) > hi);
-                }
                 let next = world.next_state(&s, a).expect("an enabled action has a next state");
-                if seen.insert(whole(&next)) {
+                if seen.insert(hash(&next)) {
                     projected.insert(beyond_the_network(&next));
                     queue.push_back(next);
                 }
             }
         }
-        (projected, early_pongs_lost)
+        (seen.len(), projected)
+    }
+
+    fn link_latency(world: &World, s: &WorldState, e: &Envelope) -> crate::config::LatencyTicks {
+        env::latency(&world.cfg, s, zone_of(&world.cfg, e.src), zone_of(&world.cfg, e.dst))
     }
 
     /// A ping on a lossy link is answered early while the budget may still lose a message (no
     /// crash or cut is in the menu). Losing the ping then shows as losing its pong: no pong
     /// arrives and the budget is spent either way, and the moment of the loss is seen by
     /// nothing else. Every state of the world as written agrees beyond the network with one
-    /// with slack and the other way round, and some pong answered early is lost.
+    /// with slack and the other way round, and some pong answered early (its window past the
+    /// link's `hi`) is lost.
     #[test]
     fn a_lost_ping_is_a_lost_pong() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("lossy-ranged.toml");
         std::fs::write(&path, LOSSY_RANGED_LINK).expect("written");
-        let scenario = Scenario::load(&path).expect("the model loads");
-        let policy = &scenario.variant("default").expect("the variant exists").policy;
-        let cfg = Resolved::new(&scenario, policy).expect("it resolves");
-        let (plain, lost_in_plain) = projections(&World::new(cfg.clone()));
-        let early = World::with_arrival_slack(cfg);
-        assert!(early.arrival_slack);
-        let (with_slack, lost_early) = projections(&early);
+        let [(plain, lost_in_plain), (with_slack, lost_early)] = [false, true].map(|slack| {
+            let world = world_at(&path, "default", slack);
+            assert_eq!(world.arrival_slack, slack);
+            let mut early_pongs_lost = 0;
+            let (_, projected) = explore(&world, |s, actions| {
+                early_pongs_lost += actions
+                    .iter()
+                    .filter(|a| {
+                        matches!(a, Action::Lose(e)
+                        if e.msg == Msg::Pong && u32::from(e.latest_ticks) > link_latency(&world, s, e).hi)
+                    })
+                    .count();
+            });
+            (projected, early_pongs_lost)
+        });
         assert_eq!(lost_in_plain, 0, "the world as written answers no ping early");
         assert!(lost_early > 0, "a pong answered early is lost");
         assert_eq!(plain, with_slack, "the same worlds beyond the network");
@@ -321,13 +306,22 @@ converges = "holds"
     /// world as written by tests/reductions.rs.
     #[test]
     fn pings_on_a_degraded_link_are_answered_early() {
-        let (plain, met_in_plain) = reach(&world("detector-timing.toml", "rounds", false));
-        let (early, met_in_early) = reach(&world("detector-timing.toml", "rounds", true));
+        let [(plain, met_in_plain, plain_worlds), (early, met_in_early, early_worlds)] =
+            [false, true].map(|slack| {
+                // Latency changes (the end of the degradation) met by a pong with slack.
+                let mut changes_met = 0;
+                let (states, projected) =
+                    explore(&world("detector-timing.toml", "rounds", slack), |s, actions| {
+                        if s.net.iter().any(|e| e.slack_ticks > 0) {
+                            changes_met += actions.iter().filter(|a| matches!(a, Action::Restore(_))).count();
+                        }
+                    });
+                (states, changes_met, projected)
+            });
         assert_eq!(met_in_plain, 0, "the world as written answers no ping early");
         assert!(met_in_early > 0, "a link recovered under a pong with slack");
         assert!(early * 2 < plain, "{early} states with arrival slack against {plain} without");
-        let both = [false, true].map(|slack| projections(&world("detector-timing.toml", "rounds", slack)).0);
-        assert!(both[0] == both[1], "the same worlds beyond the network");
+        assert!(plain_worlds == early_worlds, "the same worlds beyond the network");
     }
 
     /// Every arrival tick of the pong, counted from a latency change `k` ticks into the ping's
