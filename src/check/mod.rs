@@ -533,13 +533,12 @@ fn run_in(
             });
             (found, cx)
         };
-        let counterexample_missing = None;
         results.push(PropertyResult {
             name: *name,
             expected: job.expect[name],
             found,
             counterexample,
-            counterexample_missing,
+            counterexample_missing: None,
         });
     }
     Ok(RunResult {

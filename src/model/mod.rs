@@ -254,8 +254,6 @@ fn fire(cfg: &WorldConfig, s: &mut WorldState, c: u8, timer: Timer) {
     apply(cfg, s, Endpoint::Coordinator(c), out);
 }
 
-/// Put what a machine did into the world: its messages on the wire, its events into the ghost
-/// variables the properties read.
 /// Quorum storage node `n` takes a message: its compaction debt, where debt is node state, and
 /// the protocol's node.
 fn node_step(cfg: &WorldConfig, n: NodeId, node: &mut NodeState, src: Endpoint, msg: Msg, out: &mut Outbox) {
@@ -265,6 +263,8 @@ fn node_step(cfg: &WorldConfig, n: NodeId, node: &mut NodeState, src: Endpoint, 
     node::on_msg(n, &mut node.shards, src, msg, out);
 }
 
+/// Put what a machine did into the world: its messages on the wire, its events into the ghost
+/// variables the properties read.
 fn apply(cfg: &WorldConfig, s: &mut WorldState, src: Endpoint, out: Outbox) {
     for (dst, msg) in out.sends {
         env::send(cfg, s, src, dst, msg);

@@ -266,10 +266,12 @@ fn coordinator_answer_ample(cfg: &WorldConfig, s: &WorldState, actions: &[Action
         return false;
     }
     let Endpoint::Node(n) = e.src else { return false };
-    // A pong with slack (`super::slack`) is never due; one is not taken alone either way.
-    if e.dst != Endpoint::LEADER || e.latest_ticks != 0 || e.slack_ticks != 0 || actions.len() < 2 {
+    if e.dst != Endpoint::LEADER || e.latest_ticks != 0 || actions.len() < 2 {
         return false;
     }
+    // A pong with slack (`super::slack`) keeps its window open past the ticks its ping may yet
+    // arrive in (`latest = hi + slack - 1`, `hi >= 1`), so it is never due, never taken alone.
+    assert_eq!(e.slack_ticks, 0, "a due answer has no arrival slack");
     // Answers to one request commute with each other when they only count: a write's acks, or
     // a read's write-back acks (its reply value is fixed), or answers to no request at all. A
     // `Pong` answers no request: it only marks its node heard.

@@ -31,8 +31,6 @@ use super::{apply, node_step, Endpoint, Envelope, Msg, WorldConfig, WorldState};
 use crate::config::LatencyTicks;
 use crate::protocol::Outbox;
 
-/// Whether pings may be answered early in this world: the quorum family's nodes answer a
-/// ping with a pong and nothing else (the leader family's replicas keep state on a ping).
 /// Whether pings may be answered early in this world: only a link with a latency range
 /// (degraded or not) gives a ping a window to be early in, and only where the partial-order
 /// rules apply (which also leaves out the leader family, whose replicas keep state on a
@@ -121,31 +119,34 @@ fn meet(before: LatencyTicks, after: LatencyTicks, l: u8) -> bool {
 /// whose latency changed take the union of their arrival windows before and after (exact: see
 /// the module docs) and keep no slack.
 pub fn on_latency_change(cfg: &WorldConfig, s: &mut WorldState, change: impl FnOnce(&mut WorldState)) {
-    if s.net.iter().all(|e| e.slack_ticks == 0) {
-        change(s);
-        return;
-    }
-    let link = |e: &Envelope| (zone_of(cfg, e.src), zone_of(cfg, e.dst));
-    let latencies = |s: &WorldState| -> Vec<LatencyTicks> {
-        s.net.iter().map(|e| env::latency(cfg, s, link(e).0, link(e).1)).collect()
-    };
-    let before = latencies(s);
+    let latency =
+        |s: &WorldState, e: &Envelope| env::latency(cfg, s, zone_of(cfg, e.src), zone_of(cfg, e.dst));
+    // Each pong with slack, by its place in the network (a fault moves no message), with its
+    // link's latency before the change.
+    let before: Vec<(usize, LatencyTicks)> = s
+        .net
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.slack_ticks > 0)
+        .map(|(i, e)| (i, latency(s, e)))
+        .collect();
     let in_flight = s.net.len();
     change(s);
     assert_eq!(s.net.len(), in_flight, "a fault changes no message in flight");
-    let after = latencies(s);
-    for e in s.net.iter().filter(|e| e.slack_ticks > 0) {
+    for (i, was) in before {
+        let e = s.net[i];
         let Endpoint::Node(n) = e.src else { unreachable!("only a node answers early") };
         assert!(s.nodes[usize::from(n)].up, "no crash comes under a pong with slack");
-        let (a, b) = link(e);
-        assert!(env::connected(s, a, b), "no cut forms under a pong with slack");
-    }
-    for (i, e) in s.net.iter_mut().enumerate() {
-        if e.slack_ticks == 0 || after[i] == before[i] {
-            continue;
+        assert!(
+            env::connected(s, zone_of(cfg, e.src), zone_of(cfg, e.dst)),
+            "no cut forms under a pong with slack"
+        );
+        let now = latency(s, &e);
+        if now != was {
+            let e = &mut s.net[i];
+            (e.earliest_ticks, e.latest_ticks) = merged_window(e, now);
+            e.slack_ticks = 0;
         }
-        (e.earliest_ticks, e.latest_ticks) = merged_window(e, after[i]);
-        e.slack_ticks = 0;
     }
 }
 
