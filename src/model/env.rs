@@ -33,7 +33,7 @@ pub fn latency(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> LatencyTicks 
 /// degradation i) in force.
 pub fn latency_under(cfg: &WorldConfig, degraded: u8, a: u8, b: u8) -> LatencyTicks {
     for (i, d) in cfg.faults.degrade.iter().enumerate() {
-        if degraded & (1 << i) != 0 && (d.zones == (a, b) || d.zones == (b, a)) {
+        if degraded & (1 << i) != 0 && d.joins(a, b) {
             return d.latency;
         }
     }

@@ -388,7 +388,7 @@ fn never_lost(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> bool {
 }
 
 /// No partition or heal can change whether zones `a` and `b` are connected from `s` on.
-fn link_cut_fixed(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> bool {
+pub(super) fn link_cut_fixed(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> bool {
     if a == b {
         return true;
     }
@@ -400,9 +400,9 @@ fn link_cut_fixed(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> bool {
 }
 
 /// No degradation can start or end on the link between zones `a` and `b` from `s` on.
-fn link_latency_fixed(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> bool {
+pub(super) fn link_latency_fixed(cfg: &WorldConfig, s: &WorldState, a: u8, b: u8) -> bool {
     cfg.faults.degrade.iter().enumerate().all(|(i, d)| {
-        let on_link = d.zones == (a, b) || d.zones == (b, a);
+        let on_link = d.joins(a, b);
         let on = s.env.degraded & (1 << i) != 0;
         !on_link || (!on && !budget_left(s))
     })

@@ -27,7 +27,7 @@
 //! `Tick` with its slack (docs/reductions.md).
 
 use super::env::{self, zone_of};
-use super::{apply, node_step, Endpoint, Envelope, Msg, WorldConfig, WorldState};
+use super::{apply, node_step, reduction, Endpoint, Envelope, Msg, WorldConfig, WorldState};
 use crate::config::LatencyTicks;
 use crate::protocol::Outbox;
 
@@ -80,32 +80,27 @@ fn may_answer_early(cfg: &WorldConfig, s: &WorldState, e: &Envelope) -> Option<b
     let no_budget = s.env.faults_left == 0;
     let (a, b) = (zone_of(cfg, e.dst), zone_of(cfg, e.src));
     let crash_possible = !no_budget && cfg.faults.crash.contains(&n);
-    let cut_possible = a != b && !no_budget && [a, b].iter().any(|z| cfg.faults.partition.contains(z));
-    if crash_possible || cut_possible {
+    if crash_possible || !reduction::link_cut_fixed(cfg, s, a, b) {
         return None;
     }
     // The pong's window must fit the state's counters, slack counting one moment more.
     let fits = |l: LatencyTicks| l.hi + u32::from(e.latest_ticks) < u32::from(u8::MAX);
     let now = env::latency(cfg, s, a, b);
-    // Bit i: degradation i of the menu is on this link.
-    let on_link = (0..cfg.faults.degrade.len())
-        .filter(|&i| on_pair(cfg.faults.degrade[i].zones, a, b))
-        .fold(0u8, |m, i| m | (1 << i));
-    let in_force = on_link & s.env.degraded;
-    if on_link == 0 || (in_force == 0 && no_budget) {
-        // No degradation can start or end on the link: a fixed latency.
-        fits(now).then_some(false)
-    } else if in_force.count_ones() == 1 && no_budget {
+    if reduction::link_latency_fixed(cfg, s, a, b) {
+        return fits(now).then_some(false);
+    }
+    // Bit i: degradation i of the menu is in force on this link.
+    let in_force = (0..cfg.faults.degrade.len())
+        .filter(|&i| cfg.faults.degrade[i].joins(a, b))
+        .fold(0u8, |m, i| m | (1 << i))
+        & s.env.degraded;
+    if in_force.count_ones() == 1 && no_budget {
         // Its end is the one change; the answers before and after it must meet.
         let after = env::latency_under(cfg, s.env.degraded & !in_force, a, b);
         (fits(now) && fits(after) && meet(now, after, e.latest_ticks)).then_some(true)
     } else {
         None
     }
-}
-
-fn on_pair(zones: (u8, u8), a: u8, b: u8) -> bool {
-    zones == (a, b) || zones == (b, a)
 }
 
 /// Whether, for a change at any tick `k` of a ping's window `[0, l]`, the pong's arrival ticks

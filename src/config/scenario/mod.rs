@@ -287,6 +287,13 @@ pub struct DegradeSpec {
     pub duration: Option<LatencyTicks>,
 }
 
+impl DegradeSpec {
+    /// Whether it slows the link between zones `a` and `b` (either way).
+    pub fn joins(&self, a: u8, b: u8) -> bool {
+        self.zones == (a, b) || self.zones == (b, a)
+    }
+}
+
 /// A fault of the menu that can be in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MenuFault {
@@ -436,7 +443,7 @@ impl Scenario {
     pub fn worst_latency_ticks(&self, a: u8, b: u8) -> Ticks {
         let mut worst = self.latency[usize::from(a)][usize::from(b)].hi;
         for d in &self.faults.degrade {
-            if d.zones == (a, b) || d.zones == (b, a) {
+            if d.joins(a, b) {
                 worst = worst.max(d.latency.hi);
             }
         }
