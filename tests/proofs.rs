@@ -244,6 +244,35 @@ fn the_policy_code_hash_covers_every_policy_file() {
     );
 }
 
+/// Under one memory bound, a small model proved after a large one that reached the bound
+/// completes: the pages the large run freed are not counted against it (they were, and the
+/// small model stopped at its first level). A certificate of a run cut by the memory bound
+/// records the bound, not the counts at the cut, which vary with what was resident: verify
+/// at the same bound matches it.
+#[test]
+fn a_memory_bound_is_each_runs_own_and_its_cuts_verify() {
+    let ws = Workspace::new();
+    let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/basic-quorum.toml");
+    std::fs::copy(big, ws.path("big.toml")).expect("copy basic-quorum");
+    let args = ["prove", "big.toml", MODEL, "--out", "proofs", "--memory-max", "80M"];
+    let out = ws.run(&args);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let certs = |dir: &str| -> Vec<String> {
+        let entries = std::fs::read_dir(ws.path(dir)).expect("certificates written");
+        entries.map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect()
+    };
+    let (big, small) = (certs("proofs/basic-quorum"), certs("proofs/small-quorum"));
+    assert!(!big.is_empty() && !small.is_empty());
+    for cert in &big {
+        assert!(cert.contains("complete = false\nstopped = \"memory bound of 80 MiB reached\"\n"), "{cert}");
+    }
+    for cert in &small {
+        assert!(cert.contains("complete = true"), "a small model after a large one: {cert}");
+    }
+    let verify = ws.run(&["prove", "--verify", "big.toml", MODEL, "--out", "proofs", "--memory-max", "80M"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
+}
+
 /// `prove --memory-max`: a run cut short by the memory bound is incomplete (exit 3), and its
 /// certificate records no verdict as held.
 #[test]

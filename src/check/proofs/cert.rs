@@ -235,6 +235,28 @@ pub struct Exploration {
     pub fingerprint_collision_probability: String,
 }
 
+fn memory_cut(limit_bytes: u64) -> String {
+    format!("memory bound of {} reached", crate::engine::memory::describe(limit_bytes))
+}
+
+impl Exploration {
+    /// Whether this run stopped at its memory bound.
+    fn memory_cut(&self) -> bool {
+        !self.complete && self.stopped.as_deref().is_some_and(|s| s.starts_with("memory bound of "))
+    }
+
+    /// A fresh run that stopped at the same memory bound as the recorded one matches it
+    /// whatever its counts at the cut: they vary from run to run with what was resident.
+    pub fn counts_at_the_same_memory_cut(&mut self, recorded: &Exploration) {
+        if self.memory_cut() && recorded.memory_cut() && self.stopped == recorded.stopped {
+            self.unique_states = recorded.unique_states;
+            self.transitions = recorded.transitions;
+            self.max_depth = recorded.max_depth;
+            self.fingerprint_collision_probability = recorded.fingerprint_collision_probability.clone();
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Verdicts {
@@ -308,7 +330,14 @@ impl Certificate {
             scope: Scope::new(job, &cfg),
             exploration: Exploration {
                 complete: result.complete,
-                stopped: result.stopped.clone(),
+                stopped: match &result.cut {
+                    // How far a run gets before its memory bound is the machine's (what was
+                    // resident when), not the model's: only the bound is recorded.
+                    Some(crate::engine::Cut::MemoryLimit { limit_bytes, .. }) => {
+                        Some(memory_cut(*limit_bytes))
+                    }
+                    _ => result.stopped.clone(),
+                },
                 unique_states: result.unique_states,
                 transitions: result.transitions,
                 max_depth: u64::from(result.max_depth),

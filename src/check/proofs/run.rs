@@ -305,7 +305,10 @@ fn check_one(
 ) -> Result<Option<Problem>, ConfigError> {
     let model_text = read_text(&p.job.scenario.path)?;
     let result = crate::check::run(&p.job, &unreduced(opts))?;
-    let fresh = Certificate::new(&p.job, &result, &model_text)?;
+    let mut fresh = Certificate::new(&p.job, &result, &model_text)?;
+    if let Content::Current(old) = &cert.content {
+        fresh.exploration.counts_at_the_same_memory_cut(&old.exploration);
+    }
     let problem = match &cert.content {
         Content::Current(old) if **old == fresh => None,
         Content::Current(old) => Some(Problem::Differs { reasons: explain(old, &fresh) }),
