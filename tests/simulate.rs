@@ -223,6 +223,24 @@ fn shards_merge_into_the_unsharded_report() {
     let (code, _, stderr) = replicheck(&["merge", &files[0], &files[0], &files[1]]);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("again"), "{stderr}");
+    // A damaged report is an error naming it, not a panic (a huge count was a Vec of that
+    // many slots) or a wrapped exit code (256 merged to 0).
+    let damaged = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+        edit(&mut doc);
+        let path = dir.path().join("damaged.json");
+        std::fs::write(&path, doc.to_string()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let huge = damaged(&|d| d["shard"]["count"] = serde_json::json!(u64::MAX));
+    let (code, _, stderr) = replicheck(&["merge", &huge]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("damaged.json") && stderr.contains("shards missing"), "{stderr}");
+    let wrapped = damaged(&|d| d["exit_code"] = serde_json::json!(256));
+    let (code, _, stderr) = replicheck(&["merge", &files[0], &wrapped, &files[2]]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("damaged.json") && stderr.contains("\"exit_code\" = 256"), "{stderr}");
 }
 
 #[test]

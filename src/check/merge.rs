@@ -14,13 +14,15 @@
 use super::simulate::{self, SimResult};
 use crate::config::ConfigError;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Merge the shards' reports; returns the merged report and its exit code.
 pub fn merge(reports: &[(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
     let first = reports.first().ok_or_else(|| ConfigError::new(Path::new("merge"), "no reports given"))?;
     let count = shard_of(first)?.1;
-    let mut by_index: Vec<Option<&(PathBuf, Value)>> = vec![None; count];
+    // By index in a map, not a Vec of `count` slots: a damaged report's count may be huge.
+    let mut by_index: BTreeMap<usize, &(PathBuf, Value)> = BTreeMap::new();
     for report in reports {
         let (index, n) = shard_of(report)?;
         if n != count {
@@ -29,20 +31,24 @@ pub fn merge(reports: &[(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
                 format!("shard {index}/{n}, but {} is of {count} shards", first.0.display()),
             ));
         }
-        if let Some(other) = by_index[index] {
+        if let Some(other) = by_index.insert(index, report) {
             return Err(ConfigError::new(
                 &report.0,
                 format!("shard {index}/{n} again (also {})", other.0.display()),
             ));
         }
-        by_index[index] = Some(report);
     }
-    let missing: Vec<String> =
-        (0..count).filter(|&i| by_index[i].is_none()).map(|i| format!("{i}/{count}")).collect();
-    if !missing.is_empty() {
-        return Err(ConfigError::new(&first.0, format!("shards missing: {}", missing.join(", "))));
+    if by_index.len() < count {
+        let missing = if count <= 64 {
+            let list: Vec<String> =
+                (0..count).filter(|i| !by_index.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
+            list.join(", ")
+        } else {
+            format!("{} of {count}", count - by_index.len())
+        };
+        return Err(ConfigError::new(&first.0, format!("shards missing: {missing}")));
     }
-    let shards: Vec<&(PathBuf, Value)> = by_index.into_iter().map(|r| r.expect("checked above")).collect();
+    let shards: Vec<&(PathBuf, Value)> = by_index.into_values().collect();
     if shards.iter().all(|(_, v)| v.get("knobs").is_some()) {
         merge_sweeps(&shards)
     } else if shards.iter().all(|(_, v)| v.get("runs").is_some()) {
@@ -97,7 +103,17 @@ fn merge_checks(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError
         ));
     }
     let interrupted = shards.iter().any(|(_, v)| v["interrupted"].as_bool().unwrap_or(false));
-    let code = worst(shards.iter().map(|(_, v)| v["exit_code"].as_u64().unwrap_or(3) as u8));
+    let mut codes = Vec::new();
+    for (path, v) in shards {
+        codes.push(match v["exit_code"].as_u64() {
+            None => 3,
+            Some(c @ 0..=4) => c as u8,
+            Some(c) => {
+                return Err(ConfigError::new(path, format!("\"exit_code\" = {c}: a check exits 0 to 4")));
+            }
+        });
+    }
+    let code = worst(codes.into_iter());
     let doc = json!({
         "exit_code": code,
         "interrupted": interrupted,
@@ -141,12 +157,10 @@ fn merge_simulations(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), Config
     Ok((json!({ "exit_code": code, "simulations": merged }), code))
 }
 
-/// The merged exit code: a wrong verdict (1) in any shard wins over an unknown one (3).
 /// Sweep shards: the points of all of them, analysed as one sweep.
 fn merge_sweeps(shards: &[&(PathBuf, Value)]) -> Result<(Value, u8), ConfigError> {
     use super::sweep::{self, CheckedPoint};
     use crate::config::{PropertyName, Scenario};
-    use std::collections::BTreeMap;
     let (first_path, first) = shards[0];
     let same = |key: &str| -> Result<(), ConfigError> {
         match shards.iter().find(|(_, v)| v.get(key) != first.get(key)) {
@@ -260,6 +274,7 @@ fn checked_point(c: &Value) -> Option<super::sweep::CheckedPoint> {
     })
 }
 
+/// The merged exit code: a wrong verdict (1) in any shard wins over an unknown one (3).
 fn worst(codes: impl Iterator<Item = u8>) -> u8 {
     codes.fold(0, |acc, c| match (acc, c) {
         (1, _) | (_, 1) => 1,

@@ -639,6 +639,8 @@ pub fn sample_positions(len: usize, samples: usize) -> Vec<usize> {
     if len == 0 {
         return Vec::new();
     }
+    // More samples than positions add none (and `samples + 1` must not wrap).
+    let samples = samples.min(len);
     let mut out = BTreeSet::from([0, len - 1]);
     for i in 1..=samples {
         out.insert(i * (len - 1) / (samples + 1));

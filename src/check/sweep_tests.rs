@@ -6,6 +6,9 @@ fn samples_include_both_ends() {
     assert_eq!(sample_positions(28, 3), vec![0, 6, 13, 20, 27]);
     assert_eq!(sample_positions(2, 3), vec![0, 1]);
     assert_eq!(sample_positions(1, 3), vec![0]);
+    // `--samples` past the line's length (it was a division by zero at usize::MAX).
+    assert_eq!(sample_positions(4, usize::MAX), vec![0, 1, 2, 3]);
+    assert_eq!(sample_positions(4, 1_000_000), vec![0, 1, 2, 3]);
 }
 
 #[test]
