@@ -315,6 +315,18 @@ fn a_name_that_cannot_be_read_is_refused() {
     rejects_model("empty-node-name.toml", "key `nodes[1].name`", "= \"\"", &["a name must be non-empty"]);
 }
 
+/// A model's and a variant's name name a certificate's file under `prove --out`.
+#[test]
+fn a_name_that_is_a_path_is_refused() {
+    rejects_model("model-name-climbs-out.toml", "key `name`", "= \"../basic-quorum\"", &["may not hold `/`"]);
+    rejects_model(
+        "variant-name-is-a-path.toml",
+        "key `variants.\"/tmp/write-quorum-1\"`",
+        "= \"/tmp/write-quorum-1\"",
+        &["names a certificate's file"],
+    );
+}
+
 #[test]
 fn node_in_an_unknown_zone() {
     rejects_model("unknown-zone.toml", "key `nodes[2].zone`", "= \"d\"", &["no such zone (zones: a, b, c)"]);

@@ -234,6 +234,13 @@ fn bad_coordinator_and_rollout_keys_are_refused_by_name() {
         "rollout = [\"base\"]",
         &["variants.rollout.rollout", "at least two"],
     );
+    // More stages than a coordinator's stage index holds (257 wrapped to 1: never rolled out).
+    let long = vec!["\"base\", \"candidate\""; 129].join(", ");
+    refused(
+        "rollout = [\"base\", \"candidate\"]",
+        &format!("rollout = [{long}]"),
+        &["variants.rollout.rollout", "258 stages", "at most 16"],
+    );
     refused(
         "\nrollout_order = \"stage_by_stage\"",
         "\nrollout_order = \"waves\"",

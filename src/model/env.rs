@@ -248,7 +248,7 @@ fn mark_faulted(s: &mut WorldState, n: u8, coordinators: u8) {
 /// spend no budget, and each coordinator goes forward, then at most back, so they end.
 pub fn rollout_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
     let Some(r) = &cfg.rollout else { return };
-    let last = r.stages.len() as u8 - 1;
+    let last = u8::try_from(r.stages.len() - 1).expect("a rollout has at most ROLLOUT_STAGES_MAX stages");
     let waves = r.order == crate::config::RolloutOrder::StageByStage;
     let lowest = s.stages.iter().map(|st| st.index).min().unwrap_or(0);
     let highest = s.stages.iter().map(|st| st.index).max().unwrap_or(0);

@@ -408,6 +408,9 @@ pub const FAULT_BUDGET_MAX: u8 = 4;
 pub const FAULT_DURATION_TICKS_MAX: Ticks = 250;
 /// Active degradations are a bit set in a `u8`.
 pub const DEGRADE_MENU_MAX: usize = 8;
+/// A coordinator's stage is a `u8` in the state; a rollout of more than a few stages is
+/// several models' worth of states.
+pub const ROLLOUT_STAGES_MAX: usize = 16;
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, ConfigError> {

@@ -8,7 +8,7 @@ use super::raw::{
 use super::{
     ClientSpec, CompactionSpec, CoordinatorPlace, CoordinatorSpec, DegradeSpec, FaultSpec, LatencyTicks,
     NodeSpec, PropertyName, Scenario, ShardSpec, Variant, Verdict, COORDINATOR_COUNT_MAX, COORDINATOR_NAME,
-    DEGRADE_MENU_MAX, FAULT_BUDGET_MAX, FAULT_DURATION_TICKS_MAX,
+    DEGRADE_MENU_MAX, FAULT_BUDGET_MAX, FAULT_DURATION_TICKS_MAX, ROLLOUT_STAGES_MAX,
 };
 use crate::config::duration::{Dur, LatencyRange, Rate};
 use crate::config::policy::SourcedPolicy;
@@ -56,6 +56,9 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
     let base_policy = SourcedPolicy::new(raw.policy.clone(), &format!("{file} [policy]"));
     let variants = variants(&file, &base_policy, &raw.expect, &raw.variants, &properties)?;
 
+    if let Some(name) = &raw.name {
+        check_file_name("name", name)?;
+    }
     let name = raw
         .name
         .clone()
@@ -182,6 +185,18 @@ impl Cx<'_> {
 }
 
 /// A name shows in every report, trace and timeline: it must be there to read.
+/// A name that also names a file: `prove` writes `OUT/MODEL/VARIANT.toml`, so a model's or a
+/// variant's name may not climb out of OUT or start at the root.
+fn check_file_name(key: &str, name: &str) -> Result<(), String> {
+    check_name(key, name)?;
+    if name.contains(['/', '\\']) || name == "." || name == ".." {
+        return Err(format!(
+            "key `{key}` = {name:?}: this name names a certificate's file (`prove`), so it may not hold `/` or `\\`, nor be `.` or `..`"
+        ));
+    }
+    Ok(())
+}
+
 fn check_name(key: &str, name: &str) -> Result<(), String> {
     if name.trim().is_empty() || name.trim() != name || name.chars().any(char::is_control) {
         return Err(format!(

@@ -22,7 +22,7 @@ pub(super) fn variants(
         });
     }
     for (name, v) in raw {
-        check_name(&format!("variants.{name:?}"), name)?;
+        check_file_name(&format!("variants.{name:?}"), name)?;
         if name == "default" {
             return Err(
                 "key `variants.default`: the name `default` is the scenario's own [policy] and [expect]"
@@ -138,6 +138,12 @@ fn rollout(
     if stage_names.len() < 2 {
         return Err(format!(
             "key `variants.{name}.rollout` lists {} stage(s): a rollout goes from one variant's policy to another's, list at least two",
+            stage_names.len()
+        ));
+    }
+    if stage_names.len() > ROLLOUT_STAGES_MAX {
+        return Err(format!(
+            "key `variants.{name}.rollout` lists {} stages: at most {ROLLOUT_STAGES_MAX}",
             stage_names.len()
         ));
     }
