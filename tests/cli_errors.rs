@@ -298,6 +298,11 @@ fn read_quorum_zero() {
 }
 
 #[test]
+fn a_state_limit_of_zero() {
+    rejects_model("max-states-zero.toml", "key `limits.max_states`", "= 0", &["must be at least 1"]);
+}
+
+#[test]
 fn suspect_after_above_dead_after() {
     rejects_model(
         "suspect-after-exceeds-dead-after.toml",

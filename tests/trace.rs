@@ -101,6 +101,30 @@ fn a_step_the_model_never_takes_is_named() {
     }
 }
 
+/// A step far in the future: once time changes nothing the validation jumps to it (it
+/// stepped a tick at a time, for days), and where time still changes the states a gap past
+/// the limit is named.
+#[test]
+fn a_step_a_trillion_ticks_later() {
+    let w = world("default");
+    let mut steps = trace::trace_of(&walk(&w, 11, 120));
+    let last = steps.last().expect("a walk").tick;
+    let far = last + 1_000_000_000_000;
+    steps.push(TraceStep { tick: far, step: Step::Crash { node: 0 } });
+    match trace::validate(&w, &steps) {
+        Conformance::Conforms { .. } => {}
+        other => panic!("a crash after every client is done: {other:?}"),
+    }
+    // A client still thinking: invoking is due within its think time, so time cannot pass.
+    let first = vec![TraceStep { tick: trace::TICK_GAP_MAX * 2, step: Step::Crash { node: 0 } }];
+    match trace::validate(&w, &first) {
+        Conformance::Diverges { index: 0, why, .. } => {
+            assert!(why.contains("something is due first"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn conform_on_the_command_line() {
     let w = world("default");

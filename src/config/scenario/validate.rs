@@ -80,7 +80,10 @@ pub(super) fn validate(path: &Path, raw: RawScenario) -> Result<Scenario, String
         properties,
         base_policy,
         variants,
-        max_states: raw.limits.max_states,
+        max_states: match raw.limits.max_states {
+            Some(0) => return Err("key `limits.max_states` = 0: must be at least 1".into()),
+            n => n,
+        },
         slow_compaction_debt_pct: raw.slow_compaction_debt_pct,
         compaction: compaction(&cx, &raw)?,
     };
