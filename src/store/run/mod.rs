@@ -430,18 +430,28 @@ fn validate(req: &RunRequest, ms_per_tick: u64) -> Result<(), String> {
     if !(500..=DURATION_MS_MAX).contains(&duration_ms) {
         return Err(format!("--duration {duration_ms}ms: must be 500ms to {DURATION_MS_MAX}ms"));
     }
-    validate_load(ms_per_tick, req.clients, req.keys, req.write_permille)
+    let model = req.ms_per_tick.is_none().then_some(req.model.as_path());
+    validate_load(ms_per_tick, model, req.clients, req.keys, req.write_permille)
 }
 
-/// The time scale and the load's flags, as `store run` and `store sim` take them.
+/// The time scale and the load's flags, as `store run` and `store sim` take them. The time
+/// scale is `--time-scale` when given, else the model's tick (`model`, named when it is wrong).
 pub(crate) fn validate_load(
     ms_per_tick: u64,
+    model: Option<&std::path::Path>,
     clients: Option<usize>,
     keys: usize,
     write_permille: u16,
 ) -> Result<(), String> {
-    if ms_per_tick == 0 || ms_per_tick > 10_000 {
-        return Err(format!("--time-scale {ms_per_tick}: must be 1 to 10000 ms per tick"));
+    use crate::store::trace::MS_PER_TICK_MAX;
+    if ms_per_tick == 0 || ms_per_tick > MS_PER_TICK_MAX {
+        return Err(match model {
+            None => format!("--time-scale {ms_per_tick}: must be 1 to {MS_PER_TICK_MAX} ms per tick"),
+            Some(path) => format!(
+                "{}: key `tick` = {ms_per_tick}ms: the store plays a tick as that many milliseconds, at most {MS_PER_TICK_MAX}; give a faster scale with --time-scale MS",
+                path.display()
+            ),
+        });
     }
     if let Some(n) = clients.filter(|&n| n == 0 || n > client::LOAD_CLIENTS_MAX) {
         return Err(format!("--clients {n}: must be 1 to {}", client::LOAD_CLIENTS_MAX));

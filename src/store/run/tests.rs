@@ -351,3 +351,15 @@ fn clients_share_keys_where_the_model_shares_a_register() {
     let two = keys(2);
     assert_ne!(two[0], two[1], "hashes 0 and 1 land on two suffixes: {two:?}");
 }
+
+/// A time scale out of range names where it came from: the flag, or the model's tick when
+/// no flag was given (it named `--time-scale` either way).
+#[test]
+fn a_time_scale_out_of_range_names_its_source() {
+    use super::validate_load;
+    let flag = validate_load(60_000, None, None, 1, 500).unwrap_err();
+    assert_eq!(flag, "--time-scale 60000: must be 1 to 10000 ms per tick");
+    let tick = validate_load(60_000, Some(std::path::Path::new("m.toml")), None, 1, 500).unwrap_err();
+    assert!(tick.starts_with("m.toml: key `tick` = 60000ms") && tick.contains("--time-scale"), "{tick}");
+    assert!(validate_load(100, Some(std::path::Path::new("m.toml")), None, 1, 500).is_ok());
+}

@@ -236,7 +236,8 @@ fn validate(req: &SimRequest, ms_per_tick: u64) -> Result<(), String> {
             "--duration {duration_ms}ms: must be 500ms to {DURATION_MS_MAX}ms of simulated time"
         ));
     }
-    run::validate_load(ms_per_tick, req.clients, req.keys, req.write_permille)
+    let model = req.ms_per_tick.is_none().then_some(req.model.as_path());
+    run::validate_load(ms_per_tick, model, req.clients, req.keys, req.write_permille)
 }
 
 fn setup(req: &SimRequest) -> Result<Setup, StoreError> {

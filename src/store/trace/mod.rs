@@ -407,12 +407,26 @@ impl Faults<'_> {
     }
 }
 
+/// The slowest time scale a store plays a model tick at, in milliseconds.
+pub const MS_PER_TICK_MAX: u64 = 10_000;
+/// The most slack a trace's header may grant: an hour.
+const SLACK_MS_MAX: u64 = 3_600_000;
+
 /// Check a store trace against `scenario`'s environment (see the module doc).
 pub fn validate(scenario: &Scenario, text: &str) -> Result<TraceVerdict, String> {
     let mut lines = text.lines().enumerate();
     let (ms_per_tick, slack_ms) = match lines.next().map(|(_, l)| serde_json::from_str::<TraceLine>(l)) {
         Some(Ok(TraceLine::StoreTrace { ms_per_tick, slack_ms })) => {
-            (ms_per_tick, slack_ms.unwrap_or_else(|| real_slack_ms(ms_per_tick)))
+            if ms_per_tick == 0 || ms_per_tick > MS_PER_TICK_MAX {
+                return Err(format!("line 1: ms_per_tick = {ms_per_tick}: must be 1 to {MS_PER_TICK_MAX}"));
+            }
+            match slack_ms {
+                Some(ms) if ms > SLACK_MS_MAX => {
+                    return Err(format!("line 1: slack_ms = {ms}: must be at most {SLACK_MS_MAX}"));
+                }
+                Some(ms) => (ms_per_tick, ms),
+                None => (ms_per_tick, real_slack_ms(ms_per_tick)),
+            }
         }
         _ => return Err("line 1: not a store trace (no store_trace header)".into()),
     };
@@ -521,7 +535,7 @@ pub fn validate(scenario: &Scenario, text: &str) -> Result<TraceVerdict, String>
                 }
             }
             None => {
-                let due = s.at_ms + bound_at(end_ms) + slack_ms;
+                let due = s.at_ms.saturating_add(bound_at(end_ms)).saturating_add(slack_ms);
                 if due >= end_ms {
                     open += 1;
                 } else if faults.loss_excuse(&s, due).is_some() {

@@ -240,3 +240,22 @@ mod several_coordinators_tests {
         assert_eq!(line.unwrap(), r#"{"send":{"at_ms":1,"id":1,"node":0,"msg":"ping"}}"#);
     }
 }
+
+/// A header out of range is refused by name: a time scale of 0, or one or a slack so large
+/// that the bounds' arithmetic wrapped (a message due at "0 ms" was named as never arriving).
+#[test]
+fn a_header_out_of_range_is_refused() {
+    let scenario = library("remirror-storm");
+    let with = |ms_per_tick: u64, slack_ms: Option<u64>| {
+        let body = [TraceLine::Send { at_ms: 5, id: 1, node: 0, msg: "replicate".into(), coordinator: 0 }];
+        let mut lines = vec![TraceLine::StoreTrace { ms_per_tick, slack_ms }];
+        lines.extend(body);
+        lines.push(TraceLine::End { at_ms: 100_000 });
+        validate(&scenario, &text(&lines))
+    };
+    assert_eq!(with(0, None).unwrap_err(), "line 1: ms_per_tick = 0: must be 1 to 10000");
+    assert!(with(1 << 63, None).unwrap_err().contains("ms_per_tick = 9223372036854775808"));
+    assert!(with(100, Some(u64::MAX)).unwrap_err().contains("slack_ms = 18446744073709551615"));
+    // An hour of slack covers a message still in flight at the end.
+    assert!(matches!(with(100, Some(3_600_000)), Ok(TraceVerdict::Conforms { open: 1, .. })));
+}
