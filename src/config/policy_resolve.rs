@@ -14,8 +14,10 @@ pub(super) struct Resolver<'a> {
 
 impl Resolver<'_> {
     pub(super) fn err(&self, key: &str, value: String, why: String) -> String {
-        let origin = self.origins.get(key).map_or("defaults", String::as_str);
-        format!("{origin}: key `{key}` = {value}: {why}")
+        match self.origins.get(key) {
+            Some(origin) => format!("{origin}: key `{key}` = {value}: {why}"),
+            None => format!("key `{key}` = {value} (its default: set it in [policy]): {why}"),
+        }
     }
 
     /// A fraction in 0..=1 as thousandths, the unit the policy functions compare in. A value
@@ -88,10 +90,22 @@ impl Resolver<'_> {
                 "must be positive".into(),
             ));
         }
+        let detection = p.failure_detection.expect("default");
+        if detection == FailureDetection::Coupled {
+            // Heartbeats and silence are independent detection's: coupled never reads them,
+            // so values that do not fit this model's tick (the defaults at a 10ms tick) or
+            // each other are no error. They are kept within the tick limit and in order.
+            let lenient = |d: &Option<Dur>| {
+                let d = d.as_ref().expect("defaults set every duration");
+                d.ticks_at_most(self.tick_ms, self.ticks_max).unwrap_or(self.ticks_max as Ticks)
+            };
+            let dead = lenient(&p.dead_after);
+            let suspect = lenient(&p.suspect_after).min(dead);
+            return Ok((timeout, detection, [lenient(&p.heartbeat_interval), suspect, dead]));
+        }
         let heartbeat = self.ticks("heartbeat_interval", &p.heartbeat_interval)?;
         let suspect = self.ticks("suspect_after", &p.suspect_after)?;
         let dead = self.ticks("dead_after", &p.dead_after)?;
-        let detection = p.failure_detection.expect("default");
         if detection == FailureDetection::Independent && heartbeat == 0 {
             return Err(self.err(
                 "heartbeat_interval",

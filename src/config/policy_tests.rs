@@ -1,5 +1,6 @@
 //! The leader family's keys: resolution into ticks, errors naming origin, key and value, the
-//! reload rule, and which models may ask for `single_primary`.
+//! reload rule, and which models may ask for `single_primary`; the detector keys that only
+//! independent detection reads.
 
 use super::*;
 use crate::config::{reload_changes, PropertyName, Scenario};
@@ -21,6 +22,29 @@ fn the_quorum_family_is_the_default_and_has_no_leader_knobs() {
     // Leader durations are not counted in ticks for the quorum family: a 250ms lag timeout
     // does not fit a 100ms tick, and nobody asked for it.
     assert!(sourced("replica_lag_timeout = \"250ms\"").resolve(100, 3).is_ok());
+}
+
+/// Heartbeat, suspect and dead durations are independent detection's: under coupled
+/// detection their defaults at a 10 ms tick (3s is 300 ticks) or a `dead_after` below the
+/// default `suspect_after` are no error; under independent detection they are, and a default
+/// is named as one.
+#[test]
+fn detector_keys_are_checked_where_they_are_read() {
+    assert!(SourcedPolicy::default().resolve(10, 3).is_ok());
+    assert!(sourced("dead_after = \"1s\"").resolve(100, 3).is_ok());
+    let independent = |text: &str, tick_ms| {
+        sourced(&format!("failure_detection = \"independent\"\n{text}")).resolve(tick_ms, 3).unwrap_err()
+    };
+    let at_10ms = independent("", 10);
+    assert!(
+        at_10ms.starts_with("key `suspect_after` = \"3s\" (its default: set it in [policy])"),
+        "{at_10ms}"
+    );
+    let order = independent("dead_after = \"1s\"", 100);
+    assert!(
+        order.contains("(its default: set it in [policy]): must not exceed dead_after = \"1s\""),
+        "{order}"
+    );
 }
 
 #[test]
