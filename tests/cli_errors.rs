@@ -332,6 +332,25 @@ fn a_name_that_is_a_path_is_refused() {
     );
 }
 
+/// A second entry for what must be one: it was taken silently (a client's name reused, a
+/// property reported twice, a link's second entry overriding its first).
+#[test]
+fn a_duplicate_entry_is_refused() {
+    rejects_model("duplicate-client.toml", "key `clients[1].name`", "= \"writer\"", &["client listed twice"]);
+    rejects_model(
+        "duplicate-property.toml",
+        "key `properties[2]`",
+        "= \"acked_writes_persist\"",
+        &["listed twice"],
+    );
+    rejects_model(
+        "duplicate-link.toml",
+        "key `network.links[1].zones`",
+        "= [\"a\", \"edge\"]",
+        &["already `network.links[0]`"],
+    );
+}
+
 #[test]
 fn node_in_an_unknown_zone() {
     rejects_model("unknown-zone.toml", "key `nodes[2].zone`", "= \"d\"", &["no such zone (zones: a, b, c)"]);

@@ -91,35 +91,37 @@ impl Resolver<'_> {
             ));
         }
         let detection = p.failure_detection.expect("default");
-        if detection == FailureDetection::Coupled {
-            // Heartbeats and silence are independent detection's: coupled never reads them,
-            // so values that do not fit this model's tick (the defaults at a 10ms tick) or
-            // each other are no error. They are kept within the tick limit and in order.
-            let lenient = |d: &Option<Dur>| {
-                let d = d.as_ref().expect("defaults set every duration");
-                d.ticks_at_most(self.tick_ms, self.ticks_max).unwrap_or(self.ticks_max as Ticks)
-            };
-            let dead = lenient(&p.dead_after);
-            let suspect = lenient(&p.suspect_after).min(dead);
-            return Ok((timeout, detection, [lenient(&p.heartbeat_interval), suspect, dead]));
-        }
-        let heartbeat = self.ticks("heartbeat_interval", &p.heartbeat_interval)?;
-        let suspect = self.ticks("suspect_after", &p.suspect_after)?;
-        let dead = self.ticks("dead_after", &p.dead_after)?;
-        if detection == FailureDetection::Independent && heartbeat == 0 {
+        // Heartbeats and silence are independent detection's: coupled never reads them. There
+        // what the user set is checked as written, and a default that does not fit this
+        // model's tick (3s at a 10ms tick) or the user's other key is no error: it is kept
+        // within the tick limit and in order.
+        let read = detection == FailureDetection::Independent;
+        let set = |key: &str| read || self.origins.contains_key(key);
+        let ticks = |key: &str, d: &Option<Dur>| -> Result<Ticks, String> {
+            if set(key) {
+                return self.ticks(key, d);
+            }
+            let d = d.as_ref().expect("defaults set every duration");
+            Ok(d.ticks_at_most(self.tick_ms, self.ticks_max).unwrap_or(self.ticks_max as Ticks))
+        };
+        let heartbeat = ticks("heartbeat_interval", &p.heartbeat_interval)?;
+        let suspect = ticks("suspect_after", &p.suspect_after)?;
+        let dead = ticks("dead_after", &p.dead_after)?;
+        if read && heartbeat == 0 {
             return Err(self.err(
                 "heartbeat_interval",
                 Self::text(&p.heartbeat_interval),
                 "must be positive with independent failure detection".into(),
             ));
         }
-        if suspect > dead {
+        if suspect > dead && set("suspect_after") && set("dead_after") {
             return Err(self.err(
                 "suspect_after",
                 Self::text(&p.suspect_after),
                 format!("must not exceed dead_after = {}", Self::text(&p.dead_after)),
             ));
         }
+        let suspect = suspect.min(dead);
         Ok((timeout, detection, [heartbeat, suspect, dead]))
     }
 

@@ -307,9 +307,18 @@ fn network(cx: &Cx, raw: &RawNetwork) -> Result<(Vec<Vec<LatencyTicks>>, Vec<Vec
         let l = cx.latency_ticks("network.latency", r)?;
         latency = vec![vec![Some(l); zone_count]; zone_count];
     }
+    let mut seen: Vec<(u8, u8)> = Vec::new();
     for (i, link) in raw.links.iter().enumerate() {
         let a = cx.zone(&format!("network.links[{i}].zones"), &link.zones[0])?;
         let b = cx.zone(&format!("network.links[{i}].zones"), &link.zones[1])?;
+        // A second entry for the same pair (either way round) silently overrode the first.
+        if let Some(j) = seen.iter().position(|&pair| pair == (a, b) || pair == (b, a)) {
+            return Err(format!(
+                "key `network.links[{i}].zones` = [\"{}\", \"{}\"]: the link is already `network.links[{j}]`",
+                link.zones[0], link.zones[1]
+            ));
+        }
+        seen.push((a, b));
         let (a, b) = (usize::from(a), usize::from(b));
         if let Some(r) = &link.latency {
             let l = cx.latency_ticks(&format!("network.links[{i}].latency"), r)?;
@@ -455,6 +464,12 @@ fn clients(
     let mut clients = Vec::new();
     for (i, c) in raw.iter().enumerate() {
         check_name(&format!("clients[{i}].name"), &c.name)?;
+        if let Some(j) = raw[..i].iter().position(|o| o.name == c.name) {
+            return Err(format!(
+                "key `clients[{i}].name` = \"{}\": client listed twice (also clients[{j}])",
+                c.name
+            ));
+        }
         if c.ops.is_empty() || c.ops.len() > CLIENT_OPS_MAX {
             return Err(format!(
                 "key `clients[{i}].ops` has {} operations: must be 1 to {CLIENT_OPS_MAX}",
@@ -627,6 +642,9 @@ fn properties(
             let mut out = Vec::new();
             for (i, n) in names.iter().enumerate() {
                 let p = property(&format!("properties[{i}]"), n)?;
+                if out.contains(&p) {
+                    return Err(format!("key `properties[{i}]` = \"{n}\": listed twice"));
+                }
                 if let Some(f) = p.family().filter(|&f| f != family) {
                     return Err(format!(
                         "key `properties[{i}]` = \"{n}\": a property of `replication = \"{}\"`; this model's [policy] runs `replication = \"{}\"`",
