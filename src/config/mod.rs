@@ -142,12 +142,16 @@ fn toml_message(text: &str, e: &toml::de::Error, top_level: &dyn Fn(&str, &str) 
 
 /// serde's words in the user's: a TOML file has keys and values, not fields and variants
 /// (and "variant" means something else here), and `u8` is an integer from 0 to 255.
-fn plain_words(message: &str) -> String {
+pub(crate) fn plain_words(message: &str) -> String {
     message
         .replace("unknown field `", "unknown key `")
         .replace("missing field `", "missing key `")
         .replace("unknown variant `", "unknown value `")
         .replace("expected u8", "expected an integer from 0 to 255")
+        .replace("expected u16", "expected an integer from 0 to 65535")
+        .replace("expected u32", "expected an integer from 0 to 4294967295")
+        .replace("expected usize", "expected a non-negative integer")
+        .replace("number too large to fit in target type", "the number is too large")
         .replace("expected u64", "expected a non-negative integer")
         .replace("expected f64", "expected a number")
         .replace("expected a sequence", "expected an array")

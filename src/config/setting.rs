@@ -193,7 +193,7 @@ pub fn policy_patch(key: &str, value: &toml::Value) -> Result<PolicyPatch, Strin
     let mut table = toml::Table::new();
     table.insert(key.to_string(), value.clone());
     toml::Value::Table(table).try_into::<PolicyPatch>().map_err(|e| {
-        let message = e.message().trim().to_string();
+        let message = super::plain_words(e.message().trim());
         message.strip_prefix(&format!("{key}: ")).unwrap_or(&message).to_string()
     })
 }
@@ -210,6 +210,16 @@ pub fn toml_value(text: &str) -> toml::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--set` and `--vary` values out of a key's range are told in words, as a file's are
+    /// (they said "expected u8").
+    #[test]
+    fn a_value_out_of_range_is_told_in_words() {
+        let why = policy_patch("write_quorum", &toml::Value::Integer(300)).unwrap_err();
+        assert!(why.contains("expected an integer from 0 to 255") && !why.contains("u8"), "{why}");
+        let why = policy_patch("coordinator_load_ceiling", &toml::Value::Integer(99_999)).unwrap_err();
+        assert!(why.contains("expected an integer from 0 to 65535"), "{why}");
+    }
 
     fn scenario() -> Scenario {
         Scenario::load(std::path::Path::new("models/remirror-storm.toml")).expect("a library model")
