@@ -342,6 +342,25 @@ fn models_lists_the_good_files_beside_a_bad_one() {
     assert!(err.contains("1 model file(s)"), "{err}");
 }
 
+/// A policy file kept beside the models (README's rollout example does) is no model: `models
+/// DIR` and `check DIR` pass over it; named on its own it is still refused.
+#[test]
+fn a_policy_file_in_a_model_directory_is_passed_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(root().join(SMALL), dir.path().join("a-model.toml")).expect("copy");
+    std::fs::copy(root().join(POLICY_W1), dir.path().join("w1.toml")).expect("copy");
+    let out = replicheck(&["models", dir.path().to_str().unwrap()]);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}{err}");
+    assert!(text.contains("a-model.toml") && !text.contains("w1.toml"), "{text}");
+    let out = replicheck(&["check", dir.path().join("w1.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // And a model where a policy is expected says which it is.
+    let out = replicheck(&["lint", SMALL]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a model file (it has `zones` or `nodes`) where a policy file is expected"));
+}
+
 /// `bench` on the library gives each row's speed-up over the first thread count and ends with
 /// the library's line: its time per thread count and speed-up, and bytes per state.
 #[test]

@@ -162,6 +162,13 @@ pub(crate) fn plain_words(message: &str) -> String {
 /// Load a `--policy` file: policy keys only, top level.
 pub fn load_policy(path: &Path) -> Result<SourcedPolicy, ConfigError> {
     let text = read_file(path)?;
+    let model_keys = |t: &toml::Table| ["zones", "nodes"].into_iter().any(|k| t.contains_key(k));
+    if text.parse::<toml::Table>().is_ok_and(|t| model_keys(&t)) {
+        return Err(ConfigError::new(
+            path,
+            "a model file (it has `zones` or `nodes`) where a policy file is expected (policy keys only, as a model's [policy] holds them); a model goes where the command takes one: `check MODEL`, `lint POLICY --model MODEL`",
+        ));
+    }
     let patch: PolicyPatch = parse_toml(path, &text)?;
     Ok(SourcedPolicy::new(patch, &path.display().to_string()))
 }
