@@ -1,6 +1,6 @@
 //! How steps and states read in counterexamples and in the explorer.
 
-use super::{Action, ClientPhase, Endpoint, Envelope, Msg, WorldConfig, WorldState};
+use super::{Action, ClientPhase, ClientState, Endpoint, Envelope, Msg, WorldConfig, WorldState};
 use crate::config::duration::format_ms;
 use crate::config::OpKind;
 use crate::protocol::coordinator::{fleet_loads, RouterLoad};
@@ -331,13 +331,12 @@ pub fn state(cfg: &WorldConfig, s: &WorldState) -> String {
         );
     }
     for (i, c) in s.clients.iter().enumerate() {
-        let phase = client_phase(&c.phase);
         // A key partition the checker chose is part of the behaviour: say which.
         let key = match cfg.client_partitions[i].len() {
             1 => String::new(),
             _ => format!(" [key on {}]", cfg.shard_names[usize::from(c.partition)]),
         };
-        let _ = writeln!(out, "{}{key}: op {} {phase}", cfg.clients[i].name, c.next_op + 1);
+        let _ = writeln!(out, "{}{key}: {}", cfg.clients[i].name, client_progress(c));
     }
     let _ = writeln!(out, "in flight: {} messages, faults left: {}", s.net.len(), s.env.faults_left);
     for f in &s.env.ending {
@@ -636,6 +635,16 @@ pub fn topology_changes(cfg: &WorldConfig, before: &WorldState, after: &WorldSta
         }
     }
     notes.join("; ")
+}
+
+/// Where a client is in its workload: the operation it is at and that operation's phase, or,
+/// once every operation is done, how many there were ("op 2 done" read as a second
+/// operation of a one-operation client).
+pub(super) fn client_progress(c: &ClientState) -> String {
+    match c.phase {
+        ClientPhase::Done => format!("done ({} op{})", c.next_op, if c.next_op == 1 { "" } else { "s" }),
+        _ => format!("op {} {}", c.next_op + 1, client_phase(&c.phase)),
+    }
 }
 
 /// A client's phase as the state display shows it.

@@ -168,8 +168,7 @@ pub fn state(cfg: &WorldConfig, s: &WorldState, l: &LeaderActors) -> String {
     }
     let _ = writeln!(out, "{}: requests in progress: {}", cfg.coordinators[0].name, l.manager.ops.len());
     for (i, c) in s.clients.iter().enumerate() {
-        let phase = super::display::client_phase(&c.phase);
-        let _ = writeln!(out, "{}: op {} {phase}", cfg.clients[i].name, c.next_op + 1);
+        let _ = writeln!(out, "{}: {}", cfg.clients[i].name, super::display::client_progress(c));
     }
     let acked: Vec<String> = l
         .ghost
