@@ -351,6 +351,29 @@ fn a_duplicate_entry_is_refused() {
     );
 }
 
+/// Initial replica sets against the policy: the key named is the list that disagrees.
+#[test]
+fn replicas_listed_against_the_replication_factor() {
+    rejects(
+        &[
+            "check",
+            MODEL,
+            "--set",
+            "replication_factor=2",
+            "--set",
+            "write_quorum=1",
+            "--set",
+            "read_quorum=1",
+        ],
+        Rejection {
+            file: MODEL,
+            key: "key `shards[0].replicas`",
+            value: "lists 3 replicas",
+            also: &["replication_factor = 2"],
+        },
+    );
+}
+
 #[test]
 fn node_in_an_unknown_zone() {
     rejects_model("unknown-zone.toml", "key `nodes[2].zone`", "= \"d\"", &["no such zone (zones: a, b, c)"]);

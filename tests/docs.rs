@@ -284,6 +284,7 @@ fn the_reference_limits_are_the_code_constants() {
         ("any duration, in ticks", p::TICKS_MAX.to_string()),
         ("any rate, in writes per tick", replicheck::config::duration::RATE_PER_TICK_MAX.to_string()),
         ("`write_shard_suffixes`", p::routing::WRITE_SHARD_SUFFIXES_MAX.to_string()),
+        ("stages of a `rollout`", replicheck::config::ROLLOUT_STAGES_MAX.to_string()),
         ("`coordinator.work_per_tick`, `membership_update_work`, `copy_work`", {
             use p::coordinator_load::{CHANGE_WORK_MAX, WORK_PER_TICK_MAX};
             assert_eq!(WORK_PER_TICK_MAX, CHANGE_WORK_MAX, "one row documents both");

@@ -175,11 +175,11 @@ impl Resolved {
         let partition_background = routing::partition_background(&bursts, suffixes);
         let rf = usize::from(policy.replication_factor);
         let mut initial_members = Vec::new();
-        for s in &scenario.shards {
+        for (i, s) in scenario.shards.iter().enumerate() {
             let mut members = match &s.replicas {
                 Some(r) if r.len() != rf => {
                     return Err(format!(
-                        "shard \"{}\" lists {} replicas but replication_factor = {rf}",
+                        "key `shards[{i}].replicas`: shard \"{}\" lists {} replicas but replication_factor = {rf}",
                         s.name,
                         r.len()
                     ))
@@ -194,7 +194,7 @@ impl Resolved {
             let held = initial_members.iter().filter(|m| m.contains(&(n as NodeId))).count();
             if let Some(slots) = node.replica_slots.filter(|&slots| held > usize::from(slots)) {
                 return Err(format!(
-                    "node \"{}\" holds {held} replicas at the start but its replica_slots = {slots}",
+                    "key `nodes[{n}].replica_slots` = {slots}: node \"{}\" holds {held} replicas at the start",
                     node.name
                 ));
             }
