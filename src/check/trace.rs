@@ -166,12 +166,12 @@ pub enum Conformance {
 /// States kept at once while deliveries are ambiguous; a trace needing more is refused.
 pub const STATES_MAX: usize = 4096;
 
-/// Follow `trace` through `world` (see the module doc).
 /// The most ticks between two steps of a trace that [`validate`] follows while time still
 /// changes the model's states (27 hours at 100 ms a tick); once time changes nothing, it
 /// jumps to the next step.
 pub const TICK_GAP_MAX: u64 = 1_000_000;
 
+/// Follow `trace` through `world` (see the module doc).
 pub fn validate(world: &World, trace: &[TraceStep]) -> Conformance {
     use stateright::Model;
     let mut states: Vec<WorldState> = world.init_states();

@@ -187,7 +187,6 @@ impl Cx<'_> {
     }
 }
 
-/// A name shows in every report, trace and timeline: it must be there to read.
 /// A name that also names a file: `prove` writes `OUT/MODEL/VARIANT.toml`, so a model's or a
 /// variant's name may not climb out of OUT or start at the root.
 fn check_file_name(key: &str, name: &str) -> Result<(), String> {
@@ -200,6 +199,7 @@ fn check_file_name(key: &str, name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A name shows in every report, trace and timeline: it must be there to read.
 fn check_name(key: &str, name: &str) -> Result<(), String> {
     if name.trim().is_empty() || name.trim() != name || name.chars().any(char::is_control) {
         return Err(format!(
