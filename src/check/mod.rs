@@ -568,8 +568,8 @@ fn run_in(
             Cut::StateLimit(n) => format!("state limit of {n} reached"),
             Cut::Interrupted => "interrupted (SIGINT or SIGTERM)".to_string(),
             Cut::MemoryLimit { limit_bytes, resident_bytes, frontier } => format!(
-                "memory bound of {} reached ({} resident, {frontier} states in the frontier; raise --memory-max or shrink the model: `replicheck check {} --estimate` measures what drives its size)",
-                engine::memory::describe(*limit_bytes),
+                "{} ({} resident, {frontier} states in the frontier; raise --memory-max or shrink the model: `replicheck check {} --estimate` measures what drives its size)",
+                memory_bound_reached(*limit_bytes),
                 engine::memory::describe(*resident_bytes),
                 job.explore_args
             ),
@@ -612,6 +612,12 @@ pub(super) fn regions(
     reduction: Reduction,
 ) -> Option<impl Fn(&WorldState) -> Option<WorldState> + Sync + '_> {
     silence_regions(world, reduction).then_some(|s: &WorldState| silence::canonical(&world.cfg, s))
+}
+
+/// A run cut by its memory bound, in the words that stay the same from run to run (a
+/// certificate records only these: what was resident when, and so the counts, vary).
+pub fn memory_bound_reached(limit_bytes: u64) -> String {
+    format!("memory bound of {} reached", engine::memory::describe(limit_bytes))
 }
 
 /// Exit code for a set of results: 1 if a verdict differs from what was required, else 3 if a

@@ -235,20 +235,12 @@ pub struct Exploration {
     pub fingerprint_collision_probability: String,
 }
 
-fn memory_cut(limit_bytes: u64) -> String {
-    format!("memory bound of {} reached", crate::engine::memory::describe(limit_bytes))
-}
-
 impl Exploration {
-    /// Whether this run stopped at its memory bound.
-    fn memory_cut(&self) -> bool {
-        !self.complete && self.stopped.as_deref().is_some_and(|s| s.starts_with("memory bound of "))
-    }
-
-    /// A fresh run that stopped at the same memory bound as the recorded one matches it
-    /// whatever its counts at the cut: they vary from run to run with what was resident.
-    pub fn counts_at_the_same_memory_cut(&mut self, recorded: &Exploration) {
-        if self.memory_cut() && recorded.memory_cut() && self.stopped == recorded.stopped {
+    /// A fresh run cut by its memory bound (`fresh_cut_by_memory`) matches a recorded one cut
+    /// at the same bound (the same `stopped`) whatever its counts at the cut: they vary from
+    /// run to run with what was resident.
+    pub fn counts_at_the_same_memory_cut(&mut self, fresh_cut_by_memory: bool, recorded: &Exploration) {
+        if fresh_cut_by_memory && self.stopped == recorded.stopped {
             self.unique_states = recorded.unique_states;
             self.transitions = recorded.transitions;
             self.max_depth = recorded.max_depth;
@@ -334,7 +326,7 @@ impl Certificate {
                     // How far a run gets before its memory bound is the machine's (what was
                     // resident when), not the model's: only the bound is recorded.
                     Some(crate::engine::Cut::MemoryLimit { limit_bytes, .. }) => {
-                        Some(memory_cut(*limit_bytes))
+                        Some(crate::check::memory_bound_reached(*limit_bytes))
                     }
                     _ => result.stopped.clone(),
                 },

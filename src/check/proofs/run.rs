@@ -307,7 +307,8 @@ fn check_one(
     let result = crate::check::run(&p.job, &unreduced(opts))?;
     let mut fresh = Certificate::new(&p.job, &result, &model_text)?;
     if let Content::Current(old) = &cert.content {
-        fresh.exploration.counts_at_the_same_memory_cut(&old.exploration);
+        let by_memory = matches!(result.cut, Some(crate::engine::Cut::MemoryLimit { .. }));
+        fresh.exploration.counts_at_the_same_memory_cut(by_memory, &old.exploration);
     }
     let problem = match &cert.content {
         Content::Current(old) if **old == fresh => None,
