@@ -268,7 +268,12 @@ pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
             let mut files: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(|e| ConfigError::new(p, format!("cannot read directory: {e}")))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.extension().is_some_and(|x| x == "toml") && !is_policy_file(f))
+                .filter(|f| f.extension().is_some_and(|x| x == "toml"))
+                // A policy file kept beside the models it is checked against is no model.
+                .filter(|f| {
+                    let kind = std::fs::read_to_string(f).map(|t| crate::config::file_kind(&t));
+                    kind.ok() != Some(crate::config::FileKind::Policy)
+                })
                 .collect();
             files.sort();
             if files.is_empty() {
@@ -282,14 +287,6 @@ pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
         }
     }
     Ok(out)
-}
-
-/// Whether a file found in a directory is a policy file (`--policy`, `diff --base`): policy
-/// keys only, at least one. Kept beside the models it is checked against, it is no model.
-fn is_policy_file(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else { return false };
-    let Ok(table) = text.parse::<toml::Table>() else { return false };
-    !table.is_empty() && toml::Value::Table(table).try_into::<crate::config::PolicyPatch>().is_ok()
 }
 
 /// One run to do: a scenario under one policy, with the verdicts it must give.

@@ -159,11 +159,31 @@ pub(crate) fn plain_words(message: &str) -> String {
         .replace("there are no fields", "no keys are allowed here")
 }
 
+/// What a TOML file is, told by its top level: a model has `zones` or `nodes`; a policy file
+/// holds policy keys only, at least one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Model,
+    Policy,
+    /// Neither, or not TOML: loading it as either says what is wrong.
+    Other,
+}
+
+pub fn file_kind(text: &str) -> FileKind {
+    let Ok(table) = text.parse::<toml::Table>() else { return FileKind::Other };
+    if ["zones", "nodes"].into_iter().any(|k| table.contains_key(k)) {
+        FileKind::Model
+    } else if !table.is_empty() && toml::Value::Table(table).try_into::<PolicyPatch>().is_ok() {
+        FileKind::Policy
+    } else {
+        FileKind::Other
+    }
+}
+
 /// Load a `--policy` file: policy keys only, top level.
 pub fn load_policy(path: &Path) -> Result<SourcedPolicy, ConfigError> {
     let text = read_file(path)?;
-    let model_keys = |t: &toml::Table| ["zones", "nodes"].into_iter().any(|k| t.contains_key(k));
-    if text.parse::<toml::Table>().is_ok_and(|t| model_keys(&t)) {
+    if file_kind(&text) == FileKind::Model {
         return Err(ConfigError::new(
             path,
             "a model file (it has `zones` or `nodes`) where a policy file is expected (policy keys only, as a model's [policy] holds them); a model goes where the command takes one: `check MODEL`, `lint POLICY --model MODEL`",

@@ -186,3 +186,15 @@ fn a_patch_written_as_toml_reads_back_the_same_with_its_durations_scaled() {
     assert_eq!(half.fencing, Some(false));
     assert_eq!(half.max_dead_fraction, Some(0.5));
 }
+
+/// What a file is, told by its top level: the directory scan passes over policy files and the
+/// policy loader names a model given in a policy's place.
+#[test]
+fn a_file_is_a_model_a_policy_or_neither() {
+    use crate::config::{file_kind, FileKind};
+    assert_eq!(file_kind("zones = [\"a\"]\nreplica_ack_timeout = \"2s\""), FileKind::Model);
+    assert_eq!(file_kind("replica_ack_timeout = \"2s\""), FileKind::Policy);
+    assert_eq!(file_kind(""), FileKind::Other);
+    assert_eq!(file_kind("replica_ack_timout = \"2s\""), FileKind::Other);
+    assert_eq!(file_kind("not toml ="), FileKind::Other);
+}
