@@ -248,12 +248,13 @@ fn mark_faulted(s: &mut WorldState, n: u8, coordinators: u8) {
 /// spend no budget, and each coordinator goes forward, then at most back, so they end.
 pub fn rollout_actions(cfg: &WorldConfig, s: &WorldState, actions: &mut Vec<Action>) {
     let Some(r) = &cfg.rollout else { return };
-    let last = u8::try_from(r.stages.len() - 1).expect("a rollout has at most ROLLOUT_STAGES_MAX stages");
+    // Compared as usize: no conversion per state (config keeps stages to ROLLOUT_STAGES_MAX).
+    let last = r.stages.len() - 1;
     let waves = r.order == crate::config::RolloutOrder::StageByStage;
     let lowest = s.stages.iter().map(|st| st.index).min().unwrap_or(0);
     let highest = s.stages.iter().map(|st| st.index).max().unwrap_or(0);
     for (c, st) in s.stages.iter().enumerate() {
-        if !st.back && st.index < last && (!waves || st.index == lowest) {
+        if !st.back && usize::from(st.index) < last && (!waves || st.index == lowest) {
             actions.push(Action::Upgrade(c as u8));
         }
         if r.rollback && st.index > 0 && (!waves || st.index == highest) {
